@@ -26,7 +26,7 @@ pub struct HelperTerm {
 impl HelperTerm {
     /// A scalar-code term: read the whole chunk, multiply by `c`.
     pub fn scalar(helper: usize, c: u8) -> Self {
-        HelperTerm { helper, reads: vec![0..1], coefs: vec![c] }
+        HelperTerm { helper, reads: std::iter::once(0..1).collect(), coefs: vec![c] }
     }
 
     /// Number of sub-chunks read.
@@ -97,24 +97,28 @@ impl RepairEquation {
 /// for each lost sub-chunk s, out[s*out_stride + (window - window.start)] ^= sum_r coef[s][r] * helper[r*sub + window].
 ///
 /// `out` holds `sub_chunks` windows of `window.len()` bytes, `out_stride` apart.
-pub fn apply_term_window(term: &HelperTerm, m: &CoefMatrix, helper_chunk: &[u8], sub: usize, window: Range<usize>, out: &mut [u8], out_stride: usize) {
+pub fn apply_term_window(
+    term: &HelperTerm,
+    m: &CoefMatrix,
+    helper_chunk: &[u8],
+    sub: usize,
+    window: Range<usize>,
+    out: &mut [u8],
+    out_stride: usize,
+) {
     let w = window.len();
     if w == 0 {
         return;
     }
-    let srcs: Vec<&[u8]> = term
-        .reads
-        .iter()
-        .flat_map(|r| r.clone())
-        .map(|r| &helper_chunk[r * sub + window.start..r * sub + window.end])
-        .collect();
+    let srcs: Vec<&[u8]> =
+        term.reads.iter().flat_map(|r| r.clone()).map(|r| &helper_chunk[r * sub + window.start..r * sub + window.end]).collect();
     let mut dsts: Vec<&mut [u8]> = out.chunks_mut(out_stride).map(|c| &mut c[..w]).collect();
     kintsugi_gf::apply_add(m, &srcs, &mut dsts);
 }
 
 /// Sub-chunk length, or an error if the chunk does not divide evenly.
 pub fn sub_len(sub_chunks: usize, chunk_len: usize) -> Result<usize> {
-    if sub_chunks == 0 || chunk_len % sub_chunks != 0 {
+    if sub_chunks == 0 || !chunk_len.is_multiple_of(sub_chunks) {
         return Err(CodeError::BadChunkLength { len: chunk_len, sub_chunks });
     }
     Ok(chunk_len / sub_chunks)

@@ -49,7 +49,7 @@ impl LinearCode {
             return Err(CodeError::InvalidParams("lrc needs at least one local group (l >= 1)".into()));
         }
         check_sizes(k, m, k + l + m)?;
-        if k % l != 0 {
+        if !k.is_multiple_of(l) {
             return Err(CodeError::InvalidParams(format!("l = {l} local groups must divide k = {k} data shards")));
         }
         let n = k + l + m;
@@ -182,7 +182,7 @@ fn check_sizes(k: usize, m: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-fn check_lengths<'a>(mut lens: impl Iterator<Item = usize>) -> Result<usize> {
+fn check_lengths(mut lens: impl Iterator<Item = usize>) -> Result<usize> {
     let first = lens.next().unwrap_or(0);
     match lens.find(|&l| l != first) {
         Some(other) => Err(CodeError::UnequalLengths(first, other)),

@@ -6,7 +6,20 @@ use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-const SPECS: &[&str] = &["rs:2,1", "rs:3,2", "rs:4,2", "rs:6,3", "rs:10,4", "rs:12,4", "rs:28,4", "rs:20,5", "lrc:6,2,2", "lrc:12,2,2", "lrc:4,2,1", "lrc:10,2,3"];
+const SPECS: &[&str] = &[
+    "rs:2,1",
+    "rs:3,2",
+    "rs:4,2",
+    "rs:6,3",
+    "rs:10,4",
+    "rs:12,4",
+    "rs:28,4",
+    "rs:20,5",
+    "lrc:6,2,2",
+    "lrc:12,2,2",
+    "lrc:4,2,1",
+    "lrc:10,2,3",
+];
 
 fn stripe(code: &dyn Code, len: usize, rng: &mut impl Rng) -> Vec<Vec<u8>> {
     let data: Vec<Vec<u8>> = (0..code.k()).map(|_| (0..len).map(|_| rng.random()).collect()).collect();

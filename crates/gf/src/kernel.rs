@@ -155,8 +155,8 @@ impl Kernel {
                         match n {
                             1 => $m::dot_region::<1, 4, XOR>(tabs, srcs, out, len),
                             2 => $m::dot_region::<2, 2, XOR>(tabs, srcs, out, len),
-                            3 => $m::dot_region::<3, 1, XOR>(tabs, srcs, out, len),
-                            4 => $m::dot_region::<4, 1, XOR>(tabs, srcs, out, len),
+                            3 => $m::dot_region::<3, 2, XOR>(tabs, srcs, out, len),
+                            4 => $m::dot_region::<4, 2, XOR>(tabs, srcs, out, len),
                             _ => unreachable!("groups hold 1 to 4 rows"),
                         }
                     }

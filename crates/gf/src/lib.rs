@@ -27,10 +27,8 @@ mod kernel;
 #[allow(missing_docs)]
 mod simd;
 
-#[allow(missing_docs)]
 pub use coef::CoefTable;
 pub use field::{div, exp2, inv, mul, pow, MUL, POLY};
-#[allow(missing_docs)]
 pub use kernel::{CoefMatrix, Kernel, ALL_KERNELS};
 
 /// dst = c * src. Panics if the lengths differ.
@@ -65,9 +63,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn reference_apply(rows: usize, cols: usize, coefs: &[u8], srcs: &[Vec<u8>], len: usize) -> Vec<Vec<u8>> {
-        (0..rows)
-            .map(|r| (0..len).map(|j| (0..cols).fold(0u8, |acc, c| acc ^ mul(coefs[r * cols + c], srcs[c][j]))).collect())
-            .collect()
+        (0..rows).map(|r| (0..len).map(|j| (0..cols).fold(0u8, |acc, c| acc ^ mul(coefs[r * cols + c], srcs[c][j]))).collect()).collect()
     }
 
     #[test]

@@ -77,10 +77,7 @@ impl fmt::Display for Shape {
 impl std::str::FromStr for Shape {
     type Err = PlanError;
     fn from_str(s: &str) -> Result<Self> {
-        ALL_SHAPES
-            .into_iter()
-            .find(|m| m.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| PlanError::UnknownMethod(s.to_string()))
+        ALL_SHAPES.into_iter().find(|m| m.name() == s.to_ascii_lowercase()).ok_or_else(|| PlanError::UnknownMethod(s.to_string()))
     }
 }
 

@@ -1,0 +1,35 @@
+//! `kintsugi bench codec --json` keeps its contract: the fields scripts read, positive rates,
+//! every available kernel selectable, an unknown kernel refused. (Speed itself is judged by
+//! running the benchmark, never by a test.)
+
+use std::process::Command;
+
+fn bench(extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "codec", "--json", "--seconds", "0.01", "--runs", "1", "--shard-size", "64KiB"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn json_has_required_fields_for_every_kernel() {
+    for kernel in ["scalar", "ssse3", "avx2", "gfni", "avx512"] {
+        let out = bench(&["--kernel", kernel]);
+        let available = kintsugi_gf::Kernel::available().iter().any(|k| k.name() == kernel);
+        if !available {
+            assert!(!out.status.success(), "{kernel} is not on this CPU and must be refused");
+            eprintln!("note: skipping bench with kernel {kernel}: not supported by this CPU");
+            continue;
+        }
+        assert!(out.status.success(), "{kernel}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["kernel"], kernel);
+        for f in ["mad_gbps", "encode_rs10_4_gbps", "decode_rs10_4_gbps", "repair_rs10_4_gbps"] {
+            let x = v[f].as_f64().unwrap_or_else(|| panic!("{f} missing"));
+            assert!(x > 0.0 && x.is_finite(), "{f} = {x}");
+        }
+    }
+    let out = bench(&["--kernel", "neon"]);
+    assert_eq!(out.status.code(), Some(2));
+}
