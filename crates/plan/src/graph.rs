@@ -81,6 +81,22 @@ impl std::str::FromStr for Shape {
     }
 }
 
+/// The slot of a vertex's lane-local unit u is `offset + u * period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRule {
+    /// Slot of unit 0.
+    pub offset: u64,
+    /// Slots between consecutive units.
+    pub period: u64,
+}
+
+impl SlotRule {
+    /// The slot of unit u.
+    pub fn slot(&self, u: u64) -> u64 {
+        self.offset + u * self.period
+    }
+}
+
 /// What a planner needs to know about one lost chunk: how to compute it, where each
 /// helper's data lives, and where the result goes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +146,14 @@ pub struct RepairGraph {
     pub vertices: Vec<Vertex>,
     /// The one vertex without an output.
     pub sink: VertexId,
+    /// Optional send order per vertex (empty: none). When set, each node sends its units
+    /// in increasing slot order, one slot at a time, across all its vertices: the timestep
+    /// schedule a paper assumes (ECPipe cyclic: every node sends one slice per step).
+    #[serde(default)]
+    pub slots: Vec<Option<SlotRule>>,
+    /// Whether relays forward slice j as soon as they have it (ECPipe, CR), or only after
+    /// their whole input has arrived (PPR as published: whole partial chunks per timestep).
+    pub pipelined: bool,
 }
 
 impl RepairGraph {
@@ -139,7 +163,8 @@ impl RepairGraph {
         let [sink] = sinks[..] else {
             return Err(PlanError::Invalid(format!("a graph has exactly one sink, this one has {}", sinks.len())));
         };
-        let g = RepairGraph { shape, equation, lanes, vertices, sink: VertexId(sink as u32) };
+        let pipelined = shape != Shape::Ppr;
+        let g = RepairGraph { shape, equation, lanes, vertices, sink: VertexId(sink as u32), pipelined, slots: Vec::new() };
         g.validate()?;
         Ok(g)
     }
@@ -151,6 +176,9 @@ impl RepairGraph {
         let n = self.vertices.len();
         if self.lanes == 0 {
             return bad("a graph needs at least one lane".into());
+        }
+        if !self.slots.is_empty() && self.slots.len() != n {
+            return bad(format!("{} slot rules for {n} vertices", self.slots.len()));
         }
         for (i, v) in self.vertices.iter().enumerate() {
             let id = VertexId(i as u32);

@@ -20,4 +20,4 @@ pub mod memory_executor;
 pub mod shapes;
 
 pub use error::{PlanError, Result};
-pub use graph::{NodeId, RepairGraph, RepairTask, Shape, Traffic, Vertex, VertexId, ALL_SHAPES};
+pub use graph::{NodeId, RepairGraph, RepairTask, Shape, SlotRule, Traffic, Vertex, VertexId, ALL_SHAPES};

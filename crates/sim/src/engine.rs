@@ -1,0 +1,624 @@
+//! The discrete-event engine. Every graph edge streams its lane's slices in order, one slice
+//! in flight per edge (a TCP stream); a vertex sends slice j once slice j has arrived on all
+//! its inputs (and its own disk read of slice j is done); a store-and-forward graph (PPR)
+//! moves each lane as one unit. Concurrent transfers share links max-min fairly, recomputed
+//! at every event; time jumps from event to event (transfer completions, timers).
+
+use crate::error::{Result, SimError};
+use crate::maxmin::{FlowResources, MaxMin};
+use crate::network::{res_disk_read, res_disk_write, res_down, res_up, Direction, Network};
+use kintsugi_plan::{NodeId, RepairGraph, VertexId};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+/// One repair to run: a graph, the chunk and slice sizes, and the earliest start.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub graph: RepairGraph,
+    pub chunk_len: usize,
+    pub slice_len: usize,
+    /// Seconds after the start of the simulation before which the job may not start.
+    pub release: f64,
+}
+
+/// Which jobs run at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Admission {
+    /// Every job starts at its release time.
+    All,
+    /// Each destination node runs at most this many repairs at a time, in job order
+    /// (like Ceph's osd_recovery_max_active or HDFS's replication streams).
+    PerDestination(usize),
+}
+
+/// Knobs of one run.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub admission: Admission,
+    /// Keep each node's link rates over time (for utilisation CSVs and plots).
+    pub track_utilization: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { admission: Admission::All, track_utilization: false }
+    }
+}
+
+/// When a job started and finished.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    pub start: f64,
+    pub end: f64,
+}
+
+/// Rate changes of one node: (time, uplink bytes/s, downlink bytes/s) from then on.
+pub type RateLog = Vec<(f64, f64, f64)>;
+
+/// The outcome of a run.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    /// Time when the last job finished.
+    pub makespan: f64,
+    pub jobs: Vec<JobResult>,
+    /// Bytes each node sent / received over the network.
+    pub upload_bytes: Vec<f64>,
+    pub download_bytes: Vec<f64>,
+    /// Events processed and transfers simulated (the cost drivers).
+    pub events: u64,
+    pub transfers: u64,
+    /// Per node, when tracking was asked for.
+    pub rates: Option<Vec<RateLog>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum FlowKind {
+    Net { job: u32, vertex: u32 },
+    Read { job: u32, vertex: u32 },
+    Write { job: u32 },
+}
+
+struct Flow {
+    kind: FlowKind,
+    remaining: f64,
+    res: FlowResources,
+    src: NodeId,
+    dst: NodeId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Release(u32),
+    StartRead { job: u32, vertex: u32 },
+    Foreground(u32),
+}
+
+/// f64 with a total order, for the timer heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct T(f64);
+impl Eq for T {}
+impl PartialOrd for T {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for T {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+struct JobState {
+    /// Window length of each lane-local unit, per lane.
+    windows: Vec<Vec<u32>>,
+    alpha: f64,
+    delivered: Vec<u32>,
+    sending: Vec<bool>,
+    read_done: Vec<u32>,
+    reading: Vec<bool>,
+    sink_next: Vec<u32>,
+    /// Sink inputs per lane.
+    sink_inputs: Vec<Vec<VertexId>>,
+    write_queue: VecDeque<f64>,
+    writing: bool,
+    units_done: usize,
+    units_total: usize,
+    started: bool,
+    finished: bool,
+    /// With a slot schedule: per node, the slots of its sends not yet completed.
+    pending_slots: HashMap<NodeId, std::collections::BTreeSet<u64>>,
+    /// With a slot schedule: the vertices on each node.
+    node_vertices: HashMap<NodeId, Vec<u32>>,
+}
+
+struct Engine<'a> {
+    net: &'a Network,
+    jobs: &'a [Job],
+    st: Vec<JobState>,
+    base_caps: Vec<f64>,
+    caps: Vec<f64>,
+    pair_ids: HashMap<(NodeId, NodeId), u32>,
+    flows: Vec<Flow>,
+    rates: Vec<f64>,
+    maxmin: MaxMin,
+    res_scratch: Vec<FlowResources>,
+    timers: BinaryHeap<Reverse<(T, u64, Timer)>>,
+    seq: u64,
+    now: f64,
+    dirty: bool,
+    results: Vec<JobResult>,
+    up_bytes: Vec<f64>,
+    down_bytes: Vec<f64>,
+    events: u64,
+    transfers: u64,
+    // Admission per destination.
+    queues: HashMap<NodeId, VecDeque<u32>>,
+    active: HashMap<NodeId, usize>,
+    admission: Admission,
+    jobs_left: usize,
+    // Foreground: (time, resource, rate) changes, applied in order.
+    fg_changes: Vec<(f64, u32, f64)>,
+    fg_current: HashMap<u32, f64>,
+    rates_log: Option<Vec<RateLog>>,
+}
+
+/// Runs `jobs` on `net` to completion.
+pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> {
+    net.validate()?;
+    let n_nodes = net.nodes.len();
+    let mut st = Vec::with_capacity(jobs.len());
+    for (i, j) in jobs.iter().enumerate() {
+        for v in &j.graph.vertices {
+            if v.node as usize >= n_nodes {
+                return Err(SimError::BadScenario(format!("job {i} places a vertex on node {}, the network has {n_nodes}", v.node)));
+            }
+        }
+        if !(j.release >= 0.0 && j.release.is_finite()) {
+            return Err(SimError::BadScenario(format!("job {i} has release time {}", j.release)));
+        }
+        st.push(JobState::new(j)?);
+    }
+    if let Admission::PerDestination(0) = opts.admission {
+        return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
+    }
+    let (base_caps, pair_ids) = net.resources();
+    let mut fg_changes = Vec::new();
+    for f in &net.foreground {
+        let r = match f.direction {
+            Direction::Up => res_up(f.node),
+            Direction::Down => res_down(f.node),
+        };
+        fg_changes.extend(f.points.iter().map(|&(t, rate)| (t, r, rate)));
+    }
+    fg_changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut e = Engine {
+        net,
+        jobs,
+        st,
+        caps: base_caps.clone(),
+        base_caps,
+        pair_ids,
+        flows: Vec::new(),
+        rates: Vec::new(),
+        maxmin: MaxMin::default(),
+        res_scratch: Vec::new(),
+        timers: BinaryHeap::new(),
+        seq: 0,
+        now: 0.0,
+        dirty: true,
+        results: vec![JobResult { start: f64::NAN, end: f64::NAN }; jobs.len()],
+        up_bytes: vec![0.0; n_nodes],
+        down_bytes: vec![0.0; n_nodes],
+        events: 0,
+        transfers: 0,
+        queues: HashMap::new(),
+        active: HashMap::new(),
+        admission: opts.admission,
+        jobs_left: jobs.len(),
+        fg_changes,
+        fg_current: HashMap::new(),
+        rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
+    };
+    for i in 0..e.fg_changes.len() {
+        let t = e.fg_changes[i].0;
+        e.timer(t, Timer::Foreground(i as u32));
+    }
+    match opts.admission {
+        Admission::All => {
+            for (i, j) in jobs.iter().enumerate() {
+                e.timer(j.release, Timer::Release(i as u32));
+            }
+        }
+        Admission::PerDestination(_) => {
+            for (i, j) in jobs.iter().enumerate() {
+                let dest = j.graph.vertex(j.graph.sink).node;
+                e.queues.entry(dest).or_default().push_back(i as u32);
+            }
+            let dests: Vec<NodeId> = e.queues.keys().copied().collect();
+            for d in dests {
+                e.admit(d);
+            }
+        }
+    }
+    e.main_loop()?;
+    let makespan = e.results.iter().map(|r| r.end).fold(0.0, f64::max);
+    Ok(SimResult {
+        makespan,
+        jobs: e.results,
+        upload_bytes: e.up_bytes,
+        download_bytes: e.down_bytes,
+        events: e.events,
+        transfers: e.transfers,
+        rates: e.rates_log,
+    })
+}
+
+impl JobState {
+    fn new(j: &Job) -> Result<Self> {
+        let g = &j.graph;
+        let windows_all = g.slices(j.chunk_len, j.slice_len).map_err(|e| SimError::BadScenario(e.to_string()))?;
+        let lanes = g.lanes;
+        let mut windows: Vec<Vec<u32>> = vec![Vec::new(); lanes];
+        for (idx, w) in windows_all.iter().enumerate() {
+            windows[idx % lanes].push(w.len() as u32);
+        }
+        if !g.pipelined {
+            // Store-and-forward: each lane moves as one unit.
+            for w in &mut windows {
+                let total: u32 = w.iter().sum();
+                *w = if total > 0 { vec![total] } else { Vec::new() };
+            }
+        }
+        let nv = g.vertices.len();
+        let mut sink_inputs = vec![Vec::new(); lanes];
+        for &i in &g.vertex(g.sink).inputs {
+            sink_inputs[g.vertex(i).lane].push(i);
+        }
+        let units_total = windows.iter().map(|w| w.len()).sum();
+        let mut pending_slots: HashMap<NodeId, std::collections::BTreeSet<u64>> = HashMap::new();
+        let mut node_vertices: HashMap<NodeId, Vec<u32>> = HashMap::new();
+        for (v, rule) in g.slots.iter().enumerate() {
+            let Some(rule) = rule else { continue };
+            let vx = &g.vertices[v];
+            node_vertices.entry(vx.node).or_default().push(v as u32);
+            let set = pending_slots.entry(vx.node).or_default();
+            for u in 0..windows[vx.lane].len() as u64 {
+                set.insert(rule.slot(u));
+            }
+        }
+        Ok(JobState {
+            windows,
+            alpha: g.equation.sub_chunks as f64,
+            delivered: vec![0; nv],
+            sending: vec![false; nv],
+            read_done: vec![0; nv],
+            reading: vec![false; nv],
+            sink_next: vec![0; lanes],
+            sink_inputs,
+            write_queue: VecDeque::new(),
+            writing: false,
+            units_done: 0,
+            units_total,
+            started: false,
+            finished: false,
+            pending_slots,
+            node_vertices,
+        })
+    }
+}
+
+impl<'a> Engine<'a> {
+    fn timer(&mut self, t: f64, what: Timer) {
+        self.seq += 1;
+        self.timers.push(Reverse((T(t), self.seq, what)));
+    }
+
+    fn admit(&mut self, dest: NodeId) {
+        let Admission::PerDestination(max) = self.admission else { return };
+        while self.active.get(&dest).copied().unwrap_or(0) < max {
+            let Some(j) = self.queues.get_mut(&dest).and_then(|q| q.pop_front()) else { break };
+            *self.active.entry(dest).or_default() += 1;
+            let release = self.jobs[j as usize].release;
+            if release > self.now {
+                self.timer(release, Timer::Release(j));
+            } else {
+                self.start_job(j);
+            }
+        }
+    }
+
+    fn start_job(&mut self, j: u32) {
+        let s = &mut self.st[j as usize];
+        s.started = true;
+        self.results[j as usize].start = self.now;
+        if s.units_total == 0 {
+            self.finish_job(j);
+            return;
+        }
+        for v in 0..self.jobs[j as usize].graph.vertices.len() {
+            self.try_vertex(j, v as u32);
+        }
+    }
+
+    fn finish_job(&mut self, j: u32) {
+        let s = &mut self.st[j as usize];
+        if s.finished {
+            return;
+        }
+        s.finished = true;
+        self.results[j as usize].end = self.now;
+        self.jobs_left -= 1;
+        if let Admission::PerDestination(_) = self.admission {
+            let g = &self.jobs[j as usize].graph;
+            let dest = g.vertex(g.sink).node;
+            if let Some(a) = self.active.get_mut(&dest) {
+                *a -= 1;
+            }
+            self.admit(dest);
+        }
+    }
+
+    fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: &[u32], src: NodeId, dst: NodeId) {
+        self.flows.push(Flow { kind, remaining: bytes, res: FlowResources::new(res), src, dst });
+        self.transfers += 1;
+        self.dirty = true;
+    }
+
+    fn read_modeled(&self, node: NodeId) -> bool {
+        self.net.nodes[node as usize].disk_read.is_some()
+    }
+
+    /// Whether non-sink vertex v can send its lane-local unit u.
+    fn ready(&self, j: u32, v: u32, u: u32) -> bool {
+        let g = &self.jobs[j as usize].graph;
+        let s = &self.st[j as usize];
+        let vx = &g.vertices[v as usize];
+        if vx.local.is_some() && self.read_modeled(vx.node) && s.read_done[v as usize] <= u {
+            return false;
+        }
+        vx.inputs.iter().all(|i| s.delivered[i.index()] > u)
+    }
+
+    fn try_vertex(&mut self, j: u32, v: u32) {
+        let jobs = self.jobs;
+        let g = &jobs[j as usize].graph;
+        if VertexId(v) == g.sink {
+            return self.try_sink(j);
+        }
+        let vx = &g.vertices[v as usize];
+        let lane = vx.lane;
+        let n_units = self.st[j as usize].windows[lane].len() as u32;
+        // Disk reads run ahead of sending, one I/O per unit.
+        if vx.local.is_some() {
+            let s = &self.st[j as usize];
+            if self.read_modeled(vx.node) && !s.reading[v as usize] && s.read_done[v as usize] < n_units {
+                self.st[j as usize].reading[v as usize] = true;
+                let seek = self.net.nodes[vx.node as usize].seek;
+                if seek > 0.0 {
+                    self.timer(self.now + seek, Timer::StartRead { job: j, vertex: v });
+                } else {
+                    self.start_read(j, v);
+                }
+            }
+        }
+        let out = vx.output.expect("non-sink vertices have an output");
+        loop {
+            let s = &self.st[j as usize];
+            let u = s.delivered[v as usize];
+            if s.sending[v as usize] || u >= n_units || !self.ready(j, v, u) {
+                return;
+            }
+            // A slot schedule lets a node send only its earliest outstanding slot.
+            let slot = g.slots.get(v as usize).copied().flatten().map(|r| r.slot(u as u64));
+            if let Some(slot) = slot {
+                if s.pending_slots.get(&vx.node).and_then(|p| p.first()) != Some(&slot) {
+                    return;
+                }
+            }
+            let to = g.vertex(out).node;
+            if to == vx.node {
+                // Same node: handed over at once.
+                self.st[j as usize].delivered[v as usize] += 1;
+                self.slot_done(j, vx.node, slot);
+                self.try_vertex(j, out.0);
+                continue;
+            }
+            let bytes = self.st[j as usize].alpha * self.st[j as usize].windows[lane][u as usize] as f64;
+            self.st[j as usize].sending[v as usize] = true;
+            let mut res = vec![res_up(vx.node), res_down(to)];
+            if let Some(&p) = self.pair_ids.get(&(vx.node, to)) {
+                res.push(p);
+            }
+            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, &res, vx.node, to);
+            return;
+        }
+    }
+
+    /// Marks a scheduled send as done and wakes the node's other vertices, whose turn it may be.
+    fn slot_done(&mut self, j: u32, node: NodeId, slot: Option<u64>) {
+        let Some(slot) = slot else { return };
+        let s = &mut self.st[j as usize];
+        if let Some(p) = s.pending_slots.get_mut(&node) {
+            p.remove(&slot);
+        }
+        let others = s.node_vertices.get(&node).cloned().unwrap_or_default();
+        for v in others {
+            self.try_vertex(j, v);
+        }
+    }
+
+    fn start_read(&mut self, j: u32, v: u32) {
+        let g = &self.jobs[j as usize].graph;
+        let vx = &g.vertices[v as usize];
+        let s = &self.st[j as usize];
+        let w = s.windows[vx.lane][s.read_done[v as usize] as usize] as f64;
+        let reads = g.equation.terms[vx.local.expect("reading vertices have a term")].read_count() as f64;
+        self.add_flow(FlowKind::Read { job: j, vertex: v }, reads * w, &[res_disk_read(vx.node)], vx.node, vx.node);
+    }
+
+    fn try_sink(&mut self, j: u32) {
+        let g = &self.jobs[j as usize].graph;
+        let dest = g.vertex(g.sink).node;
+        let writes = self.net.nodes[dest as usize].disk_write.is_some();
+        let s = &mut self.st[j as usize];
+        for lane in 0..s.windows.len() {
+            while (s.sink_next[lane] as usize) < s.windows[lane].len() {
+                let u = s.sink_next[lane];
+                if !s.sink_inputs[lane].iter().all(|i| s.delivered[i.index()] > u) {
+                    break;
+                }
+                s.sink_next[lane] += 1;
+                let bytes = s.alpha * s.windows[lane][u as usize] as f64;
+                if writes {
+                    s.write_queue.push_back(bytes);
+                } else {
+                    s.units_done += 1;
+                }
+            }
+        }
+        if !s.writing {
+            if let Some(bytes) = s.write_queue.pop_front() {
+                s.writing = true;
+                self.add_flow(FlowKind::Write { job: j }, bytes, &[res_disk_write(dest)], dest, dest);
+            }
+        }
+        let s = &self.st[j as usize];
+        if s.units_done == s.units_total && !s.writing && s.write_queue.is_empty() {
+            self.finish_job(j);
+        }
+    }
+
+    fn complete(&mut self, f: Flow) {
+        match f.kind {
+            FlowKind::Net { job, vertex } => {
+                let s = &mut self.st[job as usize];
+                s.sending[vertex as usize] = false;
+                s.delivered[vertex as usize] += 1;
+                let g = &self.jobs[job as usize].graph;
+                let vx = &g.vertices[vertex as usize];
+                let out = vx.output.expect("net flows leave non-sinks");
+                let slot = g
+                    .slots
+                    .get(vertex as usize)
+                    .copied()
+                    .flatten()
+                    .map(|r| r.slot(self.st[job as usize].delivered[vertex as usize] as u64 - 1));
+                self.slot_done(job, vx.node, slot);
+                self.try_vertex(job, vertex);
+                self.try_vertex(job, out.0);
+            }
+            FlowKind::Read { job, vertex } => {
+                let s = &mut self.st[job as usize];
+                s.reading[vertex as usize] = false;
+                s.read_done[vertex as usize] += 1;
+                self.try_vertex(job, vertex);
+            }
+            FlowKind::Write { job } => {
+                let s = &mut self.st[job as usize];
+                s.writing = false;
+                s.units_done += 1;
+                self.try_sink(job);
+            }
+        }
+    }
+
+    fn fire(&mut self, t: Timer) {
+        match t {
+            Timer::Release(j) => self.start_job(j),
+            Timer::StartRead { job, vertex } => self.start_read(job, vertex),
+            Timer::Foreground(i) => {
+                let (_, r, rate) = self.fg_changes[i as usize];
+                self.fg_current.insert(r, rate);
+                self.caps[r as usize] = (self.base_caps[r as usize] - rate).max(0.0);
+                self.dirty = true;
+            }
+        }
+    }
+
+    fn recompute(&mut self) {
+        self.res_scratch.clear();
+        self.res_scratch.extend(self.flows.iter().map(|f| f.res));
+        self.maxmin.allocate(&self.caps, &self.res_scratch, &mut self.rates);
+        self.dirty = false;
+        if let Some(log) = self.rates_log.as_mut() {
+            let n = log.len();
+            let mut up = vec![0.0; n];
+            let mut down = vec![0.0; n];
+            for (f, &r) in self.flows.iter().zip(&self.rates) {
+                if let FlowKind::Net { .. } = f.kind {
+                    up[f.src as usize] += r;
+                    down[f.dst as usize] += r;
+                }
+            }
+            for i in 0..n {
+                let changed = log[i].last().is_none_or(|&(_, u, d)| u != up[i] || d != down[i]);
+                if changed {
+                    log[i].push((self.now, up[i], down[i]));
+                }
+            }
+        }
+    }
+
+    fn main_loop(&mut self) -> Result<()> {
+        const EPS_BYTES: f64 = 1e-6;
+        while self.jobs_left > 0 {
+            if self.dirty {
+                self.recompute();
+            }
+            // Next transfer completion.
+            let mut next_done = f64::INFINITY;
+            for (f, &r) in self.flows.iter().zip(&self.rates) {
+                if r > 0.0 {
+                    next_done = next_done.min(f.remaining / r);
+                }
+            }
+            let next_timer = self.timers.peek().map_or(f64::INFINITY, |Reverse((t, _, _))| t.0 - self.now);
+            let dt = next_done.min(next_timer).max(0.0);
+            if !dt.is_finite() {
+                return Err(SimError::Stalled { time: self.now, jobs_left: self.jobs_left });
+            }
+            // Advance every transfer by dt.
+            for (f, &r) in self.flows.iter_mut().zip(&self.rates) {
+                if r > 0.0 && r.is_finite() {
+                    let moved = (r * dt).min(f.remaining);
+                    f.remaining -= moved;
+                    if let FlowKind::Net { .. } = f.kind {
+                        self.up_bytes[f.src as usize] += moved;
+                        self.down_bytes[f.dst as usize] += moved;
+                    }
+                } else if r.is_infinite() {
+                    f.remaining = 0.0;
+                }
+            }
+            self.now += dt;
+            self.events += 1;
+            // Completed transfers (several may finish together).
+            let mut i = 0;
+            let mut done = Vec::new();
+            while i < self.flows.len() {
+                let r = self.rates[i];
+                if self.flows[i].remaining <= EPS_BYTES || (r > 0.0 && self.flows[i].remaining / r <= 1e-12 * self.now.max(1.0)) {
+                    done.push(self.flows.swap_remove(i));
+                    self.rates.swap_remove(i);
+                    self.dirty = true;
+                } else {
+                    i += 1;
+                }
+            }
+            for f in done {
+                self.complete(f);
+            }
+            while let Some(Reverse((t, _, _))) = self.timers.peek() {
+                if t.0 > self.now + 1e-12 {
+                    break;
+                }
+                let Reverse((_, _, what)) = self.timers.pop().expect("peeked");
+                self.fire(what);
+                self.dirty = true;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,132 @@
+//! The modelled cluster: per-node uplink and downlink (full duplex, set separately),
+//! optional per-pair caps (heterogeneous or geo links), optional disk bandwidth with a
+//! per-I/O seek cost, and foreground traffic as per-node, per-direction time series.
+
+use crate::error::{Result, SimError};
+use kintsugi_plan::NodeId;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One node's capacities, in bytes per second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    /// Uplink (sending) capacity.
+    pub up: f64,
+    /// Downlink (receiving) capacity.
+    pub down: f64,
+    /// Disk read bandwidth; `None` means reads are free (not modelled).
+    pub disk_read: Option<f64>,
+    /// Disk write bandwidth; `None` means writes are free.
+    pub disk_write: Option<f64>,
+    /// Seconds of positioning before every disk I/O (one I/O per slice).
+    pub seek: f64,
+}
+
+impl NodeSpec {
+    /// A node with a symmetric link and no disk model.
+    pub fn link(rate: f64) -> Self {
+        NodeSpec { up: rate, down: rate, disk_read: None, disk_write: None, seek: 0.0 }
+    }
+}
+
+/// Direction of a node's link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Up,
+    Down,
+}
+
+/// Foreground traffic on one node's link: piecewise-constant rate from each time on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Foreground {
+    pub node: NodeId,
+    pub direction: Direction,
+    /// (time in seconds, bytes per second from then on), sorted by time.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The whole modelled network.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Network {
+    pub nodes: Vec<NodeSpec>,
+    /// Extra cap on traffic from one node to another (bytes per second).
+    pub pair_caps: HashMap<(NodeId, NodeId), f64>,
+    pub foreground: Vec<Foreground>,
+}
+
+/// Resource ids: four per node, then one per pair cap.
+pub(crate) const RES_PER_NODE: u32 = 4;
+pub(crate) fn res_up(n: NodeId) -> u32 {
+    n * RES_PER_NODE
+}
+pub(crate) fn res_down(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 1
+}
+pub(crate) fn res_disk_read(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 2
+}
+pub(crate) fn res_disk_write(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 3
+}
+
+impl Network {
+    /// `n` nodes with the same symmetric link rate.
+    pub fn homogeneous(n: usize, rate: f64) -> Self {
+        Network { nodes: vec![NodeSpec::link(rate); n], ..Default::default() }
+    }
+
+    /// Rejects capacities a simulation cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(SimError::BadScenario(m));
+        if self.nodes.is_empty() {
+            return bad("the network has no nodes".into());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            for (what, v) in [("uplink", Some(n.up)), ("downlink", Some(n.down)), ("disk read", n.disk_read), ("disk write", n.disk_write)]
+            {
+                if let Some(v) = v {
+                    if !(v > 0.0 && v.is_finite()) {
+                        return bad(format!("node {i} has {what} bandwidth {v}; it must be positive and finite"));
+                    }
+                }
+            }
+            if !(n.seek >= 0.0 && n.seek.is_finite()) {
+                return bad(format!("node {i} has seek time {}", n.seek));
+            }
+        }
+        for (&(a, b), &c) in &self.pair_caps {
+            if a as usize >= self.nodes.len() || b as usize >= self.nodes.len() {
+                return bad(format!("pair cap {a}->{b} names a node outside 0..{}", self.nodes.len()));
+            }
+            if !(c > 0.0 && c.is_finite()) {
+                return bad(format!("pair cap {a}->{b} is {c}; it must be positive and finite"));
+            }
+        }
+        for f in &self.foreground {
+            if f.node as usize >= self.nodes.len() {
+                return bad(format!("foreground traffic names node {} outside 0..{}", f.node, self.nodes.len()));
+            }
+            if f.points.windows(2).any(|w| w[1].0 < w[0].0) || f.points.iter().any(|p| p.0 < 0.0 || p.1 < 0.0 || !p.1.is_finite()) {
+                return bad(format!("foreground series of node {} must have sorted, non-negative times and rates", f.node));
+            }
+        }
+        Ok(())
+    }
+
+    /// Base capacities of all resources, and the pair-cap resource ids.
+    pub(crate) fn resources(&self) -> (Vec<f64>, HashMap<(NodeId, NodeId), u32>) {
+        let mut caps = Vec::with_capacity(self.nodes.len() * RES_PER_NODE as usize + self.pair_caps.len());
+        for n in &self.nodes {
+            caps.extend([n.up, n.down, n.disk_read.unwrap_or(f64::INFINITY), n.disk_write.unwrap_or(f64::INFINITY)]);
+        }
+        let mut pairs: Vec<_> = self.pair_caps.iter().collect();
+        pairs.sort_by_key(|(k, _)| **k);
+        let mut ids = HashMap::new();
+        for (&k, &c) in pairs {
+            ids.insert(k, caps.len() as u32);
+            caps.push(c);
+        }
+        (caps, ids)
+    }
+}

@@ -1,0 +1,80 @@
+//! The simulator reproduces the papers' closed forms within 2%: CR k*T, PPR
+//! ceil(log2(k+1))*T, ECPipe basic and cyclic (1+(k-1)/s)*T, T = chunk/link, s = chunk/slice.
+
+use kintsugi_plan::{Shape, ALL_SHAPES};
+use kintsugi_sim::scenario::{closed_form, Single};
+use kintsugi_sim::{engine, Network, NodeSpec, SimError};
+
+const MIB: usize = 1 << 20;
+
+fn simulate(code: &str, method: Shape, chunk: usize, slice: usize) -> (f64, f64) {
+    let link = 125e6; // 1 Gbit/s
+    let s = Single { code: code.parse().unwrap(), method, link, chunk, slice, lost: 0 };
+    let (net, jobs) = s.build().unwrap();
+    let k = jobs[0].graph.equation.terms.len();
+    let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+    (r.makespan, closed_form(method, k, chunk, slice, link))
+}
+
+#[test]
+fn every_method_matches_its_closed_form() {
+    for code in ["rs:4,2", "rs:6,3", "rs:10,4", "rs:12,4"] {
+        for method in ALL_SHAPES {
+            for slice in [32 * 1024, MIB, 64 * MIB] {
+                let (sim, want) = simulate(code, method, 64 * MIB, slice);
+                let err = (sim / want - 1.0).abs();
+                assert!(
+                    err < 0.02,
+                    "{code} {method} slice {slice}: simulated {sim:.4} s, closed form {want:.4} s ({:.2}% off)",
+                    err * 100.0
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn lrc_local_repair_reads_the_group() {
+    // LRC(12,2,2): a data chunk is rebuilt from its 6 group members, so CR takes 6 T.
+    let (sim, want) = simulate("lrc:12,2,2", Shape::Cr, 8 * MIB, 64 * 1024);
+    assert!((sim / want - 1.0).abs() < 0.02);
+    assert!((sim / (6.0 * 8.0 * MIB as f64 / 125e6) - 1.0).abs() < 0.02);
+}
+
+#[test]
+fn odd_sizes_and_one_byte_slices() {
+    // A chunk that the slices do not divide, and 1-byte slices, still finish and conserve bytes.
+    let s = Single { code: "rs:3,2".parse().unwrap(), method: Shape::Ecpipe, link: 1e6, chunk: 1001, slice: 1, lost: 1 };
+    let (net, jobs) = s.build().unwrap();
+    let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+    let total_up: f64 = r.upload_bytes.iter().sum();
+    assert!((total_up - 3.0 * 1001.0).abs() < 1e-3, "3 edges of 1001 bytes, got {total_up}");
+    let want = closed_form(Shape::Ecpipe, 3, 1001, 1, 1e6);
+    assert!((r.makespan / want - 1.0).abs() < 0.02);
+}
+
+#[test]
+fn bad_scenarios_are_errors() {
+    let bad_link = Single { code: "rs:6,3".parse().unwrap(), method: Shape::Cr, link: 0.0, chunk: 1 << 20, slice: 1 << 10, lost: 0 };
+    assert!(matches!(bad_link.build(), Err(SimError::BadScenario(_))));
+    let bad_lost = Single { lost: 9, link: 1.0, ..bad_link.clone() };
+    assert!(bad_lost.build().is_err());
+    let zero_slice = Single { slice: 0, link: 1.0, ..bad_link };
+    assert!(zero_slice.build().is_err());
+    let fnode = kintsugi_sim::scenario::FullNode {
+        nodes: 14,
+        chunks: 1,
+        code: "rs:10,4".parse().unwrap(),
+        method: Shape::Cr,
+        link: 1e6,
+        chunk: 1024,
+        slice: 1024,
+        seed: 1,
+        max_active: 1,
+    };
+    let err = fnode.build().err().expect("14 nodes cannot host RS(10,4) plus a destination");
+    assert!(err.to_string().contains("needs 14 nodes"), "{err}");
+    let mut net = Network::homogeneous(3, 1.0);
+    net.nodes[1] = NodeSpec { up: 0.0, ..NodeSpec::link(1.0) };
+    assert!(engine::run(&net, &[], &Default::default()).is_err());
+}
