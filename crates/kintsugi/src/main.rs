@@ -3,6 +3,8 @@
 mod atomic_file;
 mod bench;
 mod codec;
+mod plot;
+mod sim_cmd;
 mod units;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +28,9 @@ enum Cmd {
     /// Measure throughput (use --json for scripts).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Simulate repairs at scale with the same plans (use --json for scripts).
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCmd),
 }
 
 fn main() -> std::process::ExitCode {
@@ -33,6 +38,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.cmd {
         Cmd::Codec(c) => codec::run(c),
         Cmd::Bench(b) => bench::run(b),
+        Cmd::Sim(s) => sim_cmd::run(s),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

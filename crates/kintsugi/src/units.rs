@@ -35,6 +35,34 @@ pub fn parse_nonzero_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Parses a link rate into bytes per second. tc-style bit rates are decimal
+/// (`1gbit` = 1e9 bits/s); byte rates take `B/s`, `KB/s`, `MB/s`, `GB/s`, `KiB/s`, `MiB/s`, `GiB/s`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a rate (try 1gbit, 100mbit or 125MB/s)"))?;
+    let bytes_per_s = match unit.trim().to_ascii_lowercase().as_str() {
+        "bit" | "bps" => n / 8.0,
+        "kbit" => n * 1e3 / 8.0,
+        "mbit" => n * 1e6 / 8.0,
+        "gbit" => n * 1e9 / 8.0,
+        "b/s" => n,
+        "kb/s" => n * 1e3,
+        "mb/s" => n * 1e6,
+        "gb/s" => n * 1e9,
+        "kib/s" => n * 1024.0,
+        "mib/s" => n * 1024.0 * 1024.0,
+        "gib/s" => n * 1024.0 * 1024.0 * 1024.0,
+        "" => return Err(format!("rate '{s}' needs a unit (bit, kbit, mbit, gbit, B/s, MB/s, ...)")),
+        other => return Err(format!("unknown rate unit '{other}' in '{s}'")),
+    };
+    if !(bytes_per_s > 0.0 && bytes_per_s.is_finite()) {
+        return Err(format!("rate '{s}' must be positive"));
+    }
+    Ok(bytes_per_s)
+}
+
 /// 1536 -> "1.5 KiB".
 pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -68,5 +96,11 @@ mod tests {
         assert!(parse_nonzero_size("0").is_err());
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(human_bytes(10), "10 B");
+        assert_eq!(parse_rate("1gbit"), Ok(125e6));
+        assert_eq!(parse_rate("100mbit"), Ok(12.5e6));
+        assert_eq!(parse_rate("125MB/s"), Ok(125e6));
+        assert!(parse_rate("0gbit").is_err());
+        assert!(parse_rate("10").is_err());
+        assert!(parse_rate("fast").is_err());
     }
 }

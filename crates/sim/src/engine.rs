@@ -5,8 +5,9 @@
 //! at every event; time jumps from event to event (transfer completions, timers).
 
 use crate::error::{Result, SimError};
-use crate::maxmin::{FlowResources, MaxMin};
+use crate::maxmin::FlowResources;
 use crate::network::{res_disk_read, res_disk_write, res_down, res_up, Direction, Network};
+use crate::sharing::Sharing;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -39,11 +40,14 @@ pub struct SimOptions {
     pub admission: Admission,
     /// Keep each node's link rates over time (for utilisation CSVs and plots).
     pub track_utilization: bool,
+    /// Recompute all fair shares at every event instead of only the affected flows
+    /// (same result, much slower: the reference the incremental path is tested against).
+    pub full_recompute: bool,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { admission: Admission::All, track_utilization: false }
+        SimOptions { admission: Admission::All, track_utilization: false, full_recompute: false }
     }
 }
 
@@ -69,6 +73,9 @@ pub struct SimResult {
     /// Events processed and transfers simulated (the cost drivers).
     pub events: u64,
     pub transfers: u64,
+    /// Fair-share updates done incrementally, and by full recompute.
+    pub local_updates: u64,
+    pub full_updates: u64,
     /// Per node, when tracking was asked for.
     pub rates: Option<Vec<RateLog>>,
 }
@@ -82,8 +89,10 @@ enum FlowKind {
 
 struct Flow {
     kind: FlowKind,
+    /// Bytes left at time `t0`, moving at `rate` since.
     remaining: f64,
-    res: FlowResources,
+    t0: f64,
+    rate: f64,
     src: NodeId,
     dst: NodeId,
 }
@@ -138,34 +147,43 @@ struct Engine<'a> {
     jobs: &'a [Job],
     st: Vec<JobState>,
     base_caps: Vec<f64>,
-    caps: Vec<f64>,
     pair_ids: HashMap<(NodeId, NodeId), u32>,
-    flows: Vec<Flow>,
-    rates: Vec<f64>,
-    maxmin: MaxMin,
-    res_scratch: Vec<FlowResources>,
+    /// Flows by sharing id (ids are reused after a flow ends).
+    flows: Vec<Option<Flow>>,
+    /// Per id, bumped at every rate change and reuse, so stale completion entries are skipped.
+    versions: Vec<u32>,
+    sharing: Sharing,
+    changed: Vec<u32>,
+    completions: BinaryHeap<Reverse<(T, u32, u32)>>,
     timers: BinaryHeap<Reverse<(T, u64, Timer)>>,
     seq: u64,
     now: f64,
-    dirty: bool,
+    node_up: Vec<f64>,
+    node_down: Vec<f64>,
+    /// Nodes whose link rates changed by a removal since the last reshare.
+    removed_nodes: Vec<NodeId>,
     results: Vec<JobResult>,
     up_bytes: Vec<f64>,
     down_bytes: Vec<f64>,
     events: u64,
     transfers: u64,
     // Admission per destination.
-    queues: HashMap<NodeId, VecDeque<u32>>,
+    queues: std::collections::BTreeMap<NodeId, VecDeque<u32>>,
     active: HashMap<NodeId, usize>,
     admission: Admission,
     jobs_left: usize,
     // Foreground: (time, resource, rate) changes, applied in order.
     fg_changes: Vec<(f64, u32, f64)>,
-    fg_current: HashMap<u32, f64>,
     rates_log: Option<Vec<RateLog>>,
 }
 
 /// Runs `jobs` on `net` to completion.
 pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> {
+    run_with_progress(net, jobs, opts, &mut |_| {})
+}
+
+/// Like [`run`], calling `progress(jobs finished)` as repairs complete.
+pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progress: &mut dyn FnMut(usize)) -> Result<SimResult> {
     net.validate()?;
     let n_nodes = net.nodes.len();
     let mut st = Vec::with_capacity(jobs.len());
@@ -197,28 +215,29 @@ pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> 
         net,
         jobs,
         st,
-        caps: base_caps.clone(),
+        sharing: Sharing::new(base_caps.clone()),
         base_caps,
         pair_ids,
         flows: Vec::new(),
-        rates: Vec::new(),
-        maxmin: MaxMin::default(),
-        res_scratch: Vec::new(),
+        versions: Vec::new(),
+        changed: Vec::new(),
+        completions: BinaryHeap::new(),
         timers: BinaryHeap::new(),
         seq: 0,
         now: 0.0,
-        dirty: true,
+        node_up: vec![0.0; n_nodes],
+        node_down: vec![0.0; n_nodes],
+        removed_nodes: Vec::new(),
         results: vec![JobResult { start: f64::NAN, end: f64::NAN }; jobs.len()],
         up_bytes: vec![0.0; n_nodes],
         down_bytes: vec![0.0; n_nodes],
         events: 0,
         transfers: 0,
-        queues: HashMap::new(),
+        queues: std::collections::BTreeMap::new(),
         active: HashMap::new(),
         admission: opts.admission,
         jobs_left: jobs.len(),
         fg_changes,
-        fg_current: HashMap::new(),
         rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
     };
     for i in 0..e.fg_changes.len() {
@@ -242,8 +261,18 @@ pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> 
             }
         }
     }
-    e.main_loop()?;
+    e.sharing.always_full = opts.full_recompute;
+    e.main_loop(progress)?;
     let makespan = e.results.iter().map(|r| r.end).fold(0.0, f64::max);
+    if std::env::var_os("KINTSUGI_SIM_DEBUG").is_some() {
+        let s = &e.sharing;
+        eprintln!(
+            "sharing: {} local (mean set {:.1}), {} full",
+            s.local_updates,
+            s.set_sizes as f64 / s.local_updates.max(1) as f64,
+            s.full_updates
+        );
+    }
     Ok(SimResult {
         makespan,
         jobs: e.results,
@@ -251,6 +280,8 @@ pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> 
         download_bytes: e.down_bytes,
         events: e.events,
         transfers: e.transfers,
+        local_updates: e.sharing.local_updates,
+        full_updates: e.sharing.full_updates,
         rates: e.rates_log,
     })
 }
@@ -361,9 +392,27 @@ impl<'a> Engine<'a> {
     }
 
     fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: &[u32], src: NodeId, dst: NodeId) {
-        self.flows.push(Flow { kind, remaining: bytes, res: FlowResources::new(res), src, dst });
+        let id = self.sharing.add(FlowResources::new(res)) as usize;
+        if self.flows.len() <= id {
+            self.flows.resize_with(id + 1, || None);
+            self.versions.resize(id + 1, 0);
+        }
+        self.versions[id] = self.versions[id].wrapping_add(1);
+        self.flows[id] = Some(Flow { kind, remaining: bytes, t0: self.now, rate: 0.0, src, dst });
         self.transfers += 1;
-        self.dirty = true;
+    }
+
+    /// Brings a flow's remaining bytes up to now at its current rate, counting the bytes moved.
+    fn settle(&mut self, id: usize) {
+        let now = self.now;
+        let f = self.flows[id].as_mut().expect("live flow");
+        let moved = if f.rate.is_infinite() { f.remaining } else { (f.rate * (now - f.t0)).min(f.remaining) };
+        f.remaining -= moved;
+        f.t0 = now;
+        if let FlowKind::Net { .. } = f.kind {
+            self.up_bytes[f.src as usize] += moved;
+            self.down_bytes[f.dst as usize] += moved;
+        }
     }
 
     fn read_modeled(&self, node: NodeId) -> bool {
@@ -530,93 +579,114 @@ impl<'a> Engine<'a> {
             Timer::StartRead { job, vertex } => self.start_read(job, vertex),
             Timer::Foreground(i) => {
                 let (_, r, rate) = self.fg_changes[i as usize];
-                self.fg_current.insert(r, rate);
-                self.caps[r as usize] = (self.base_caps[r as usize] - rate).max(0.0);
-                self.dirty = true;
+                self.sharing.set_capacity(r, (self.base_caps[r as usize] - rate).max(0.0));
             }
         }
     }
 
-    fn recompute(&mut self) {
-        self.res_scratch.clear();
-        self.res_scratch.extend(self.flows.iter().map(|f| f.res));
-        self.maxmin.allocate(&self.caps, &self.res_scratch, &mut self.rates);
-        self.dirty = false;
+    /// Applies the fair-share update: settles and re-times every flow whose rate changed.
+    fn reshare(&mut self) {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.clear();
+        self.sharing.update(&mut changed);
+        let mut touched_nodes = std::mem::take(&mut self.removed_nodes);
+        for &id in &changed {
+            let id = id as usize;
+            self.settle(id);
+            let new_rate = self.sharing.rate(id as u32);
+            let now = self.now;
+            let f = self.flows[id].as_mut().expect("changed flows are live");
+            if let FlowKind::Net { .. } = f.kind {
+                self.node_up[f.src as usize] += new_rate - f.rate;
+                self.node_down[f.dst as usize] += new_rate - f.rate;
+                touched_nodes.push(f.src);
+                touched_nodes.push(f.dst);
+            }
+            f.rate = new_rate;
+            self.versions[id] = self.versions[id].wrapping_add(1);
+            if new_rate > 0.0 {
+                let t = if new_rate.is_infinite() { now } else { now + f.remaining / new_rate };
+                self.completions.push(Reverse((T(t), id as u32, self.versions[id])));
+            }
+        }
+        self.changed = changed;
+        // Rate changes leave stale completion entries behind; drop them when they dominate.
+        if self.completions.len() > 64 + 4 * self.flows.len() {
+            let flows = &self.flows;
+            let versions = &self.versions;
+            self.completions.retain(|Reverse((_, id, v))| flows[*id as usize].is_some() && versions[*id as usize] == *v);
+        }
         if let Some(log) = self.rates_log.as_mut() {
-            let n = log.len();
-            let mut up = vec![0.0; n];
-            let mut down = vec![0.0; n];
-            for (f, &r) in self.flows.iter().zip(&self.rates) {
-                if let FlowKind::Net { .. } = f.kind {
-                    up[f.src as usize] += r;
-                    down[f.dst as usize] += r;
-                }
-            }
-            for i in 0..n {
-                let changed = log[i].last().is_none_or(|&(_, u, d)| u != up[i] || d != down[i]);
-                if changed {
-                    log[i].push((self.now, up[i], down[i]));
+            touched_nodes.sort_unstable();
+            touched_nodes.dedup();
+            for n in touched_nodes {
+                let (u, d) = (self.node_up[n as usize].max(0.0), self.node_down[n as usize].max(0.0));
+                let l = &mut log[n as usize];
+                match l.last_mut() {
+                    Some(last) if last.0 == self.now => *last = (self.now, u, d),
+                    Some(&mut (_, lu, ld)) if lu == u && ld == d => {}
+                    _ => l.push((self.now, u, d)),
                 }
             }
         }
     }
 
-    fn main_loop(&mut self) -> Result<()> {
-        const EPS_BYTES: f64 = 1e-6;
-        while self.jobs_left > 0 {
-            if self.dirty {
-                self.recompute();
-            }
-            // Next transfer completion.
-            let mut next_done = f64::INFINITY;
-            for (f, &r) in self.flows.iter().zip(&self.rates) {
-                if r > 0.0 {
-                    next_done = next_done.min(f.remaining / r);
+    /// The next valid completion time, dropping stale heap entries.
+    fn next_completion(&mut self) -> f64 {
+        while let Some(&Reverse((t, id, version))) = self.completions.peek() {
+            match &self.flows[id as usize] {
+                Some(_) if self.versions[id as usize] == version => return t.0,
+                _ => {
+                    self.completions.pop();
                 }
             }
-            let next_timer = self.timers.peek().map_or(f64::INFINITY, |Reverse((t, _, _))| t.0 - self.now);
-            let dt = next_done.min(next_timer).max(0.0);
-            if !dt.is_finite() {
+        }
+        f64::INFINITY
+    }
+
+    fn main_loop(&mut self, progress: &mut dyn FnMut(usize)) -> Result<()> {
+        let total = self.jobs.len();
+        let mut reported = 0;
+        while self.jobs_left > 0 {
+            if total - self.jobs_left >= reported + (total / 200).max(1) {
+                reported = total - self.jobs_left;
+                progress(reported);
+            }
+            self.reshare();
+            let next_done = self.next_completion();
+            let next_timer = self.timers.peek().map_or(f64::INFINITY, |Reverse((t, _, _))| t.0);
+            let t = next_done.min(next_timer);
+            if !t.is_finite() {
                 return Err(SimError::Stalled { time: self.now, jobs_left: self.jobs_left });
             }
-            // Advance every transfer by dt.
-            for (f, &r) in self.flows.iter_mut().zip(&self.rates) {
-                if r > 0.0 && r.is_finite() {
-                    let moved = (r * dt).min(f.remaining);
-                    f.remaining -= moved;
-                    if let FlowKind::Net { .. } = f.kind {
-                        self.up_bytes[f.src as usize] += moved;
-                        self.down_bytes[f.dst as usize] += moved;
-                    }
-                } else if r.is_infinite() {
-                    f.remaining = 0.0;
-                }
-            }
-            self.now += dt;
+            self.now = t.max(self.now);
             self.events += 1;
-            // Completed transfers (several may finish together).
-            let mut i = 0;
+            // Every transfer finishing now (several may finish together).
+            let horizon = self.now + 1e-12 * self.now.max(1.0);
             let mut done = Vec::new();
-            while i < self.flows.len() {
-                let r = self.rates[i];
-                if self.flows[i].remaining <= EPS_BYTES || (r > 0.0 && self.flows[i].remaining / r <= 1e-12 * self.now.max(1.0)) {
-                    done.push(self.flows.swap_remove(i));
-                    self.rates.swap_remove(i);
-                    self.dirty = true;
-                } else {
-                    i += 1;
+            while self.next_completion() <= horizon {
+                let Reverse((_, id, _)) = self.completions.pop().expect("peeked");
+                self.settle(id as usize);
+                let f = self.flows[id as usize].take().expect("valid entry");
+                if let FlowKind::Net { .. } = f.kind {
+                    self.node_up[f.src as usize] -= f.rate;
+                    self.node_down[f.dst as usize] -= f.rate;
+                    if self.rates_log.is_some() {
+                        self.removed_nodes.extend([f.src, f.dst]);
+                    }
                 }
+                self.sharing.remove(id);
+                done.push(f);
             }
             for f in done {
                 self.complete(f);
             }
             while let Some(Reverse((t, _, _))) = self.timers.peek() {
-                if t.0 > self.now + 1e-12 {
+                if t.0 > horizon {
                     break;
                 }
                 let Reverse((_, _, what)) = self.timers.pop().expect("peeked");
                 self.fire(what);
-                self.dirty = true;
             }
         }
         Ok(())

@@ -15,9 +15,11 @@ pub mod engine;
 pub mod error;
 pub mod maxmin;
 pub mod network;
+pub mod network_file;
 pub mod scenario;
+pub mod sharing;
 pub mod utilization;
 
-pub use engine::{run, Admission, Job, SimOptions, SimResult};
+pub use engine::{run, run_with_progress, Admission, Job, SimOptions, SimResult};
 pub use error::{Result, SimError};
 pub use network::{Direction, Foreground, Network, NodeSpec};

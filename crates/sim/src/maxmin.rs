@@ -39,9 +39,10 @@ impl PartialOrd for Entry {
     }
 }
 impl Ord for Entry {
-    // Min-heap on share; ties by resource id for determinism.
+    // Min-heap on share; ties by resource id for determinism. Shares are non-negative, so
+    // their bit patterns order like the numbers: one integer compare instead of total_cmp.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.share.total_cmp(&self.share).then(o.res.cmp(&self.res))
+        (o.share.to_bits(), o.res).cmp(&(self.share.to_bits(), self.res))
     }
 }
 
@@ -95,7 +96,7 @@ impl MaxMin {
         self.heap.clear();
         for r in 0..nr {
             if self.count[r] > 0 {
-                self.heap.push(Entry { share: self.rem[r].max(0.0) / self.count[r] as f64, res: r as u32 });
+                self.heap.push(Entry { share: self.rem[r].max(0.0) / self.count[r] as f64 + 0.0, res: r as u32 });
             }
         }
         while let Some(Entry { share, res }) = self.heap.pop() {
@@ -103,7 +104,7 @@ impl MaxMin {
             if self.count[r] == 0 {
                 continue;
             }
-            let current = self.rem[r].max(0.0) / self.count[r] as f64;
+            let current = self.rem[r].max(0.0) / self.count[r] as f64 + 0.0;
             if current != share {
                 // Stale entry: the resource lost flows or capacity since it was pushed.
                 self.heap.push(Entry { share: current, res });
@@ -121,7 +122,7 @@ impl MaxMin {
                     self.rem[r2] -= share;
                     self.count[r2] -= 1;
                     if r2 != r && self.count[r2] > 0 {
-                        self.heap.push(Entry { share: self.rem[r2].max(0.0) / self.count[r2] as f64, res: r2 as u32 });
+                        self.heap.push(Entry { share: self.rem[r2].max(0.0) / self.count[r2] as f64 + 0.0, res: r2 as u32 });
                     }
                 }
             }

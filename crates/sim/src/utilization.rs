@@ -28,18 +28,19 @@ pub fn bin(net: &Network, logs: &[RateLog], end: f64, bins: usize) -> Vec<UtilRo
         let mut down = vec![0.0; bins];
         for (i, &(t, ru, rd)) in log.iter().enumerate() {
             let t_next = log.get(i + 1).map_or(end, |n| n.0).min(end);
-            // Spread this constant-rate interval over the bins it covers.
-            let mut a = t;
-            while a < t_next {
-                let b = ((a / w).floor() as usize).min(bins - 1);
-                let b_end = ((b + 1) as f64 * w).min(t_next);
-                let span = (b_end - a).max(0.0);
-                up[b] += ru * span;
-                down[b] += rd * span;
-                if b_end <= a {
-                    break;
+            // Spread this constant-rate interval over the bins it overlaps.
+            if t_next <= t {
+                continue;
+            }
+            let first = ((t / w).floor() as usize).min(bins - 1);
+            let last = ((t_next / w).ceil() as usize).clamp(first + 1, bins);
+            for b in first..last {
+                let lo = t.max(b as f64 * w);
+                let hi = t_next.min((b + 1) as f64 * w);
+                if hi > lo {
+                    up[b] += ru * (hi - lo);
+                    down[b] += rd * (hi - lo);
                 }
-                a = b_end;
             }
         }
         for b in 0..bins {
@@ -62,4 +63,21 @@ pub fn to_csv(rows: &[UtilRow]) -> String {
         s.push_str(&format!("{:.6},{:.6},{},{:.4},{:.4}\n", r.t_start, r.t_end, r.node, r.up, r.down));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_spread_intervals_exactly() {
+        let net = Network::homogeneous(1, 10.0);
+        // Full rate for 0.7 of the time, then idle, over bins that do not divide it evenly.
+        let logs = vec![vec![(0.0, 10.0, 5.0), (0.7, 0.0, 0.0)]];
+        let rows = bin(&net, &logs, 1.0, 7);
+        let busy: f64 = rows.iter().map(|r| r.up * (r.t_end - r.t_start)).sum();
+        assert!((busy - 0.7).abs() < 1e-9, "{busy}");
+        assert!(rows[..4].iter().all(|r| (r.up - 1.0).abs() < 1e-9 && (r.down - 0.5).abs() < 1e-9));
+        assert!(rows[5..].iter().all(|r| r.up == 0.0));
+    }
 }

@@ -1,0 +1,282 @@
+//! `kintsugi sim`: run the planners' repair graphs in the flow-level simulator.
+
+use crate::atomic_file::write_atomic;
+use crate::units::{parse_nonzero_size, parse_rate};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use kintsugi_codes::CodeSpec;
+use kintsugi_plan::Shape;
+use kintsugi_sim::network_file::NetworkFile;
+use kintsugi_sim::scenario::{closed_form, FullNode, Single};
+use kintsugi_sim::utilization;
+use kintsugi_sim::{run_with_progress, Job, Network, SimOptions};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Subcommands of `kintsugi sim`.
+#[derive(Subcommand, Debug)]
+pub enum SimCmd {
+    /// Repair one lost chunk to a requestor (a degraded read).
+    Single(SingleArgs),
+    /// Repair every chunk of a failed node holding chunks of random stripes.
+    FullNode(FullNodeArgs),
+}
+
+/// Options shared by every scenario.
+#[derive(Args, Debug)]
+pub struct Common {
+    /// Code: rs:K,M or lrc:K,L,M.
+    #[arg(long, default_value = "rs:10,4")]
+    pub code: CodeSpec,
+    /// Repair graph shape: cr, ppr, ecpipe or ecpipe-cyclic.
+    #[arg(long, default_value = "ecpipe")]
+    pub method: Shape,
+    /// Every node's uplink and downlink (e.g. 1gbit, 100mbit, 125MB/s).
+    #[arg(long, default_value = "1gbit", value_parser = parse_rate)]
+    pub link: f64,
+    /// Chunk size.
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
+    pub chunk: usize,
+    /// Slice size (equal to the chunk for store-and-forward).
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+    /// Network description (JSON: nodes, pair_caps, foreground) replacing the uniform --link.
+    #[arg(long)]
+    pub network: Option<PathBuf>,
+    /// Disk read bandwidth of every node (default: disks not modelled).
+    #[arg(long, value_parser = parse_rate)]
+    pub disk_read: Option<f64>,
+    /// Disk write bandwidth of every node.
+    #[arg(long, value_parser = parse_rate)]
+    pub disk_write: Option<f64>,
+    /// Seconds of positioning per disk I/O (one I/O per slice).
+    #[arg(long, default_value_t = 0.0)]
+    pub seek: f64,
+    /// Write link utilisation over time as CSV.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Plot link utilisation over time (SVG); also writes the CSV beside it.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Time bins in the CSV and plot.
+    #[arg(long, default_value_t = 200)]
+    pub bins: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SingleArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Index of the lost shard in its stripe.
+    #[arg(long, default_value_t = 0)]
+    pub lost: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct FullNodeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Nodes in the cluster (node 0 fails).
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+    /// Chunks the failed node held.
+    #[arg(long, default_value_t = 100)]
+    pub chunks: usize,
+    /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3).
+    #[arg(long, default_value_t = 1)]
+    pub max_active: usize,
+    /// Seed for stripe placement and destinations.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Runs a sim subcommand.
+pub fn run(cmd: SimCmd) -> Result<()> {
+    match cmd {
+        SimCmd::Single(a) => {
+            let c = &a.common;
+            let cpu0 = cpu_seconds();
+            let s = Single { code: c.code, method: c.method, link: c.link, chunk: c.chunk, slice: c.slice, lost: a.lost };
+            let (net, jobs) = s.build()?;
+            let k = jobs[0].graph.equation.terms.len();
+            let closed = c.network.is_none().then(|| closed_form(c.method, k, c.chunk, c.slice, c.link));
+            let excluded = [a.lost as u32];
+            simulate("single", c, net, jobs, Default::default(), cpu_seconds() - cpu0, closed, 1, &excluded)
+        }
+        SimCmd::FullNode(a) => {
+            let c = &a.common;
+            let cpu0 = cpu_seconds();
+            let s = FullNode {
+                nodes: a.nodes,
+                chunks: a.chunks,
+                code: c.code,
+                method: c.method,
+                link: c.link,
+                chunk: c.chunk,
+                slice: c.slice,
+                seed: a.seed,
+                max_active: a.max_active,
+            };
+            let (net, jobs, admission) = s.build()?;
+            let opts = SimOptions { admission, ..Default::default() };
+            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MaxMean {
+    max: f64,
+    mean: f64,
+}
+
+#[derive(Serialize)]
+struct SimReport {
+    scenario: &'static str,
+    code: String,
+    method: String,
+    nodes: usize,
+    lost_chunks: usize,
+    chunk_bytes: usize,
+    slice_bytes: usize,
+    /// Uniform link rate, when no network file was given.
+    link_bytes_per_s: Option<f64>,
+    repair_seconds: f64,
+    /// MB (1e6 bytes) of lost data rebuilt per second.
+    throughput_mb_s: f64,
+    /// The paper's formula for this scenario, when one applies.
+    closed_form_seconds: Option<f64>,
+    /// Bytes per node over the surviving nodes.
+    upload_bytes: MaxMean,
+    download_bytes: MaxMean,
+    /// CPU spent building the plans, and running the simulation.
+    plan_cpu_seconds: f64,
+    sim_cpu_seconds: f64,
+    max_rss_mib: f64,
+    events: u64,
+    transfers: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    scenario: &'static str,
+    c: &Common,
+    mut net: Network,
+    jobs: Vec<Job>,
+    mut opts: SimOptions,
+    plan_cpu: f64,
+    closed: Option<f64>,
+    lost_chunks: usize,
+    failed: &[u32],
+) -> Result<()> {
+    if let Some(path) = &c.network {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
+        let custom = NetworkFile::parse(&text)?;
+        if custom.nodes.len() < net.nodes.len() {
+            bail!("the scenario needs {} nodes, the network file has {}", net.nodes.len(), custom.nodes.len());
+        }
+        net = custom;
+    }
+    if !(c.seek >= 0.0 && c.seek.is_finite()) {
+        bail!("--seek must be a non-negative number of seconds");
+    }
+    for n in &mut net.nodes {
+        n.disk_read = c.disk_read.or(n.disk_read);
+        n.disk_write = c.disk_write.or(n.disk_write);
+        n.seek = if c.seek > 0.0 { c.seek } else { n.seek };
+    }
+    let csv_path = c.csv.clone().or_else(|| c.plot.as_ref().map(|p| p.with_extension("csv")));
+    opts.track_utilization = csv_path.is_some();
+    let pb = ProgressBar::new(jobs.len() as u64);
+    pb.set_style(
+        ProgressStyle::with_template("simulating [{bar:30}] {pos}/{len} repairs, eta {eta}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let cpu0 = cpu_seconds();
+    let r = run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?;
+    let sim_cpu = cpu_seconds() - cpu0;
+    pb.finish_and_clear();
+
+    let alive: Vec<u32> = (0..net.nodes.len() as u32).filter(|n| !failed.contains(n)).collect();
+    let summary = |v: &[f64]| MaxMean {
+        max: alive.iter().map(|&n| v[n as usize]).fold(0.0, f64::max),
+        mean: alive.iter().map(|&n| v[n as usize]).sum::<f64>() / alive.len().max(1) as f64,
+    };
+    let report = SimReport {
+        scenario,
+        code: c.code.to_string(),
+        method: c.method.to_string(),
+        nodes: net.nodes.len(),
+        lost_chunks,
+        chunk_bytes: c.chunk,
+        slice_bytes: c.slice,
+        link_bytes_per_s: c.network.is_none().then_some(c.link),
+        repair_seconds: r.makespan,
+        throughput_mb_s: if r.makespan > 0.0 { lost_chunks as f64 * c.chunk as f64 / r.makespan / 1e6 } else { 0.0 },
+        closed_form_seconds: closed,
+        upload_bytes: summary(&r.upload_bytes),
+        download_bytes: summary(&r.download_bytes),
+        plan_cpu_seconds: plan_cpu,
+        sim_cpu_seconds: sim_cpu,
+        max_rss_mib: max_rss_mib(),
+        events: r.events,
+        transfers: r.transfers,
+    };
+    if let (Some(path), Some(logs)) = (&csv_path, &r.rates) {
+        let rows = utilization::bin(&net, logs, r.makespan, c.bins.max(1));
+        write_atomic(path, utilization::to_csv(&rows).as_bytes())?;
+        if let Some(plot) = &c.plot {
+            let title = format!("{} {} {}, {} lost chunk(s)", scenario, c.code, c.method, lost_chunks);
+            crate::plot::utilization_svg(&rows, &alive, &title, plot)?;
+        }
+    }
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{} repair, {} with {}, {} nodes, {} lost chunk(s) of {} bytes, slice {}",
+        scenario, report.code, report.method, report.nodes, lost_chunks, c.chunk, c.slice
+    );
+    println!("  repair time      {:.4} s{}", r.makespan, closed.map_or(String::new(), |c| format!("  (closed form {c:.4} s)")));
+    println!("  throughput       {:.1} MB/s", report.throughput_mb_s);
+    println!("  upload per node  max {:.1} MB, mean {:.1} MB", report.upload_bytes.max / 1e6, report.upload_bytes.mean / 1e6);
+    println!("  download         max {:.1} MB, mean {:.1} MB", report.download_bytes.max / 1e6, report.download_bytes.mean / 1e6);
+    println!(
+        "  cost             {:.2} s CPU to plan, {:.2} s CPU to simulate, {} events, {:.0} MiB peak",
+        plan_cpu, sim_cpu, r.events, report.max_rss_mib
+    );
+    if let Some(p) = &csv_path {
+        println!("  utilisation      {}", p.display());
+    }
+    if let Some(p) = &c.plot {
+        println!("  plot             {}", p.display());
+    }
+    Ok(())
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF is always valid.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    }
+}
+
+/// User plus system CPU time of this process so far.
+pub fn cpu_seconds() -> f64 {
+    let u = rusage();
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Peak resident memory of this process.
+pub fn max_rss_mib() -> f64 {
+    rusage().ru_maxrss as f64 / 1024.0
+}

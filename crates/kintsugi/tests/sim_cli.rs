@@ -1,0 +1,99 @@
+//! `kintsugi sim`: the JSON contract, utilisation CSV and plot, and clear errors for bad
+//! scenarios (zero bandwidth, a code wider than the cluster, an unknown method).
+
+use std::process::Command;
+
+fn kintsugi(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(args).output().unwrap()
+}
+
+#[test]
+fn single_json_matches_closed_form_and_writes_plot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plot = tmp.path().join("util.svg");
+    let out = kintsugi(&[
+        "sim",
+        "single",
+        "--code",
+        "rs:6,3",
+        "--method",
+        "ecpipe",
+        "--link",
+        "1gbit",
+        "--chunk",
+        "16MiB",
+        "--slice",
+        "256KiB",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sim = v["repair_seconds"].as_f64().unwrap();
+    let closed = v["closed_form_seconds"].as_f64().unwrap();
+    assert!((sim / closed - 1.0).abs() < 0.02, "{sim} vs {closed}");
+    assert!(v["throughput_mb_s"].as_f64().unwrap() > 0.0);
+    assert!(v["sim_cpu_seconds"].as_f64().is_some());
+    // ECPipe: every helper uploads one chunk, the requestor downloads one.
+    let chunk = (16 << 20) as f64;
+    assert!((v["upload_bytes"]["max"].as_f64().unwrap() - chunk).abs() < 1.0);
+    assert!((v["download_bytes"]["max"].as_f64().unwrap() - chunk).abs() < 1.0);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") || svg.contains("<svg"), "an SVG was written");
+    let csv = std::fs::read_to_string(plot.with_extension("csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("t_start_s,t_end_s,node,up_utilization,down_utilization"));
+    // Helpers' uplinks are busy most of the time in a pipelined repair.
+    let busy: Vec<f64> =
+        lines.filter(|l| l.split(',').nth(2) == Some("1")).map(|l| l.split(',').nth(3).unwrap().parse().unwrap()).collect();
+    assert!(!busy.is_empty());
+    let mean = busy.iter().sum::<f64>() / busy.len() as f64;
+    assert!(mean > 0.8 && mean <= 1.0 + 1e-9, "helper 1 uplink utilisation {mean}");
+}
+
+#[test]
+fn full_node_json() {
+    let out = kintsugi(&[
+        "sim",
+        "full-node",
+        "--nodes",
+        "20",
+        "--chunks",
+        "30",
+        "--code",
+        "rs:6,3",
+        "--method",
+        "cr",
+        "--chunk",
+        "1MiB",
+        "--slice",
+        "1MiB",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["lost_chunks"], 30);
+    let secs = v["repair_seconds"].as_f64().unwrap();
+    let tput = v["throughput_mb_s"].as_f64().unwrap();
+    assert!((tput - 30.0 * (1 << 20) as f64 / secs / 1e6).abs() < 1e-6);
+    assert!(v["download_bytes"]["max"].as_f64().unwrap() >= 6.0 * (1 << 20) as f64, "a destination downloads k chunks per repair");
+}
+
+#[test]
+fn bad_scenarios_are_clear_errors() {
+    for (args, want) in [
+        (vec!["sim", "single", "--link", "0gbit"], "must be positive"),
+        (vec!["sim", "full-node", "--nodes", "10", "--code", "rs:10,4"], "needs 14 nodes"),
+        (vec!["sim", "single", "--method", "teleport"], "unknown repair method"),
+        (vec!["sim", "single", "--code", "rs:6,3", "--lost", "12"], "outside"),
+        (vec!["sim", "full-node", "--max-active", "0"], "at least 1"),
+        (vec!["sim", "single", "--network", "/nonexistent.json"], "cannot read network file"),
+    ] {
+        let out = kintsugi(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(err.contains(want), "{args:?}: expected '{want}' in {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    }
+}
