@@ -340,6 +340,26 @@ impl RepairGraph {
         t as f64 / self.lanes as f64
     }
 
+    /// What each lane moves, unit by unit: per lane, per unit, the byte windows (of every
+    /// sub-chunk) the unit covers. A pipelined graph moves one slice per unit; a
+    /// store-and-forward graph moves each lane as a single unit. A unit's payload is, for
+    /// each of its windows in order, that window of sub-chunk 0, then of sub-chunk 1, ...
+    pub fn lane_units(&self, chunk_len: usize, slice_len: usize) -> Result<Vec<Vec<Vec<std::ops::Range<usize>>>>> {
+        let mut lanes: Vec<Vec<Vec<std::ops::Range<usize>>>> = vec![Vec::new(); self.lanes];
+        for (j, w) in self.slices(chunk_len, slice_len)?.into_iter().enumerate() {
+            lanes[j % self.lanes].push(vec![w]);
+        }
+        if !self.pipelined {
+            for lane in lanes.iter_mut() {
+                let all: Vec<_> = lane.drain(..).flatten().collect();
+                if !all.is_empty() {
+                    lane.push(all);
+                }
+            }
+        }
+        Ok(lanes)
+    }
+
     /// Byte windows of each sub-chunk, in slice order: slice j is [j*slice, (j+1)*slice)
     /// clipped to the sub-chunk, and travels in lane j mod lanes.
     pub fn slices(&self, chunk_len: usize, slice_len: usize) -> Result<Vec<std::ops::Range<usize>>> {

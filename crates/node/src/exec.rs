@@ -1,0 +1,461 @@
+//! The network executor: runs this node's vertices of a repair graph over TCP.
+//!
+//! Edges are *pulled*: a vertex connects to the node of each of its inputs and asks for that
+//! vertex's output stream (`Pull`), so a reader behind a firewall can be a sink. A vertex
+//! produces unit u (a slice, or its whole lane for store-and-forward graphs) as soon as unit
+//! u has arrived from every input: read the helper range from disk (checksums verified),
+//! multiply, add the inputs, hand it to whoever pulls. Bounded channels give backpressure
+//! from the slowest link back to the disks. When a graph carries send slots (ECPipe cyclic),
+//! this node sends its units strictly in slot order.
+
+use crate::shaper::Shaper;
+use crate::store::{ChunkReader, ChunkStore};
+use kintsugi_gf::{apply_add, mul_add, CoefMatrix};
+use kintsugi_plan::{NodeId, RepairGraph, VertexId};
+use kintsugi_proto::{recv, recv_data, send, Assignment, NodeRequest, NodeResponse, READER};
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch, Notify};
+
+/// Units (slices) a single repair may have at most: bounds memory for hostile plans.
+pub const MAX_UNITS: usize = 1 << 22;
+/// Units buffered between a vertex and whoever pulls its output.
+const CHANNEL_DEPTH: usize = 8;
+
+/// Traffic counters of a node.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub active: AtomicU64,
+}
+
+/// One unit of a vertex's output and its send slot, if the graph has a schedule.
+pub struct Unit {
+    pub bytes: Vec<u8>,
+    pub slot: Option<u64>,
+}
+
+type UnitResult = Result<Unit, String>;
+
+/// Per repair: this node's sends in slot order.
+pub struct SlotGate {
+    pending: Mutex<BTreeSet<u64>>,
+    notify: Notify,
+}
+
+impl SlotGate {
+    /// Waits until `slot` is the earliest unsent slot of this node.
+    pub async fn turn(&self, slot: u64) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.pending.lock().expect("gate lock").first() == Some(&slot) {
+                return;
+            }
+            notified.await;
+        }
+    }
+    pub fn done(&self, slot: u64) {
+        self.pending.lock().expect("gate lock").remove(&slot);
+        self.notify.notify_waiters();
+    }
+}
+
+/// A repair registered on this node.
+pub struct Run {
+    pub assignment: Assignment,
+    units: Vec<Vec<Vec<Range<usize>>>>,
+    outputs: Mutex<HashMap<u32, mpsc::Receiver<UnitResult>>>,
+    pub gate: Option<SlotGate>,
+    done: watch::Sender<Option<Result<u32, String>>>,
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+/// The repairs a node is running.
+pub struct Executor {
+    pub node: NodeId,
+    pub store: Arc<ChunkStore>,
+    pub shaper: Arc<Shaper>,
+    pub counters: Arc<Counters>,
+    pub io_timeout: Duration,
+    runs: Mutex<HashMap<u64, Arc<Run>>>,
+    registered: Notify,
+}
+
+impl Executor {
+    pub fn new(node: NodeId, store: Arc<ChunkStore>, shaper: Arc<Shaper>, io_timeout: Duration) -> Self {
+        Executor {
+            node,
+            store,
+            shaper,
+            counters: Arc::new(Counters::default()),
+            io_timeout,
+            runs: Mutex::new(HashMap::new()),
+            registered: Notify::new(),
+        }
+    }
+
+    /// Registers a repair and starts this node's vertices.
+    pub fn start(self: &Arc<Self>, a: Assignment) -> Result<(), String> {
+        let units = check_assignment(&a)?;
+        let g = &a.graph;
+        if !g.vertices.iter().any(|v| v.node == self.node) {
+            return Err(format!("node {} holds no vertex of repair {}", self.node, a.repair));
+        }
+        let mut pending = BTreeSet::new();
+        for (v, rule) in g.slots.iter().enumerate() {
+            if let Some(rule) = rule {
+                if g.vertices[v].node == self.node {
+                    for u in 0..units[g.vertices[v].lane].len() as u64 {
+                        pending.insert(rule.slot(u));
+                    }
+                }
+            }
+        }
+        let gate = (!pending.is_empty()).then(|| SlotGate { pending: Mutex::new(pending), notify: Notify::new() });
+        let (done, _) = watch::channel(None);
+        let run = Arc::new(Run { assignment: a, units, outputs: Mutex::new(HashMap::new()), gate, done, tasks: Mutex::new(Vec::new()) });
+        {
+            let mut runs = self.runs.lock().expect("runs lock");
+            if runs.contains_key(&run.assignment.repair) {
+                return Err(format!("repair {} is already running here", run.assignment.repair));
+            }
+            runs.insert(run.assignment.repair, run.clone());
+        }
+        self.registered.notify_waiters();
+        self.counters.active.fetch_add(1, Ordering::Relaxed);
+        let g = &run.assignment.graph;
+        let mut handles = Vec::new();
+        for (i, vx) in g.vertices.iter().enumerate() {
+            if vx.node != self.node {
+                continue;
+            }
+            let v = VertexId(i as u32);
+            let (exec, run2) = (self.clone(), run.clone());
+            if v == g.sink {
+                handles.push(tokio::spawn(async move {
+                    let result = exec.store_sink(&run2).await;
+                    let _ = run2.done.send(Some(result));
+                }));
+            } else {
+                let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+                run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
+                handles.push(tokio::spawn(async move {
+                    if let Err(e) = exec.vertex(&run2, v, &tx).await {
+                        let _ = tx.send(Err(e)).await;
+                    }
+                }));
+            }
+        }
+        // Forget the repair once its tasks are done, or abort it when it outlives its time.
+        let limit = self.repair_time_limit(&run.assignment);
+        let (exec, run2) = (self.clone(), run.clone());
+        let aborts: Vec<_> = handles.iter().map(|h| h.abort_handle()).collect();
+        run.tasks.lock().expect("tasks lock").extend(aborts);
+        tokio::spawn(async move {
+            let all = futures_join(handles);
+            if tokio::time::timeout(limit, all).await.is_err() {
+                for h in run2.tasks.lock().expect("tasks lock").iter() {
+                    h.abort();
+                }
+                let _ = run2.done.send(Some(Err(format!("repair {} timed out after {limit:?}", run2.assignment.repair))));
+            }
+            // Outputs may still be pulled for a while after the vertices finish producing.
+            tokio::time::sleep(exec.io_timeout).await;
+            exec.runs.lock().expect("runs lock").remove(&run2.assignment.repair);
+            exec.counters.active.fetch_sub(1, Ordering::Relaxed);
+        });
+        Ok(())
+    }
+
+    /// Generous: ten times the time the whole chunk needs at 1 MB/s, at least a minute.
+    fn repair_time_limit(&self, a: &Assignment) -> Duration {
+        Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0))
+    }
+
+    /// The output of a vertex, once (waits for the repair to be registered).
+    pub async fn take_output(&self, repair: u64, vertex: u32) -> Result<(Arc<Run>, mpsc::Receiver<UnitResult>), String> {
+        let deadline = tokio::time::Instant::now() + self.io_timeout;
+        loop {
+            let notified = self.registered.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(run) = self.runs.lock().expect("runs lock").get(&repair).cloned() {
+                let rx = run.outputs.lock().expect("outputs lock").remove(&vertex);
+                return match rx {
+                    Some(rx) => Ok((run, rx)),
+                    None => Err(format!("vertex {vertex} of repair {repair} is not on node {} or was already pulled", self.node)),
+                };
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(format!("repair {repair} is not registered on node {}", self.node));
+            }
+        }
+    }
+
+    /// Waits for this node's sink of `repair` to store the chunk.
+    pub async fn wait(&self, repair: u64, limit: Duration) -> Result<u32, String> {
+        let run = self
+            .runs
+            .lock()
+            .expect("runs lock")
+            .get(&repair)
+            .cloned()
+            .ok_or(format!("repair {repair} is not known on node {}", self.node))?;
+        let mut rx = run.done.subscribe();
+        let r = tokio::time::timeout(limit, rx.wait_for(|d| d.is_some())).await;
+        match r {
+            Ok(Ok(v)) => v.clone().expect("waited for some"),
+            Ok(Err(_)) => Err("repair ended without a result".into()),
+            Err(_) => Err(format!("repair {repair} did not finish within {limit:?}")),
+        }
+    }
+
+    /// Aborts every running repair (the node is stopping).
+    pub fn abort_all(&self) {
+        for run in self.runs.lock().expect("runs lock").values() {
+            for h in run.tasks.lock().expect("tasks lock").iter() {
+                h.abort();
+            }
+        }
+    }
+
+    async fn vertex(&self, run: &Run, v: VertexId, tx: &mpsc::Sender<UnitResult>) -> Result<(), String> {
+        let a = &run.assignment;
+        let g = &a.graph;
+        let vx = g.vertex(v);
+        let units = &run.units[vx.lane];
+        let alpha = g.equation.sub_chunks;
+        let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
+        let mut inputs: Vec<mpsc::Receiver<Result<Vec<u8>, String>>> = vx
+            .inputs
+            .iter()
+            .map(|&i| open_input(a, i, sizes.clone(), self.shaper.clone(), self.counters.clone(), self.io_timeout))
+            .collect();
+        let local = match vx.local {
+            Some(t) => Some(LocalTerm::open(&self.store, a, t)?),
+            None => None,
+        };
+        let rule = g.slots.get(v.index()).copied().flatten();
+        let mut held = Vec::new();
+        for (u, windows) in units.iter().enumerate() {
+            let mut acc = vec![0u8; sizes[u]];
+            if let Some(l) = &local {
+                l.add(windows, alpha, &mut acc)?;
+            }
+            for rx in inputs.iter_mut() {
+                let data = rx.recv().await.ok_or("an input stream ended early")??;
+                mul_add(1, &data, &mut acc);
+            }
+            let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
+            if g.pipelined {
+                tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string())?;
+            } else {
+                held.push(unit);
+            }
+        }
+        for unit in held {
+            tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string())?;
+        }
+        Ok(())
+    }
+
+    async fn store_sink(&self, run: &Run) -> Result<u32, String> {
+        let a = &run.assignment;
+        let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
+        let local = match a.graph.vertex(a.graph.sink).local {
+            Some(t) => Some(LocalTerm::open(&self.store, a, t)?),
+            None => None,
+        };
+        let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
+        let mut w = self.store.writer(&spec.chunk).map_err(|e| e.to_string())?;
+        w.write(&data).map_err(|e| e.to_string())?;
+        w.finish(Some(spec.crc32c)).map_err(|e| e.to_string())
+    }
+}
+
+fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) -> impl std::future::Future<Output = ()> {
+    async move {
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+}
+
+/// Checks a plan from the network before anything is allocated for it.
+pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, String> {
+    let g: &RepairGraph = &a.graph;
+    g.validate().map_err(|e| e.to_string())?;
+    if a.term_chunks.len() != g.equation.terms.len() {
+        return Err(format!("{} chunk names for {} equation terms", a.term_chunks.len(), g.equation.terms.len()));
+    }
+    if a.chunk_len == 0 || a.slice_len == 0 || a.chunk_len > (1 << 36) {
+        return Err(format!(
+            "chunk length {} and slice length {} must be positive (and the chunk at most 64 GiB)",
+            a.chunk_len, a.slice_len
+        ));
+    }
+    for v in &g.vertices {
+        if v.node != READER && !a.peers.contains_key(&v.node) {
+            return Err(format!("the plan has no address for node {}", v.node));
+        }
+    }
+    let sub = kintsugi_codes::sub_len(g.equation.sub_chunks, a.chunk_len as usize).map_err(|e| e.to_string())?;
+    let units = sub.div_ceil(a.slice_len as usize);
+    if units > MAX_UNITS {
+        return Err(format!("{units} slices per chunk exceed the limit of {MAX_UNITS}; use larger slices"));
+    }
+    g.lane_units(a.chunk_len as usize, a.slice_len as usize).map_err(|e| e.to_string())
+}
+
+/// A helper chunk on this node and its term of the equation.
+pub struct LocalTerm {
+    reader: ChunkReader,
+    term: kintsugi_codes::HelperTerm,
+    matrix: CoefMatrix,
+    sub: usize,
+}
+
+impl LocalTerm {
+    pub fn open(store: &ChunkStore, a: &Assignment, t: usize) -> Result<Self, String> {
+        let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
+        if reader.len() != a.chunk_len {
+            return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
+        }
+        let term = a.graph.equation.terms[t].clone();
+        let alpha = a.graph.equation.sub_chunks;
+        Ok(LocalTerm { matrix: term.matrix(alpha), term, reader, sub: a.chunk_len as usize / alpha })
+    }
+
+    /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
+    /// `RepairGraph::lane_units`).
+    fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
+        let mut pos = 0;
+        for w in windows {
+            let n = w.len();
+            let mut srcs = Vec::with_capacity(self.term.read_count());
+            for r in self.term.reads.iter().flat_map(|r| r.clone()) {
+                srcs.push(self.reader.read((r * self.sub + w.start) as u64, n as u64).map_err(|e| e.to_string())?);
+            }
+            let src_refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
+            let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n.max(1)).take(alpha).collect();
+            if n > 0 {
+                apply_add(&self.matrix, &src_refs, &mut dsts);
+            }
+            pos += alpha * n;
+        }
+        Ok(())
+    }
+}
+
+/// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
+/// each unit's size and passes it on (downlink shaped, counted).
+pub fn open_input(
+    a: &Assignment,
+    from: VertexId,
+    sizes: Vec<usize>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+) -> mpsc::Receiver<Result<Vec<u8>, String>> {
+    let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+    let node = a.graph.vertex(from).node;
+    let addr = a.peers.get(&node).cloned().unwrap_or_default();
+    let repair = a.repair;
+    tokio::spawn(async move {
+        let result: Result<(), String> = async {
+            let mut s = tokio::time::timeout(io_timeout, TcpStream::connect(&addr))
+                .await
+                .map_err(|_| format!("node {node} ({addr}) unreachable: connect timed out"))?
+                .map_err(|e| format!("node {node} ({addr}) unreachable: {e}"))?;
+            let _ = s.set_nodelay(true);
+            send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
+            for (u, &size) in sizes.iter().enumerate() {
+                let data = match tokio::time::timeout(io_timeout, recv_data(&mut s)).await {
+                    Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
+                    Ok(Err(e)) => return Err(format!("node {node}: {e}")),
+                    Ok(Ok(d)) => d,
+                };
+                if data.len() != size {
+                    return Err(format!("node {node} sent {} bytes for unit {u}, expected {size}", data.len()));
+                }
+                shaper.recv(size).await;
+                counters.received.fetch_add(size as u64, Ordering::Relaxed);
+                if tx.send(Ok(data)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = tx.send(Err(e)).await;
+        }
+    });
+    rx
+}
+
+/// Runs a sink: pulls every input, adds each unit per lane, places the windows, and returns
+/// the rebuilt chunk. Used by a node (full-node repair) and by a reader (degraded read).
+pub async fn run_sink(
+    a: &Assignment,
+    units: &[Vec<Vec<Range<usize>>>],
+    local: Option<&LocalTerm>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    let g = &a.graph;
+    let sink = g.vertex(g.sink);
+    let alpha = g.equation.sub_chunks;
+    let sub = a.chunk_len as usize / alpha;
+    let sizes: Vec<Vec<usize>> =
+        units.iter().map(|lane| lane.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect()).collect();
+    let mut by_lane: Vec<Vec<mpsc::Receiver<Result<Vec<u8>, String>>>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    for &i in &sink.inputs {
+        let lane = g.vertex(i).lane;
+        by_lane[lane].push(open_input(a, i, sizes[lane].clone(), shaper.clone(), counters.clone(), io_timeout));
+    }
+    // Units in the order their first window appears in the chunk: slice order.
+    let mut order: Vec<(usize, usize)> = (0..g.lanes).flat_map(|l| (0..units[l].len()).map(move |u| (l, u))).collect();
+    order.sort_by_key(|&(l, u)| units[l][u].first().map_or(0, |w| w.start));
+    let mut out = vec![0u8; a.chunk_len as usize];
+    for (lane, u) in order {
+        let mut acc = vec![0u8; sizes[lane][u]];
+        for rx in by_lane[lane].iter_mut() {
+            let data = rx.recv().await.ok_or("an input stream ended early")??;
+            mul_add(1, &data, &mut acc);
+        }
+        if let Some(l) = local {
+            l.add(&units[lane][u], alpha, &mut acc)?;
+        }
+        let mut pos = 0;
+        for w in &units[lane][u] {
+            let n = w.len();
+            for s in 0..alpha {
+                out[s * sub + w.start..s * sub + w.end].copy_from_slice(&acc[pos..pos + n]);
+                pos += n;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a node's response to a request on an open connection.
+pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, String> {
+    let mut s = tokio::time::timeout(io_timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("{addr}: connect timed out"))?
+        .map_err(|e| format!("{addr}: {e}"))?;
+    send(&mut s, req).await.map_err(|e| format!("{addr}: {e}"))?;
+    tokio::time::timeout(io_timeout, recv(&mut s))
+        .await
+        .map_err(|_| format!("{addr}: no answer within {io_timeout:?}"))?
+        .map_err(|e| format!("{addr}: {e}"))
+}

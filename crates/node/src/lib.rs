@@ -1,0 +1,12 @@
+//! The kintsugi storage node: a chunk store on local disk, a network executor for its part
+//! of repair graphs, emulated links, and the server tying them together.
+
+pub mod exec;
+pub mod server;
+pub mod shaper;
+pub mod store;
+
+pub use exec::{run_sink, Counters, Executor};
+pub use server::{start, NodeConfig, NodeHandle};
+pub use shaper::Shaper;
+pub use store::ChunkStore;

@@ -1,0 +1,285 @@
+//! The node process: a TCP server for chunk reads and writes and repair plans, heartbeats to
+//! the coordinator, and a clean stop. A bad frame or request fails that connection only.
+
+use crate::exec::{Executor, Unit};
+use crate::shaper::Shaper;
+use crate::store::ChunkStore;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{
+    read_frame_timeout, recv, send, write_frame, CoordRequest, Frame, FrameError, Kind, NodeRequest, NodeResponse, NodeStat,
+};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// A node's configuration (TOML for `kintsugi node --config`); every field has a default.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Unique node id in the cluster.
+    pub id: NodeId,
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: String,
+    /// Address others use to reach this node (default: the listening address).
+    pub advertise: Option<String>,
+    /// Where chunks are stored.
+    pub data_dir: PathBuf,
+    /// Coordinator to send heartbeats to.
+    pub coordinator: Option<String>,
+    /// Emulated uplink and downlink in bytes per second (unshaped when absent).
+    pub uplink: Option<f64>,
+    pub downlink: Option<f64>,
+    pub heartbeat_ms: u64,
+    /// How long to wait for a peer before giving up on a stream.
+    pub io_timeout_ms: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            id: 0,
+            listen: "127.0.0.1:0".into(),
+            advertise: None,
+            data_dir: PathBuf::from("kintsugi-node-data"),
+            coordinator: None,
+            uplink: None,
+            downlink: None,
+            heartbeat_ms: 500,
+            io_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// A running node.
+pub struct NodeHandle {
+    pub id: NodeId,
+    pub addr: SocketAddr,
+    pub exec: Arc<Executor>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NodeHandle {
+    /// Stops the node as a crash would: listener closed, connections and repairs dropped.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.exec.abort_all();
+        let _ = self.task.await;
+    }
+
+    /// Resolves when the node stopped (e.g. after a `Shutdown` request).
+    pub async fn stopped(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+
+    pub fn stat(&self) -> NodeStat {
+        stat(&self.exec)
+    }
+}
+
+fn stat(exec: &Executor) -> NodeStat {
+    let (chunks, bytes) = exec.store.usage();
+    NodeStat {
+        node: exec.node,
+        chunks,
+        bytes,
+        repair_sent: exec.counters.sent.load(Ordering::Relaxed),
+        repair_received: exec.counters.received.load(Ordering::Relaxed),
+        active_repairs: exec.counters.active.load(Ordering::Relaxed),
+    }
+}
+
+/// Starts a node: opens its store, binds its port, serves until stopped.
+pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
+    for (what, r) in [("uplink", cfg.uplink), ("downlink", cfg.downlink)] {
+        if let Some(r) = r {
+            if !(r > 0.0 && r.is_finite()) {
+                return Err(format!("{what} must be a positive number of bytes per second, got {r}"));
+            }
+        }
+    }
+    let store = Arc::new(ChunkStore::open(&cfg.data_dir).map_err(|e| e.to_string())?);
+    let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
+    let exec = Arc::new(Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let advertise = cfg.advertise.clone().unwrap_or_else(|| addr.to_string());
+    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise));
+    Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task })
+}
+
+async fn serve(
+    listener: TcpListener,
+    exec: Arc<Executor>,
+    stop_tx: watch::Sender<bool>,
+    mut stop: watch::Receiver<bool>,
+    cfg: NodeConfig,
+    advertise: String,
+) {
+    let mut conns = JoinSet::new();
+    if let Some(coord) = cfg.coordinator.clone() {
+        conns.spawn(heartbeats(coord, exec.clone(), advertise, Duration::from_millis(cfg.heartbeat_ms.max(10)), stop.clone()));
+    }
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    let _ = sock.set_nodelay(true);
+                    conns.spawn(connection(sock, exec.clone(), stop_tx.clone()));
+                }
+                Err(e) => tracing::warn!("node {}: accept failed: {e}", exec.node),
+            },
+            // Reap finished connections so the set does not grow.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    exec.abort_all();
+    conns.abort_all();
+}
+
+async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every: Duration, mut stop: watch::Receiver<bool>) {
+    let mut conn: Option<TcpStream> = None;
+    loop {
+        let chunks = exec.store.usage().0;
+        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks };
+        if conn.is_none() {
+            conn = TcpStream::connect(&coord).await.ok();
+        }
+        if let Some(c) = conn.as_mut() {
+            let ok = send(c, &msg).await.is_ok()
+                && tokio::time::timeout(every * 4, recv::<_, kintsugi_proto::CoordResponse>(c)).await.is_ok_and(|r| r.is_ok());
+            if !ok {
+                conn = None;
+            }
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Serves requests on one connection until it closes or misbehaves.
+async fn connection(mut sock: TcpStream, exec: Arc<Executor>, stop: watch::Sender<bool>) {
+    let idle = Duration::from_secs(600);
+    loop {
+        let req = match read_frame_timeout(&mut sock, idle).await {
+            Ok(Frame::Control(body)) => match serde_json::from_slice::<NodeRequest>(&body) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = send(&mut sock, &NodeResponse::Error { message: format!("bad request: {e}") }).await;
+                    return;
+                }
+            },
+            Ok(Frame::Data(_)) => {
+                let _ = send(&mut sock, &NodeResponse::Error { message: "unexpected data frame: send a request first".into() }).await;
+                return;
+            }
+            Err(FrameError::Closed) => return,
+            Err(e) => {
+                tracing::debug!("node {}: dropping connection: {e}", exec.node);
+                let _ = send(&mut sock, &NodeResponse::Error { message: format!("bad frame: {e}") }).await;
+                return;
+            }
+        };
+        let keep = match handle(&mut sock, &exec, req, &stop).await {
+            Ok(keep) => keep,
+            Err(message) => {
+                let _ = send(&mut sock, &NodeResponse::Error { message }).await;
+                false
+            }
+        };
+        if !keep {
+            let _ = sock.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// Handles one request; Ok(true) keeps the connection open for another.
+async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, stop: &watch::Sender<bool>) -> Result<bool, String> {
+    let io = |e: FrameError| e.to_string();
+    match req {
+        NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,
+        NodeRequest::Stat => send(sock, &NodeResponse::Stat(stat(exec))).await.map_err(io)?,
+        NodeRequest::PutChunk { chunk, len, crc32c } => {
+            let mut w = exec.store.writer(&chunk).map_err(|e| e.to_string())?;
+            while w.len() < len {
+                let data = match read_frame_timeout(sock, exec.io_timeout).await.map_err(io)? {
+                    Frame::Data(d) => d,
+                    Frame::Control(_) => return Err("expected chunk data".into()),
+                };
+                if w.len() + data.len() as u64 > len {
+                    return Err(format!("more than the announced {len} bytes"));
+                }
+                exec.shaper.recv(data.len()).await;
+                w.write(&data).map_err(|e| e.to_string())?;
+            }
+            w.finish(Some(crc32c)).map_err(|e| e.to_string())?;
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
+        NodeRequest::GetChunk { chunk } => {
+            let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
+            // Verify the whole chunk before announcing it: a corrupt chunk is never served.
+            const PIECE: u64 = 1 << 20;
+            let mut pieces = Vec::new();
+            let mut off = 0;
+            while off < r.len() {
+                let n = PIECE.min(r.len() - off);
+                pieces.push(r.read(off, n).map_err(|e| e.to_string())?);
+                off += n;
+            }
+            send(sock, &NodeResponse::Chunk { len: r.len(), crc32c: r.crc32c() }).await.map_err(io)?;
+            for p in pieces {
+                exec.shaper.send(p.len()).await;
+                write_frame(sock, Kind::Data, &p).await.map_err(io)?;
+            }
+            sock.flush().await.map_err(|e| e.to_string())?;
+        }
+        NodeRequest::DeleteChunk { chunk } => {
+            exec.store.delete(&chunk).map_err(|e| e.to_string())?;
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
+        NodeRequest::RunRepair { assignment } => {
+            exec.start(*assignment)?;
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
+        NodeRequest::Pull { repair, vertex } => {
+            let (run, mut rx) = exec.take_output(repair, vertex).await?;
+            while let Some(item) = rx.recv().await {
+                let Unit { bytes, slot } = item?;
+                if let (Some(gate), Some(slot)) = (&run.gate, slot) {
+                    gate.turn(slot).await;
+                }
+                exec.shaper.send(bytes.len()).await;
+                let sent = write_frame(sock, Kind::Data, &bytes).await;
+                if let (Some(gate), Some(slot)) = (&run.gate, slot) {
+                    gate.done(slot);
+                }
+                sent.map_err(io)?;
+                exec.counters.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+            sock.flush().await.map_err(|e| e.to_string())?;
+            return Ok(false);
+        }
+        NodeRequest::WaitRepair { repair, timeout_ms } => {
+            let crc = exec.wait(repair, Duration::from_millis(timeout_ms)).await?;
+            send(sock, &NodeResponse::RepairDone { crc32c: crc }).await.map_err(io)?;
+        }
+        NodeRequest::Shutdown => {
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+            let _ = stop.send(true);
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

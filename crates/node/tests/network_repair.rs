@@ -1,0 +1,157 @@
+//! Real node servers on loopback run every repair shape over TCP: degraded reads (the test
+//! is the sink) and full-node repairs (a node stores the chunk), byte for byte, shaped and
+//! unshaped; and a node survives malformed frames.
+
+use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_node::{exec, start, NodeConfig, NodeHandle, Shaper};
+use kintsugi_plan::{shapes, RepairTask, ALL_SHAPES};
+use kintsugi_proto::{send, write_frame, Assignment, ChunkId, Kind, NodeRequest, NodeResponse, StoreSpec, READER};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+const T: Duration = Duration::from_secs(10);
+
+async fn cluster(n: usize, dir: &std::path::Path, link: Option<f64>) -> Vec<NodeHandle> {
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        let cfg = NodeConfig { id: i as u32, data_dir: dir.join(format!("n{i}")), uplink: link, downlink: link, ..Default::default() };
+        nodes.push(start(cfg).await.unwrap());
+    }
+    nodes
+}
+
+async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) }).await.unwrap();
+    for piece in data.chunks(100_000) {
+        write_frame(&mut s, Kind::Data, piece).await.unwrap();
+    }
+    s.flush().await.unwrap();
+    let r: NodeResponse = kintsugi_proto::recv(&mut s).await.unwrap();
+    assert_eq!(r, NodeResponse::Ok);
+}
+
+fn stripe(code: &dyn Code, len: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut s: Vec<Option<Vec<u8>>> = (0..code.k()).map(|_| Some((0..len).map(|_| rng.random()).collect())).collect();
+    s.resize(code.n(), None);
+    code.decode(&mut s).unwrap();
+    s.into_iter().map(Option::unwrap).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shape_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = cluster(12, dir.path(), None).await;
+    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let mut repair = 1;
+    for (spec, len, slice) in [("rs:6,3", 100_003usize, 4096u64), ("lrc:6,2,2", 65_536, 1000), ("rs:3,2", 10, 1)] {
+        let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
+        let shards = stripe(code.as_ref(), len, repair);
+        let sid = repair;
+        for (i, s) in shards.iter().enumerate() {
+            put(&peers[&(i as u32)], &ChunkId::new(sid, i), s).await;
+        }
+        let lost = 1;
+        let avail: Vec<usize> = (0..code.n()).filter(|&i| i != lost).collect();
+        let helpers = code.choose_helpers(lost, &avail).unwrap();
+        let eq = code.repair_equation(lost, &helpers).unwrap();
+        let term_chunks: Vec<ChunkId> = eq.helpers().iter().map(|&h| ChunkId::new(sid, h)).collect();
+        let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
+        for shape in ALL_SHAPES {
+            // Degraded read: this test is the sink.
+            let task = RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination: READER };
+            let graph = shapes::build(shape, &task).unwrap();
+            let a = Assignment {
+                repair,
+                graph,
+                chunk_len: len as u64,
+                slice_len: slice,
+                term_chunks: term_chunks.clone(),
+                peers: peers.clone(),
+                store: None,
+            };
+            repair += 1;
+            for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
+                let r = exec::request(&peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap();
+                assert_eq!(r, NodeResponse::Ok, "{spec} {shape}");
+            }
+            let units = exec::check_assignment(&a).unwrap();
+            let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
+            assert_eq!(got, shards[lost], "{spec} {shape} degraded read");
+
+            // Full-node repair: node 11 (outside the stripe) stores the chunk.
+            let dest = 11u32;
+            let task = RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination: dest };
+            let graph = shapes::build(shape, &task).unwrap();
+            let target = ChunkId::new(1000 + repair, lost);
+            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]) });
+            let a = Assignment {
+                repair,
+                graph,
+                chunk_len: len as u64,
+                slice_len: slice,
+                term_chunks: term_chunks.clone(),
+                peers: peers.clone(),
+                store,
+            };
+            repair += 1;
+            for n in a.graph.vertices.iter().map(|v| v.node).collect::<std::collections::BTreeSet<_>>() {
+                assert_eq!(
+                    exec::request(&peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap(),
+                    NodeResponse::Ok
+                );
+            }
+            let r = exec::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T).await.unwrap();
+            assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "{spec} {shape} stored");
+            let r = nodes[dest as usize].exec.store.reader(&target).unwrap();
+            assert_eq!(r.read(0, len as u64).unwrap(), shards[lost]);
+        }
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_fail_one_connection_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = cluster(1, dir.path(), None).await;
+    let addr = nodes[0].addr.to_string();
+    let garbage: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),                                   // not a frame: huge length
+        vec![0, 0, 0, 3, 7, 1, 2],                                            // unknown kind
+        vec![0, 0, 0, 50, 1, b'{'],                                           // truncated, then closed
+        [&[0u8, 0, 0, 6, 1][..], b"{\"op\""].concat(),                        // bad JSON
+        [&[0u8, 0, 0, 27, 1][..], br#"{"op":"launch_missiles"}  "#].concat(), // unknown message
+        vec![0, 0, 0, 0],                                                     // empty frame
+        [&[0u8, 0, 0, 4, 2][..], b"abc"].concat(),                            // data before any request
+    ];
+    for g in garbage {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&g).await.unwrap();
+        s.shutdown().await.unwrap();
+        // The node answers with an error or just closes; it must not crash.
+        let _ = tokio::time::timeout(T, kintsugi_proto::recv::<_, NodeResponse>(&mut s)).await;
+    }
+    // Requests that are well-formed but wrong get errors, not panics.
+    let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0 };
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    send(&mut s, &bad_put).await.unwrap();
+    write_frame(&mut s, Kind::Data, b"12345").await.unwrap();
+    let r: NodeResponse = kintsugi_proto::recv(&mut s).await.unwrap();
+    assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("checksum")), "{r:?}");
+    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(9, 9) }, T).await.unwrap();
+    assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("not found")), "{r:?}");
+    let r = exec::request(&addr, &NodeRequest::Pull { repair: 77, vertex: 0 }, Duration::from_secs(15)).await.unwrap();
+    assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
+    // Still serving.
+    assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+    for n in nodes {
+        n.stop().await;
+    }
+}

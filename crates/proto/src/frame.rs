@@ -1,0 +1,175 @@
+//! Frames on a TCP stream: `u32 length (big-endian) | u8 kind | body`. A control frame's body
+//! is one JSON message; a data frame's body is raw bytes (one slice of a stream). Lengths are
+//! checked before anything is allocated, so a hostile or broken peer cannot make a node
+//! allocate more than [`MAX_FRAME`] or hang it past its read timeout.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest frame body accepted: one 64 MiB slice plus headroom.
+pub const MAX_FRAME: u32 = (64 << 20) + 4096;
+/// Largest control (JSON) frame: repair plans for wide codes fit easily.
+pub const MAX_CONTROL: u32 = 8 << 20;
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Control = 1,
+    Data = 2,
+}
+
+/// A frame read from the wire.
+#[derive(Debug)]
+pub enum Frame {
+    Control(Vec<u8>),
+    Data(Vec<u8>),
+}
+
+/// Why a frame could not be read or written.
+#[derive(Debug, Error)]
+pub enum FrameError {
+    #[error("connection closed")]
+    Closed,
+    #[error("truncated frame: {0}")]
+    Truncated(String),
+    #[error("frame of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: u32, max: u32 },
+    #[error("empty frame")]
+    Empty,
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("bad control message: {0}")]
+    BadMessage(String),
+    #[error("expected a {expected} frame")]
+    Unexpected { expected: &'static str },
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame. `Closed` when the peer closed cleanly between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len[..1]).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    r.read_exact(&mut len[1..]).await.map_err(|e| truncated(e, "length"))?;
+    let len = u32::from_be_bytes(len);
+    if len == 0 {
+        return Err(FrameError::Empty);
+    }
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge { len, max: MAX_FRAME });
+    }
+    let mut kind = [0u8; 1];
+    r.read_exact(&mut kind).await.map_err(|e| truncated(e, "kind"))?;
+    let body_len = len - 1;
+    let kind = match kind[0] {
+        1 => Kind::Control,
+        2 => Kind::Data,
+        k => return Err(FrameError::UnknownKind(k)),
+    };
+    if kind == Kind::Control && body_len > MAX_CONTROL {
+        return Err(FrameError::TooLarge { len: body_len, max: MAX_CONTROL });
+    }
+    let mut body = vec![0u8; body_len as usize];
+    r.read_exact(&mut body).await.map_err(|e| truncated(e, "body"))?;
+    Ok(match kind {
+        Kind::Control => Frame::Control(body),
+        Kind::Data => Frame::Data(body),
+    })
+}
+
+fn truncated(e: std::io::Error, what: &str) -> FrameError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        FrameError::Truncated(format!("stream ended inside the {what}"))
+    } else {
+        FrameError::Io(e)
+    }
+}
+
+/// Like [`read_frame`], failing after `limit`.
+pub async fn read_frame_timeout<R: AsyncRead + Unpin>(r: &mut R, limit: Duration) -> Result<Frame, FrameError> {
+    tokio::time::timeout(limit, read_frame(r)).await.map_err(|_| FrameError::Timeout(limit))?
+}
+
+/// Writes a frame of `kind` with `body`.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u8]) -> Result<(), FrameError> {
+    let len = body.len() as u64 + 1;
+    if len > MAX_FRAME as u64 {
+        return Err(FrameError::TooLarge { len: len.min(u32::MAX as u64) as u32, max: MAX_FRAME });
+    }
+    let mut head = [0u8; 5];
+    head[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    head[4] = kind as u8;
+    w.write_all(&head).await?;
+    w.write_all(body).await?;
+    Ok(())
+}
+
+/// Writes a JSON control message.
+pub async fn send<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, msg: &T) -> Result<(), FrameError> {
+    let body = serde_json::to_vec(msg).map_err(|e| FrameError::BadMessage(e.to_string()))?;
+    write_frame(w, Kind::Control, &body).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Reads a JSON control message of type T.
+pub async fn recv<R: AsyncRead + Unpin, T: DeserializeOwned>(r: &mut R) -> Result<T, FrameError> {
+    match read_frame(r).await? {
+        Frame::Control(body) => serde_json::from_slice(&body).map_err(|e| FrameError::BadMessage(e.to_string())),
+        Frame::Data(_) => Err(FrameError::Unexpected { expected: "control" }),
+    }
+}
+
+/// Reads one data frame.
+pub async fn recv_data<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+    match read_frame(r).await? {
+        Frame::Data(b) => Ok(b),
+        Frame::Control(body) => {
+            // A control frame in a data stream is the sender reporting an error.
+            let text = String::from_utf8_lossy(&body);
+            Err(FrameError::BadMessage(format!("peer sent a control message instead of data: {text}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn round_trip_and_rejections() {
+        let mut buf = Vec::new();
+        send(&mut buf, &serde_json::json!({"op": "ping"})).await.unwrap();
+        write_frame(&mut buf, Kind::Data, b"slice").await.unwrap();
+        let mut r = &buf[..];
+        let v: serde_json::Value = recv(&mut r).await.unwrap();
+        assert_eq!(v["op"], "ping");
+        assert_eq!(recv_data(&mut r).await.unwrap(), b"slice");
+        assert!(matches!(read_frame(&mut r).await, Err(FrameError::Closed)));
+
+        let mut big = Vec::from((MAX_FRAME + 1).to_be_bytes());
+        big.push(2);
+        assert!(matches!(read_frame(&mut &big[..]).await, Err(FrameError::TooLarge { .. })));
+        let unknown = [0, 0, 0, 2, 9, 0];
+        assert!(matches!(read_frame(&mut &unknown[..]).await, Err(FrameError::UnknownKind(9))));
+        let short = [0, 0, 0, 10, 2, 1, 2];
+        assert!(matches!(read_frame(&mut &short[..]).await, Err(FrameError::Truncated(_))));
+        let half_len = [0, 0];
+        assert!(matches!(read_frame(&mut &half_len[..]).await, Err(FrameError::Truncated(_))));
+        let zero = [0, 0, 0, 0];
+        assert!(matches!(read_frame(&mut &zero[..]).await, Err(FrameError::Empty)));
+        let mut bad_json = Vec::new();
+        write_frame(&mut bad_json, Kind::Control, b"{nope").await.unwrap();
+        assert!(matches!(recv::<_, serde_json::Value>(&mut &bad_json[..]).await, Err(FrameError::BadMessage(_))));
+    }
+}

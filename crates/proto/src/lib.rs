@@ -1,0 +1,8 @@
+//! The wire protocol of kintsugi: length-prefixed frames carrying JSON control messages or
+//! raw data slices, and the typed messages nodes, the coordinator and clients exchange.
+
+pub mod frame;
+pub mod messages;
+
+pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};
+pub use messages::*;

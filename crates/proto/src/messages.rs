@@ -1,0 +1,265 @@
+//! Typed messages. Each request enum has one response enum; large data never travels
+//! inside a message but as data frames after it.
+
+use kintsugi_codes::CodeSpec;
+use kintsugi_plan::{NodeId, RepairGraph, Shape};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The node id of a client reading a chunk (the sink of a degraded read).
+pub const READER: NodeId = u32::MAX;
+
+/// A chunk's name on a node: `<stripe>.<index>`, letters, digits, '.', '-' and '_' only,
+/// so it is always a safe file name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ChunkId(String);
+
+impl ChunkId {
+    /// The chunk of `stripe` at `index`.
+    pub fn new(stripe: u64, index: usize) -> Self {
+        ChunkId(format!("s{stripe:08}.{index:03}"))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ChunkId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 128
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+            && !s.starts_with('.');
+        if ok {
+            Ok(ChunkId(s))
+        } else {
+            Err(format!("invalid chunk id '{}'", s.chars().take(64).collect::<String>()))
+        }
+    }
+}
+
+impl From<ChunkId> for String {
+    fn from(c: ChunkId) -> String {
+        c.0
+    }
+}
+
+impl std::fmt::Display for ChunkId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a repair's sink puts the rebuilt chunk when it runs on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreSpec {
+    pub chunk: ChunkId,
+    /// The checksum the rebuilt chunk must have; it is not stored otherwise.
+    pub crc32c: u32,
+}
+
+/// A node's part in a repair: the whole graph (each node runs the vertices placed on it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub repair: u64,
+    pub graph: RepairGraph,
+    pub chunk_len: u64,
+    pub slice_len: u64,
+    /// The chunk read by each equation term, in term order.
+    pub term_chunks: Vec<ChunkId>,
+    /// Address of every node of the graph (the reader has none). Sent as [id, addr] pairs:
+    /// JSON object keys are strings, which internally tagged enums cannot turn back into ids.
+    #[serde(with = "pairs")]
+    pub peers: BTreeMap<NodeId, String>,
+    /// Set when the sink is on a node (full-node repair).
+    pub store: Option<StoreSpec>,
+}
+
+mod pairs {
+    use super::NodeId;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::collections::BTreeMap;
+    pub fn serialize<S: Serializer>(m: &BTreeMap<NodeId, String>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(m.iter())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<NodeId, String>, D::Error> {
+        Ok(Vec::<(NodeId, String)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+/// Requests a node serves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum NodeRequest {
+    Ping,
+    /// Followed by data frames totalling `len` bytes; stored only if the CRC matches.
+    PutChunk {
+        chunk: ChunkId,
+        len: u64,
+        crc32c: u32,
+    },
+    /// Answered by `Chunk` and then data frames.
+    GetChunk {
+        chunk: ChunkId,
+    },
+    DeleteChunk {
+        chunk: ChunkId,
+    },
+    Stat,
+    RunRepair {
+        assignment: Box<Assignment>,
+    },
+    /// Streams the output of `vertex` of `repair` as data frames, one per unit.
+    Pull {
+        repair: u64,
+        vertex: u32,
+    },
+    /// Waits until the repair's sink on this node has stored the chunk.
+    WaitRepair {
+        repair: u64,
+        timeout_ms: u64,
+    },
+    /// Stops the node process (the client's `fail`).
+    Shutdown,
+}
+
+/// A node's answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum NodeResponse {
+    Ok,
+    Error { message: String },
+    Pong { node: NodeId },
+    Chunk { len: u64, crc32c: u32 },
+    Stat(NodeStat),
+    RepairDone { crc32c: u32 },
+}
+
+/// A node's counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeStat {
+    pub node: NodeId,
+    pub chunks: u64,
+    pub bytes: u64,
+    /// Repair data this node sent and received over the network.
+    pub repair_sent: u64,
+    pub repair_received: u64,
+    pub active_repairs: u64,
+}
+
+/// Requests the coordinator serves (from nodes and clients).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CoordRequest {
+    Heartbeat { node: NodeId, addr: String, chunks: u64 },
+    CreateObject { name: String, size: u64, code: CodeSpec, chunk_size: u64 },
+    CommitObject { name: String, crcs: Vec<Vec<u32>> },
+    Lookup { name: String },
+    List,
+    DegradedRead { name: String, stripe: usize, index: usize, method: Shape, slice: u64 },
+    ReportBad { name: String, stripe: usize, index: usize, reason: String },
+    FailNode { node: NodeId },
+    Repair { method: Shape, slice: u64, parallel: usize },
+    Status,
+}
+
+/// The coordinator's answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CoordResponse {
+    Ok,
+    Error { message: String },
+    Layout(ObjectLayout),
+    Objects { objects: Vec<ObjectInfo> },
+    Plan { assignment: Box<Assignment> },
+    Repaired(RepairReport),
+    Status(ClusterStatus),
+}
+
+/// Where an object's chunks are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectLayout {
+    pub name: String,
+    pub size: u64,
+    pub code: CodeSpec,
+    pub committed: bool,
+    pub stripes: Vec<StripeLayout>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StripeLayout {
+    pub id: u64,
+    /// Bytes of the object held by this stripe's data chunks.
+    pub data_len: u64,
+    pub chunk_len: u64,
+    pub chunks: Vec<ChunkLoc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChunkLoc {
+    pub chunk: ChunkId,
+    pub node: NodeId,
+    pub addr: String,
+    pub alive: bool,
+    /// Known once the object is committed.
+    pub crc32c: Option<u32>,
+    /// Marked lost (node dead or chunk reported bad) and not yet repaired.
+    pub lost: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectInfo {
+    pub name: String,
+    pub size: u64,
+    pub code: CodeSpec,
+    pub stripes: usize,
+    pub committed: bool,
+}
+
+/// What a full-node repair did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepairReport {
+    pub method: String,
+    pub repaired: usize,
+    pub failed: usize,
+    pub retries: usize,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub errors: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub addr: String,
+    pub alive: bool,
+    pub chunks: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub nodes: Vec<NodeInfo>,
+    pub objects: usize,
+    pub stripes: usize,
+    pub lost_chunks: usize,
+    pub pending_repairs: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_ids_are_safe_names() {
+        assert_eq!(ChunkId::new(12, 3).as_str(), "s00000012.003");
+        for bad in ["", "../x", "a/b", ".hidden", "a b", &"x".repeat(200)] {
+            assert!(ChunkId::try_from(bad.to_string()).is_err(), "{bad}");
+        }
+        let r: Result<NodeRequest, _> = serde_json::from_str(r#"{"op":"get_chunk","chunk":"../../etc/passwd"}"#);
+        assert!(r.is_err());
+        let r: Result<NodeRequest, _> = serde_json::from_str(r#"{"op":"launch_missiles"}"#);
+        assert!(r.is_err());
+    }
+}
