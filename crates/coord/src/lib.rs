@@ -1,1 +1,9 @@
+//! The kintsugi coordinator (metadata, placement, failure detection, repair orchestration)
+//! and the client that talks to it and to the nodes.
 
+pub mod client;
+pub mod coordinator;
+pub mod meta;
+
+pub use client::Client;
+pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};

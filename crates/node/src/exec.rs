@@ -42,27 +42,37 @@ pub struct Unit {
 
 type UnitResult = Result<Unit, String>;
 
-/// Per repair: this node's sends in slot order.
+/// Per repair: this node's sends in slot order. If any of the node's vertices fails, the
+/// gate fails every waiter, so an error travels on instead of leaving the others waiting
+/// for a slot that will never be sent.
 pub struct SlotGate {
     pending: Mutex<BTreeSet<u64>>,
+    failed: std::sync::atomic::AtomicBool,
     notify: Notify,
 }
 
 impl SlotGate {
     /// Waits until `slot` is the earliest unsent slot of this node.
-    pub async fn turn(&self, slot: u64) {
+    pub async fn turn(&self, slot: u64) -> Result<(), String> {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            if self.failed.load(Ordering::Acquire) {
+                return Err("another part of this repair failed on this node".into());
+            }
             if self.pending.lock().expect("gate lock").first() == Some(&slot) {
-                return;
+                return Ok(());
             }
             notified.await;
         }
     }
     pub fn done(&self, slot: u64) {
         self.pending.lock().expect("gate lock").remove(&slot);
+        self.notify.notify_waiters();
+    }
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
         self.notify.notify_waiters();
     }
 }
@@ -118,9 +128,19 @@ impl Executor {
                 }
             }
         }
-        let gate = (!pending.is_empty()).then(|| SlotGate { pending: Mutex::new(pending), notify: Notify::new() });
+        let gate =
+            (!pending.is_empty()).then(|| SlotGate { pending: Mutex::new(pending), failed: Default::default(), notify: Notify::new() });
         let (done, _) = watch::channel(None);
         let run = Arc::new(Run { assignment: a, units, outputs: Mutex::new(HashMap::new()), gate, done, tasks: Mutex::new(Vec::new()) });
+        // Every output queue exists before the run is visible to `Pull`s.
+        let mut senders = HashMap::new();
+        for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
+            if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
+                let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+                run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
+                senders.insert(i as u32, tx);
+            }
+        }
         {
             let mut runs = self.runs.lock().expect("runs lock");
             if runs.contains_key(&run.assignment.repair) {
@@ -144,10 +164,12 @@ impl Executor {
                     let _ = run2.done.send(Some(result));
                 }));
             } else {
-                let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
-                run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
+                let tx = senders.remove(&(i as u32)).expect("a queue per vertex");
                 handles.push(tokio::spawn(async move {
                     if let Err(e) = exec.vertex(&run2, v, &tx).await {
+                        if let Some(gate) = &run2.gate {
+                            gate.fail();
+                        }
                         let _ = tx.send(Err(e)).await;
                     }
                 }));
@@ -233,7 +255,7 @@ impl Executor {
         let units = &run.units[vx.lane];
         let alpha = g.equation.sub_chunks;
         let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
-        let mut inputs: Vec<mpsc::Receiver<Result<Vec<u8>, String>>> = vx
+        let mut inputs: Vec<mpsc::UnboundedReceiver<Result<Vec<u8>, String>>> = vx
             .inputs
             .iter()
             .map(|&i| open_input(a, i, sizes.clone(), self.shaper.clone(), self.counters.clone(), self.io_timeout))
@@ -363,8 +385,8 @@ pub fn open_input(
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
     io_timeout: Duration,
-) -> mpsc::Receiver<Result<Vec<u8>, String>> {
-    let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+) -> mpsc::UnboundedReceiver<Result<Vec<u8>, String>> {
+    let (tx, rx) = mpsc::unbounded_channel();
     let node = a.graph.vertex(from).node;
     let addr = a.peers.get(&node).cloned().unwrap_or_default();
     let repair = a.repair;
@@ -387,7 +409,7 @@ pub fn open_input(
                 }
                 shaper.recv(size).await;
                 counters.received.fetch_add(size as u64, Ordering::Relaxed);
-                if tx.send(Ok(data)).await.is_err() {
+                if tx.send(Ok(data)).is_err() {
                     return Ok(());
                 }
             }
@@ -395,7 +417,7 @@ pub fn open_input(
         }
         .await;
         if let Err(e) = result {
-            let _ = tx.send(Err(e)).await;
+            let _ = tx.send(Err(e));
         }
     });
     rx
@@ -417,7 +439,7 @@ pub async fn run_sink(
     let sub = a.chunk_len as usize / alpha;
     let sizes: Vec<Vec<usize>> =
         units.iter().map(|lane| lane.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect()).collect();
-    let mut by_lane: Vec<Vec<mpsc::Receiver<Result<Vec<u8>, String>>>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    let mut by_lane: Vec<Vec<mpsc::UnboundedReceiver<Result<Vec<u8>, String>>>> = (0..g.lanes).map(|_| Vec::new()).collect();
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
         by_lane[lane].push(open_input(a, i, sizes[lane].clone(), shaper.clone(), counters.clone(), io_timeout));

@@ -148,9 +148,15 @@ async fn serve(
 
 async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every: Duration, mut stop: watch::Receiver<bool>) {
     let mut conn: Option<TcpStream> = None;
+    let boot = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+        h.finish()
+    };
     loop {
         let chunks = exec.store.usage().0;
-        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks };
+        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot };
         if conn.is_none() {
             conn = TcpStream::connect(&coord).await.ok();
         }
@@ -256,14 +262,26 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         NodeRequest::Pull { repair, vertex } => {
             let (run, mut rx) = exec.take_output(repair, vertex).await?;
             while let Some(item) = rx.recv().await {
-                let Unit { bytes, slot } = item?;
+                let Unit { bytes, slot } = match item {
+                    Ok(u) => u,
+                    Err(e) => {
+                        if let Some(gate) = &run.gate {
+                            gate.fail();
+                        }
+                        return Err(e);
+                    }
+                };
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    gate.turn(slot).await;
+                    gate.turn(slot).await?;
                 }
                 exec.shaper.send(bytes.len()).await;
                 let sent = write_frame(sock, Kind::Data, &bytes).await;
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    gate.done(slot);
+                    if sent.is_ok() {
+                        gate.done(slot);
+                    } else {
+                        gate.fail();
+                    }
                 }
                 sent.map_err(io)?;
                 exec.counters.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);

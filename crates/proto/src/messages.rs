@@ -153,15 +153,49 @@ pub struct NodeStat {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum CoordRequest {
-    Heartbeat { node: NodeId, addr: String, chunks: u64 },
-    CreateObject { name: String, size: u64, code: CodeSpec, chunk_size: u64 },
-    CommitObject { name: String, crcs: Vec<Vec<u32>> },
-    Lookup { name: String },
+    /// `boot` is random per node process start: a failed node's old process is told apart
+    /// from its restart.
+    Heartbeat {
+        node: NodeId,
+        addr: String,
+        chunks: u64,
+        boot: u64,
+    },
+    CreateObject {
+        name: String,
+        size: u64,
+        code: CodeSpec,
+        chunk_size: u64,
+    },
+    CommitObject {
+        name: String,
+        crcs: Vec<Vec<u32>>,
+    },
+    Lookup {
+        name: String,
+    },
     List,
-    DegradedRead { name: String, stripe: usize, index: usize, method: Shape, slice: u64 },
-    ReportBad { name: String, stripe: usize, index: usize, reason: String },
-    FailNode { node: NodeId },
-    Repair { method: Shape, slice: u64, parallel: usize },
+    DegradedRead {
+        name: String,
+        stripe: usize,
+        index: usize,
+        method: Shape,
+        slice: u64,
+    },
+    ReportBad {
+        name: String,
+        stripe: usize,
+        index: usize,
+        reason: String,
+    },
+    FailNode {
+        node: NodeId,
+    },
+    Repair {
+        method: Shape,
+        slice: u64,
+        parallel: usize,
+    },
     Status,
 }
 

@@ -1,0 +1,255 @@
+//! The client: erasure-codes objects itself (as HDFS-EC clients do) and writes chunks straight
+//! to the nodes; reads data chunks straight from them and, when one is unavailable or
+//! corrupt, runs the sink of a degraded-read graph the coordinator planned.
+
+use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_node::exec::{check_assignment, request};
+use kintsugi_node::{run_sink, Counters, Shaper};
+use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::{
+    read_frame_timeout, recv, send, write_frame, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, Kind, NodeRequest,
+    NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+/// A connection-less client of one cluster.
+#[derive(Clone)]
+pub struct Client {
+    pub coordinator: String,
+    pub io_timeout: Duration,
+    /// The reader's own link (for emulated clusters); unshaped by default.
+    pub shaper: Arc<Shaper>,
+    pub counters: Arc<Counters>,
+}
+
+/// How a read went.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    /// (stripe, chunk) read through a degraded-read graph, and how long each took.
+    pub degraded: Vec<(usize, usize, f64)>,
+}
+
+impl Client {
+    pub fn new(coordinator: &str) -> Self {
+        Client {
+            coordinator: coordinator.to_string(),
+            io_timeout: Duration::from_secs(30),
+            shaper: Arc::new(Shaper::default()),
+            counters: Arc::default(),
+        }
+    }
+
+    /// One request to the coordinator.
+    pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, String> {
+        let c = &self.coordinator;
+        let mut s = tokio::time::timeout(self.io_timeout, TcpStream::connect(c))
+            .await
+            .map_err(|_| format!("coordinator {c}: connect timed out"))?
+            .map_err(|e| format!("coordinator {c}: {e}"))?;
+        send(&mut s, req).await.map_err(|e| format!("coordinator {c}: {e}"))?;
+        match tokio::time::timeout(limit, recv(&mut s)).await {
+            Err(_) => Err(format!("coordinator {c} did not answer within {limit:?}")),
+            Ok(Err(e)) => Err(format!("coordinator {c}: {e}")),
+            Ok(Ok(CoordResponse::Error { message })) => Err(message),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    async fn layout(&self, req: CoordRequest) -> Result<ObjectLayout, String> {
+        match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Layout(l) => Ok(l),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// Stores `data` as object `name`: encode each stripe, write its chunks in parallel,
+    /// then commit their checksums.
+    pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
+        let c = code.build().map_err(|e| e.to_string())?;
+        let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size: data.len() as u64, code, chunk_size }).await?;
+        let mut crcs = Vec::new();
+        let mut off = 0usize;
+        for s in &layout.stripes {
+            let shards = encode_stripe(c.as_ref(), &data[off..off + s.data_len as usize], s.chunk_len as usize)?;
+            off += s.data_len as usize;
+            crcs.push(shards.iter().map(|x| crc32c::crc32c(x)).collect());
+            let mut set = JoinSet::new();
+            for (loc, shard) in s.chunks.iter().zip(shards) {
+                let (loc, t) = (loc.clone(), self.io_timeout);
+                set.spawn(async move { put_chunk(&loc, &shard, t).await });
+            }
+            while let Some(r) = set.join_next().await {
+                r.map_err(|e| e.to_string())??;
+            }
+        }
+        match self.call(&CoordRequest::CommitObject { name: name.into(), crcs }, self.io_timeout).await? {
+            CoordResponse::Ok => self.layout(CoordRequest::Lookup { name: name.into() }).await,
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// Reads object `name`. Unavailable or corrupt data chunks are rebuilt by degraded reads
+    /// with `method`; every chunk is checked against its committed checksum.
+    pub async fn get(&self, name: &str, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), String> {
+        let layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        if !layout.committed {
+            return Err(format!("object '{name}' is still being written"));
+        }
+        let k = layout.code.build().map_err(|e| e.to_string())?.k();
+        let mut out = Vec::with_capacity(layout.size as usize);
+        let mut report = ReadReport::default();
+        for (si, s) in layout.stripes.iter().enumerate() {
+            let mut stripe_data = Vec::with_capacity(k * s.chunk_len as usize);
+            for (i, loc) in s.chunks.iter().take(k).enumerate() {
+                let direct = if loc.lost {
+                    Err("marked lost".to_string())
+                } else {
+                    get_chunk(loc, s.chunk_len, self.io_timeout, &self.shaper).await
+                };
+                let chunk = match direct {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if e.contains("corrupt chunk") || e.contains("checksum") {
+                            let _ = self
+                                .call(
+                                    &CoordRequest::ReportBad { name: name.into(), stripe: si, index: i, reason: e.clone() },
+                                    self.io_timeout,
+                                )
+                                .await;
+                        }
+                        let t = Instant::now();
+                        let c = self.degraded_read(name, si, i, method, slice).await?;
+                        report.degraded.push((si, i, t.elapsed().as_secs_f64()));
+                        c
+                    }
+                };
+                if Some(crc32c::crc32c(&chunk)) != loc.crc32c {
+                    return Err(format!("chunk {} does not match its checksum", loc.chunk));
+                }
+                stripe_data.extend_from_slice(&chunk);
+            }
+            out.extend_from_slice(&stripe_data[..s.data_len as usize]);
+        }
+        Ok((out, report))
+    }
+
+    /// Rebuilds chunk `index` of stripe `stripe` at this client through a repair graph.
+    pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, String> {
+        let a = match self.call(&CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice }, self.io_timeout).await? {
+            CoordResponse::Plan { assignment } => *assignment,
+            other => return Err(format!("unexpected answer {other:?}")),
+        };
+        let units = check_assignment(&a)?;
+        run_sink(&a, &units, None, self.shaper.clone(), self.counters.clone(), self.io_timeout).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<ObjectInfo>, String> {
+        match self.call(&CoordRequest::List, self.io_timeout).await? {
+            CoordResponse::Objects { objects } => Ok(objects),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    pub async fn stat(&self, name: &str) -> Result<ObjectLayout, String> {
+        self.layout(CoordRequest::Lookup { name: name.into() }).await
+    }
+
+    pub async fn fail(&self, node: NodeId) -> Result<(), String> {
+        self.call(&CoordRequest::FailNode { node }, self.io_timeout).await.map(|_| ())
+    }
+
+    pub async fn repair(&self, method: Shape, slice: u64, parallel: usize) -> Result<RepairReport, String> {
+        match self.call(&CoordRequest::Repair { method, slice, parallel }, Duration::from_secs(24 * 3600)).await? {
+            CoordResponse::Repaired(r) => Ok(r),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    pub async fn status(&self) -> Result<ClusterStatus, String> {
+        match self.call(&CoordRequest::Status, self.io_timeout).await? {
+            CoordResponse::Status(s) => Ok(s),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+}
+
+/// Splits a stripe's data into k zero-padded chunks and appends the parity.
+pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, String> {
+    let (k, n) = (code.k(), code.n());
+    let mut shards: Vec<Vec<u8>> = (0..k)
+        .map(|i| {
+            let mut c = vec![0u8; chunk_len];
+            let start = (i * chunk_len).min(data.len());
+            let end = ((i + 1) * chunk_len).min(data.len());
+            c[..end - start].copy_from_slice(&data[start..end]);
+            c
+        })
+        .collect();
+    let mut parity = vec![vec![0u8; chunk_len]; n - k];
+    {
+        let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
+        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
+        code.encode(&d, &mut p).map_err(|e| e.to_string())?;
+    }
+    shards.extend(parity);
+    Ok(shards)
+}
+
+async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
+    let a = &loc.addr;
+    let mut s = tokio::time::timeout(t, TcpStream::connect(a))
+        .await
+        .map_err(|_| format!("node {}: connect timed out", loc.node))?
+        .map_err(|e| format!("node {} ({a}): {e}", loc.node))?;
+    send(&mut s, &NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) })
+        .await
+        .map_err(|e| e.to_string())?;
+    for piece in data.chunks(1 << 20) {
+        write_frame(&mut s, Kind::Data, piece).await.map_err(|e| e.to_string())?;
+    }
+    s.flush().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+        NodeResponse::Ok => Ok(()),
+        NodeResponse::Error { message } => Err(format!("node {}: {message}", loc.node)),
+        other => Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+    }
+}
+
+/// Reads a whole chunk from its node (downlink shaped by the reader's link).
+pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+    let a = &loc.addr;
+    let mut s = tokio::time::timeout(t, TcpStream::connect(a))
+        .await
+        .map_err(|_| format!("node {}: connect timed out", loc.node))?
+        .map_err(|e| format!("node {} ({a}): {e}", loc.node))?;
+    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone() }).await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+        NodeResponse::Chunk { len: l, .. } if l == len => {}
+        NodeResponse::Chunk { len: l, .. } => return Err(format!("node {} holds {l} bytes of {}, expected {len}", loc.node, loc.chunk)),
+        NodeResponse::Error { message } => return Err(format!("node {}: {message}", loc.node)),
+        other => return Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+    }
+    let mut out = Vec::with_capacity(len as usize);
+    while (out.len() as u64) < len {
+        match read_frame_timeout(&mut s, t).await.map_err(|e| format!("node {}: {e}", loc.node))? {
+            Frame::Data(d) => {
+                shaper.recv(d.len()).await;
+                out.extend_from_slice(&d);
+            }
+            Frame::Control(_) => return Err(format!("node {} interrupted the chunk", loc.node)),
+        }
+    }
+    if out.len() as u64 != len {
+        return Err(format!("node {} sent {} bytes, expected {len}", loc.node, out.len()));
+    }
+    Ok(out)
+}
+
+/// Pings a node.
+pub async fn ping(addr: &str, t: Duration) -> bool {
+    matches!(request(addr, &NodeRequest::Ping, t).await, Ok(NodeResponse::Pong { .. }))
+}

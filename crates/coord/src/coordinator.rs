@@ -1,0 +1,651 @@
+//! The coordinator: placement of new stripes, liveness from heartbeats, degraded-read plans,
+//! and full-node repair orchestration. It moves no chunk bytes itself: it builds repair
+//! graphs, hands them to the nodes, and records where rebuilt chunks landed.
+
+use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, PendingRepair, RedbMeta, StripeRecord};
+use kintsugi_codes::CodeSpec;
+use kintsugi_node::exec::request;
+use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
+use kintsugi_proto::{
+    read_frame_timeout, send, Assignment, ChunkId, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, FrameError, NodeInfo,
+    NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport, StoreSpec, StripeLayout, READER,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Coordinator configuration (TOML for `kintsugi coordinator --config`); all fields default.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoordConfig {
+    pub listen: String,
+    /// Holds `meta.redb`.
+    pub data_dir: PathBuf,
+    /// A node silent for this long is dead.
+    pub dead_after_ms: u64,
+    pub io_timeout_ms: u64,
+    /// Default chunk size of new objects.
+    pub chunk_size: u64,
+    /// Attempts per lost chunk before a repair gives up on it.
+    pub repair_attempts: usize,
+}
+
+impl Default for CoordConfig {
+    fn default() -> Self {
+        CoordConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: PathBuf::from("kintsugi-coordinator-data"),
+            dead_after_ms: 3000,
+            io_timeout_ms: 10_000,
+            chunk_size: 4 << 20,
+            repair_attempts: 4,
+        }
+    }
+}
+
+/// Shared state of a running coordinator.
+pub struct Coordinator {
+    pub cfg: CoordConfig,
+    meta: Arc<dyn MetaStore>,
+    /// Last heartbeat of each node.
+    live: Mutex<HashMap<NodeId, (String, Instant)>>,
+    /// One full-node repair at a time.
+    repairing: tokio::sync::Mutex<()>,
+}
+
+/// A running coordinator.
+pub struct CoordHandle {
+    pub addr: SocketAddr,
+    pub coord: Arc<Coordinator>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CoordHandle {
+    /// Stops serving (as a crash would: in-flight requests are dropped). Returns once every
+    /// task holding the coordinator is gone, so its store can be opened again.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        for _ in 0..500 {
+            if Arc::strong_count(&self.coord) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Opens the metadata store, binds, serves; resumes repairs left pending by a previous run.
+pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
+    let meta: Arc<dyn MetaStore> = Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?);
+    let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let coord = Arc::new(Coordinator { cfg, meta, live: Mutex::new(HashMap::new()), repairing: tokio::sync::Mutex::new(()) });
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, coord.clone(), stop_rx));
+    if !coord.meta.pending()?.is_empty() {
+        let c = coord.clone();
+        tokio::spawn(async move {
+            // Give the nodes time to report in, then finish what the last run started.
+            tokio::time::sleep(Duration::from_millis(c.cfg.dead_after_ms)).await;
+            match c.resume().await {
+                Ok(r) => tracing::info!("resumed repairs: {} repaired, {} failed", r.repaired, r.failed),
+                Err(e) => tracing::warn!("resuming repairs failed: {e}"),
+            }
+        });
+    }
+    Ok(CoordHandle { addr, coord, stop, task })
+}
+
+async fn serve(listener: TcpListener, coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => if let Ok((sock, _)) = accepted {
+                let _ = sock.set_nodelay(true);
+                conns.spawn(connection(sock, coord.clone()));
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+    while conns.join_next().await.is_some() {}
+}
+
+async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
+    loop {
+        let req = match read_frame_timeout(&mut sock, Duration::from_secs(3600)).await {
+            Ok(Frame::Control(body)) => match serde_json::from_slice::<CoordRequest>(&body) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = send(&mut sock, &CoordResponse::Error { message: format!("bad request: {e}") }).await;
+                    return;
+                }
+            },
+            Ok(Frame::Data(_)) => {
+                let _ = send(&mut sock, &CoordResponse::Error { message: "unexpected data frame".into() }).await;
+                return;
+            }
+            Err(FrameError::Closed) => return,
+            Err(e) => {
+                let _ = send(&mut sock, &CoordResponse::Error { message: format!("bad frame: {e}") }).await;
+                return;
+            }
+        };
+        let resp = coord.handle(req).await.unwrap_or_else(|message| CoordResponse::Error { message });
+        if send(&mut sock, &resp).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn bad<T>(m: impl Into<String>) -> Result<T, String> {
+    Err(m.into())
+}
+
+impl Coordinator {
+    fn io_timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.io_timeout_ms.max(1))
+    }
+
+    /// Serves one request.
+    pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
+        match req {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot } => {
+                self.heartbeat(node, addr, boot)?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::CreateObject { name, size, code, chunk_size } => {
+                Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size)?))
+            }
+            CoordRequest::CommitObject { name, crcs } => {
+                self.commit(&name, crcs)?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::Lookup { name } => {
+                let o = self.meta.object(&name)?.ok_or(format!("no object named '{name}'"))?;
+                Ok(CoordResponse::Layout(self.layout(&o)?))
+            }
+            CoordRequest::List => {
+                let objects = self
+                    .meta
+                    .objects()?
+                    .into_iter()
+                    .map(|o| ObjectInfo { stripes: o.stripes.len(), name: o.name, size: o.size, code: o.code, committed: o.committed })
+                    .collect();
+                Ok(CoordResponse::Objects { objects })
+            }
+            CoordRequest::DegradedRead { name, stripe, index, method, slice } => {
+                let a = self.degraded_plan(&name, stripe, index, method, slice).await?;
+                Ok(CoordResponse::Plan { assignment: Box::new(a) })
+            }
+            CoordRequest::ReportBad { name, stripe, index, reason } => {
+                self.report_bad(&name, stripe, index, &reason)?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::FailNode { node } => {
+                self.fail_node(node).await?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::Repair { method, slice, parallel } => Ok(CoordResponse::Repaired(self.repair(method, slice, parallel).await?)),
+            CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
+        }
+    }
+
+    fn heartbeat(&self, node: NodeId, addr: String, boot: u64) -> Result<(), String> {
+        if node == READER {
+            return bad(format!("node id {READER} is reserved for readers"));
+        }
+        let known = self.meta.nodes()?.into_iter().find(|n| n.id == node);
+        if let Some(k) = &known {
+            if k.failed && k.boot == boot {
+                // A late heartbeat from the process that was failed: it stays failed.
+                return Ok(());
+            }
+        }
+        if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot) {
+            self.meta.apply(vec![Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot })])?;
+        }
+        self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
+        Ok(())
+    }
+
+    fn alive(&self) -> BTreeMap<NodeId, String> {
+        let dead_after = Duration::from_millis(self.cfg.dead_after_ms);
+        self.live
+            .lock()
+            .expect("live lock")
+            .iter()
+            .filter(|(_, (_, t))| t.elapsed() < dead_after)
+            .map(|(&n, (a, _))| (n, a.clone()))
+            .collect()
+    }
+
+    fn addr_of(&self, node: NodeId) -> String {
+        if let Some((a, _)) = self.live.lock().expect("live lock").get(&node) {
+            return a.clone();
+        }
+        self.meta.nodes().ok().and_then(|ns| ns.into_iter().find(|n| n.id == node)).map_or(String::new(), |n| n.addr)
+    }
+
+    fn create(&self, name: String, size: u64, code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
+        if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
+            return bad("object names are 1 to 255 printable characters");
+        }
+        if size > 1 << 50 {
+            return bad(format!("object size {size} is too large"));
+        }
+        let chunk_size = if chunk_size == 0 { self.cfg.chunk_size } else { chunk_size };
+        if chunk_size > 1 << 30 {
+            return bad("chunk size is at most 1 GiB");
+        }
+        let c = code.build().map_err(|e| e.to_string())?;
+        if let Some(o) = self.meta.object(&name)? {
+            if o.committed {
+                return bad(format!("object '{name}' already exists"));
+            }
+        }
+        let alive: Vec<NodeId> = self.alive().keys().copied().collect();
+        if alive.len() < c.n() {
+            return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
+        }
+        let mut load: HashMap<NodeId, usize> = HashMap::new();
+        for s in self.meta.stripes()? {
+            for n in s.nodes {
+                *load.entry(n).or_default() += 1;
+            }
+        }
+        let stripe_bytes = c.k() as u64 * chunk_size;
+        let mut stripes = Vec::new();
+        let mut changes = Vec::new();
+        let mut left = size;
+        while left > 0 {
+            let data_len = left.min(stripe_bytes);
+            left -= data_len;
+            let id = self.meta.next_id("stripe")?;
+            // Least-loaded distinct nodes; ties rotate with the stripe id.
+            let mut order = alive.clone();
+            order.sort_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % alive.len() as u64));
+            let nodes: Vec<NodeId> = order[..c.n()].to_vec();
+            for n in &nodes {
+                *load.entry(*n).or_default() += 1;
+            }
+            let rec = StripeRecord {
+                id,
+                code,
+                data_len,
+                chunk_len: data_len.div_ceil(c.k() as u64),
+                nodes,
+                crcs: vec![None; c.n()],
+                bad: vec![false; c.n()],
+            };
+            stripes.push(id);
+            changes.push(Change::PutStripe(rec));
+        }
+        let obj = ObjectRecord { name, size, code, committed: false, stripes };
+        changes.push(Change::PutObject(obj.clone()));
+        self.meta.apply(changes)?;
+        self.layout(&obj)
+    }
+
+    fn commit(&self, name: &str, crcs: Vec<Vec<u32>>) -> Result<(), String> {
+        let mut o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+        if crcs.len() != o.stripes.len() {
+            return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
+        }
+        let mut changes = Vec::new();
+        for (id, c) in o.stripes.iter().zip(crcs) {
+            let mut s = self.meta.stripe(*id)?.ok_or("stripe vanished")?;
+            if c.len() != s.nodes.len() {
+                return bad(format!("stripe {id}: {} checksums for {} chunks", c.len(), s.nodes.len()));
+            }
+            s.crcs = c.into_iter().map(Some).collect();
+            changes.push(Change::PutStripe(s));
+        }
+        o.committed = true;
+        changes.push(Change::PutObject(o));
+        self.meta.apply(changes)
+    }
+
+    fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
+        let alive = self.alive();
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let mut stripes = Vec::new();
+        for id in &o.stripes {
+            let s = self.meta.stripe(*id)?.ok_or(format!("stripe {id} is missing from the metadata"))?;
+            let chunks = s
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let up = alive.contains_key(&n) && !failed.contains(&n);
+                    ChunkLoc {
+                        chunk: ChunkId::new(*id, i),
+                        node: n,
+                        addr: self.addr_of(n),
+                        alive: up,
+                        crc32c: s.crcs[i],
+                        lost: !up || s.bad[i],
+                    }
+                })
+                .collect();
+            stripes.push(StripeLayout { id: *id, data_len: s.data_len, chunk_len: s.chunk_len, chunks });
+        }
+        Ok(ObjectLayout { name: o.name.clone(), size: o.size, code: o.code, committed: o.committed, stripes })
+    }
+
+    fn report_bad(&self, name: &str, stripe: usize, index: usize, reason: &str) -> Result<(), String> {
+        let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+        let id = *o.stripes.get(stripe).ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))?;
+        self.mark_bad(id, index, reason)
+    }
+
+    fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), String> {
+        let mut s = self.meta.stripe(id)?.ok_or(format!("no stripe {id}"))?;
+        if index >= s.bad.len() {
+            return bad(format!("stripe {id} has {} chunks", s.bad.len()));
+        }
+        tracing::warn!("chunk {} marked bad: {reason}", ChunkId::new(id, index));
+        s.bad[index] = true;
+        self.meta.apply(vec![Change::PutStripe(s)])
+    }
+
+    async fn fail_node(&self, node: NodeId) -> Result<(), String> {
+        let rec = self.meta.nodes()?.into_iter().find(|n| n.id == node).ok_or(format!("no node {node}"))?;
+        self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec.clone() })])?;
+        self.live.lock().expect("live lock").remove(&node);
+        // Best effort: the node may already be gone.
+        let _ = request(&rec.addr, &NodeRequest::Shutdown, Duration::from_secs(2)).await;
+        Ok(())
+    }
+
+    fn mark_dead(&self, node: NodeId) {
+        self.live.lock().expect("live lock").remove(&node);
+        if let Ok(Some(rec)) = self.meta.nodes().map(|ns| ns.into_iter().find(|n| n.id == node)) {
+            let _ = self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec })]);
+        }
+    }
+
+    /// Builds a repair graph for chunk `index` of stripe `s` towards `dest`, avoiding `avoid`.
+    fn plan(
+        &self,
+        s: &StripeRecord,
+        index: usize,
+        method: Shape,
+        slice: u64,
+        dest: Option<NodeId>,
+        avoid: &BTreeSet<NodeId>,
+    ) -> Result<Assignment, String> {
+        let code = s.code.build().map_err(|e| e.to_string())?;
+        let alive = self.alive();
+        let avail: Vec<usize> = (0..s.nodes.len())
+            .filter(|&j| j != index && !s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))
+            .collect();
+        let helpers = code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?;
+        let equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
+        let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
+        let destination = match dest {
+            Some(d) => d,
+            None => {
+                // A live node holding no chunk of the stripe, least loaded first.
+                let mut load: HashMap<NodeId, usize> = HashMap::new();
+                for st in self.meta.stripes()? {
+                    for n in st.nodes {
+                        *load.entry(n).or_default() += 1;
+                    }
+                }
+                alive
+                    .keys()
+                    .copied()
+                    .filter(|n| !s.nodes.contains(n) && !avoid.contains(n))
+                    .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + s.id) % 7919))
+                    .ok_or(format!("no live node outside stripe {} to rebuild its chunk on", s.id))?
+            }
+        };
+        let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
+        let task = RepairTask { equation, helper_nodes, destination };
+        let graph = shapes::build(method, &task).map_err(|e| e.to_string())?;
+        let mut peers = BTreeMap::new();
+        for v in &graph.vertices {
+            if v.node != READER {
+                peers.insert(v.node, alive.get(&v.node).cloned().unwrap_or_else(|| self.addr_of(v.node)));
+            }
+        }
+        let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(s.id, index), crc32c: s.crcs[index].unwrap_or(0) });
+        let repair = self.meta.next_id("repair")?;
+        Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len: slice.clamp(1, s.chunk_len.max(1)), term_chunks, peers, store })
+    }
+
+    /// Sends the plan to every node of the graph.
+    async fn dispatch(&self, a: &Assignment) -> Result<(), String> {
+        let mut set = JoinSet::new();
+        for (&n, addr) in &a.peers {
+            let (addr, req, t) = (addr.clone(), NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, self.io_timeout());
+            set.spawn(async move { (n, request(&addr, &req, t).await) });
+        }
+        let mut errors = Vec::new();
+        while let Some(r) = set.join_next().await {
+            match r.map_err(|e| e.to_string())? {
+                (_, Ok(NodeResponse::Ok)) => {}
+                (n, Ok(NodeResponse::Error { message })) => errors.push(format!("node {n}: {message}")),
+                (n, Ok(other)) => errors.push(format!("node {n}: unexpected answer {other:?}")),
+                (n, Err(e)) => errors.push(format!("node {n} unreachable: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// After a failed attempt: mark chunks named corrupt as bad, and nodes that do not answer
+    /// as dead, so the next plan avoids them. Returns the nodes to avoid.
+    async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> BTreeSet<NodeId> {
+        let mut avoid = BTreeSet::new();
+        for (i, _) in err.match_indices("corrupt chunk ") {
+            let name: String = err[i + 14..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
+            if let Some(j) = (0..s.nodes.len()).find(|&j| ChunkId::new(s.id, j).as_str() == name) {
+                let _ = self.mark_bad(s.id, j, err);
+            }
+        }
+        for (&n, addr) in &a.peers {
+            let ok =
+                matches!(request(addr, &NodeRequest::Ping, Duration::from_secs(2)).await, Ok(NodeResponse::Pong { node }) if node == n);
+            if !ok {
+                tracing::warn!("node {n} does not answer; marking it dead");
+                self.mark_dead(n);
+                avoid.insert(n);
+            }
+        }
+        avoid
+    }
+
+    async fn degraded_plan(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Assignment, String> {
+        let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+        let id = *o.stripes.get(stripe).ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))?;
+        let mut avoid = BTreeSet::new();
+        let mut last = String::new();
+        for _ in 0..self.cfg.repair_attempts.max(1) {
+            let s = self.meta.stripe(id)?.ok_or("stripe vanished")?;
+            if index >= s.nodes.len() {
+                return bad(format!("stripe has {} chunks", s.nodes.len()));
+            }
+            let a = self.plan(&s, index, method, slice, Some(READER), &avoid)?;
+            match self.dispatch(&a).await {
+                Ok(()) => return Ok(a),
+                Err(e) => {
+                    last = e;
+                    avoid.extend(self.diagnose(&s, &a, &last).await);
+                }
+            }
+        }
+        bad(format!("could not plan a degraded read: {last}"))
+    }
+
+    /// Rebuilds one lost chunk onto a new node; Ok(attempts used).
+    async fn repair_one(self: &Arc<Self>, p: &PendingRepair) -> Result<usize, String> {
+        let mut avoid = BTreeSet::new();
+        let mut last = String::new();
+        for attempt in 1..=self.cfg.repair_attempts.max(1) {
+            let s = self.meta.stripe(p.stripe)?.ok_or(format!("stripe {} vanished", p.stripe))?;
+            if s.crcs[p.index].is_none() {
+                return bad(format!("chunk {} was never committed", ChunkId::new(s.id, p.index)));
+            }
+            let a = match self.plan(&s, p.index, p.method, p.slice, None, &avoid) {
+                Ok(a) => a,
+                Err(e) => return Err(e),
+            };
+            let dest = a.graph.vertex(a.graph.sink).node;
+            let outcome = async {
+                self.dispatch(&a).await?;
+                let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
+                match request(
+                    &a.peers[&dest],
+                    &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: limit.as_millis() as u64 },
+                    limit + self.io_timeout(),
+                )
+                .await?
+                {
+                    NodeResponse::RepairDone { crc32c } if Some(crc32c) == s.crcs[p.index] => Ok(()),
+                    NodeResponse::RepairDone { crc32c } => Err(format!("rebuilt chunk has crc {crc32c:08x}")),
+                    NodeResponse::Error { message } => Err(message),
+                    other => Err(format!("unexpected answer {other:?}")),
+                }
+            }
+            .await;
+            match outcome {
+                Ok(()) => {
+                    // The rebuilt chunk now lives on dest; the stripe is whole again there.
+                    let mut s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
+                    let old = s.nodes[p.index];
+                    s.nodes[p.index] = dest;
+                    s.bad[p.index] = false;
+                    self.meta.apply(vec![Change::PutStripe(s), Change::DeletePending { stripe: p.stripe, index: p.index }])?;
+                    // A corrupt copy left on a live node is removed (best effort).
+                    let old_addr = self.alive().get(&old).cloned();
+                    if let Some(addr) = old_addr {
+                        let _ =
+                            request(&addr, &NodeRequest::DeleteChunk { chunk: ChunkId::new(p.stripe, p.index) }, Duration::from_secs(2))
+                                .await;
+                    }
+                    return Ok(attempt);
+                }
+                Err(e) => {
+                    tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));
+                    last = e;
+                    let s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
+                    avoid.extend(self.diagnose(&s, &a, &last).await);
+                    avoid.insert(dest);
+                }
+            }
+        }
+        bad(format!("chunk {}: {last}", ChunkId::new(p.stripe, p.index)))
+    }
+
+    /// Every chunk of a committed object that is on a dead node or reported bad.
+    fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+        let alive = self.alive();
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let mut lost = Vec::new();
+        for s in self.meta.stripes()? {
+            if s.crcs.iter().any(|c| c.is_none()) {
+                continue;
+            }
+            for (i, n) in s.nodes.iter().enumerate() {
+                if s.bad[i] || !alive.contains_key(n) || failed.contains(n) {
+                    lost.push((s.id, i));
+                }
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Full-node repair of everything lost, `parallel` chunks at a time.
+    pub async fn repair(self: &Arc<Self>, method: Shape, slice: u64, parallel: usize) -> Result<RepairReport, String> {
+        let _one = self.repairing.lock().await;
+        let mut todo: Vec<PendingRepair> =
+            self.lost_chunks()?.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
+        // Chunks left pending by an earlier run are included with their own method.
+        for p in self.meta.pending()? {
+            if !todo.iter().any(|t| t.stripe == p.stripe && t.index == p.index) {
+                todo.push(p);
+            }
+        }
+        self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
+        self.run_repairs(todo, method.name(), parallel).await
+    }
+
+    async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {
+        let _one = self.repairing.lock().await;
+        let todo = self.meta.pending()?;
+        self.run_repairs(todo, "resumed", 4).await
+    }
+
+    async fn run_repairs(self: &Arc<Self>, todo: Vec<PendingRepair>, method: &str, parallel: usize) -> Result<RepairReport, String> {
+        let started = Instant::now();
+        let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
+        let mut set = JoinSet::new();
+        for p in todo {
+            let (c, sem) = (self.clone(), sem.clone());
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await.expect("semaphore open");
+                let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
+                (c.repair_one(&p).await, len)
+            });
+        }
+        let mut report = RepairReport { method: method.to_string(), ..Default::default() };
+        while let Some(r) = set.join_next().await {
+            match r.map_err(|e| e.to_string())? {
+                (Ok(attempts), len) => {
+                    report.repaired += 1;
+                    report.retries += attempts - 1;
+                    report.bytes += len;
+                }
+                (Err(e), _) => {
+                    report.failed += 1;
+                    report.errors.push(e);
+                }
+            }
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    fn status(&self) -> Result<ClusterStatus, String> {
+        let alive = self.alive();
+        let mut chunks: HashMap<NodeId, u64> = HashMap::new();
+        let stripes = self.meta.stripes()?;
+        for s in &stripes {
+            for n in &s.nodes {
+                *chunks.entry(*n).or_default() += 1;
+            }
+        }
+        let nodes = self
+            .meta
+            .nodes()?
+            .into_iter()
+            .map(|n| NodeInfo {
+                alive: alive.contains_key(&n.id) && !n.failed,
+                chunks: chunks.get(&n.id).copied().unwrap_or(0),
+                id: n.id,
+                addr: n.addr,
+            })
+            .collect();
+        Ok(ClusterStatus {
+            nodes,
+            objects: self.meta.objects()?.len(),
+            stripes: stripes.len(),
+            lost_chunks: self.lost_chunks()?.len(),
+            pending_repairs: self.meta.pending()?.len(),
+        })
+    }
+}
