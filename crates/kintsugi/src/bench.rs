@@ -18,6 +18,8 @@ use crate::units::parse_nonzero_size;
 pub enum BenchCmd {
     /// GF kernel and RS(10,4) encode/decode throughput, one thread (GB = 1e9 source bytes).
     Codec(CodecBenchArgs),
+    /// Degraded read of one chunk with every method vs a direct read, on shaped links.
+    DegradedRead(crate::bench_degraded::DegradedArgs),
 }
 
 #[derive(Args, Debug)]
@@ -47,6 +49,7 @@ pub struct CodecBenchArgs {
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Codec(a) => codec(&a),
+        BenchCmd::DegradedRead(a) => crate::bench_degraded::run(a),
     }
 }
 

@@ -2,7 +2,11 @@
 
 mod atomic_file;
 mod bench;
+mod bench_degraded;
+mod cluster_cmd;
 mod codec;
+mod demo;
+mod embedded;
 mod plot;
 mod sim_cmd;
 mod units;
@@ -31,14 +35,79 @@ enum Cmd {
     /// Simulate repairs at scale with the same plans (use --json for scripts).
     #[command(subcommand)]
     Sim(sim_cmd::SimCmd),
+    /// Embedded cluster on loopback: write, fail a node, repair with every method, verify, compare.
+    Demo(demo::DemoArgs),
+    /// Run a storage node.
+    Node(cluster_cmd::NodeArgs),
+    /// Run the coordinator.
+    Coordinator(cluster_cmd::CoordArgs),
+    /// Store a file as an object.
+    Put {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        #[command(flatten)]
+        args: cluster_cmd::PutArgs,
+    },
+    /// Read an object (degraded reads for unavailable chunks).
+    Get {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        #[command(flatten)]
+        args: cluster_cmd::GetArgs,
+    },
+    /// List objects.
+    Ls {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+    },
+    /// Show where an object's chunks are.
+    Stat {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        name: String,
+    },
+    /// Stop a node and mark it failed.
+    Fail {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        node: u32,
+    },
+    /// Full-node repair of every lost chunk.
+    Repair {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        #[command(flatten)]
+        args: cluster_cmd::RepairArgs,
+    },
+    /// Nodes, objects, lost chunks.
+    Status {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KINTSUGI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let result = match cli.cmd {
         Cmd::Codec(c) => codec::run(c),
         Cmd::Bench(b) => bench::run(b),
         Cmd::Sim(s) => sim_cmd::run(s),
+        Cmd::Demo(a) => demo::run(a),
+        Cmd::Node(a) => cluster_cmd::node(a),
+        Cmd::Coordinator(a) => cluster_cmd::coordinator(a),
+        Cmd::Put { target, args } => cluster_cmd::put(&target, args),
+        Cmd::Get { target, args } => cluster_cmd::get(&target, args),
+        Cmd::Ls { target } => cluster_cmd::ls(&target),
+        Cmd::Stat { target, name } => cluster_cmd::stat(&target, &name),
+        Cmd::Fail { target, node } => cluster_cmd::fail(&target, node),
+        Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
+        Cmd::Status { target } => cluster_cmd::status(&target),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -25,6 +25,10 @@ use tokio::sync::{mpsc, watch, Notify};
 pub const MAX_UNITS: usize = 1 << 22;
 /// Units buffered between a vertex and whoever pulls its output.
 const CHANNEL_DEPTH: usize = 8;
+/// Largest data frame on the wire. A unit (a slice, or a whole lane for store-and-forward
+/// graphs) larger than this travels as several frames, so the sender's and the receiver's
+/// links are busy at the same time instead of one after the other.
+pub const WIRE_PIECE: usize = 64 * 1024;
 
 /// Traffic counters of a node.
 #[derive(Debug, Default)]
@@ -399,16 +403,23 @@ pub fn open_input(
             let _ = s.set_nodelay(true);
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
             for (u, &size) in sizes.iter().enumerate() {
-                let data = match tokio::time::timeout(io_timeout, recv_data(&mut s)).await {
-                    Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
-                    Ok(Err(e)) => return Err(format!("node {node}: {e}")),
-                    Ok(Ok(d)) => d,
-                };
-                if data.len() != size {
-                    return Err(format!("node {node} sent {} bytes for unit {u}, expected {size}", data.len()));
+                let mut data = Vec::with_capacity(size);
+                loop {
+                    let piece = match tokio::time::timeout(io_timeout, recv_data(&mut s)).await {
+                        Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
+                        Ok(Err(e)) => return Err(format!("node {node}: {e}")),
+                        Ok(Ok(d)) => d,
+                    };
+                    if data.len() + piece.len() > size || (piece.len() < WIRE_PIECE && data.len() + piece.len() < size) {
+                        return Err(format!("node {node} sent a malformed unit {u} (expected {size} bytes)"));
+                    }
+                    shaper.recv(piece.len()).await;
+                    counters.received.fetch_add(piece.len() as u64, Ordering::Relaxed);
+                    data.extend_from_slice(&piece);
+                    if data.len() == size {
+                        break;
+                    }
                 }
-                shaper.recv(size).await;
-                counters.received.fetch_add(size as u64, Ordering::Relaxed);
                 if tx.send(Ok(data)).is_err() {
                     return Ok(());
                 }

@@ -236,7 +236,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         NodeRequest::GetChunk { chunk } => {
             let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
             // Verify the whole chunk before announcing it: a corrupt chunk is never served.
-            const PIECE: u64 = 1 << 20;
+            const PIECE: u64 = crate::exec::WIRE_PIECE as u64;
             let mut pieces = Vec::new();
             let mut off = 0;
             while off < r.len() {
@@ -274,8 +274,15 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
                     gate.turn(slot).await?;
                 }
-                exec.shaper.send(bytes.len()).await;
-                let sent = write_frame(sock, Kind::Data, &bytes).await;
+                let mut sent = Ok(());
+                // An empty unit still takes one (empty) frame.
+                for piece in bytes.chunks(crate::exec::WIRE_PIECE).chain(bytes.is_empty().then_some(&[][..])) {
+                    exec.shaper.send(piece.len()).await;
+                    sent = write_frame(sock, Kind::Data, piece).await;
+                    if sent.is_err() {
+                        break;
+                    }
+                }
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
                     if sent.is_ok() {
                         gate.done(slot);

@@ -1,0 +1,294 @@
+//! Cluster processes and the client: `kintsugi node`, `kintsugi coordinator`, and
+//! `put / get / ls / stat / fail / repair / status`.
+
+use crate::atomic_file::write_atomic;
+use crate::units::{human_bytes, parse_nonzero_size, parse_rate};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::{Client, CoordConfig};
+use kintsugi_node::NodeConfig;
+use kintsugi_plan::{NodeId, Shape};
+use std::path::{Path, PathBuf};
+
+/// Where the coordinator is, for every client command.
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// Coordinator address (host:port).
+    #[arg(long, env = "KINTSUGI_COORDINATOR", default_value = "127.0.0.1:7400", global = true)]
+    pub coordinator: String,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// TOML configuration; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub id: Option<NodeId>,
+    /// Listen address (default 127.0.0.1:0).
+    #[arg(long)]
+    pub listen: Option<String>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub coordinator: Option<String>,
+    /// Emulated link in both directions (e.g. 1gbit); --uplink/--downlink set one.
+    #[arg(long, value_parser = parse_rate)]
+    pub link: Option<f64>,
+    #[arg(long, value_parser = parse_rate)]
+    pub uplink: Option<f64>,
+    #[arg(long, value_parser = parse_rate)]
+    pub downlink: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct CoordArgs {
+    /// TOML configuration; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:7400).
+    #[arg(long)]
+    pub listen: Option<String>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    /// Object name.
+    pub name: String,
+    /// File to store.
+    pub file: PathBuf,
+    #[arg(long, default_value = "rs:6,3")]
+    pub code: CodeSpec,
+    /// Chunk size (default: the coordinator's).
+    #[arg(long, value_parser = parse_nonzero_size)]
+    pub chunk_size: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    pub name: String,
+    /// Where to write the object.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Method for degraded reads of unavailable chunks.
+    #[arg(long, default_value = "ecpipe")]
+    pub method: Shape,
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    /// Per-chunk repair graph: cr, ppr, ecpipe or ecpipe-cyclic.
+    #[arg(long, default_value = "ecpipe")]
+    pub method: Shape,
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+    /// Chunks repaired at once.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+}
+
+fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
+    match path {
+        None => Ok(T::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("{} is not a valid configuration", p.display()))
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
+}
+
+/// `kintsugi node`: runs until Ctrl-C or a `fail`.
+pub fn node(a: NodeArgs) -> Result<()> {
+    let mut cfg: NodeConfig = load_toml(a.config.as_deref())?;
+    if let Some(v) = a.id {
+        cfg.id = v;
+    }
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    if let Some(v) = a.coordinator {
+        cfg.coordinator = Some(v);
+    }
+    cfg.uplink = a.uplink.or(a.link).or(cfg.uplink);
+    cfg.downlink = a.downlink.or(a.link).or(cfg.downlink);
+    runtime()?.block_on(async {
+        let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = h.stopped() => { eprintln!("node {} stopped", cfg.id); return Ok(()); }
+        }
+        h.stop().await;
+        Ok(())
+    })
+}
+
+/// `kintsugi coordinator`: runs until Ctrl-C.
+pub fn coordinator(a: CoordArgs) -> Result<()> {
+    let mut cfg: CoordConfig = load_toml(a.config.as_deref())?;
+    if a.config.is_none() {
+        cfg.listen = "127.0.0.1:7400".into();
+    }
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    runtime()?.block_on(async {
+        let h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        eprintln!("coordinator listening on {} (metadata in {})", h.addr, cfg.data_dir.display());
+        tokio::signal::ctrl_c().await.ok();
+        h.stop().await;
+        Ok(())
+    })
+}
+
+fn client(t: &Target) -> Client {
+    Client::new(&t.coordinator)
+}
+
+pub fn put(t: &Target, a: PutArgs) -> Result<()> {
+    let data = std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
+    runtime()?.block_on(async {
+        let layout = client(t).put(&a.name, &data, a.code, a.chunk_size.unwrap_or(0) as u64).await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&layout)?);
+        } else {
+            println!("stored '{}' ({}) as {} stripe(s) of {}", a.name, human_bytes(data.len() as u64), layout.stripes.len(), layout.code);
+        }
+        Ok(())
+    })
+}
+
+pub fn get(t: &Target, a: GetArgs) -> Result<()> {
+    runtime()?.block_on(async {
+        let (data, report) = client(t).get(&a.name, a.method, a.slice as u64).await.map_err(|e| anyhow!(e))?;
+        write_atomic(&a.out, &data)?;
+        if t.json {
+            let degraded: Vec<_> =
+                report.degraded.iter().map(|&(s, i, secs)| serde_json::json!({"stripe": s, "chunk": i, "seconds": secs})).collect();
+            println!("{}", serde_json::json!({"name": a.name, "bytes": data.len(), "degraded_reads": degraded}));
+        } else {
+            println!(
+                "read '{}' ({}) to {}; {} chunk(s) rebuilt by degraded reads ({})",
+                a.name,
+                human_bytes(data.len() as u64),
+                a.out.display(),
+                report.degraded.len(),
+                a.method
+            );
+        }
+        Ok(())
+    })
+}
+
+pub fn ls(t: &Target) -> Result<()> {
+    runtime()?.block_on(async {
+        let objects = client(t).list().await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&objects)?);
+        } else {
+            println!("{:<30} {:>12} {:>12} {:>8}", "name", "size", "code", "stripes");
+            for o in objects {
+                println!(
+                    "{:<30} {:>12} {:>12} {:>8}{}",
+                    o.name,
+                    human_bytes(o.size),
+                    o.code.to_string(),
+                    o.stripes,
+                    if o.committed { "" } else { " (uncommitted)" }
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn stat(t: &Target, name: &str) -> Result<()> {
+    runtime()?.block_on(async {
+        let l = client(t).stat(name).await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&l)?);
+        } else {
+            println!("'{}': {} with {}, {} stripe(s)", l.name, human_bytes(l.size), l.code, l.stripes.len());
+            for s in &l.stripes {
+                let locs: Vec<String> = s.chunks.iter().map(|c| format!("{}{}", c.node, if c.lost { "!" } else { "" })).collect();
+                println!("  stripe {:>8}: chunk {} on nodes [{}]", s.id, human_bytes(s.chunk_len), locs.join(" "));
+            }
+            println!("  (! = lost)");
+        }
+        Ok(())
+    })
+}
+
+pub fn fail(t: &Target, node: NodeId) -> Result<()> {
+    runtime()?.block_on(async {
+        client(t).fail(node).await.map_err(|e| anyhow!(e))?;
+        println!("node {node} stopped and marked failed");
+        Ok(())
+    })
+}
+
+pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
+    if a.parallel == 0 {
+        bail!("--parallel must be at least 1");
+    }
+    runtime()?.block_on(async {
+        let r = client(t).repair(a.method, a.slice as u64, a.parallel).await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "repaired {} chunk(s) ({}) with {} in {:.2} s; {} failed, {} retried",
+                r.repaired,
+                human_bytes(r.bytes),
+                r.method,
+                r.seconds,
+                r.failed,
+                r.retries
+            );
+            for e in &r.errors {
+                println!("  error: {e}");
+            }
+        }
+        if r.failed > 0 {
+            bail!("{} chunk(s) could not be repaired", r.failed);
+        }
+        Ok(())
+    })
+}
+
+pub fn status(t: &Target) -> Result<()> {
+    runtime()?.block_on(async {
+        let s = client(t).status().await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&s)?);
+        } else {
+            println!(
+                "{} object(s), {} stripe(s), {} lost chunk(s), {} repair(s) pending",
+                s.objects, s.stripes, s.lost_chunks, s.pending_repairs
+            );
+            println!("{:>6} {:<24} {:>6} {:>8}", "node", "address", "alive", "chunks");
+            for n in s.nodes {
+                println!("{:>6} {:<24} {:>6} {:>8}", n.id, n.addr, if n.alive { "yes" } else { "no" }, n.chunks);
+            }
+        }
+        Ok(())
+    })
+}
