@@ -45,6 +45,8 @@ pub struct Unit {
 }
 
 type UnitResult = Result<Unit, String>;
+/// A stream of units pulled from one input vertex.
+pub type InputStream = mpsc::UnboundedReceiver<Result<Vec<u8>, String>>;
 
 /// Per repair: this node's sends in slot order. If any of the node's vertices fails, the
 /// gate fails every waiter, so an error travels on instead of leaving the others waiting
@@ -259,7 +261,7 @@ impl Executor {
         let units = &run.units[vx.lane];
         let alpha = g.equation.sub_chunks;
         let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
-        let mut inputs: Vec<mpsc::UnboundedReceiver<Result<Vec<u8>, String>>> = vx
+        let mut inputs: Vec<InputStream> = vx
             .inputs
             .iter()
             .map(|&i| open_input(a, i, sizes.clone(), self.shaper.clone(), self.counters.clone(), self.io_timeout))
@@ -306,11 +308,9 @@ impl Executor {
     }
 }
 
-fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) -> impl std::future::Future<Output = ()> {
-    async move {
-        for h in handles {
-            let _ = h.await;
-        }
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.await;
     }
 }
 
@@ -389,7 +389,7 @@ pub fn open_input(
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
     io_timeout: Duration,
-) -> mpsc::UnboundedReceiver<Result<Vec<u8>, String>> {
+) -> InputStream {
     let (tx, rx) = mpsc::unbounded_channel();
     let node = a.graph.vertex(from).node;
     let addr = a.peers.get(&node).cloned().unwrap_or_default();
@@ -450,7 +450,7 @@ pub async fn run_sink(
     let sub = a.chunk_len as usize / alpha;
     let sizes: Vec<Vec<usize>> =
         units.iter().map(|lane| lane.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect()).collect();
-    let mut by_lane: Vec<Vec<mpsc::UnboundedReceiver<Result<Vec<u8>, String>>>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    let mut by_lane: Vec<Vec<InputStream>> = (0..g.lanes).map(|_| Vec::new()).collect();
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
         by_lane[lane].push(open_input(a, i, sizes[lane].clone(), shaper.clone(), counters.clone(), io_timeout));
