@@ -9,6 +9,7 @@ mod demo;
 mod embedded;
 mod plot;
 mod sim_cmd;
+mod testbed;
 mod units;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Cmd {
     Sim(sim_cmd::SimCmd),
     /// Embedded cluster on loopback: write, fail a node, repair with every method, verify, compare.
     Demo(demo::DemoArgs),
+    /// One-host testbed: a network namespace per node, tc-shaped links (root).
+    #[command(subcommand)]
+    Testbed(testbed::TestbedCmd),
     /// Run a storage node.
     Node(cluster_cmd::NodeArgs),
     /// Run the coordinator.
@@ -99,6 +103,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Bench(b) => bench::run(b),
         Cmd::Sim(s) => sim_cmd::run(s),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Testbed(t) => testbed::run(t),
         Cmd::Node(a) => cluster_cmd::node(a),
         Cmd::Coordinator(a) => cluster_cmd::coordinator(a),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),

@@ -62,7 +62,9 @@ fn processes_put_get_kill_repair() {
     let coord = format!("127.0.0.1:{}", free_port());
     let _c = spawn(&["coordinator", "--listen", &coord, "--data-dir", d.join("coord").to_str().unwrap()]);
     let mut nodes: Vec<Option<Proc>> = (0..8)
-        .map(|i| Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord])))
+        .map(|i| {
+            Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord]))
+        })
         .collect();
     wait_alive(&coord, 8);
 
@@ -123,7 +125,22 @@ fn processes_put_get_kill_repair() {
 #[test]
 fn demo_json_verifies_every_method() {
     let out = Command::new(BIN)
-        .args(["demo", "--nodes", "10", "--objects", "3", "--size", "300KiB", "--chunk", "64KiB", "--slice", "8KiB", "--link", "400mbit", "--json"])
+        .args([
+            "demo",
+            "--nodes",
+            "10",
+            "--objects",
+            "3",
+            "--size",
+            "300KiB",
+            "--chunk",
+            "64KiB",
+            "--slice",
+            "8KiB",
+            "--link",
+            "400mbit",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -1,0 +1,257 @@
+//! `kintsugi testbed up|down`: a one-host cluster with real network stacks. Each node runs in
+//! its own network namespace, joined to a bridge by a veth pair; tc's token-bucket filter on
+//! both ends of every pair shapes the node's uplink (namespace side) and downlink (bridge
+//! side). The coordinator and the client live in the root namespace behind their own veth
+//! pair, shaped the same way. Needs root; `down` removes everything `up` made.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use kintsugi_coord::Client;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::units::parse_rate;
+
+#[derive(Subcommand, Debug)]
+pub enum TestbedCmd {
+    /// Create namespaces, links and shaping; start the coordinator and the nodes.
+    Up(UpArgs),
+    /// Stop the processes and remove everything `up` created.
+    Down(DownArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+    /// Rate of every link, both directions (tc syntax is accepted: 1gbit, 100mbit).
+    #[arg(long, default_value = "1gbit", value_parser = parse_rate)]
+    pub link: f64,
+    /// Prefix of every interface and namespace (at most 6 characters).
+    #[arg(long, default_value = "ks")]
+    pub name: String,
+    /// Second octet of the testbed subnet 10.X.0.0/24.
+    #[arg(long, default_value_t = 213)]
+    pub octet: u8,
+    /// Where node data, logs and the testbed state go.
+    #[arg(long, default_value = "/tmp/kintsugi-testbed")]
+    pub dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct DownArgs {
+    #[arg(long, default_value = "ks")]
+    pub name: String,
+    #[arg(long, default_value = "/tmp/kintsugi-testbed")]
+    pub dir: PathBuf,
+}
+
+/// What `up` created, for `down`.
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct State {
+    pub name: String,
+    pub nodes: usize,
+    pub coordinator: String,
+    pub pids: Vec<u32>,
+}
+
+pub fn run(cmd: TestbedCmd) -> Result<()> {
+    match cmd {
+        TestbedCmd::Up(a) => {
+            let s = up(&a)?;
+            println!("testbed '{}' is up: {} nodes at {:.0} Mbit/s; coordinator {}", a.name, s.nodes, a.link * 8.0 / 1e6, s.coordinator);
+            println!("export KINTSUGI_COORDINATOR={}", s.coordinator);
+            Ok(())
+        }
+        TestbedCmd::Down(a) => down(&a.name, &a.dir),
+    }
+}
+
+/// Whether this process may build a testbed (root with `ip` and `tc`), and why not.
+pub fn available() -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("the testbed needs root (network namespaces and tc)".into());
+    }
+    for tool in ["ip", "tc"] {
+        if Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            return Err(format!("the testbed needs '{tool}' (Debian package iproute2)"));
+        }
+    }
+    Ok(())
+}
+
+fn sh(args: &[&str]) -> Result<()> {
+    let out = Command::new(args[0]).args(&args[1..]).output().with_context(|| format!("cannot run {}", args[0]))?;
+    if !out.status.success() {
+        bail!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn quiet(args: &[&str]) {
+    let _ = Command::new(args[0]).args(&args[1..]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+}
+
+/// tc's token bucket on one interface, optionally inside a namespace.
+fn shape(ns: Option<&str>, dev: &str, rate: f64) -> Result<()> {
+    let bits = format!("{}bit", (rate * 8.0) as u64);
+    // Burst must cover one timer tick at the rate; latency bounds the queue.
+    let burst = format!("{}", ((rate / 250.0) as u64).max(64 * 1024));
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(ns) = ns {
+        args.extend(["ip", "netns", "exec", ns]);
+    }
+    args.extend(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", "100ms"]);
+    sh(&args)
+}
+
+/// Builds the testbed and starts the processes; returns its state.
+pub fn up(a: &UpArgs) -> Result<State> {
+    available().map_err(|e| anyhow!(e))?;
+    if a.name.is_empty() || a.name.len() > 6 || !a.name.chars().all(|c| c.is_ascii_alphanumeric()) {
+        bail!("--name must be 1 to 6 letters or digits (interface names are short)");
+    }
+    if a.nodes == 0 || a.nodes > 200 {
+        bail!("--nodes must be between 1 and 200");
+    }
+    let n = &a.name;
+    if Path::new(&format!("/sys/class/net/{n}br")).exists() {
+        bail!("a testbed named '{n}' already exists; run `kintsugi testbed down --name {n}` first");
+    }
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("cannot create {}", a.dir.display()))?;
+    let result = build(a);
+    if result.is_err() {
+        let _ = down(n, &a.dir);
+    }
+    result
+}
+
+fn build(a: &UpArgs) -> Result<State> {
+    let n = &a.name;
+    let net = format!("10.{}.0", a.octet);
+    let exe = std::env::current_exe().context("cannot find the kintsugi binary")?;
+    let exe = exe.to_str().ok_or(anyhow!("binary path is not UTF-8"))?.to_string();
+    let br = format!("{n}br");
+    sh(&["ip", "link", "add", &br, "type", "bridge"])?;
+    sh(&["ip", "link", "set", &br, "up"])?;
+    // The root namespace's port: coordinator and client.
+    let (h, hb) = (format!("{n}h"), format!("{n}hb"));
+    sh(&["ip", "link", "add", &h, "type", "veth", "peer", "name", &hb])?;
+    sh(&["ip", "link", "set", &hb, "master", &br])?;
+    sh(&["ip", "link", "set", &hb, "up"])?;
+    sh(&["ip", "addr", "add", &format!("{net}.1/24"), "dev", &h])?;
+    sh(&["ip", "link", "set", &h, "up"])?;
+    shape(None, &h, a.link)?;
+    shape(None, &hb, a.link)?;
+    let coordinator = format!("{net}.1:7400");
+    let mut state = State { name: n.clone(), nodes: a.nodes, coordinator: coordinator.clone(), pids: Vec::new() };
+    let log = |name: &str| -> Result<std::fs::File> {
+        std::fs::File::create(a.dir.join(format!("{name}.log"))).context("cannot create a log file")
+    };
+    let spawn = |cmd: &mut Command, name: &str| -> Result<u32> {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .stdout(log(name)?)
+            .stderr(log(name)?)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {name}"))?;
+        Ok(child.id())
+    };
+    let coord_dir = a.dir.join("coordinator");
+    let _ = std::fs::remove_dir_all(&coord_dir);
+    state.pids.push(spawn(
+        Command::new(&exe).args(["coordinator", "--listen", &coordinator, "--data-dir", coord_dir.to_str().unwrap_or("coordinator")]),
+        "coordinator",
+    )?);
+    save(&a.dir, &state)?;
+    for i in 0..a.nodes {
+        let (ns, v, p) = (format!("{n}n{i}"), format!("{n}v{i}"), format!("{n}p{i}"));
+        let ip = format!("{net}.{}", 10 + i);
+        sh(&["ip", "netns", "add", &ns])?;
+        sh(&["ip", "link", "add", &v, "type", "veth", "peer", "name", &p])?;
+        sh(&["ip", "link", "set", &p, "netns", &ns])?;
+        sh(&["ip", "link", "set", &v, "master", &br])?;
+        sh(&["ip", "link", "set", &v, "up"])?;
+        sh(&["ip", "netns", "exec", &ns, "ip", "addr", "add", &format!("{ip}/24"), "dev", &p])?;
+        sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", &p, "up"])?;
+        sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
+        // Namespace side = what the node sends (uplink); bridge side = what it receives.
+        shape(Some(&ns), &p, a.link)?;
+        shape(None, &v, a.link)?;
+        let data = a.dir.join(format!("node{i:03}"));
+        let _ = std::fs::remove_dir_all(&data);
+        let pid = spawn(
+            Command::new("ip")
+                .args(["netns", "exec", &ns, &exe, "node", "--id", &i.to_string(), "--listen", &format!("{ip}:7500"), "--data-dir"])
+                .arg(&data)
+                .args(["--coordinator", &coordinator]),
+            &format!("node{i:03}"),
+        )?;
+        state.pids.push(pid);
+        save(&a.dir, &state)?;
+    }
+    // Wait until every node has reported in.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let client = Client::new(&coordinator);
+    let ok = rt.block_on(async {
+        for _ in 0..300 {
+            if let Ok(s) = client.status().await {
+                if s.nodes.iter().filter(|x| x.alive).count() == a.nodes {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    });
+    if !ok {
+        bail!("the nodes did not all report to the coordinator; logs are in {}", a.dir.display());
+    }
+    Ok(state)
+}
+
+fn save(dir: &Path, s: &State) -> Result<()> {
+    crate::atomic_file::write_atomic(&dir.join("testbed.json"), serde_json::to_string_pretty(s)?.as_bytes())
+}
+
+/// Stops the processes and deletes namespaces, links and the bridge. Safe to repeat.
+pub fn down(name: &str, dir: &Path) -> Result<()> {
+    available().map_err(|e| anyhow!(e))?;
+    let state: State =
+        std::fs::read_to_string(dir.join("testbed.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    for pid in &state.pids {
+        // SAFETY: kill with a pid we started; a stale pid at worst gets a signal it ignores.
+        unsafe {
+            libc::kill(-(*pid as i32), libc::SIGKILL);
+            libc::kill(*pid as i32, libc::SIGKILL);
+        }
+    }
+    // Every namespace and interface with our prefix, whether or not the state file knew it.
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let ns = line.split_whitespace().next().unwrap_or("");
+            if ns.strip_prefix(&format!("{name}n")).is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())) {
+                quiet(&["ip", "netns", "del", ns]);
+            }
+        }
+    }
+    for i in 0..256 {
+        let v = format!("{name}v{i}");
+        if Path::new(&format!("/sys/class/net/{v}")).exists() {
+            quiet(&["ip", "link", "del", &v]);
+        }
+    }
+    quiet(&["ip", "link", "del", &format!("{name}h")]);
+    quiet(&["ip", "link", "del", &format!("{name}br")]);
+    let _ = std::fs::remove_file(dir.join("testbed.json"));
+    if Path::new(&format!("/sys/class/net/{name}br")).exists() {
+        bail!("could not remove bridge {name}br");
+    }
+    println!("testbed '{name}' is down");
+    Ok(())
+}
