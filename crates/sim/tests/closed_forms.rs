@@ -72,7 +72,7 @@ fn bad_scenarios_are_errors() {
         seed: 1,
         max_active: 1,
     };
-    let err = fnode.build().err().expect("14 nodes cannot host RS(10,4) plus a destination");
+    let err = fnode.build().expect_err("14 nodes cannot host RS(10,4) plus a destination");
     assert!(err.to_string().contains("needs 14 nodes"), "{err}");
     let mut net = Network::homogeneous(3, 1.0);
     net.nodes[1] = NodeSpec { up: 0.0, ..NodeSpec::link(1.0) };
