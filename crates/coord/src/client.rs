@@ -139,7 +139,14 @@ impl Client {
 
     /// Rebuilds chunk `index` of stripe `stripe` at this client through a repair graph.
     pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, String> {
-        let a = match self.call(&CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice }, self.io_timeout).await? {
+        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice };
+        let mut answer = self.call(&req, self.io_timeout).await;
+        if matches!(&answer, Err(e) if e.contains("cannot recover")) {
+            // Too few chunks looked available: a node may have missed a heartbeat. Once more.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            answer = self.call(&req, self.io_timeout).await;
+        }
+        let a = match answer? {
             CoordResponse::Plan { assignment } => *assignment,
             other => return Err(format!("unexpected answer {other:?}")),
         };

@@ -367,11 +367,10 @@ impl Coordinator {
         Ok(())
     }
 
+    /// A node that stopped answering is dead until its next heartbeat: a slow node comes
+    /// back by itself, unlike one stopped by `fail`.
     fn mark_dead(&self, node: NodeId) {
         self.live.lock().expect("live lock").remove(&node);
-        if let Ok(Some(rec)) = self.meta.nodes().map(|ns| ns.into_iter().find(|n| n.id == node)) {
-            let _ = self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec })]);
-        }
     }
 
     /// Builds a repair graph for chunk `index` of stripe `s` towards `dest`, avoiding `avoid`.

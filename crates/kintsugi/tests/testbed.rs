@@ -65,6 +65,15 @@ fn testbed_up_repair_down() {
         Ok(())
     };
     let result = check();
+    if result.is_err() {
+        let st = run(&["status"], coord);
+        eprintln!("status at failure:\n{}{}", String::from_utf8_lossy(&st.stdout), String::from_utf8_lossy(&st.stderr));
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if e.file_name().to_string_lossy().ends_with(".log") {
+                eprintln!("--- {}:\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
+        }
+    }
     let down = run(&["testbed", "down", "--name", "kti", "--dir", d], coord);
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
