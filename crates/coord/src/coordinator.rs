@@ -57,6 +57,9 @@ pub struct Coordinator {
     live: Mutex<HashMap<NodeId, (String, Instant)>>,
     /// One full-node repair at a time.
     repairing: tokio::sync::Mutex<()>,
+    /// Random per coordinator start, the high half of every repair id: ids never repeat
+    /// across restarts or across clusters sharing hosts (and reused ports).
+    epoch: u64,
 }
 
 /// A running coordinator.
@@ -87,7 +90,13 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     let meta: Arc<dyn MetaStore> = Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?);
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let coord = Arc::new(Coordinator { cfg, meta, live: Mutex::new(HashMap::new()), repairing: tokio::sync::Mutex::new(()) });
+    let epoch = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish() & 0x7fff_ffff
+    };
+    let coord = Arc::new(Coordinator { cfg, meta, live: Mutex::new(HashMap::new()), repairing: tokio::sync::Mutex::new(()), epoch });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx));
     if !coord.meta.pending()?.is_empty() {
@@ -419,7 +428,7 @@ impl Coordinator {
             }
         }
         let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(s.id, index), crc32c: s.crcs[index].unwrap_or(0) });
-        let repair = self.meta.next_id("repair")?;
+        let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
         Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len: slice.clamp(1, s.chunk_len.max(1)), term_chunks, peers, store })
     }
 

@@ -155,6 +155,7 @@ impl Executor {
             runs.insert(run.assignment.repair, run.clone());
         }
         self.registered.notify_waiters();
+        tracing::debug!(node = self.node, repair = run.assignment.repair, "repair registered");
         self.counters.active.fetch_add(1, Ordering::Relaxed);
         let g = &run.assignment.graph;
         let mut handles = Vec::new();
@@ -167,12 +168,15 @@ impl Executor {
             if v == g.sink {
                 handles.push(tokio::spawn(async move {
                     let result = exec.store_sink(&run2).await;
+                    tracing::debug!(node = exec.node, repair = run2.assignment.repair, ?result, "sink finished");
                     let _ = run2.done.send(Some(result));
                 }));
             } else {
                 let tx = senders.remove(&(i as u32)).expect("a queue per vertex");
                 handles.push(tokio::spawn(async move {
-                    if let Err(e) = exec.vertex(&run2, v, &tx).await {
+                    let r = exec.vertex(&run2, v, &tx).await;
+                    tracing::debug!(node = exec.node, repair = run2.assignment.repair, vertex = v.0, ?r, "vertex finished");
+                    if let Err(e) = r {
                         if let Some(gate) = &run2.gate {
                             gate.fail();
                         }
