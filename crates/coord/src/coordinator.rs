@@ -499,7 +499,8 @@ impl Coordinator {
         bad(format!("could not plan a degraded read: {last}"))
     }
 
-    /// Rebuilds one lost chunk onto a new node; Ok(attempts used).
+    /// Rebuilds one lost chunk onto a new node; Ok(attempts used), Ok(0) when the chunk
+    /// turned out not to be lost (its node reported in again).
     async fn repair_one(self: &Arc<Self>, p: &PendingRepair) -> Result<usize, String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
@@ -507,6 +508,13 @@ impl Coordinator {
             let s = self.meta.stripe(p.stripe)?.ok_or(format!("stripe {} vanished", p.stripe))?;
             if s.crcs[p.index].is_none() {
                 return bad(format!("chunk {} was never committed", ChunkId::new(s.id, p.index)));
+            }
+            let holder = s.nodes[p.index];
+            let holder_ok =
+                !s.bad[p.index] && self.alive().contains_key(&holder) && !self.meta.nodes()?.iter().any(|n| n.id == holder && n.failed);
+            if holder_ok {
+                self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
+                return Ok(0);
             }
             let a = match self.plan(&s, p.index, p.method, p.slice, None, &avoid) {
                 Ok(a) => a,
@@ -613,12 +621,14 @@ impl Coordinator {
         let mut report = RepairReport { method: method.to_string(), ..Default::default() };
         while let Some(r) = set.join_next().await {
             match r.map_err(|e| e.to_string())? {
+                (Ok(0), _) => report.skipped += 1,
                 (Ok(attempts), len) => {
                     report.repaired += 1;
                     report.retries += attempts - 1;
                     report.bytes += len;
                 }
                 (Err(e), _) => {
+                    tracing::warn!("repair failed: {e}");
                     report.failed += 1;
                     report.errors.push(e);
                 }

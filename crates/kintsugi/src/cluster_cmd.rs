@@ -253,15 +253,19 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
         let r = client(t).repair(a.method, a.slice as u64, a.parallel).await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::to_string(&r)?);
+            for e in &r.errors {
+                eprintln!("error: {e}");
+            }
         } else {
             println!(
-                "repaired {} chunk(s) ({}) with {} in {:.2} s; {} failed, {} retried",
+                "repaired {} chunk(s) ({}) with {} in {:.2} s; {} failed, {} retried, {} no longer lost",
                 r.repaired,
                 human_bytes(r.bytes),
                 r.method,
                 r.seconds,
                 r.failed,
-                r.retries
+                r.retries,
+                r.skipped
             );
             for e in &r.errors {
                 println!("  error: {e}");

@@ -202,7 +202,19 @@ fn build(a: &UpArgs) -> Result<State> {
         for _ in 0..300 {
             if let Ok(s) = client.status().await {
                 if s.nodes.iter().filter(|x| x.alive).count() == a.nodes {
-                    return true;
+                    // Heartbeats prove namespace -> root; the client needs root -> namespace
+                    // too, which can take a moment longer on a fresh bridge.
+                    for _ in 0..100 {
+                        let mut all = true;
+                        for n in &s.nodes {
+                            all &= kintsugi_coord::client::ping(&n.addr, Duration::from_millis(500)).await;
+                        }
+                        if all {
+                            return true;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    return false;
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -26,10 +26,14 @@ fn testbed_up_repair_down() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tb");
     let d = dir.to_str().unwrap();
-    let coord = "10.217.0.1:7400";
-    // A stale testbed from an interrupted run must not get in the way.
-    let _ = run(&["testbed", "down", "--name", "kti", "--dir", d], coord);
-    let up = run(&["testbed", "up", "--nodes", "7", "--link", "400mbit", "--name", "kti", "--octet", "217", "--dir", d], coord);
+    // A name and subnet of its own, so that runs (or a developer's testbed) never collide.
+    let tag = std::process::id() % 90;
+    let name = format!("kt{tag}");
+    let octet = (150 + tag).to_string();
+    let coord_s = format!("10.{octet}.0.1:7400");
+    let coord = coord_s.as_str();
+    let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
+    let up = run(&["testbed", "up", "--nodes", "7", "--link", "400mbit", "--name", &name, "--octet", &octet, "--dir", d], coord);
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     let check = || -> Result<(), String> {
         let file = tmp.path().join("in.bin");
@@ -43,6 +47,14 @@ fn testbed_up_repair_down() {
                 Err(format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr)))
             }
         };
+        // Every node must be live before the write (placement needs six of seven).
+        for _ in 0..150 {
+            let st: serde_json::Value = serde_json::from_str(&ok(&["status", "--json"])?).unwrap();
+            if st["nodes"].as_array().unwrap().iter().all(|n| n["alive"] == true) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"])?;
         let stat: serde_json::Value = serde_json::from_str(&ok(&["stat", "obj", "--json"])?).unwrap();
         let victim = stat["stripes"][0]["chunks"][0]["node"].as_u64().unwrap().to_string();
@@ -74,10 +86,10 @@ fn testbed_up_repair_down() {
             }
         }
     }
-    let down = run(&["testbed", "down", "--name", "kti", "--dir", d], coord);
+    let down = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
-    assert!(!ns.lines().any(|l| l.starts_with("ktin")), "namespaces left behind: {ns}");
-    assert!(!std::path::Path::new("/sys/class/net/ktibr").exists(), "bridge left behind");
+    assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}n"))), "namespaces left behind: {ns}");
+    assert!(!std::path::Path::new(&format!("/sys/class/net/{name}br")).exists(), "bridge left behind");
     result.unwrap();
 }

@@ -158,7 +158,7 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
         let chunks = exec.store.usage().0;
         let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot };
         if conn.is_none() {
-            conn = TcpStream::connect(&coord).await.ok();
+            conn = tokio::time::timeout(every * 4, TcpStream::connect(&coord)).await.ok().and_then(|c| c.ok());
         }
         if let Some(c) = conn.as_mut() {
             let ok = send(c, &msg).await.is_ok()

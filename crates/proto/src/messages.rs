@@ -257,6 +257,9 @@ pub struct ObjectInfo {
 pub struct RepairReport {
     pub method: String,
     pub repaired: usize,
+    /// Chunks that were no longer lost when their turn came (their node came back).
+    #[serde(default)]
+    pub skipped: usize,
     pub failed: usize,
     pub retries: usize,
     pub bytes: u64,
