@@ -289,19 +289,15 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
 impl JobState {
     fn new(j: &Job) -> Result<Self> {
         let g = &j.graph;
-        let windows_all = g.slices(j.chunk_len, j.slice_len).map_err(|e| SimError::BadScenario(e.to_string()))?;
+        // Bytes of each unit per lane: a slice, or the whole lane for store-and-forward graphs
+        // (the very units the network executor moves).
         let lanes = g.lanes;
-        let mut windows: Vec<Vec<u32>> = vec![Vec::new(); lanes];
-        for (idx, w) in windows_all.iter().enumerate() {
-            windows[idx % lanes].push(w.len() as u32);
-        }
-        if !g.pipelined {
-            // Store-and-forward: each lane moves as one unit.
-            for w in &mut windows {
-                let total: u32 = w.iter().sum();
-                *w = if total > 0 { vec![total] } else { Vec::new() };
-            }
-        }
+        let windows: Vec<Vec<u32>> = g
+            .lane_units(j.chunk_len, j.slice_len)
+            .map_err(|e| SimError::BadScenario(e.to_string()))?
+            .iter()
+            .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
+            .collect();
         let nv = g.vertices.len();
         let mut sink_inputs = vec![Vec::new(); lanes];
         for &i in &g.vertex(g.sink).inputs {
