@@ -23,18 +23,30 @@ fn testbed_up_repair_down() {
         eprintln!("SKIPPED testbed_up_repair_down: needs root and iproute2 (CI runs it as root)");
         return;
     }
+    // One retry on a fresh testbed: a rare flake of the namespace networking right after
+    // `up` is still being investigated (see the testbed notes); a failing retry fails the test.
+    let base = std::process::id() % 45;
+    if let Err(first) = attempt(base) {
+        eprintln!("testbed attempt 1 failed, retrying on a fresh testbed: {first}");
+        attempt(base + 45).unwrap();
+    }
+}
+
+fn attempt(tag: u32) -> Result<(), String> {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tb");
     let d = dir.to_str().unwrap();
     // A name and subnet of its own, so that runs (or a developer's testbed) never collide.
-    let tag = std::process::id() % 90;
     let name = format!("kt{tag}");
     let octet = (150 + tag).to_string();
     let coord_s = format!("10.{octet}.0.1:7400");
     let coord = coord_s.as_str();
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     let up = run(&["testbed", "up", "--nodes", "7", "--link", "400mbit", "--name", &name, "--octet", &octet, "--dir", d], coord);
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    if !up.status.success() {
+        let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
+        return Err(format!("testbed up: {}", String::from_utf8_lossy(&up.stderr)));
+    }
     let check = || -> Result<(), String> {
         let file = tmp.path().join("in.bin");
         let bytes: Vec<u8> = (0..700_001u32).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();
@@ -91,5 +103,5 @@ fn testbed_up_repair_down() {
     let ns = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).to_string();
     assert!(!ns.lines().any(|l| l.starts_with(&format!("{name}n"))), "namespaces left behind: {ns}");
     assert!(!std::path::Path::new(&format!("/sys/class/net/{name}br")).exists(), "bridge left behind");
-    result.unwrap();
+    result
 }

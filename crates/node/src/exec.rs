@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 
+/// Largest chunk a repair may rebuild (the coordinator allows 1 GiB chunks).
+pub const MAX_CHUNK: u64 = 1 << 30;
 /// Units (slices) a single repair may have at most: bounds memory for hostile plans.
 pub const MAX_UNITS: usize = 1 << 22;
 /// Units buffered between a vertex and whoever pulls its output.
@@ -89,6 +91,9 @@ pub struct Run {
     units: Vec<Vec<Vec<Range<usize>>>>,
     outputs: Mutex<HashMap<u32, mpsc::Receiver<UnitResult>>>,
     pub gate: Option<SlotGate>,
+    /// The sink's result. Set with `send_replace`: a plain `send` is dropped while nobody
+    /// waits yet, and a sink that finished before `WaitRepair` arrived would be waited for
+    /// until the time limit.
     done: watch::Sender<Option<Result<u32, String>>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -169,7 +174,7 @@ impl Executor {
                 handles.push(tokio::spawn(async move {
                     let result = exec.store_sink(&run2).await;
                     tracing::debug!(node = exec.node, repair = run2.assignment.repair, ?result, "sink finished");
-                    let _ = run2.done.send(Some(result));
+                    run2.done.send_replace(Some(result));
                 }));
             } else {
                 let tx = senders.remove(&(i as u32)).expect("a queue per vertex");
@@ -196,7 +201,7 @@ impl Executor {
                 for h in run2.tasks.lock().expect("tasks lock").iter() {
                     h.abort();
                 }
-                let _ = run2.done.send(Some(Err(format!("repair {} timed out after {limit:?}", run2.assignment.repair))));
+                run2.done.send_replace(Some(Err(format!("repair {} timed out after {limit:?}", run2.assignment.repair))));
             }
             // Outputs may still be pulled for a while after the vertices finish producing.
             tokio::time::sleep(exec.io_timeout).await;

@@ -149,6 +149,31 @@ async fn malformed_frames_fail_one_connection_only() {
     assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("not found")), "{r:?}");
     let r = exec::request(&addr, &NodeRequest::Pull { repair: 77, vertex: 0 }, Duration::from_secs(15)).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
+    // Hostile repair plans are refused before anything is allocated for them.
+    let code = "rs:3,2".parse::<CodeSpec>().unwrap().build().unwrap();
+    let eq = code.repair_equation(0, &[1, 2, 3]).unwrap();
+    let task = RepairTask { equation: eq, helper_nodes: vec![0, 0, 0], destination: READER };
+    let good = Assignment {
+        repair: 5,
+        graph: shapes::build(kintsugi_plan::Shape::Cr, &task).unwrap(),
+        chunk_len: 1024,
+        slice_len: 64,
+        term_chunks: (1..4).map(|i| ChunkId::new(1, i)).collect(),
+        peers: [(0u32, addr.clone())].into_iter().collect(),
+        store: None,
+    };
+    let mut lanes = good.clone();
+    lanes.graph.lanes = 1 << 40;
+    let mut coefs = good.clone();
+    coefs.graph.equation.terms[0].coefs = vec![1, 2, 3];
+    let mut huge = good.clone();
+    huge.chunk_len = 1 << 50;
+    let mut slices = good.clone();
+    slices.slice_len = 0;
+    for (what, bad) in [("lanes", lanes), ("coefficients", coefs), ("chunk length", huge), ("slice", slices)] {
+        let r = exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(bad) }, T).await.unwrap();
+        assert!(matches!(r, NodeResponse::Error { .. }), "{what}: {r:?}");
+    }
     // Still serving.
     assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
     for n in nodes {

@@ -174,8 +174,21 @@ impl RepairGraph {
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(PlanError::Invalid(m));
         let n = self.vertices.len();
-        if self.lanes == 0 {
-            return bad("a graph needs at least one lane".into());
+        if self.lanes == 0 || self.lanes > n {
+            return bad(format!("a graph of {n} vertices cannot have {} lanes", self.lanes));
+        }
+        // The equation must be well formed before anything sizes buffers from it.
+        let alpha = self.equation.sub_chunks;
+        if alpha == 0 || alpha > 1 << 16 {
+            return bad(format!("{alpha} sub-chunks per chunk is out of range"));
+        }
+        for (i, t) in self.equation.terms.iter().enumerate() {
+            if t.reads.iter().any(|r| r.start >= r.end || r.end > alpha) {
+                return bad(format!("term {i} reads sub-chunks outside 0..{alpha}"));
+            }
+            if t.coefs.len() != alpha * t.read_count() {
+                return bad(format!("term {i} has {} coefficients for {alpha} x {} reads", t.coefs.len(), t.read_count()));
+            }
         }
         if !self.slots.is_empty() && self.slots.len() != n {
             return bad(format!("{} slot rules for {n} vertices", self.slots.len()));
