@@ -35,6 +35,14 @@ async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
     assert_eq!(r, NodeResponse::Ok);
 }
 
+/// Sends the plan to every node of its graph (the reader has no address) and expects Ok.
+async fn dispatch(a: &Assignment) {
+    for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
+        let r = exec::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap();
+        assert_eq!(r, NodeResponse::Ok, "plan {} on node {n}", a.repair);
+    }
+}
+
 fn stripe(code: &dyn Code, len: usize, seed: u64) -> Vec<Vec<u8>> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut s: Vec<Option<Vec<u8>>> = (0..code.k()).map(|_| Some((0..len).map(|_| rng.random()).collect())).collect();
@@ -76,10 +84,7 @@ async fn every_shape_over_tcp() {
                 store: None,
             };
             repair += 1;
-            for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
-                let r = exec::request(&peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap();
-                assert_eq!(r, NodeResponse::Ok, "{spec} {shape}");
-            }
+            dispatch(&a).await;
             let units = exec::check_assignment(&a).unwrap();
             let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
             assert_eq!(got, shards[lost], "{spec} {shape} degraded read");
@@ -100,12 +105,7 @@ async fn every_shape_over_tcp() {
                 store,
             };
             repair += 1;
-            for n in a.graph.vertices.iter().map(|v| v.node).collect::<std::collections::BTreeSet<_>>() {
-                assert_eq!(
-                    exec::request(&peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap(),
-                    NodeResponse::Ok
-                );
-            }
+            dispatch(&a).await;
             let r = exec::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T).await.unwrap();
             assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "{spec} {shape} stored");
             let r = nodes[dest as usize].exec.store.reader(&target).unwrap();
