@@ -267,9 +267,10 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
     if std::env::var_os("KINTSUGI_SIM_DEBUG").is_some() {
         let s = &e.sharing;
         eprintln!(
-            "sharing: {} local (mean set {:.1}), {} full",
+            "sharing: {} local (mean set {:.1}, {:.2} rounds), {} full",
             s.local_updates,
             s.set_sizes as f64 / s.local_updates.max(1) as f64,
+            s.rounds as f64 / s.local_updates.max(1) as f64,
             s.full_updates
         );
     }

@@ -54,8 +54,13 @@ pub struct MaxMin {
     offsets: Vec<u32>,
     members: Vec<u32>,
     frozen: Vec<bool>,
+    fill: Vec<u32>,
     heap: BinaryHeap<Entry>,
 }
+
+/// Up to this many resources, the next bottleneck is found by a linear scan, which beats a
+/// heap with stale entries on the small problems of incremental updates.
+const SCAN_MAX: usize = 48;
 
 impl MaxMin {
     /// Sets `rates[f]` to flow f's max-min fair rate given resource capacities `caps`.
@@ -82,17 +87,22 @@ impl MaxMin {
         self.offsets.push(acc);
         self.members.clear();
         self.members.resize(acc as usize, 0);
-        let mut fill: Vec<u32> = self.offsets[..nr].to_vec();
+        self.fill.clear();
+        self.fill.extend_from_slice(&self.offsets[..nr]);
         for (i, f) in flows.iter().enumerate() {
             for &r in f.as_slice() {
-                self.members[fill[r as usize] as usize] = i as u32;
-                fill[r as usize] += 1;
+                self.members[self.fill[r as usize] as usize] = i as u32;
+                self.fill[r as usize] += 1;
             }
         }
         self.rem.clear();
         self.rem.extend_from_slice(caps);
         self.frozen.clear();
         self.frozen.resize(flows.len(), false);
+        if nr <= SCAN_MAX {
+            self.fill_by_scan(caps.len(), flows, rates);
+            return;
+        }
         self.heap.clear();
         for r in 0..nr {
             if self.count[r] > 0 {
@@ -124,6 +134,40 @@ impl MaxMin {
                     if r2 != r && self.count[r2] > 0 {
                         self.heap.push(Entry { share: self.rem[r2].max(0.0) / self.count[r2] as f64 + 0.0, res: r2 as u32 });
                     }
+                }
+            }
+        }
+    }
+
+    /// Progressive filling with a linear scan for the fullest resource (after the shared
+    /// setup of [`MaxMin::allocate`]).
+    fn fill_by_scan(&mut self, nr: usize, flows: &[FlowResources], rates: &mut [f64]) {
+        loop {
+            let mut best = f64::INFINITY;
+            let mut best_r = usize::MAX;
+            for r in 0..nr {
+                if self.count[r] > 0 {
+                    let share = self.rem[r].max(0.0) / self.count[r] as f64 + 0.0;
+                    if share < best {
+                        best = share;
+                        best_r = r;
+                    }
+                }
+            }
+            if best_r == usize::MAX {
+                return;
+            }
+            let r = best_r;
+            for m in self.offsets[r]..self.offsets[r + 1] {
+                let f = self.members[m as usize] as usize;
+                if self.frozen[f] {
+                    continue;
+                }
+                self.frozen[f] = true;
+                rates[f] = best;
+                for &r2 in flows[f].as_slice() {
+                    self.rem[r2 as usize] -= best;
+                    self.count[r2 as usize] -= 1;
                 }
             }
         }

@@ -21,12 +21,24 @@ pub struct Sharing {
     fresh: Vec<u32>,
     // Scratch for one update.
     in_set: Vec<u32>,
+    set: Vec<u32>,
+    before: Vec<(u32, f64)>,
     epoch: u32,
-    /// Per resource (load, max rate), valid while `stat_round[r]` equals `round`.
+    /// The fill after which each flow's bottleneck was last checked.
+    checked: Vec<u64>,
+    /// Per resource (load, max rate) under the current rates, valid while `stat_ok[r]`:
+    /// cleared whenever a flow on r is added, removed or changes rate.
     stat: Vec<(f64, f64)>,
-    stat_round: Vec<u64>,
-    round: u64,
+    stat_ok: Vec<bool>,
     touched: Vec<u32>,
+    /// Local index of each resource in the current fill, valid where `local_tag` = `fill_tag`.
+    local_idx: Vec<u32>,
+    local_tag: Vec<u64>,
+    fill_tag: u64,
+    /// Resources whose flows' rates changed in the last fill, or that carry a flow new to
+    /// the affected set: only flows on these can have lost (or regained) a bottleneck.
+    moved: Vec<u32>,
+    is_moved: Vec<bool>,
     local_caps: Vec<f64>,
     local_flows: Vec<FlowResources>,
     local_rates: Vec<f64>,
@@ -38,6 +50,8 @@ pub struct Sharing {
     pub local_updates: u64,
     /// Sum of affected-set sizes over incremental updates.
     pub set_sizes: u64,
+    /// Fills (growth rounds) over incremental updates.
+    pub rounds: u64,
 }
 
 const REL_EPS: f64 = 1e-9;
@@ -56,11 +70,18 @@ impl Sharing {
             is_dirty: vec![false; n],
             fresh: Vec::new(),
             in_set: Vec::new(),
+            set: Vec::new(),
+            before: Vec::new(),
             epoch: 0,
+            checked: Vec::new(),
             stat: vec![(0.0, 0.0); n],
-            stat_round: vec![0; n],
-            round: 0,
+            stat_ok: vec![false; n],
             touched: Vec::new(),
+            local_idx: vec![0; n],
+            local_tag: vec![0; n],
+            fill_tag: 0,
+            moved: Vec::new(),
+            is_moved: vec![false; n],
             local_caps: Vec::new(),
             local_flows: Vec::new(),
             local_rates: Vec::new(),
@@ -69,10 +90,12 @@ impl Sharing {
             full_updates: 0,
             local_updates: 0,
             set_sizes: 0,
+            rounds: 0,
         }
     }
 
     fn mark(&mut self, r: u32) {
+        self.stat_ok[r as usize] = false;
         if !self.is_dirty[r as usize] {
             self.is_dirty[r as usize] = true;
             self.dirty.push(r);
@@ -87,6 +110,7 @@ impl Sharing {
                 self.flows.push(None);
                 self.rate.push(0.0);
                 self.in_set.push(0);
+                self.checked.push(0);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -134,29 +158,29 @@ impl Sharing {
         if self.dirty.is_empty() && self.fresh.is_empty() {
             return;
         }
-        let old: Vec<(u32, f64)>;
-        match self.affected_set() {
-            Some(before) => {
-                self.local_updates += 1;
-                old = before;
-            }
-            None => {
+        let mut old = std::mem::take(&mut self.before);
+        match self.affected_set(&mut old) {
+            true => self.local_updates += 1,
+            false => {
                 self.full_updates += 1;
                 let ids: Vec<u32> = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].is_some()).collect();
-                old = ids.iter().map(|&f| (f, self.rate[f as usize])).collect();
+                old.clear();
+                old.extend(ids.iter().map(|&f| (f, self.rate[f as usize])));
                 let res: Vec<FlowResources> = ids.iter().map(|&f| self.flows[f as usize].unwrap()).collect();
                 let mut rates = Vec::new();
                 self.full.allocate(&self.caps, &res, &mut rates);
                 for (&f, r) in ids.iter().zip(rates) {
                     self.rate[f as usize] = r;
                 }
+                self.stat_ok.iter_mut().for_each(|ok| *ok = false);
             }
         }
-        for (f, r0) in old {
+        for &(f, r0) in &old {
             if self.rate[f as usize] != r0 || self.fresh.contains(&f) {
                 changed.push(f);
             }
         }
+        self.before = old;
         for &r in &self.dirty {
             self.is_dirty[r as usize] = false;
         }
@@ -164,13 +188,18 @@ impl Sharing {
         self.fresh.clear();
     }
 
-    /// Computes new rates for a growing affected set and returns its flows with their rates
-    /// from before; `None` (rates untouched) when the set grew past half of all flows and a
-    /// full recompute is cheaper.
-    fn affected_set(&mut self) -> Option<Vec<(u32, f64)>> {
+    /// Computes new rates for a growing affected set and leaves its flows with their rates
+    /// from before in `before`; false (rates untouched) when the set grew past half of all
+    /// flows and a full recompute is cheaper.
+    fn affected_set(&mut self, before: &mut Vec<(u32, f64)>) -> bool {
         self.epoch += 1;
         let epoch = self.epoch;
-        let mut set: Vec<u32> = Vec::new();
+        for &r in &self.moved {
+            self.is_moved[r as usize] = false;
+        }
+        self.moved.clear();
+        let mut set = std::mem::take(&mut self.set);
+        set.clear();
         for i in 0..self.dirty.len() {
             let r = self.dirty[i] as usize;
             for j in 0..self.res_flows[r].len() {
@@ -182,26 +211,42 @@ impl Sharing {
             }
         }
         // Rates before: a flow joins the set before any fill touches it.
-        let mut before: Vec<(u32, f64)> = set.iter().map(|&f| (f, self.rate[f as usize])).collect();
+        before.clear();
+        before.extend(set.iter().map(|&f| (f, self.rate[f as usize])));
         let limit = if self.always_full { 0 } else { (self.live / 2).max(64) };
+        let mut new_from = 0;
         loop {
             if set.len() > limit {
-                for &(f, r) in &before {
-                    self.rate[f as usize] = r;
+                for &(f, r) in before.iter() {
+                    self.set_rate(f, r);
                 }
-                return None;
+                self.set = set;
+                return false;
             }
             for &f in &set[before.len()..] {
                 before.push((f, self.rate[f as usize]));
             }
-            self.fill(&set, epoch);
-            self.round += 1;
+            self.fill(&set);
+            self.rounds += 1;
+            // Flows new to the set count as moved: their test below changes branch.
+            for i in new_from..set.len() {
+                let res = self.flows[set[i] as usize].unwrap();
+                for &r in res.as_slice() {
+                    self.mark_moved(r);
+                }
+            }
+            new_from = set.len();
             // Grow the set with every flow around it that lost its bottleneck.
-            let grown_from = set.len();
-            let touched = std::mem::take(&mut self.touched);
-            for &r in &touched {
+            let moved = std::mem::take(&mut self.moved);
+            for &r in &moved {
+                self.is_moved[r as usize] = false;
                 for j in 0..self.res_flows[r as usize].len() {
                     let g = self.res_flows[r as usize][j];
+                    // A flow on two moved resources is checked once per round.
+                    if self.checked[g as usize] == self.fill_tag {
+                        continue;
+                    }
+                    self.checked[g as usize] = self.fill_tag;
                     if self.has_bottleneck(g) {
                         continue;
                     }
@@ -223,50 +268,79 @@ impl Sharing {
                     }
                 }
             }
-            self.touched = touched;
-            if set.len() == grown_from {
+            self.moved = moved;
+            self.moved.clear();
+            if set.len() == new_from {
                 self.set_sizes += set.len() as u64;
-                return Some(before);
+                self.set = set;
+                return true;
+            }
+        }
+    }
+
+    fn mark_moved(&mut self, r: u32) {
+        if !self.is_moved[r as usize] {
+            self.is_moved[r as usize] = true;
+            self.moved.push(r);
+        }
+    }
+
+    /// Sets a flow's rate, keeping the per-resource stats and the moved set right.
+    fn set_rate(&mut self, f: u32, rate: f64) {
+        if self.rate[f as usize] != rate {
+            self.rate[f as usize] = rate;
+            let res = self.flows[f as usize].unwrap();
+            for &r in res.as_slice() {
+                self.stat_ok[r as usize] = false;
+                self.mark_moved(r);
             }
         }
     }
 
     /// Progressive filling of `set` on the capacity left by flows outside it. Leaves the
-    /// resources the set crosses, sorted, in `self.touched`.
-    fn fill(&mut self, set: &[u32], epoch: u32) {
+    /// resources the set crosses in `self.touched`.
+    fn fill(&mut self, set: &[u32]) {
+        self.fill_tag += 1;
+        let tag = self.fill_tag;
         let mut touched = std::mem::take(&mut self.touched);
         touched.clear();
-        for &f in set {
-            touched.extend_from_slice(self.flows[f as usize].unwrap().as_slice());
-        }
-        touched.sort_unstable();
-        touched.dedup();
         self.local_caps.clear();
-        for &r in &touched {
-            let outside: f64 =
-                self.res_flows[r as usize].iter().filter(|&&g| self.in_set[g as usize] != epoch).map(|&g| self.rate[g as usize]).sum();
-            self.local_caps.push((self.caps[r as usize] - outside).max(0.0));
-        }
         self.local_flows.clear();
+        // Local resource ids in order of first use; capacity left by the flows outside the
+        // set = load - the set's own share of it.
         for &f in set {
             let res = self.flows[f as usize].unwrap();
             let mut idx = [0u32; crate::maxmin::MAX_RES];
-            for (i, r) in res.as_slice().iter().enumerate() {
-                idx[i] = touched.binary_search(r).expect("touched") as u32;
+            for (i, &r) in res.as_slice().iter().enumerate() {
+                if self.local_tag[r as usize] != tag {
+                    self.local_tag[r as usize] = tag;
+                    self.local_idx[r as usize] = touched.len() as u32;
+                    touched.push(r);
+                    let (load, _) = self.stat(r);
+                    self.local_caps.push(self.caps[r as usize] - load);
+                }
+                let l = self.local_idx[r as usize];
+                self.local_caps[l as usize] += self.rate[f as usize];
+                idx[i] = l;
             }
             self.local_flows.push(FlowResources::new(&idx[..res.len as usize]));
         }
-        self.full.allocate(&self.local_caps, &self.local_flows, &mut self.local_rates);
-        for (&f, &r) in set.iter().zip(&self.local_rates) {
-            self.rate[f as usize] = r;
+        for c in &mut self.local_caps {
+            *c = c.max(0.0);
         }
+        let mut rates = std::mem::take(&mut self.local_rates);
+        self.full.allocate(&self.local_caps, &self.local_flows, &mut rates);
+        for (&f, &r) in set.iter().zip(&rates) {
+            self.set_rate(f, r);
+        }
+        self.local_rates = rates;
         self.touched = touched;
     }
 
-    /// (load, max rate) of resource r under the current rates, cached per growth round.
+    /// (load, max rate) of resource r under the current rates, cached until they change.
     fn stat(&mut self, r: u32) -> (f64, f64) {
         let r = r as usize;
-        if self.stat_round[r] != self.round {
+        if !self.stat_ok[r] {
             let mut load = 0.0;
             let mut max: f64 = 0.0;
             for &g in &self.res_flows[r] {
@@ -275,7 +349,7 @@ impl Sharing {
                 max = max.max(x);
             }
             self.stat[r] = (load, max);
-            self.stat_round[r] = self.round;
+            self.stat_ok[r] = true;
         }
         self.stat[r]
     }
