@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
+use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use kintsugi_sim::network_file::NetworkFile;
 use kintsugi_sim::scenario::{closed_form, FullNode, Single};
@@ -86,12 +87,28 @@ pub struct FullNodeArgs {
     /// Chunks the failed node held.
     #[arg(long, default_value_t = 100)]
     pub chunks: usize,
-    /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3).
-    #[arg(long, default_value_t = 1)]
+    /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3),
+    /// or "all". Schedulers with timeslots (repairboost, repairboost-ts) start everything
+    /// and order transfers by their schedule instead.
+    #[arg(long, default_value = "1", value_parser = parse_max_active)]
     pub max_active: usize,
+    /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
+    /// repairboost-rtb, repairboost-ts or mppr.
+    #[arg(long, default_value = "index")]
+    pub scheduler: Scheduler,
+    /// Rebuilt chunks go to this many requestor nodes in turn (ECPipe); 0: any live node.
+    #[arg(long, default_value_t = 0)]
+    pub requestors: usize,
     /// Seed for stripe placement and destinations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+fn parse_max_active(s: &str) -> std::result::Result<usize, String> {
+    if s == "all" {
+        return Ok(usize::MAX);
+    }
+    s.parse::<usize>().map_err(|_| format!("'{s}' is not a number of repairs or \"all\""))
 }
 
 /// Runs a sim subcommand.
@@ -120,6 +137,8 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 slice: c.slice,
                 seed: a.seed,
                 max_active: a.max_active,
+                scheduler: a.scheduler,
+                requestors: a.requestors,
             };
             let (net, jobs, admission) = s.build()?;
             let opts = SimOptions { admission, ..Default::default() };

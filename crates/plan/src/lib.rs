@@ -1,7 +1,7 @@
 //! Repair plans: a repair is a graph of linear combinations (DESIGN.md). Planners build
 //! graphs from (lost chunk, helpers, destination); executors run them. This crate has the
-//! graph type, one builder per method in [`shapes`], traffic and timestep accounting, and
-//! the in-memory reference executor.
+//! graph type, one builder per method in [`shapes`], the full-node schedulers in
+//! [`schedule`], traffic and timestep accounting, and the in-memory reference executor.
 //!
 //! ```
 //! use kintsugi_codes::CodeSpec;
@@ -17,6 +17,7 @@
 pub mod error;
 pub mod graph;
 pub mod memory_executor;
+pub mod schedule;
 pub mod shapes;
 
 pub use error::{PlanError, Result};

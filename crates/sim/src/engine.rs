@@ -21,6 +21,11 @@ pub struct Job {
     pub slice_len: usize,
     /// Seconds after the start of the simulation before which the job may not start.
     pub release: f64,
+    /// A transmission schedule across jobs (RepairBoost's timeslots): per vertex, the slot
+    /// of its send. A node sends a scheduled transfer only when all its sends of earlier
+    /// slots have finished, and a node receives it only when all its receives of earlier
+    /// slots have. Empty: no schedule.
+    pub timeslots: Vec<Option<u32>>,
 }
 
 /// Which jobs run at once.
@@ -175,6 +180,14 @@ struct Engine<'a> {
     // Foreground: (time, resource, rate) changes, applied in order.
     fg_changes: Vec<(f64, u32, f64)>,
     rates_log: Option<Vec<RateLog>>,
+    /// Timeslot gates per node: slot -> scheduled sends (receives) not yet finished.
+    gate_up: Vec<std::collections::BTreeMap<u32, u32>>,
+    gate_down: Vec<std::collections::BTreeMap<u32, u32>>,
+    /// Vertices waiting at a node's gate (listed at both ends of their transfer, once).
+    /// Entries carry the generation of their wait; an older one is stale.
+    gate_wait: Vec<Vec<(u32, u32, u64)>>,
+    gated: HashMap<(u32, u32), u64>,
+    gate_gen: u64,
 }
 
 /// Runs `jobs` on `net` to completion.
@@ -239,7 +252,24 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         jobs_left: jobs.len(),
         fg_changes,
         rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
+        gate_up: vec![Default::default(); n_nodes],
+        gate_down: vec![Default::default(); n_nodes],
+        gate_wait: vec![Vec::new(); n_nodes],
+        gated: HashMap::new(),
+        gate_gen: 0,
     };
+    for j in jobs {
+        let g = &j.graph;
+        for (v, slot) in j.timeslots.iter().enumerate() {
+            let (Some(slot), Some(vx)) = (slot, g.vertices.get(v)) else { continue };
+            let Some(out) = vx.output else { continue };
+            let to = g.vertex(out).node;
+            if to != vx.node {
+                *e.gate_up[vx.node as usize].entry(*slot).or_default() += 1;
+                *e.gate_down[to as usize].entry(*slot).or_default() += 1;
+            }
+        }
+    }
     for i in 0..e.fg_changes.len() {
         let t = e.fg_changes[i].0;
         e.timer(t, Timer::Foreground(i as u32));
@@ -471,6 +501,18 @@ impl<'a> Engine<'a> {
                 self.try_vertex(j, out.0);
                 continue;
             }
+            if let Some(&Some(ts)) = jobs[j as usize].timeslots.get(v as usize) {
+                let earlier = |m: &std::collections::BTreeMap<u32, u32>| m.first_key_value().is_some_and(|(&k, _)| k < ts);
+                if earlier(&self.gate_up[vx.node as usize]) || earlier(&self.gate_down[to as usize]) {
+                    if !self.gated.contains_key(&(j, v)) {
+                        self.gate_gen += 1;
+                        self.gated.insert((j, v), self.gate_gen);
+                        self.gate_wait[vx.node as usize].push((j, v, self.gate_gen));
+                        self.gate_wait[to as usize].push((j, v, self.gate_gen));
+                    }
+                    return;
+                }
+            }
             let bytes = self.st[j as usize].alpha * self.st[j as usize].windows[lane][u as usize] as f64;
             self.st[j as usize].sending[v as usize] = true;
             let mut res = vec![res_up(vx.node), res_down(to)];
@@ -492,6 +534,30 @@ impl<'a> Engine<'a> {
         let others = s.node_vertices.get(&node).cloned().unwrap_or_default();
         for v in others {
             self.try_vertex(j, v);
+        }
+    }
+
+    /// A scheduled transfer of slot `ts` from `from` to `to` has finished: later slots at
+    /// those nodes may go once nothing earlier is left.
+    fn gate_passed(&mut self, from: NodeId, to: NodeId, ts: u32) {
+        for (gate, n) in [(&mut self.gate_up, from), (&mut self.gate_down, to)] {
+            let m = &mut gate[n as usize];
+            if let Some(c) = m.get_mut(&ts) {
+                *c -= 1;
+                if *c == 0 {
+                    m.remove(&ts);
+                }
+            }
+        }
+        for n in [from, to] {
+            let waiting = std::mem::take(&mut self.gate_wait[n as usize]);
+            for (j, v, gen) in waiting {
+                // Woken already through its other end: a stale entry.
+                if self.gated.get(&(j, v)) == Some(&gen) {
+                    self.gated.remove(&(j, v));
+                    self.try_vertex(j, v);
+                }
+            }
         }
     }
 
@@ -552,6 +618,12 @@ impl<'a> Engine<'a> {
                     .flatten()
                     .map(|r| r.slot(self.st[job as usize].delivered[vertex as usize] as u64 - 1));
                 self.slot_done(job, vx.node, slot);
+                let lane_units = self.st[job as usize].windows[vx.lane].len() as u32;
+                if self.st[job as usize].delivered[vertex as usize] == lane_units {
+                    if let Some(&Some(ts)) = self.jobs[job as usize].timeslots.get(vertex as usize) {
+                        self.gate_passed(vx.node, g.vertex(out).node, ts);
+                    }
+                }
                 self.try_vertex(job, vertex);
                 self.try_vertex(job, out.0);
             }

@@ -5,11 +5,11 @@
 use crate::engine::{Admission, Job};
 use crate::error::{Result, SimError};
 use crate::network::Network;
-use kintsugi_codes::{Code, CodeSpec, RepairEquation};
+use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_plan::schedule::{self, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
 use rand::seq::{IndexedRandom, SliceRandom};
-use rand::{Rng, SeedableRng};
-use std::collections::HashMap;
+use rand::SeedableRng;
 use std::sync::Arc;
 
 /// One lost chunk, repaired to a requestor.
@@ -40,7 +40,7 @@ impl Single {
         let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
         let task = RepairTask { equation, helper_nodes, destination: n as NodeId };
         let graph = shapes::build(self.method, &task)?;
-        let job = Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0 };
+        let job = Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new() };
         Ok((Network::homogeneous(n + 1, self.link), vec![job]))
     }
 }
@@ -69,14 +69,33 @@ pub struct FullNode {
     pub chunk: usize,
     pub slice: usize,
     pub seed: u64,
-    /// Repairs running at once per destination.
+    /// Repairs running at once per destination; `usize::MAX` starts every repair at once.
+    /// Ignored by schedulers with timeslots, whose schedule orders the transfers.
     pub max_active: usize,
+    /// Who picks helpers and destinations.
+    pub scheduler: Scheduler,
+    /// Rebuilt chunks go to nodes 1..=requestors in turn (ECPipe's requestors); 0: anywhere.
+    pub requestors: usize,
+}
+
+/// `chunks` lost chunks of node 0: each stripe puts its n shards on n distinct random nodes
+/// of `nodes`, one of them node 0 (unavailable).
+pub fn lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> Vec<LostChunk> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let others: Vec<NodeId> = (1..nodes as NodeId).collect();
+    (0..chunks)
+        .map(|_| {
+            let mut stripe: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
+            stripe.push(0);
+            stripe.shuffle(&mut rng);
+            let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
+            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
+        })
+        .collect()
 }
 
 impl FullNode {
-    /// Stripes place their n shards on n distinct random nodes, one of them node 0. Each
-    /// lost chunk is rebuilt from the code's default helpers (the first k available shards)
-    /// onto a random live node that holds no shard of the stripe.
+    /// The lost chunks, the cluster and the scheduler's plan, as jobs.
     pub fn build(&self) -> Result<(Network, Vec<Job>, Admission)> {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
@@ -90,37 +109,25 @@ impl FullNode {
         if self.max_active == 0 {
             return Err(SimError::BadScenario("--max-active must be at least 1".into()));
         }
-        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed);
-        let mut equations: HashMap<(usize, Vec<usize>), RepairEquation> = HashMap::new();
-        let mut jobs = Vec::with_capacity(self.chunks);
-        let others: Vec<NodeId> = (1..self.nodes as NodeId).collect();
-        for _ in 0..self.chunks {
-            // n - 1 distinct live nodes plus the failed node 0, in random shard order.
-            let mut stripe: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
-            stripe.push(0);
-            stripe.shuffle(&mut rng);
-            let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
-            let avail: Vec<usize> = (0..n).filter(|&i| i != lost).collect();
-            let helpers = code.choose_helpers(lost, &avail)?;
-            let eq = match equations.get(&(lost, helpers.clone())) {
-                Some(e) => e.clone(),
-                None => {
-                    let e = code.repair_equation(lost, &helpers)?;
-                    equations.insert((lost, helpers.clone()), e.clone());
-                    e
-                }
-            };
-            let destination = loop {
-                let d = rng.random_range(1..self.nodes as NodeId);
-                if !stripe.contains(&d) {
-                    break d;
-                }
-            };
-            let helper_nodes = eq.helpers().iter().map(|&h| stripe[h]).collect();
-            let graph = shapes::build(self.method, &RepairTask { equation: eq, helper_nodes, destination })?;
-            jobs.push(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0 });
+        if self.requestors >= self.nodes {
+            return Err(SimError::BadScenario(format!("{} requestors among {} nodes leaves no helpers", self.requestors, self.nodes)));
         }
-        Ok((Network::homogeneous(self.nodes, self.link), jobs, Admission::PerDestination(self.max_active)))
+        let lost = lost_chunks(self.nodes, self.chunks, n, self.seed);
+        let mut cluster = Cluster::homogeneous((1..self.nodes as NodeId).collect());
+        cluster.default_bandwidth = self.link;
+        cluster.requestors = (1..=self.requestors as NodeId).collect();
+        let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
+        let jobs = plan
+            .repairs
+            .into_iter()
+            .map(|r| Job { graph: r.graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: r.slots })
+            .collect();
+        let admission = if self.scheduler.timeslots() || self.max_active == usize::MAX {
+            Admission::All
+        } else {
+            Admission::PerDestination(self.max_active)
+        };
+        Ok((Network::homogeneous(self.nodes, self.link), jobs, admission))
     }
 }
 

@@ -1,0 +1,319 @@
+//! Full-node repair scheduling: for every lost chunk of a failed node, which helpers serve
+//! it, where it is rebuilt, and (for RepairBoost) in which timeslot each transfer goes.
+//! Schedulers only choose nodes; the graph shapes come from [`crate::shapes`], so every
+//! scheduler combines with every per-chunk method (CR, PPR, ECPipe).
+//!
+//! | scheduler | helpers | destination | order |
+//! |---|---|---|---|
+//! | `index` | the code's default (smallest shard indices) | random outside the stripe | none |
+//! | `random` (RepairBoost's RAN) | random k of the survivors | random outside the stripe | none |
+//! | `lru` (RepairBoost's LRU) | least recently selected, ties to the lowest id | least recently selected | none |
+//! | `greedy` (ECPipe §3.3) | least recently selected | requestors in turn, else least loaded | none |
+//! | `repairboost` | [`repairboost::balance`] | [`repairboost::balance`] | [`repairboost::timeslot`] |
+//! | `repairboost-rtb` | balance only | balance only | none |
+//! | `repairboost-ts` | random (RAN) | random | timeslots only |
+//! | `mppr` (PPR §5) | best source weight (Eq. 2) | best destination weight (Eq. 3) | FIFO |
+
+pub mod baseline;
+pub mod lb_degree;
+pub mod mppr;
+pub mod repairboost;
+pub mod weighted_path;
+
+use crate::error::{PlanError, Result};
+use crate::graph::{NodeId, RepairGraph, RepairTask, Shape};
+use crate::shapes;
+use kintsugi_codes::{Code, HelperTerm, RepairEquation};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// One chunk to rebuild: where each shard of its stripe lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostChunk {
+    /// Node of each shard of the stripe; `None` where the shard is unavailable.
+    pub placement: Vec<Option<NodeId>>,
+    /// Shard index of the lost chunk.
+    pub lost: usize,
+}
+
+impl LostChunk {
+    /// Shard indices that can serve as helpers.
+    pub fn available(&self) -> Vec<usize> {
+        (0..self.placement.len()).filter(|&i| i != self.lost && self.placement[i].is_some()).collect()
+    }
+
+    /// Whether `node` holds a shard of this stripe.
+    pub fn holds(&self, node: NodeId) -> bool {
+        self.placement.contains(&Some(node))
+    }
+}
+
+/// What schedulers know about the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    /// Live nodes: every destination is one of these.
+    pub nodes: Vec<NodeId>,
+    /// Failure domain (rack) of each node; a node missing here is its own domain. A
+    /// destination is never in the domain of a surviving shard of its stripe when another
+    /// choice exists.
+    pub domains: BTreeMap<NodeId, u32>,
+    /// Where rebuilt chunks go (ECPipe's requestors), in turn; empty: any live node.
+    pub requestors: Vec<NodeId>,
+    /// Upload and download bandwidth per node (bytes/s) for heterogeneous balancing;
+    /// a node missing here has `default_bandwidth`.
+    pub bandwidth: BTreeMap<NodeId, (f64, f64)>,
+    pub default_bandwidth: f64,
+    /// Bandwidth of directed links (bytes/s) where it differs from the nodes' (geo links);
+    /// with it, ECPipe chains are ordered by weighted path selection.
+    pub links: BTreeMap<(NodeId, NodeId), f64>,
+    /// Foreground (user) traffic per node in MB, for m-PPR's weights.
+    pub user_load_mb: BTreeMap<NodeId, f64>,
+}
+
+impl Cluster {
+    /// A homogeneous cluster of these live nodes.
+    pub fn homogeneous(nodes: Vec<NodeId>) -> Self {
+        Cluster { nodes, default_bandwidth: 1.0, ..Default::default() }
+    }
+
+    fn bandwidth_of(&self, n: NodeId) -> (f64, f64) {
+        let d = if self.default_bandwidth > 0.0 { self.default_bandwidth } else { 1.0 };
+        self.bandwidth.get(&n).copied().unwrap_or((d, d))
+    }
+
+    /// Bandwidth of the directed link a -> b: its own cap, or the smaller of a's upload
+    /// and b's download.
+    pub fn link_bandwidth(&self, a: NodeId, b: NodeId) -> f64 {
+        let node = self.bandwidth_of(a).0.min(self.bandwidth_of(b).1);
+        self.links.get(&(a, b)).map_or(node, |&l| l.min(node))
+    }
+
+    /// Nodes that may receive the rebuilt `chunk`: live, holding no shard of its stripe,
+    /// outside the failure domains of its shards when possible, and among the requestors
+    /// when there are any.
+    pub fn destinations(&self, chunk: &LostChunk) -> Vec<NodeId> {
+        let pool: &[NodeId] = if self.requestors.is_empty() { &self.nodes } else { &self.requestors };
+        let outside: Vec<NodeId> = pool.iter().copied().filter(|&n| !chunk.holds(n)).collect();
+        if self.domains.is_empty() {
+            return outside;
+        }
+        let used: Vec<u32> = chunk.placement.iter().flatten().filter_map(|n| self.domains.get(n).copied()).collect();
+        let apart: Vec<NodeId> = outside.iter().copied().filter(|n| self.domains.get(n).is_none_or(|d| !used.contains(d))).collect();
+        if apart.is_empty() {
+            outside
+        } else {
+            apart
+        }
+    }
+}
+
+/// The schedulers, by the names `--scheduler` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    Index,
+    Random,
+    Lru,
+    Greedy,
+    Repairboost,
+    RepairboostRtb,
+    RepairboostTs,
+    Mppr,
+}
+
+/// Every scheduler, in the order reports list them.
+pub const ALL_SCHEDULERS: [Scheduler; 8] = [
+    Scheduler::Index,
+    Scheduler::Random,
+    Scheduler::Lru,
+    Scheduler::Greedy,
+    Scheduler::Repairboost,
+    Scheduler::RepairboostRtb,
+    Scheduler::RepairboostTs,
+    Scheduler::Mppr,
+];
+
+impl Scheduler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Index => "index",
+            Scheduler::Random => "random",
+            Scheduler::Lru => "lru",
+            Scheduler::Greedy => "greedy",
+            Scheduler::Repairboost => "repairboost",
+            Scheduler::RepairboostRtb => "repairboost-rtb",
+            Scheduler::RepairboostTs => "repairboost-ts",
+            Scheduler::Mppr => "mppr",
+        }
+    }
+
+    /// Whether this scheduler orders transfers into timeslots.
+    pub fn timeslots(self) -> bool {
+        matches!(self, Scheduler::Repairboost | Scheduler::RepairboostTs)
+    }
+}
+
+impl fmt::Display for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.to_ascii_lowercase();
+        let s = match s.as_str() {
+            "ran" => "random",
+            "rtb" => "repairboost-rtb",
+            "ts" => "repairboost-ts",
+            other => other,
+        };
+        ALL_SCHEDULERS.into_iter().find(|x| x.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = ALL_SCHEDULERS.iter().map(|x| x.name()).collect();
+            PlanError::Invalid(format!("unknown scheduler '{s}' (expected one of {})", names.join(", ")))
+        })
+    }
+}
+
+/// A scheduler's choice for one chunk: helper shards in term order, and the destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub helpers: Vec<usize>,
+    pub destination: NodeId,
+}
+
+/// One planned repair.
+#[derive(Clone, Debug)]
+pub struct ScheduledRepair {
+    pub task: RepairTask,
+    pub graph: RepairGraph,
+    /// Timeslot in which each vertex sends its output (RepairBoost's transmission
+    /// scheduling); `None` for the sink and for vertices whose output stays on their node.
+    /// Empty when the scheduler does not order transfers.
+    pub slots: Vec<Option<u32>>,
+}
+
+impl ScheduledRepair {
+    /// The first timeslot in which this repair sends anything (0 without timeslots).
+    pub fn first_slot(&self) -> u32 {
+        self.slots.iter().flatten().copied().min().unwrap_or(0)
+    }
+}
+
+/// The plan of a whole full-node repair, one entry per lost chunk in input order.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub repairs: Vec<ScheduledRepair>,
+    /// Timeslots the transmission schedule takes (0 without one).
+    pub timeslots: u32,
+}
+
+/// The helpers a chunk can choose from and how many it needs: any `need` of `pool` work.
+/// For an MDS code that is any k survivors; otherwise the code's own choice (an LRC local
+/// group, or the helpers of a global repair).
+pub fn helper_pool(code: &dyn Code, chunk: &LostChunk) -> Result<(Vec<usize>, usize)> {
+    let avail = chunk.available();
+    let default = code.choose_helpers(chunk.lost, &avail)?;
+    let mds = code.tolerance() == code.n() - code.k();
+    if mds && default.len() == code.k() {
+        Ok((avail, code.k()))
+    } else {
+        let n = default.len();
+        Ok((default, n))
+    }
+}
+
+/// Chunks each position of a shape's graph uploads and downloads, for k helpers: positions
+/// 0..k are the helper terms, k is the destination.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template {
+    pub up: Vec<f64>,
+    pub down: Vec<f64>,
+}
+
+impl Template {
+    pub fn new(shape: Shape, k: usize) -> Result<Self> {
+        let terms = (0..k).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
+        let equation = RepairEquation { lost: 0, sub_chunks: 1, terms };
+        let task = RepairTask { equation, helper_nodes: (0..k as NodeId).collect(), destination: k as NodeId };
+        let t = shapes::build(shape, &task)?.traffic();
+        let get = |m: &BTreeMap<NodeId, f64>, p: usize| m.get(&(p as NodeId)).copied().unwrap_or(0.0);
+        Ok(Template { up: (0..=k).map(|p| get(&t.upload, p)).collect(), down: (0..=k).map(|p| get(&t.download, p)).collect() })
+    }
+
+    /// Helper positions.
+    pub fn k(&self) -> usize {
+        self.up.len() - 1
+    }
+}
+
+/// Plans the repair of `lost` with `scheduler`, building `shape` graphs. `seed` drives the
+/// random choices (RAN, and destinations of `index`).
+pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChunk], cluster: &Cluster, seed: u64) -> Result<Schedule> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut pools = Vec::with_capacity(lost.len());
+    for c in lost {
+        if c.placement.len() != code.n() {
+            return Err(PlanError::Invalid(format!("a stripe of {} shards for a code of {}", c.placement.len(), code.n())));
+        }
+        pools.push(helper_pool(code, c)?);
+    }
+    let choices: Vec<Choice> = match scheduler {
+        Scheduler::Index => baseline::index(lost, &pools, cluster, &mut rng)?,
+        Scheduler::Random | Scheduler::RepairboostTs => baseline::random(lost, &pools, cluster, &mut rng)?,
+        Scheduler::Lru => baseline::lru(lost, &pools, cluster)?,
+        Scheduler::Greedy => baseline::greedy(lost, &pools, cluster)?,
+        Scheduler::Repairboost | Scheduler::RepairboostRtb => repairboost::balance::plan(shape, lost, &pools, cluster)?,
+        Scheduler::Mppr => mppr::plan(code, lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
+    };
+    let mut equations: HashMap<(usize, Vec<usize>), RepairEquation> = HashMap::new();
+    let mut repairs = Vec::with_capacity(lost.len());
+    for (c, choice) in lost.iter().zip(choices) {
+        let mut helpers = choice.helpers;
+        if shape == Shape::Ecpipe && !cluster.links.is_empty() {
+            helpers = weighted_path::order_chain(cluster, c, &helpers, choice.destination);
+        }
+        let eq = match equations.get(&(c.lost, helpers.clone())) {
+            Some(e) => e.clone(),
+            None => {
+                let e = code.repair_equation(c.lost, &helpers)?;
+                equations.insert((c.lost, helpers), e.clone());
+                e
+            }
+        };
+        let helper_nodes = eq.helpers().iter().map(|&h| c.placement[h].expect("helpers are available shards")).collect();
+        let task = RepairTask { equation: eq, helper_nodes, destination: choice.destination };
+        let graph = shapes::build(shape, &task)?;
+        repairs.push(ScheduledRepair { task, graph, slots: Vec::new() });
+    }
+    let mut timeslots = 0;
+    if scheduler.timeslots() {
+        let graphs: Vec<&RepairGraph> = repairs.iter().map(|r| &r.graph).collect();
+        let ts = repairboost::timeslot::schedule(&graphs, repairboost::timeslot::Preference::NewLeaves);
+        timeslots = ts.timeslots;
+        for (r, s) in repairs.iter_mut().zip(ts.slots) {
+            r.slots = s;
+        }
+    }
+    Ok(Schedule { repairs, timeslots })
+}
+
+/// Picks the index of the smallest key, ties to the first; `None` for an empty slice.
+pub(crate) fn argmin_by<T, K: PartialOrd>(items: &[T], mut key: impl FnMut(&T) -> K) -> Option<usize> {
+    let mut best: Option<(usize, K)> = None;
+    for (i, it) in items.iter().enumerate() {
+        let k = key(it);
+        if best.as_ref().is_none_or(|(_, b)| k < *b) {
+            best = Some((i, k));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Error for a chunk with no possible destination.
+pub(crate) fn no_destination(chunk: &LostChunk) -> PlanError {
+    PlanError::Invalid(format!("no live node outside the stripe of lost shard {} can receive it", chunk.lost))
+}

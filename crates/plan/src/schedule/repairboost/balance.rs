@@ -1,0 +1,162 @@
+//! Repair traffic balancing (RepairBoost §3.2, Algorithm 1). Each graph position has a task
+//! (u, d): chunks it uploads and downloads. Over all lost chunks at once:
+//! 1. intermediate positions (u > 0, d > 0), by descending d, go to the surviving holder of
+//!    their stripe with the least download so far;
+//! 2. roots (destinations) go to the node with the least download that holds no shard of
+//!    the stripe;
+//! 3. leaves (d = 0) go to the surviving holder with the least upload so far;
+//!
+//! never two positions of one graph on the same node. Ties go to the lower node id. With
+//! heterogeneous bandwidth the loads are in seconds (chunks / bandwidth), so that nodes
+//! finish together (§3.4).
+
+use super::super::{no_destination, Choice, Cluster, LostChunk, Template};
+use crate::error::Result;
+use crate::graph::{NodeId, Shape};
+use std::collections::HashMap;
+
+/// Upload and download repair traffic per node, in chunks (or seconds when heterogeneous).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loads {
+    pub up: HashMap<NodeId, f64>,
+    pub down: HashMap<NodeId, f64>,
+}
+
+impl Loads {
+    fn up(&self, n: NodeId) -> f64 {
+        self.up.get(&n).copied().unwrap_or(0.0)
+    }
+    fn down(&self, n: NodeId) -> f64 {
+        self.down.get(&n).copied().unwrap_or(0.0)
+    }
+}
+
+/// Which node takes each position of each graph: `positions[c][p]` for chunk c, position
+/// p (0..k helper terms, k the destination).
+pub fn map(
+    templates: &[&Template],
+    lost: &[LostChunk],
+    pools: &[(Vec<usize>, usize)],
+    cluster: &Cluster,
+    loads: &mut Loads,
+) -> Result<Vec<Vec<NodeId>>> {
+    // Per-node cost of one chunk up or down: 1 (homogeneous) or 1/bandwidth.
+    let per = |n: NodeId| -> (f64, f64) {
+        if cluster.bandwidth.is_empty() {
+            (1.0, 1.0)
+        } else {
+            let (u, d) = cluster.bandwidth_of(n);
+            (1.0 / u, 1.0 / d)
+        }
+    };
+    let mut placed: Vec<Vec<Option<NodeId>>> = templates.iter().map(|t| vec![None; t.k() + 1]).collect();
+    let add = |loads: &mut Loads, n: NodeId, u: f64, d: f64| {
+        let (pu, pd) = per(n);
+        *loads.up.entry(n).or_default() += u * pu;
+        *loads.down.entry(n).or_default() += d * pd;
+    };
+    let holders = |c: usize, placed: &[Vec<Option<NodeId>>]| -> Vec<NodeId> {
+        let (pool, _) = &pools[c];
+        pool.iter().map(|&s| lost[c].placement[s].expect("pool shards are available")).filter(|n| !placed[c].contains(&Some(*n))).collect()
+    };
+    // 1. Intermediate vertices, most download first (stable: chunk order, then position).
+    let mut inter: Vec<(usize, usize)> = Vec::new();
+    let mut leaves: Vec<(usize, usize)> = Vec::new();
+    for (c, t) in templates.iter().enumerate() {
+        for p in 0..t.k() {
+            if t.down[p] > 0.0 {
+                inter.push((c, p));
+            } else {
+                leaves.push((c, p));
+            }
+        }
+    }
+    inter.sort_by(|a, b| templates[b.0].down[b.1].total_cmp(&templates[a.0].down[a.1]));
+    for (c, p) in inter {
+        let cand = holders(c, &placed);
+        let n = pick(&cand, |n| loads.down(n)).ok_or_else(|| too_few(&lost[c]))?;
+        placed[c][p] = Some(n);
+        add(loads, n, templates[c].up[p], templates[c].down[p]);
+    }
+    // 2. Roots: the least download among nodes outside the stripe.
+    let mut roots: Vec<usize> = (0..templates.len()).collect();
+    roots.sort_by(|&a, &b| templates[b].down[templates[b].k()].total_cmp(&templates[a].down[templates[a].k()]));
+    for c in roots {
+        let k = templates[c].k();
+        let cand = cluster.destinations(&lost[c]);
+        let n = pick(&cand, |n| loads.down(n)).ok_or_else(|| no_destination(&lost[c]))?;
+        placed[c][k] = Some(n);
+        add(loads, n, templates[c].up[k], templates[c].down[k]);
+    }
+    // 3. Leaves: the least upload among the stripe's unused holders.
+    leaves.sort_by(|a, b| templates[b.0].up[b.1].total_cmp(&templates[a.0].up[a.1]));
+    for (c, p) in leaves {
+        let cand = holders(c, &placed);
+        let n = pick(&cand, |n| loads.up(n)).ok_or_else(|| too_few(&lost[c]))?;
+        placed[c][p] = Some(n);
+        add(loads, n, templates[c].up[p], templates[c].down[p]);
+    }
+    Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
+}
+
+/// The candidate with the smallest load, ties to the lowest node id.
+fn pick(cand: &[NodeId], load: impl Fn(NodeId) -> f64) -> Option<NodeId> {
+    cand.iter().copied().min_by(|&a, &b| load(a).total_cmp(&load(b)).then(a.cmp(&b)))
+}
+
+fn too_few(c: &LostChunk) -> crate::error::PlanError {
+    crate::error::PlanError::Invalid(format!("too few surviving helpers to rebuild shard {}", c.lost))
+}
+
+/// Balanced choices for every chunk, starting from no load.
+pub fn plan(shape: Shape, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster) -> Result<Vec<Choice>> {
+    let mut cache: HashMap<usize, Template> = HashMap::new();
+    for (_, need) in pools {
+        if !cache.contains_key(need) {
+            cache.insert(*need, Template::new(shape, *need)?);
+        }
+    }
+    let templates: Vec<&Template> = pools.iter().map(|(_, need)| &cache[need]).collect();
+    let nodes = map(&templates, lost, pools, cluster, &mut Loads::default())?;
+    Ok(lost
+        .iter()
+        .zip(nodes)
+        .map(|(c, ns)| {
+            let k = ns.len() - 1;
+            let helpers = ns[..k].iter().map(|&n| c.placement.iter().position(|&p| p == Some(n)).expect("helper holds a shard")).collect();
+            Choice { helpers, destination: ns[k] }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RepairBoost Figure 6: a PPR graph of RS(4,2) mapped onto N1..N6 with given loads.
+    #[test]
+    fn figure_6_tuples_before_and_after() {
+        let t = Template::new(Shape::Ppr, 4).unwrap();
+        // The paper's Figure 5 tree: v1, v3 leaves (1,0); v2 (1,1); v4 (1,2); root (0,1).
+        assert_eq!(t.up, vec![1.0, 1.0, 1.0, 1.0, 0.0]);
+        assert_eq!(t.down, vec![0.0, 1.0, 0.0, 2.0, 1.0]);
+        let before = [(10.0, 15.0), (9.0, 23.0), (19.0, 14.0), (17.0, 20.0), (17.0, 13.0), (17.0, 20.0)];
+        let mut loads = Loads::default();
+        for (i, &(u, d)) in before.iter().enumerate() {
+            loads.up.insert(i as NodeId + 1, u);
+            loads.down.insert(i as NodeId + 1, d);
+        }
+        // RS(4,2): shards on N1, N2, N3, N5, N6 survive; the lost one was on a failed node.
+        let chunk = LostChunk { placement: vec![None, Some(1), Some(2), Some(3), Some(5), Some(6)], lost: 0 };
+        let pools = vec![(vec![1, 2, 3, 4, 5], 4)];
+        let cluster = Cluster::homogeneous(vec![1, 2, 3, 4, 5, 6]);
+        let nodes = map(&[&t], &[chunk], &pools, &cluster, &mut loads).unwrap();
+        // v4 -> N5 (least download 13), v2 -> N3 (14), root -> N4, leaves -> N2 (upload 9), N1 (10).
+        assert_eq!(nodes[0][3], 5);
+        assert_eq!(nodes[0][1], 3);
+        assert_eq!(nodes[0][4], 4);
+        assert_eq!((nodes[0][0], nodes[0][2]), (2, 1));
+        let after: Vec<(f64, f64)> = (1..=6).map(|n| (loads.up(n), loads.down(n))).collect();
+        assert_eq!(after, vec![(11.0, 15.0), (10.0, 23.0), (20.0, 15.0), (17.0, 21.0), (18.0, 15.0), (17.0, 20.0)]);
+    }
+}

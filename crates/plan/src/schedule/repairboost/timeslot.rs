@@ -1,0 +1,323 @@
+//! Transmission scheduling (RepairBoost §3.3). Repairs move whole chunks store-and-forward
+//! through their graphs: a vertex sends once everything it adds has arrived. In one
+//! timeslot a node sends at most one chunk and receives at most one, so the transfers of a
+//! slot are a matching between senders and receivers; each slot takes a maximum one (the
+//! paper's max flow with unit capacities, here by augmenting paths), preferring transfers
+//! that complete their parent, so that it becomes a sender in the next slot. A slot ends
+//! when all its transfers have (a barrier), then the graphs are updated and the next slot
+//! is matched.
+
+use crate::graph::{NodeId, RepairGraph};
+use std::collections::HashMap;
+
+/// Which of several candidate transfers a sender prefers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preference {
+    /// The paper's rule: a transfer that makes its parent ready to send next slot.
+    NewLeaves,
+    /// The first graph in input order (no preference; for comparison).
+    GraphOrder,
+}
+
+/// A transmission schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeslots {
+    /// Per graph, per vertex: the slot in which it sends (`None`: sink, or a same-node hop).
+    pub slots: Vec<Vec<Option<u32>>>,
+    /// Slots until every graph's sink has everything.
+    pub timeslots: u32,
+}
+
+struct Ready {
+    graph: u32,
+    vertex: u32,
+    from: NodeId,
+    to: NodeId,
+    completes: bool,
+}
+
+/// Schedules every network transfer of `graphs` into timeslots.
+pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
+    let mut slots: Vec<Vec<Option<u32>>> = graphs.iter().map(|g| vec![None; g.vertices.len()]).collect();
+    let mut pending: Vec<Vec<usize>> = graphs.iter().map(|g| g.vertices.iter().map(|v| v.inputs.len()).collect()).collect();
+    let mut sent: Vec<Vec<bool>> = graphs.iter().map(|g| vec![false; g.vertices.len()]).collect();
+    // Vertices that may send now (all inputs in), by graph.
+    let mut ready: Vec<(u32, u32)> = Vec::new();
+    for (gi, g) in graphs.iter().enumerate() {
+        for (v, vx) in g.vertices.iter().enumerate() {
+            if vx.inputs.is_empty() && vx.output.is_some() {
+                ready.push((gi as u32, v as u32));
+            }
+        }
+    }
+    settle(graphs, &mut pending, &mut sent, &mut ready);
+    let mut t: u32 = 0;
+    let mut node_index: HashMap<NodeId, usize> = HashMap::new();
+    while !ready.is_empty() {
+        // Candidate transfers of this slot.
+        let mut cands: Vec<Ready> = ready
+            .iter()
+            .map(|&(gi, v)| {
+                let g = graphs[gi as usize];
+                let o = g.vertices[v as usize].output.expect("ready vertices send");
+                Ready {
+                    graph: gi,
+                    vertex: v,
+                    from: g.vertices[v as usize].node,
+                    to: g.vertices[o.index()].node,
+                    completes: pending[gi as usize][o.index()] == 1 && o != g.sink,
+                }
+            })
+            .collect();
+        cands.sort_by_key(|c| (pref == Preference::NewLeaves && !c.completes, c.graph, c.vertex));
+        let chosen = max_matching(&cands, &mut node_index);
+        ready.clear();
+        let mut delivered = Vec::with_capacity(chosen.len());
+        let mut chosen_set = vec![false; cands.len()];
+        for &i in &chosen {
+            chosen_set[i] = true;
+            let c = &cands[i];
+            slots[c.graph as usize][c.vertex as usize] = Some(t);
+            sent[c.graph as usize][c.vertex as usize] = true;
+            delivered.push((c.graph, c.vertex));
+        }
+        for (i, c) in cands.iter().enumerate() {
+            if !chosen_set[i] {
+                ready.push((c.graph, c.vertex));
+            }
+        }
+        for (gi, v) in delivered {
+            let g = graphs[gi as usize];
+            let o = g.vertices[v as usize].output.expect("sent vertices have outputs").index();
+            pending[gi as usize][o] -= 1;
+            if pending[gi as usize][o] == 0 && g.vertices[o].output.is_some() {
+                ready.push((gi, o as u32));
+            }
+        }
+        settle(graphs, &mut pending, &mut sent, &mut ready);
+        t += 1;
+    }
+    Timeslots { slots, timeslots: t }
+}
+
+/// Passes on at once what a vertex sends to a vertex on its own node (no network).
+fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], sent: &mut [Vec<bool>], ready: &mut Vec<(u32, u32)>) {
+    let mut i = 0;
+    while i < ready.len() {
+        let (gi, v) = ready[i];
+        let g = graphs[gi as usize];
+        let o = g.vertices[v as usize].output.expect("ready vertices send");
+        if g.vertices[o.index()].node == g.vertices[v as usize].node {
+            ready.swap_remove(i);
+            sent[gi as usize][v as usize] = true;
+            pending[gi as usize][o.index()] -= 1;
+            if pending[gi as usize][o.index()] == 0 && g.vertices[o.index()].output.is_some() {
+                ready.push((gi, o.index() as u32));
+            }
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// A maximum set of candidates with distinct senders and distinct receivers. Candidates
+/// come in preference order: a greedy pass takes preferred ones first, then augmenting
+/// paths (Kuhn) grow it to maximum without unmatching any sender.
+fn max_matching(cands: &[Ready], index: &mut HashMap<NodeId, usize>) -> Vec<usize> {
+    index.clear();
+    let id = |n: NodeId, index: &mut HashMap<NodeId, usize>| {
+        let l = index.len();
+        *index.entry(n).or_insert(l)
+    };
+    let mut adj: Vec<Vec<(usize, usize)>> = Vec::new(); // sender -> (receiver, candidate)
+    let mut senders = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        let s = id(c.from, index);
+        let r = id(c.to, index);
+        if adj.len() <= s.max(r) {
+            adj.resize(s.max(r) + 1, Vec::new());
+        }
+        if adj[s].is_empty() {
+            senders.push(s);
+        }
+        adj[s].push((r, i));
+    }
+    let n = adj.len();
+    let mut recv_of = vec![usize::MAX; n]; // sender -> candidate
+    let mut owner = vec![usize::MAX; n]; // receiver -> sender
+    for (i, c) in cands.iter().enumerate() {
+        let (s, r) = (index[&c.from], index[&c.to]);
+        if recv_of[s] == usize::MAX && owner[r] == usize::MAX {
+            recv_of[s] = i;
+            owner[r] = s;
+        }
+    }
+    let mut seen = vec![0u32; n];
+    let mut round = 0u32;
+    for &s in &senders {
+        if recv_of[s] != usize::MAX {
+            continue;
+        }
+        round += 1;
+        augment(s, &adj, &mut recv_of, &mut owner, &mut seen, round);
+    }
+    let mut out: Vec<usize> = recv_of.into_iter().filter(|&i| i != usize::MAX).collect();
+    out.sort_unstable();
+    out
+}
+
+/// Finds an augmenting path from sender s (Kuhn's algorithm).
+fn augment(s: usize, adj: &[Vec<(usize, usize)>], recv_of: &mut [usize], owner: &mut [usize], seen: &mut [u32], round: u32) -> bool {
+    for &(r, i) in &adj[s] {
+        if seen[r] == round {
+            continue;
+        }
+        seen[r] = round;
+        let o = owner[r];
+        if o == usize::MAX || augment(o, adj, recv_of, owner, seen, round) {
+            // The displaced sender (if any) moved to another receiver.
+            owner[r] = s;
+            recv_of[s] = i;
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{RepairTask, Shape};
+    use crate::shapes;
+    use kintsugi_codes::{HelperTerm, RepairEquation};
+
+    fn graph(shape: Shape, helpers: &[NodeId], dest: NodeId) -> RepairGraph {
+        let terms = (0..helpers.len()).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
+        let task =
+            RepairTask { equation: RepairEquation { lost: 0, sub_chunks: 1, terms }, helper_nodes: helpers.to_vec(), destination: dest };
+        shapes::build(shape, &task).unwrap()
+    }
+
+    /// Every slot: a node sends at most once and receives at most once; and every vertex
+    /// sends after all its inputs.
+    fn check(graphs: &[&RepairGraph], ts: &Timeslots) {
+        let mut per_slot: HashMap<u32, (Vec<NodeId>, Vec<NodeId>)> = HashMap::new();
+        for (g, s) in graphs.iter().zip(&ts.slots) {
+            for (v, slot) in s.iter().enumerate() {
+                let Some(t) = slot else { continue };
+                let vx = &g.vertices[v];
+                let to = g.vertices[vx.output.unwrap().index()].node;
+                let e = per_slot.entry(*t).or_default();
+                assert!(!e.0.contains(&vx.node) && !e.1.contains(&to), "slot {t}: node sends or receives twice");
+                e.0.push(vx.node);
+                e.1.push(to);
+                for i in &vx.inputs {
+                    if let Some(ti) = s[i.index()] {
+                        assert!(ti < *t, "vertex {v} sends before its input {i:?} arrived");
+                    }
+                }
+            }
+        }
+    }
+
+    /// RepairBoost Figure 2: one RS(4,2) chunk takes 4 slots with CR, 3 with PPR.
+    #[test]
+    fn figure_2_single_chunk() {
+        for (shape, want) in [(Shape::Cr, 4), (Shape::Ppr, 3)] {
+            let g = graph(shape, &[2, 3, 4, 5], 1);
+            let ts = schedule(&[&g], Preference::NewLeaves);
+            assert_eq!(ts.timeslots, want, "{shape}");
+            check(&[&g], &ts);
+        }
+    }
+
+    /// RepairBoost Figure 4: after C2 (N1->N3) and C4 (N4->N2), C3 (N5->N3) and C7
+    /// (N2->N3) compete for N3's downlink; C6 (N3->N6) needs C7. Sending C7 first takes 3
+    /// slots, C3 first takes 4.
+    #[test]
+    fn figure_4_new_leaves_first() {
+        let a = graph(Shape::Cr, &[1, 5], 3); // C2 = N1->N3, C3 = N5->N3
+        let b = graph(Shape::Ecpipe, &[4, 2, 3], 6); // C4 = N4->N2, C7 = N2->N3, C6 = N3->N6
+        let best = schedule(&[&a, &b], Preference::NewLeaves);
+        assert_eq!(best.timeslots, 3);
+        check(&[&a, &b], &best);
+        let naive = schedule(&[&a, &b], Preference::GraphOrder);
+        assert_eq!(naive.timeslots, 4);
+        check(&[&a, &b], &naive);
+    }
+
+    /// RepairBoost Figure 7: two PPR graphs (k = 4) over N1..N5. N1, N2 and N4 can send at
+    /// first; the first maximum flow is N1->N5 (chunk 1), N2->N1 and N4->N3 (chunk 2). The
+    /// figure's graphs are not in the text; these are ones with exactly that situation.
+    #[test]
+    fn figure_7_first_max_flow() {
+        // PPR k=4: v1->v2, v3->v4, v2->v4, v4->root.
+        let c1 = graph(Shape::Ppr, &[1, 5, 2, 3], 4);
+        let c2 = graph(Shape::Ppr, &[2, 1, 4, 3], 5);
+        let ts = schedule(&[&c1, &c2], Preference::NewLeaves);
+        check(&[&c1, &c2], &ts);
+        let first: Vec<(usize, NodeId, NodeId)> = [&c1, &c2]
+            .iter()
+            .enumerate()
+            .flat_map(|(gi, g)| {
+                let s = &ts.slots[gi];
+                g.vertices
+                    .iter()
+                    .enumerate()
+                    .filter(move |(v, _)| s[*v] == Some(0))
+                    .map(move |(_, vx)| (gi + 1, vx.node, g.vertices[vx.output.unwrap().index()].node))
+            })
+            .collect();
+        assert_eq!(first.len(), 3, "the first max flow moves three chunks: {first:?}");
+        assert!(first.contains(&(1, 1, 5)) && first.contains(&(2, 2, 1)) && first.contains(&(2, 4, 3)), "{first:?}");
+    }
+
+    /// The matching is maximum: equal in size to the best subset found by brute force.
+    #[test]
+    fn matching_is_maximum() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..300 {
+            let n = rng.random_range(2..6);
+            let m = rng.random_range(1..11);
+            let cands: Vec<Ready> = (0..m)
+                .map(|i| Ready { graph: i, vertex: 0, from: rng.random_range(0..n), to: rng.random_range(0..n), completes: false })
+                .collect();
+            let got = max_matching(&cands, &mut HashMap::new());
+            let mut best = 0;
+            for mask in 0u32..1 << m {
+                let pick: Vec<&Ready> = (0..m as usize).filter(|&i| mask >> i & 1 == 1).map(|i| &cands[i]).collect();
+                let ok = pick.iter().enumerate().all(|(i, a)| pick[i + 1..].iter().all(|b| a.from != b.from && a.to != b.to));
+                if ok {
+                    best = best.max(pick.len());
+                }
+            }
+            assert_eq!(got.len(), best);
+        }
+    }
+
+    /// Random graphs: the schedule respects the one-send-one-receive rule and the inputs.
+    #[test]
+    fn random_schedules_are_valid() {
+        use rand::{seq::SliceRandom, Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..30 {
+            let n = rng.random_range(6..14);
+            let k = rng.random_range(2..5);
+            let count = rng.random_range(1..12);
+            let gs: Vec<RepairGraph> = (0..count)
+                .map(|_| {
+                    let mut nodes: Vec<NodeId> = (0..n).collect();
+                    nodes.shuffle(&mut rng);
+                    let shape = [Shape::Cr, Shape::Ppr, Shape::Ecpipe][rng.random_range(0..3)];
+                    graph(shape, &nodes[..k as usize], nodes[k as usize])
+                })
+                .collect();
+            let refs: Vec<&RepairGraph> = gs.iter().collect();
+            let ts = schedule(&refs, Preference::NewLeaves);
+            check(&refs, &ts);
+            let sends: usize = ts.slots.iter().flatten().flatten().count();
+            assert_eq!(sends, gs.iter().map(|g| g.network_edges().count()).sum::<usize>(), "every transfer scheduled once");
+        }
+    }
+}

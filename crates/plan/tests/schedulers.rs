@@ -1,0 +1,72 @@
+//! Every scheduler, with every shape, yields valid plans: distinct helpers that hold the
+//! stripe's shards, a destination outside the stripe, and graphs that rebuild the chunk.
+//! RepairBoost's balancing lowers the load-balancing degree below random selection.
+
+use kintsugi_codes::CodeSpec;
+use kintsugi_plan::schedule::{self, lb_degree::lb_degree, Cluster, LostChunk, ALL_SCHEDULERS};
+use kintsugi_plan::{NodeId, Shape};
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::SeedableRng;
+
+fn stripes(nodes: usize, chunks: usize, n: usize, seed: u64) -> Vec<LostChunk> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let others: Vec<NodeId> = (1..nodes as NodeId).collect();
+    (0..chunks)
+        .map(|_| {
+            let mut s: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
+            s.push(0);
+            s.shuffle(&mut rng);
+            let lost = s.iter().position(|&x| x == 0).unwrap();
+            LostChunk { placement: s.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
+        })
+        .collect()
+}
+
+#[test]
+fn every_scheduler_makes_valid_plans() {
+    for spec in ["rs:6,3", "lrc:6,2,2"] {
+        let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
+        let lost = stripes(16, 40, code.n(), 9);
+        let cluster = Cluster::homogeneous((1..16).collect());
+        for shape in [Shape::Cr, Shape::Ppr, Shape::Ecpipe, Shape::EcpipeCyclic] {
+            for sched in ALL_SCHEDULERS {
+                let plan = schedule::plan(code.as_ref(), shape, sched, &lost, &cluster, 1).unwrap();
+                assert_eq!(plan.repairs.len(), lost.len());
+                for (c, r) in lost.iter().zip(&plan.repairs) {
+                    r.graph.validate().unwrap();
+                    let helpers: Vec<usize> = r.task.equation.helpers();
+                    for (&h, &node) in helpers.iter().zip(&r.task.helper_nodes) {
+                        assert_eq!(c.placement[h], Some(node), "{spec} {shape} {sched}: helper node holds the shard");
+                    }
+                    let mut nodes = r.task.helper_nodes.clone();
+                    nodes.sort_unstable();
+                    nodes.dedup();
+                    assert_eq!(nodes.len(), helpers.len(), "{spec} {shape} {sched}: distinct helpers");
+                    assert!(!c.holds(r.task.destination) && r.task.destination != 0, "{spec} {shape} {sched}: destination outside");
+                    assert_eq!(r.slots.is_empty(), !sched.timeslots());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn balancing_lowers_lb_degree() {
+    let code = "rs:6,3".parse::<CodeSpec>().unwrap().build().unwrap();
+    let cluster = Cluster::homogeneous((1..16).collect());
+    for shape in [Shape::Cr, Shape::Ppr, Shape::Ecpipe] {
+        let mut ran = 0.0;
+        let mut rb = 0.0;
+        for seed in 0..5 {
+            let lost = stripes(16, 100, code.n(), seed);
+            let lb = |s| {
+                let p = schedule::plan(code.as_ref(), shape, s, &lost, &cluster, seed).unwrap();
+                lb_degree(p.repairs.iter().map(|r| &r.graph), 15)
+            };
+            ran += lb(schedule::Scheduler::Random) / 5.0;
+            rb += lb(schedule::Scheduler::Repairboost) / 5.0;
+        }
+        assert!(rb < ran, "{shape}: RepairBoost lb_degree {rb:.3} vs RAN {ran:.3}");
+        assert!(rb < 1.2, "{shape}: RepairBoost is near balance ({rb:.3})");
+    }
+}
