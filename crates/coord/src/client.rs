@@ -5,6 +5,7 @@
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::exec::{check_assignment, request};
 use kintsugi_node::{run_sink, Counters, Shaper};
+use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, Kind, NodeRequest,
@@ -169,8 +170,8 @@ impl Client {
         self.call(&CoordRequest::FailNode { node }, self.io_timeout).await.map(|_| ())
     }
 
-    pub async fn repair(&self, method: Shape, slice: u64, parallel: usize) -> Result<RepairReport, String> {
-        match self.call(&CoordRequest::Repair { method, slice, parallel }, Duration::from_secs(24 * 3600)).await? {
+    pub async fn repair(&self, method: Shape, slice: u64, parallel: usize, scheduler: Scheduler) -> Result<RepairReport, String> {
+        match self.call(&CoordRequest::Repair { method, slice, parallel, scheduler }, Duration::from_secs(24 * 3600)).await? {
             CoordResponse::Repaired(r) => Ok(r),
             other => Err(format!("unexpected answer {other:?}")),
         }

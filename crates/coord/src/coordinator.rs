@@ -5,6 +5,7 @@
 use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, PendingRepair, RedbMeta, StripeRecord};
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
+use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
 use kintsugi_proto::{
     read_frame_timeout, send, Assignment, ChunkId, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, FrameError, NodeInfo,
@@ -204,7 +205,9 @@ impl Coordinator {
                 self.fail_node(node).await?;
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::Repair { method, slice, parallel } => Ok(CoordResponse::Repaired(self.repair(method, slice, parallel).await?)),
+            CoordRequest::Repair { method, slice, parallel, scheduler } => {
+                Ok(CoordResponse::Repaired(self.repair(method, slice, parallel, scheduler).await?))
+            }
             CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
         }
     }
@@ -382,22 +385,34 @@ impl Coordinator {
         self.live.lock().expect("live lock").remove(&node);
     }
 
-    /// Builds a repair graph for chunk `index` of stripe `s` towards `dest`, avoiding `avoid`.
+    /// Builds a repair graph for chunk `index` of stripe `s` towards `target`, avoiding `avoid`.
     fn plan(
         &self,
         s: &StripeRecord,
         index: usize,
         method: Shape,
         slice: u64,
-        dest: Option<NodeId>,
+        target: Target<'_>,
         avoid: &BTreeSet<NodeId>,
     ) -> Result<Assignment, String> {
+        let (dest, scheduled) = match target {
+            Target::Reader => (Some(READER), None),
+            Target::Rebuild(choice) => (None, choice),
+        };
         let code = s.code.build().map_err(|e| e.to_string())?;
         let alive = self.alive();
         let avail: Vec<usize> = (0..s.nodes.len())
             .filter(|&j| j != index && !s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))
             .collect();
-        let helpers = code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?;
+        // A scheduler's choice holds while its helpers and destination are still usable.
+        let scheduled = scheduled.filter(|c| {
+            c.helpers.iter().all(|h| avail.contains(h)) && alive.contains_key(&c.destination) && !avoid.contains(&c.destination)
+        });
+        let dest = dest.or(scheduled.map(|c| c.destination));
+        let helpers = match scheduled {
+            Some(c) => c.helpers.clone(),
+            None => code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?,
+        };
         let equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
         let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
         let destination = match dest {
@@ -487,7 +502,7 @@ impl Coordinator {
             if index >= s.nodes.len() {
                 return bad(format!("stripe has {} chunks", s.nodes.len()));
             }
-            let a = self.plan(&s, index, method, slice, Some(READER), &avoid)?;
+            let a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
             match self.dispatch(&a).await {
                 Ok(()) => return Ok(a),
                 Err(e) => {
@@ -501,7 +516,7 @@ impl Coordinator {
 
     /// Rebuilds one lost chunk onto a new node; Ok(attempts used), Ok(0) when the chunk
     /// turned out not to be lost (its node reported in again).
-    async fn repair_one(self: &Arc<Self>, p: &PendingRepair) -> Result<usize, String> {
+    async fn repair_one(self: &Arc<Self>, p: &PendingRepair, scheduled: Option<Choice>) -> Result<usize, String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
         for attempt in 1..=self.cfg.repair_attempts.max(1) {
@@ -516,7 +531,9 @@ impl Coordinator {
                 self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
                 return Ok(0);
             }
-            let a = match self.plan(&s, p.index, p.method, p.slice, None, &avoid) {
+            // The scheduler's choice on the first attempt; re-planned after a failure.
+            let choice = if attempt == 1 { scheduled.as_ref() } else { None };
+            let a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice), &avoid) {
                 Ok(a) => a,
                 Err(e) => return Err(e),
             };
@@ -585,8 +602,57 @@ impl Coordinator {
         Ok(lost)
     }
 
+    /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
+    /// repairs in (by first timeslot for RepairBoost, else as listed).
+    fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<HashMap<(u64, usize), Choice>, String> {
+        let alive = self.alive();
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
+        // One plan per code and method: a scheduler balances over chunks of one kind.
+        let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
+        let mut stripes = HashMap::new();
+        for (i, p) in todo.iter().enumerate() {
+            let s = self.meta.stripe(p.stripe)?.ok_or(format!("stripe {} vanished", p.stripe))?;
+            groups.entry((s.code.to_string(), p.method.name())).or_default().push(i);
+            stripes.insert(p.stripe, s);
+        }
+        let mut out = HashMap::new();
+        let mut first_slot = vec![0u32; todo.len()];
+        for (_, idx) in groups {
+            let method = todo[idx[0]].method;
+            let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
+            let lost: Vec<LostChunk> = idx
+                .iter()
+                .map(|&i| {
+                    let (p, s) = (&todo[i], &stripes[&todo[i].stripe]);
+                    let placement = (0..s.nodes.len())
+                        .map(|j| (j != p.index && !s.bad[j] && cluster.nodes.contains(&s.nodes[j])).then_some(s.nodes[j]))
+                        .collect();
+                    LostChunk { placement, lost: p.index }
+                })
+                .collect();
+            let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;
+            for (&i, r) in idx.iter().zip(&plan.repairs) {
+                let helpers = r.task.equation.helpers();
+                out.insert((todo[i].stripe, todo[i].index), Choice { helpers, destination: r.task.destination });
+                first_slot[i] = r.first_slot();
+            }
+        }
+        let mut order: Vec<usize> = (0..todo.len()).collect();
+        order.sort_by_key(|&i| first_slot[i]);
+        let sorted: Vec<PendingRepair> = order.iter().map(|&i| todo[i].clone()).collect();
+        todo.clone_from_slice(&sorted);
+        Ok(out)
+    }
+
     /// Full-node repair of everything lost, `parallel` chunks at a time.
-    pub async fn repair(self: &Arc<Self>, method: Shape, slice: u64, parallel: usize) -> Result<RepairReport, String> {
+    pub async fn repair(
+        self: &Arc<Self>,
+        method: Shape,
+        slice: u64,
+        parallel: usize,
+        scheduler: Scheduler,
+    ) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
         let mut todo: Vec<PendingRepair> =
             self.lost_chunks()?.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
@@ -597,25 +663,43 @@ impl Coordinator {
             }
         }
         self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
-        self.run_repairs(todo, method.name(), parallel).await
+        let choices = match self.schedule(&mut todo, scheduler) {
+            Ok(c) => c,
+            Err(e) => {
+                // Planning can fail where a chunk has too few survivors; each chunk then
+                // plans on its own and reports its own error.
+                tracing::warn!("scheduler {scheduler} could not plan: {e}");
+                HashMap::new()
+            }
+        };
+        self.run_repairs(todo, &format!("{method} ({scheduler})"), parallel, choices).await
     }
 
     async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
         let todo = self.meta.pending()?;
-        self.run_repairs(todo, "resumed", 4).await
+        self.run_repairs(todo, "resumed", 4, HashMap::new()).await
     }
 
-    async fn run_repairs(self: &Arc<Self>, todo: Vec<PendingRepair>, method: &str, parallel: usize) -> Result<RepairReport, String> {
+    async fn run_repairs(
+        self: &Arc<Self>,
+        todo: Vec<PendingRepair>,
+        method: &str,
+        parallel: usize,
+        mut choices: HashMap<(u64, usize), Choice>,
+    ) -> Result<RepairReport, String> {
         let started = Instant::now();
         let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
         let mut set = JoinSet::new();
         for p in todo {
             let (c, sem) = (self.clone(), sem.clone());
+            let choice = choices.remove(&(p.stripe, p.index));
+            // Permits are taken in this order, so repairs start in schedule order.
+            let permit = sem.acquire_owned().await.expect("semaphore open");
             set.spawn(async move {
-                let _permit = sem.acquire_owned().await.expect("semaphore open");
+                let _permit = permit;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                (c.repair_one(&p).await, len)
+                (c.repair_one(&p, choice).await, len)
             });
         }
         let mut report = RepairReport { method: method.to_string(), ..Default::default() };
@@ -666,4 +750,12 @@ impl Coordinator {
             pending_repairs: self.meta.pending()?.len(),
         })
     }
+}
+
+/// Where a planned repair sends the rebuilt chunk.
+enum Target<'a> {
+    /// To the client, for a degraded read.
+    Reader,
+    /// To a new home: the scheduler's choice when it still holds, else the least loaded node.
+    Rebuild(Option<&'a Choice>),
 }

@@ -4,6 +4,7 @@
 
 use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
 use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Shape, ALL_SHAPES};
 use std::path::Path;
 use std::time::Duration;
@@ -113,10 +114,10 @@ async fn write_read_degraded_read_and_repair() {
             }
         }
     }
-    // Full-node repair moves every lost chunk to a live node.
+    // Full-node repair (RepairBoost's plan) moves every lost chunk to a live node.
     let lost = c.client.status().await.unwrap().lost_chunks;
     assert!(lost > 0);
-    let r = c.client.repair(Shape::Ppr, 8192, 4).await.unwrap();
+    let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();
     assert_eq!((r.repaired, r.failed), (lost, 0), "{r:?}");
     let s = c.client.status().await.unwrap();
     assert_eq!((s.lost_chunks, s.pending_repairs), (0, 0));
@@ -138,7 +139,7 @@ async fn write_read_degraded_read_and_repair() {
     assert_eq!(got, data(300_001, 300_001));
     assert!(rep.degraded.iter().any(|&(s, i, _)| (s, i) == (0, 1)), "the corrupt chunk was rebuilt, not served: {rep:?}");
     assert_eq!(c.client.status().await.unwrap().lost_chunks, 1);
-    let r = c.client.repair(Shape::Cr, 4096, 2).await.unwrap();
+    let r = c.client.repair(Shape::Cr, 4096, 2, Scheduler::Index).await.unwrap();
     assert_eq!((r.repaired, r.failed), (1, 0));
     let (got, rep) = c.client.get("a", Shape::Cr, 4096).await.unwrap();
     assert_eq!(got, data(300_001, 300_001));
@@ -151,7 +152,7 @@ async fn write_read_degraded_read_and_repair() {
         tokio::time::timeout(Duration::from_secs(5), n.stopped()).await.expect("node stops after `fail`");
     }
     assert!(c.client.status().await.unwrap().lost_chunks > 0);
-    let r = c.client.repair(Shape::EcpipeCyclic, 4096, 4).await.unwrap();
+    let r = c.client.repair(Shape::EcpipeCyclic, 4096, 4, Scheduler::Mppr).await.unwrap();
     assert_eq!(r.failed, 0, "{r:?}");
     for (name, len, _) in objects {
         assert_eq!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0, data(len, len as u64));
@@ -181,7 +182,7 @@ async fn node_killed_during_repair_and_coordinator_restart() {
 
     // Kill a helper while the repair runs: affected chunks are re-planned with other helpers.
     let client = c.client.clone();
-    let repair = tokio::spawn(async move { client.repair(Shape::Ecpipe, 4096, 8).await });
+    let repair = tokio::spawn(async move { client.repair(Shape::Ecpipe, 4096, 8, Scheduler::Greedy).await });
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(c.client.status().await.unwrap().pending_repairs > 0, "node 1 is killed while repairs are running");
     c.kill(1).await;
@@ -190,7 +191,7 @@ async fn node_killed_during_repair_and_coordinator_restart() {
     assert_eq!(r.failed, 0, "{r:?}");
     // Node 1's own chunks are lost now; the next repair takes them.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let r2 = c.client.repair(Shape::Cr, 4096, 8).await.unwrap();
+    let r2 = c.client.repair(Shape::Cr, 4096, 8, Scheduler::Lru).await.unwrap();
     step("second repair done");
     assert_eq!(r2.failed, 0, "{r2:?}");
     assert_eq!(c.client.status().await.unwrap().lost_chunks, 0);
@@ -204,7 +205,7 @@ async fn node_killed_during_repair_and_coordinator_restart() {
     step(&format!("node 2 down, lost {}", c.client.status().await.unwrap().lost_chunks));
     assert!(c.client.status().await.unwrap().lost_chunks > 0);
     let client = c.client.clone();
-    let repair = tokio::spawn(async move { client.repair(Shape::Ppr, 4096, 1).await });
+    let repair = tokio::spawn(async move { client.repair(Shape::Ppr, 4096, 1, Scheduler::Random).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let st = c.client.status().await.unwrap();
     step(&format!("status before stop: lost {} pending {}", st.lost_chunks, st.pending_repairs));

@@ -8,6 +8,7 @@ use clap::Args;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_node::NodeConfig;
+use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use std::path::{Path, PathBuf};
 
@@ -93,6 +94,10 @@ pub struct RepairArgs {
     /// Chunks repaired at once.
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
+    /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
+    /// repairboost-rtb, repairboost-ts or mppr.
+    #[arg(long, default_value = "index")]
+    pub scheduler: Scheduler,
 }
 
 fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
@@ -250,7 +255,7 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
         bail!("--parallel must be at least 1");
     }
     runtime()?.block_on(async {
-        let r = client(t).repair(a.method, a.slice as u64, a.parallel).await.map_err(|e| anyhow!(e))?;
+        let r = client(t).repair(a.method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::to_string(&r)?);
             for e in &r.errors {

@@ -8,6 +8,7 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
+use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Shape, ALL_SHAPES};
 use serde::Serialize;
 use std::time::Instant;
@@ -35,6 +36,9 @@ pub struct DemoArgs {
     /// Chunks repaired at once.
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
+    /// Who picks helpers and destinations (index, random, lru, greedy, repairboost, mppr, ...).
+    #[arg(long, default_value = "index")]
+    pub scheduler: Scheduler,
     /// Only these methods (default: all).
     #[arg(long, value_delimiter = ',')]
     pub methods: Vec<Shape>,
@@ -172,7 +176,7 @@ async fn one_method(a: &DemoArgs, method: Shape, pb: &ProgressBar) -> Result<Met
     let before = cluster.stats();
     let lost = cluster.client.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
     pb.set_message(format!("{method}: repairing {lost} chunks"));
-    let report = cluster.client.repair(method, a.slice as u64, a.parallel).await.map_err(|e| anyhow!(e))?;
+    let report = cluster.client.repair(method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
     let after = cluster.stats();
     pb.inc(1);
     pb.set_message(format!("{method}: verifying"));

@@ -6,10 +6,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
-use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::schedule::{self, lb_degree::lb_degree, Cluster, Scheduler};
 use kintsugi_plan::Shape;
 use kintsugi_sim::network_file::NetworkFile;
-use kintsugi_sim::scenario::{closed_form, FullNode, Single};
+use kintsugi_sim::scenario::{closed_form, lost_chunks, FullNode, Single};
 use kintsugi_sim::utilization;
 use kintsugi_sim::{run_with_progress, Job, Network, SimOptions};
 use serde::Serialize;
@@ -22,6 +22,90 @@ pub enum SimCmd {
     Single(SingleArgs),
     /// Repair every chunk of a failed node holding chunks of random stripes.
     FullNode(FullNodeArgs),
+    /// Load-balancing degree of a scheduler's plans (RepairBoost's Table 1 metric).
+    Balance(BalanceArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BalanceArgs {
+    /// Nodes in the cluster (node 0 fails).
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+    /// Code: rs:K,M or lrc:K,L,M.
+    #[arg(long, default_value = "rs:6,3")]
+    pub code: CodeSpec,
+    /// Repair graph shape: cr, ppr, ecpipe or ecpipe-cyclic.
+    #[arg(long, default_value = "cr")]
+    pub method: Shape,
+    /// Scheduler choosing helpers and destinations (ran, lru, repairboost, ...).
+    #[arg(long, default_value = "ran")]
+    pub selector: Scheduler,
+    /// Chunks the failed node held.
+    #[arg(long, default_value_t = 100)]
+    pub chunks: usize,
+    /// Runs, each with its own random placement (seeds 1..=runs).
+    #[arg(long, default_value_t = 5)]
+    pub runs: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct BalanceReport {
+    code: String,
+    method: String,
+    selector: String,
+    nodes: usize,
+    chunks: usize,
+    /// Per run: max over nodes of upload or download chunks / (total traffic / survivors).
+    lb_degree_runs: Vec<f64>,
+    lb_degree: f64,
+    plan_cpu_seconds: f64,
+}
+
+fn balance(a: BalanceArgs) -> Result<()> {
+    let code = a.code.build()?;
+    if a.nodes < code.n() + 1 {
+        bail!("{} needs {} nodes per stripe plus a destination outside it, but the cluster has {} nodes", a.code, code.n(), a.nodes);
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
+    let cpu0 = cpu_seconds();
+    let mut runs = Vec::new();
+    for seed in 1..=a.runs {
+        let lost = lost_chunks(a.nodes, a.chunks, code.n(), seed);
+        let plan = schedule::plan(code.as_ref(), a.method, a.selector, &lost, &cluster, seed)?;
+        runs.push(lb_degree(plan.repairs.iter().map(|r| &r.graph), a.nodes - 1));
+    }
+    let report = BalanceReport {
+        code: a.code.to_string(),
+        method: a.method.to_string(),
+        selector: a.selector.to_string(),
+        nodes: a.nodes,
+        chunks: a.chunks,
+        lb_degree: runs.iter().sum::<f64>() / runs.len() as f64,
+        lb_degree_runs: runs,
+        plan_cpu_seconds: cpu_seconds() - cpu0,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let runs: Vec<String> = report.lb_degree_runs.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "{} {} with {}, {} nodes, {} chunks: lb_degree {:.2} (runs {})",
+            report.code,
+            report.method,
+            report.selector,
+            a.nodes,
+            a.chunks,
+            report.lb_degree,
+            runs.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Options shared by every scenario.
@@ -144,6 +228,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let opts = SimOptions { admission, ..Default::default() };
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
         }
+        SimCmd::Balance(a) => balance(a),
     }
 }
 

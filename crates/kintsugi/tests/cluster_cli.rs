@@ -88,7 +88,7 @@ fn processes_put_get_kill_repair() {
     let got = ok_json(&coord, &["get", "obj", "--out", out2.to_str().unwrap(), "--method", "ppr", "--slice", "4KiB"]);
     assert!(same(&file, &out2));
     assert!(!got["degraded_reads"].as_array().unwrap().is_empty());
-    let r = ok_json(&coord, &["repair", "--method", "ecpipe", "--slice", "8KiB"]);
+    let r = ok_json(&coord, &["repair", "--method", "ecpipe", "--slice", "8KiB", "--scheduler", "repairboost"]);
     assert!(r["repaired"].as_u64().unwrap() > 0 && r["failed"] == 0, "{r}");
     assert_eq!(ok_json(&coord, &["status"])["lost_chunks"], 0);
     let out3 = d.join("out3.bin");

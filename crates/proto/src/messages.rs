@@ -195,6 +195,9 @@ pub enum CoordRequest {
         method: Shape,
         slice: u64,
         parallel: usize,
+        /// Who picks helpers and destinations (`index` when absent).
+        #[serde(default)]
+        scheduler: kintsugi_plan::schedule::Scheduler,
     },
     Status,
 }

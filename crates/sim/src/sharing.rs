@@ -229,8 +229,8 @@ impl Sharing {
             self.fill(&set);
             self.rounds += 1;
             // Flows new to the set count as moved: their test below changes branch.
-            for i in new_from..set.len() {
-                let res = self.flows[set[i] as usize].unwrap();
+            for &f in &set[new_from..] {
+                let res = self.flows[f as usize].unwrap();
                 for &r in res.as_slice() {
                     self.mark_moved(r);
                 }

@@ -155,6 +155,13 @@ impl Scheduler {
     }
 }
 
+impl Default for Scheduler {
+    /// What a plain system does: the code's default helpers.
+    fn default() -> Self {
+        Scheduler::Index
+    }
+}
+
 impl fmt::Display for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
