@@ -20,6 +20,8 @@ pub enum BenchCmd {
     Codec(CodecBenchArgs),
     /// Degraded read of one chunk with every method vs a direct read, on shaped links.
     DegradedRead(crate::bench_degraded::DegradedArgs),
+    /// Planning time of a full-node scheduler and of ECPipe's weighted path search.
+    Planner(crate::bench_planner::PlannerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -50,18 +52,19 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Codec(a) => codec(&a),
         BenchCmd::DegradedRead(a) => crate::bench_degraded::run(a),
+        BenchCmd::Planner(a) => crate::bench_planner::run(a),
     }
 }
 
 /// Median and spread of one metric over the runs.
 #[derive(Serialize, Clone, Debug)]
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
+pub(crate) struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
 }
 
-fn stat(v: &[f64]) -> Stat {
+pub(crate) fn stat(v: &[f64]) -> Stat {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let median = if s.len() % 2 == 1 { s[s.len() / 2] } else { (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0 };

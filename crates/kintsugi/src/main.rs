@@ -3,6 +3,7 @@
 mod atomic_file;
 mod bench;
 mod bench_degraded;
+mod bench_planner;
 mod cluster_cmd;
 mod codec;
 mod demo;

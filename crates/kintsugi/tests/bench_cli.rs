@@ -33,3 +33,16 @@ fn json_has_required_fields_for_every_kernel() {
     let out = bench(&["--kernel", "neon"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn planner_json_has_required_fields() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "planner", "--chunks", "60", "--nodes", "40", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["plan_seconds"]["median"].as_f64().unwrap() > 0.0);
+    assert!(v["timeslots"].as_u64().unwrap() > 0, "RepairBoost plans carry timeslots");
+    assert_eq!(v["weighted_path_k"], 10);
+}

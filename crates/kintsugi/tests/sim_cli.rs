@@ -89,6 +89,9 @@ fn bad_scenarios_are_clear_errors() {
         (vec!["sim", "single", "--code", "rs:6,3", "--lost", "12"], "outside"),
         (vec!["sim", "full-node", "--max-active", "0"], "at least 1"),
         (vec!["sim", "single", "--network", "/nonexistent.json"], "cannot read network file"),
+        (vec!["sim", "full-node", "--scheduler", "oracle"], "unknown scheduler"),
+        (vec!["sim", "balance", "--nodes", "9", "--code", "rs:6,3"], "needs 9 nodes"),
+        (vec!["sim", "full-node", "--requestors", "16"], "leaves no helpers"),
     ] {
         let out = kintsugi(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -96,4 +99,19 @@ fn bad_scenarios_are_clear_errors() {
         assert!(err.contains(want), "{args:?}: expected '{want}' in {err}");
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
+}
+
+#[test]
+fn balance_json_reports_lb_degree() {
+    let lb = |selector: &str| {
+        let out = kintsugi(&["sim", "balance", "--selector", selector, "--runs", "3", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["lb_degree_runs"].as_array().unwrap().len(), 3);
+        v["lb_degree"].as_f64().unwrap()
+    };
+    let (ran, rb) = (lb("ran"), lb("repairboost"));
+    // RAN on RS(6,3) with CR is well off balance (the paper's Table 1: 1.64); RepairBoost
+    // is near 1.
+    assert!(ran > 1.3 && rb < 1.15 && rb >= 1.0, "ran {ran}, repairboost {rb}");
 }

@@ -33,19 +33,21 @@ pub fn best_path(helpers: &[usize], requestor: usize, k: usize, weight: &dyn Fn(
                 self.best_w = w;
                 return;
             }
-            for i in 0..self.helpers.len() {
-                if self.used[i] {
-                    continue;
+            // Lightest links first: good paths come early and prune the rest. The paper
+            // leaves the order open; it changes the speed, not the answer.
+            let mut next: Vec<(f64, usize)> =
+                (0..self.helpers.len()).filter(|&i| !self.used[i]).map(|i| ((self.weight)(self.helpers[i], head), i)).collect();
+            next.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (lw, i) in next {
+                if lw >= self.best_w {
+                    break;
                 }
                 let n = self.helpers[i];
-                let lw = (self.weight)(n, head);
-                if lw < self.best_w {
-                    self.used[i] = true;
-                    self.path.push(n);
-                    self.extend(n, w.max(lw));
-                    self.path.pop();
-                    self.used[i] = false;
-                }
+                self.used[i] = true;
+                self.path.push(n);
+                self.extend(n, w.max(lw));
+                self.path.pop();
+                self.used[i] = false;
             }
         }
     }
