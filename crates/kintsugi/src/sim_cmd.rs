@@ -24,6 +24,89 @@ pub enum SimCmd {
     FullNode(FullNodeArgs),
     /// Load-balancing degree of a scheduler's plans (RepairBoost's Table 1 metric).
     Balance(BalanceArgs),
+    /// ECPipe's geo experiment: a random path vs weighted path selection on the EC2 links.
+    Geo(GeoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GeoArgs {
+    /// Link matrix of ECPipe's Table 1: na or asia.
+    #[arg(long, default_value = "na")]
+    pub region: String,
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
+    pub chunk: usize,
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+    /// Random paths tried per requestor.
+    #[arg(long, default_value_t = 5)]
+    pub runs: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct GeoRow {
+    /// The node whose shard is read back (and which reads it).
+    requestor: usize,
+    region: usize,
+    random_path_seconds: f64,
+    weighted_path_seconds: f64,
+    reduction_pct: f64,
+}
+
+fn geo(a: GeoArgs) -> Result<()> {
+    use kintsugi_plan::schedule::weighted_path::best_path;
+    use kintsugi_sim::scenario::{Geo, EC2_ASIA, EC2_NA};
+    use rand::seq::{IndexedRandom, SliceRandom};
+    use rand::SeedableRng;
+    let matrix = match a.region.as_str() {
+        "na" => EC2_NA,
+        "asia" => EC2_ASIA,
+        other => bail!("unknown region '{other}' (expected na or asia)"),
+    };
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let mut rows = Vec::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    // One requestor per region, in turn (the paper runs the requestor in each region).
+    for region in 0..4 {
+        let lost = region * 4;
+        let g = Geo { matrix, chunk: a.chunk, slice: a.slice, lost };
+        let net = g.network();
+        let others: Vec<usize> = (0..Geo::NODES).filter(|&i| i != lost).collect();
+        let time = |helpers: &[usize]| -> Result<f64> {
+            let job = g.job(helpers)?;
+            Ok(kintsugi_sim::engine::run(&net, &[job], &SimOptions::default())?.makespan)
+        };
+        let mut random = 0.0;
+        for _ in 0..a.runs {
+            let mut hs: Vec<usize> = others.choose_multiple(&mut rng, 12).copied().collect();
+            hs.shuffle(&mut rng);
+            random += time(&hs)? / a.runs as f64;
+        }
+        let weight = |x: usize, y: usize| 1.0 / g.link(x as u32, y as u32);
+        let (best, _) = best_path(&others, lost, 12, &weight).context("15 helpers hold a path of 12")?;
+        let weighted = time(&best)?;
+        rows.push(GeoRow {
+            requestor: lost,
+            region,
+            random_path_seconds: random,
+            weighted_path_seconds: weighted,
+            reduction_pct: (1.0 - weighted / random) * 100.0,
+        });
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!("ECPipe on the {} EC2 links (RS(12,4), {} B chunk, {} B slices)", a.region, a.chunk, a.slice);
+        println!("{:>9} {:>12} {:>14} {:>10}", "requestor", "random path", "weighted path", "reduction");
+        for r in &rows {
+            println!("{:>9} {:>11.2}s {:>13.2}s {:>9.1}%", r.requestor, r.random_path_seconds, r.weighted_path_seconds, r.reduction_pct);
+        }
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -180,7 +263,8 @@ pub struct FullNodeArgs {
     /// repairboost-rtb, repairboost-ts or mppr.
     #[arg(long, default_value = "index")]
     pub scheduler: Scheduler,
-    /// Rebuilt chunks go to this many requestor nodes in turn (ECPipe); 0: any live node.
+    /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn
+    /// (ECPipe's full-node recovery); 0: rebuilt chunks go to storage nodes.
     #[arg(long, default_value_t = 0)]
     pub requestors: usize,
     /// Seed for stripe placement and destinations.
@@ -229,6 +313,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
         }
         SimCmd::Balance(a) => balance(a),
+        SimCmd::Geo(a) => geo(a),
     }
 }
 

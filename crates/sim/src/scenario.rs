@@ -5,7 +5,7 @@
 use crate::engine::{Admission, Job};
 use crate::error::{Result, SimError};
 use crate::network::Network;
-use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_codes::{Code, CodeSpec, LinearCode};
 use kintsugi_plan::schedule::{self, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -74,7 +74,8 @@ pub struct FullNode {
     pub max_active: usize,
     /// Who picks helpers and destinations.
     pub scheduler: Scheduler,
-    /// Rebuilt chunks go to nodes 1..=requestors in turn (ECPipe's requestors); 0: anywhere.
+    /// Extra nodes (ids nodes..nodes+requestors) that hold no data and receive the rebuilt
+    /// chunks in turn, as ECPipe's requestors; 0: rebuilt chunks go to storage nodes.
     pub requestors: usize,
 }
 
@@ -100,7 +101,7 @@ impl FullNode {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
         let n = code.n();
-        if n + 1 > self.nodes {
+        if n + (self.requestors == 0) as usize > self.nodes {
             return Err(SimError::BadScenario(format!(
                 "{} needs {} nodes per stripe plus a destination outside it, but the cluster has {} nodes",
                 self.code, n, self.nodes
@@ -109,13 +110,11 @@ impl FullNode {
         if self.max_active == 0 {
             return Err(SimError::BadScenario("--max-active must be at least 1".into()));
         }
-        if self.requestors >= self.nodes {
-            return Err(SimError::BadScenario(format!("{} requestors among {} nodes leaves no helpers", self.requestors, self.nodes)));
-        }
         let lost = lost_chunks(self.nodes, self.chunks, n, self.seed);
-        let mut cluster = Cluster::homogeneous((1..self.nodes as NodeId).collect());
+        let total = self.nodes + self.requestors;
+        let mut cluster = Cluster::homogeneous((1..total as NodeId).collect());
         cluster.default_bandwidth = self.link;
-        cluster.requestors = (1..=self.requestors as NodeId).collect();
+        cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
         let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
         let jobs = plan
             .repairs
@@ -127,7 +126,59 @@ impl FullNode {
         } else {
             Admission::PerDestination(self.max_active)
         };
-        Ok((Network::homogeneous(self.nodes, self.link), jobs, admission))
+        Ok((Network::homogeneous(total, self.link), jobs, admission))
+    }
+}
+
+/// ECPipe's EC2 experiment (§6.2): 16 nodes, four per region, one RS(12,4) stripe with a
+/// shard on each; links between regions capped by the paper's Table 1 (Mb/s, from row
+/// region to column region; the diagonal within a region). The node holding `lost` reads
+/// it back degraded through an ECPipe chain.
+#[derive(Clone, Debug)]
+pub struct Geo {
+    pub matrix: [[f64; 4]; 4],
+    pub chunk: usize,
+    pub slice: usize,
+    pub lost: usize,
+}
+
+/// ECPipe Table 1, North America (California, Canada, Ohio, Oregon), Mb/s.
+pub const EC2_NA: [[f64; 4]; 4] =
+    [[501.3, 57.2, 44.1, 299.9], [55.3, 732.0, 63.3, 48.0], [46.3, 65.7, 332.5, 95.6], [297.8, 50.2, 93.6, 250.1]];
+/// ECPipe Table 1, Asia (Mumbai, Seoul, Singapore, Tokyo), Mb/s.
+pub const EC2_ASIA: [[f64; 4]; 4] =
+    [[624.8, 62.3, 39.5, 37.7], [63.8, 265.7, 86.1, 183.2], [41.5, 88.1, 493.0, 49.1], [39.7, 181.0, 46.9, 489.1]];
+
+impl Geo {
+    pub const NODES: usize = 16;
+
+    /// Bytes per second from node a to node b.
+    pub fn link(&self, a: NodeId, b: NodeId) -> f64 {
+        self.matrix[a as usize / 4][b as usize / 4] * 1e6 / 8.0
+    }
+
+    /// The network: nodes with fast NICs (10 Gb/s) behind the region-pair caps.
+    pub fn network(&self) -> Network {
+        let mut net = Network::homogeneous(Self::NODES, 10e9 / 8.0);
+        for a in 0..Self::NODES as NodeId {
+            for b in 0..Self::NODES as NodeId {
+                if a != b {
+                    net.pair_caps.insert((a, b), self.link(a, b));
+                }
+            }
+        }
+        net
+    }
+
+    /// The job for a chain through `helpers` (shard = node index), in that order.
+    pub fn job(&self, helpers: &[usize]) -> Result<Job> {
+        check_common(1.0, self.chunk, self.slice)?;
+        let code = LinearCode::rs(12, 4)?;
+        let equation = code.repair_equation(self.lost, helpers)?;
+        let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
+        let task = RepairTask { equation, helper_nodes, destination: self.lost as NodeId };
+        let graph = shapes::build(Shape::Ecpipe, &task)?;
+        Ok(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new() })
     }
 }
 

@@ -280,8 +280,12 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
     let mut repairs = Vec::with_capacity(lost.len());
     for (c, choice) in lost.iter().zip(choices) {
         let mut helpers = choice.helpers;
-        if shape == Shape::Ecpipe && !cluster.links.is_empty() {
-            helpers = weighted_path::order_chain(cluster, c, &helpers, choice.destination);
+        if !cluster.links.is_empty() {
+            match shape {
+                Shape::Ecpipe => helpers = weighted_path::order_chain(cluster, c, &helpers, choice.destination),
+                Shape::EcpipeCyclic => helpers = weighted_path::order_ring(cluster, c, &helpers),
+                _ => {}
+            }
         }
         let eq = match equations.get(&(c.lost, helpers.clone())) {
             Some(e) => e.clone(),

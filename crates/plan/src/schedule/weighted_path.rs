@@ -154,6 +154,13 @@ pub fn order_chain(cluster: &Cluster, chunk: &LostChunk, helpers: &[usize], dest
     best_path(helpers, usize::MAX, helpers.len(), &weight).map_or_else(|| helpers.to_vec(), |(p, _)| p)
 }
 
+/// Orders a chunk's helper shards into the ring (cyclic variant) with the lightest
+/// slowest link.
+pub fn order_ring(cluster: &Cluster, chunk: &LostChunk, helpers: &[usize]) -> Vec<usize> {
+    let node = |s: usize| chunk.placement[s].expect("helpers are available");
+    best_cycle(helpers, &|a, b| 1.0 / cluster.link_bandwidth(node(a), node(b))).0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
