@@ -96,7 +96,7 @@ pub struct RepairArgs {
     pub parallel: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
     /// repairboost-rtb, repairboost-ts or mppr.
-    #[arg(long, default_value = "index")]
+    #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
 }
 

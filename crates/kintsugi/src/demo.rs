@@ -37,7 +37,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
     /// Who picks helpers and destinations (index, random, lru, greedy, repairboost, mppr, ...).
-    #[arg(long, default_value = "index")]
+    #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
     /// Only these methods (default: all).
     #[arg(long, value_delimiter = ',')]

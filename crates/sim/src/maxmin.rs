@@ -199,6 +199,49 @@ mod tests {
         assert!(rates.iter().all(|&r| (r - 0.25).abs() < 1e-12));
     }
 
+    /// Random instances: the allocation is feasible and every flow has a bottleneck (a
+    /// saturated resource on which no flow gets more), which defines max-min fairness.
+    #[test]
+    fn every_flow_has_a_bottleneck() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        for _ in 0..500 {
+            let nr = rng.random_range(1..40);
+            let caps: Vec<f64> = (0..nr).map(|_| rng.random_range(0.5..10.0)).collect();
+            let flows: Vec<FlowResources> = (0..rng.random_range(1..80))
+                .map(|_| {
+                    let a = rng.random_range(0..nr) as u32;
+                    let b = rng.random_range(0..nr) as u32;
+                    if a == b {
+                        FlowResources::new(&[a])
+                    } else {
+                        FlowResources::new(&[a, b])
+                    }
+                })
+                .collect();
+            let mut rates = Vec::new();
+            MaxMin::default().allocate(&caps, &flows, &mut rates);
+            let mut load = vec![0.0; nr];
+            let mut max = vec![0.0f64; nr];
+            for (f, &x) in flows.iter().zip(&rates) {
+                for &r in f.as_slice() {
+                    load[r as usize] += x;
+                    max[r as usize] = max[r as usize].max(x);
+                }
+            }
+            for r in 0..nr {
+                assert!(load[r] <= caps[r] * (1.0 + 1e-9), "resource {r} over capacity");
+            }
+            for (f, &x) in flows.iter().zip(&rates) {
+                let ok = f
+                    .as_slice()
+                    .iter()
+                    .any(|&r| load[r as usize] >= caps[r as usize] * (1.0 - 1e-9) && max[r as usize] <= x * (1.0 + 1e-9));
+                assert!(ok, "a flow at {x} has no bottleneck");
+            }
+        }
+    }
+
     #[test]
     fn zero_capacity_and_no_resources() {
         let flows = [FlowResources::new(&[0]), FlowResources::new(&[])];

@@ -1,4 +1,4 @@
-//! The baselines the papers compare against: smallest-index helpers (ECPipe's "RP"),
+//! The baselines the papers compare against: smallest-id helpers (ECPipe's "RP"),
 //! RepairBoost's RAN and LRU, and ECPipe's greedy least-recently-selected helpers (§3.3).
 
 use super::{argmin_by, no_destination, Choice, Cluster, LostChunk};
@@ -8,12 +8,15 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 use std::collections::HashMap;
 
-/// Helpers and destination as a plain system picks them: the code's default helpers
-/// (smallest shard indices), a random destination (requestors in turn when given).
+/// ECPipe's plain "RP": the k helpers with the smallest node ids, a random destination
+/// (requestors in turn when given). Every stripe leans on the same few nodes.
 pub fn index(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster, rng: &mut impl Rng) -> Result<Vec<Choice>> {
     let mut out = Vec::with_capacity(lost.len());
     for (i, (c, (pool, need))) in lost.iter().zip(pools).enumerate() {
-        let helpers = pool[..*need].to_vec();
+        let mut by_node = pool.clone();
+        by_node.sort_by_key(|&s| c.placement[s]);
+        let mut helpers = by_node[..*need].to_vec();
+        helpers.sort_unstable();
         out.push(Choice { helpers, destination: random_or_requestor(c, cluster, i, rng)? });
     }
     Ok(out)

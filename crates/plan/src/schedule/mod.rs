@@ -5,7 +5,7 @@
 //!
 //! | scheduler | helpers | destination | order |
 //! |---|---|---|---|
-//! | `index` | the code's default (smallest shard indices) | random outside the stripe | none |
+//! | `index` (ECPipe's RP) | the k survivors with the smallest node ids | random outside the stripe | none |
 //! | `random` (RepairBoost's RAN) | random k of the survivors | random outside the stripe | none |
 //! | `lru` (RepairBoost's LRU) | least recently selected, ties to the lowest id | least recently selected | none |
 //! | `greedy` (ECPipe §3.3) | least recently selected | requestors in turn, else least loaded | none |
