@@ -261,7 +261,7 @@ pub struct FullNodeArgs {
     pub max_active: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
     /// repairboost-rtb, repairboost-ts or mppr.
-    #[arg(long, default_value = "index")]
+    #[arg(long, default_value = "random")]
     pub scheduler: Scheduler,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn
     /// (ECPipe's full-node recovery); 0: rebuilt chunks go to storage nodes.

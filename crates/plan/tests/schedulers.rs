@@ -3,30 +3,14 @@
 //! RepairBoost's balancing lowers the load-balancing degree below random selection.
 
 use kintsugi_codes::CodeSpec;
-use kintsugi_plan::schedule::{self, lb_degree::lb_degree, Cluster, LostChunk, ALL_SCHEDULERS};
-use kintsugi_plan::{NodeId, Shape};
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand::SeedableRng;
-
-fn stripes(nodes: usize, chunks: usize, n: usize, seed: u64) -> Vec<LostChunk> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let others: Vec<NodeId> = (1..nodes as NodeId).collect();
-    (0..chunks)
-        .map(|_| {
-            let mut s: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
-            s.push(0);
-            s.shuffle(&mut rng);
-            let lost = s.iter().position(|&x| x == 0).unwrap();
-            LostChunk { placement: s.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
-        })
-        .collect()
-}
+use kintsugi_plan::schedule::{self, lb_degree::lb_degree, random_lost_chunks, Cluster, ALL_SCHEDULERS};
+use kintsugi_plan::Shape;
 
 #[test]
 fn every_scheduler_makes_valid_plans() {
     for spec in ["rs:6,3", "lrc:6,2,2"] {
         let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
-        let lost = stripes(16, 40, code.n(), 9);
+        let lost = random_lost_chunks(16, 40, code.n(), 9);
         let cluster = Cluster::homogeneous((1..16).collect());
         for shape in [Shape::Cr, Shape::Ppr, Shape::Ecpipe, Shape::EcpipeCyclic] {
             for sched in ALL_SCHEDULERS {
@@ -58,7 +42,7 @@ fn balancing_lowers_lb_degree() {
         let mut ran = 0.0;
         let mut rb = 0.0;
         for seed in 0..5 {
-            let lost = stripes(16, 100, code.n(), seed);
+            let lost = random_lost_chunks(16, 100, code.n(), seed);
             let lb = |s| {
                 let p = schedule::plan(code.as_ref(), shape, s, &lost, &cluster, seed).unwrap();
                 lb_degree(p.repairs.iter().map(|r| &r.graph), 15)

@@ -188,6 +188,8 @@ struct Engine<'a> {
     gate_wait: Vec<Vec<(u32, u32, u64)>>,
     gated: HashMap<(u32, u32), u64>,
     gate_gen: u64,
+    /// Scratch: flows finishing at the current event.
+    done: Vec<Flow>,
 }
 
 /// Runs `jobs` on `net` to completion.
@@ -257,6 +259,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         gate_wait: vec![Vec::new(); n_nodes],
         gated: HashMap::new(),
         gate_gen: 0,
+        done: Vec::new(),
     };
     for j in jobs {
         let g = &j.graph;
@@ -515,11 +518,15 @@ impl<'a> Engine<'a> {
             }
             let bytes = self.st[j as usize].alpha * self.st[j as usize].windows[lane][u as usize] as f64;
             self.st[j as usize].sending[v as usize] = true;
-            let mut res = vec![res_up(vx.node), res_down(to)];
-            if let Some(&p) = self.pair_ids.get(&(vx.node, to)) {
-                res.push(p);
+            let mut res = [res_up(vx.node), res_down(to), 0];
+            let mut len = 2;
+            if !self.pair_ids.is_empty() {
+                if let Some(&p) = self.pair_ids.get(&(vx.node, to)) {
+                    res[2] = p;
+                    len = 3;
+                }
             }
-            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, &res, vx.node, to);
+            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, &res[..len], vx.node, to);
             return;
         }
     }
@@ -732,7 +739,7 @@ impl<'a> Engine<'a> {
             self.events += 1;
             // Every transfer finishing now (several may finish together).
             let horizon = self.now + 1e-12 * self.now.max(1.0);
-            let mut done = Vec::new();
+            let mut done = std::mem::take(&mut self.done);
             while self.next_completion() <= horizon {
                 let Reverse((_, id, _)) = self.completions.pop().expect("peeked");
                 self.settle(id as usize);
@@ -747,9 +754,10 @@ impl<'a> Engine<'a> {
                 self.sharing.remove(id);
                 done.push(f);
             }
-            for f in done {
+            for f in done.drain(..) {
                 self.complete(f);
             }
+            self.done = done;
             while let Some(Reverse((t, _, _))) = self.timers.peek() {
                 if t.0 > horizon {
                     break;

@@ -58,10 +58,6 @@ pub struct MaxMin {
     heap: BinaryHeap<Entry>,
 }
 
-/// Up to this many resources, the next bottleneck is found by a linear scan, which beats a
-/// heap with stale entries on the small problems of incremental updates.
-const SCAN_MAX: usize = 48;
-
 impl MaxMin {
     /// Sets `rates[f]` to flow f's max-min fair rate given resource capacities `caps`.
     /// A flow crossing no resource gets `f64::INFINITY`.
@@ -99,10 +95,6 @@ impl MaxMin {
         self.rem.extend_from_slice(caps);
         self.frozen.clear();
         self.frozen.resize(flows.len(), false);
-        if nr <= SCAN_MAX {
-            self.fill_by_scan(caps.len(), flows, rates);
-            return;
-        }
         self.heap.clear();
         for r in 0..nr {
             if self.count[r] > 0 {
@@ -134,40 +126,6 @@ impl MaxMin {
                     if r2 != r && self.count[r2] > 0 {
                         self.heap.push(Entry { share: self.rem[r2].max(0.0) / self.count[r2] as f64 + 0.0, res: r2 as u32 });
                     }
-                }
-            }
-        }
-    }
-
-    /// Progressive filling with a linear scan for the fullest resource (after the shared
-    /// setup of [`MaxMin::allocate`]).
-    fn fill_by_scan(&mut self, nr: usize, flows: &[FlowResources], rates: &mut [f64]) {
-        loop {
-            let mut best = f64::INFINITY;
-            let mut best_r = usize::MAX;
-            for r in 0..nr {
-                if self.count[r] > 0 {
-                    let share = self.rem[r].max(0.0) / self.count[r] as f64 + 0.0;
-                    if share < best {
-                        best = share;
-                        best_r = r;
-                    }
-                }
-            }
-            if best_r == usize::MAX {
-                return;
-            }
-            let r = best_r;
-            for m in self.offsets[r]..self.offsets[r + 1] {
-                let f = self.members[m as usize] as usize;
-                if self.frozen[f] {
-                    continue;
-                }
-                self.frozen[f] = true;
-                rates[f] = best;
-                for &r2 in flows[f].as_slice() {
-                    self.rem[r2 as usize] -= best;
-                    self.count[r2 as usize] -= 1;
                 }
             }
         }

@@ -6,10 +6,8 @@ use crate::engine::{Admission, Job};
 use crate::error::{Result, SimError};
 use crate::network::Network;
 use kintsugi_codes::{Code, CodeSpec, LinearCode};
-use kintsugi_plan::schedule::{self, Cluster, LostChunk, Scheduler};
+use kintsugi_plan::schedule::{self, Cluster, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand::SeedableRng;
 use std::sync::Arc;
 
 /// One lost chunk, repaired to a requestor.
@@ -79,21 +77,7 @@ pub struct FullNode {
     pub requestors: usize,
 }
 
-/// `chunks` lost chunks of node 0: each stripe puts its n shards on n distinct random nodes
-/// of `nodes`, one of them node 0 (unavailable).
-pub fn lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> Vec<LostChunk> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let others: Vec<NodeId> = (1..nodes as NodeId).collect();
-    (0..chunks)
-        .map(|_| {
-            let mut stripe: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
-            stripe.push(0);
-            stripe.shuffle(&mut rng);
-            let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
-            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
-        })
-        .collect()
-}
+pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
 
 impl FullNode {
     /// The lost chunks, the cluster and the scheduler's plan, as jobs.

@@ -286,8 +286,11 @@ impl Sharing {
     }
 
     /// Sets a flow's rate, keeping the per-resource stats and the moved set right.
+    /// A change below 1e-12 relative is rounding noise from refilling: ignoring it keeps
+    /// the flows around (and their completion times) untouched.
     fn set_rate(&mut self, f: u32, rate: f64) {
-        if self.rate[f as usize] != rate {
+        let old = self.rate[f as usize];
+        if (old - rate).abs() > 1e-12 * old.abs().max(rate.abs()) || (old == 0.0) != (rate == 0.0) {
             self.rate[f as usize] = rate;
             let res = self.flows[f as usize].unwrap();
             for &r in res.as_slice() {

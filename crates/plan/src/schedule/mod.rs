@@ -312,6 +312,23 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
     Ok(Schedule { repairs, timeslots })
 }
 
+/// `chunks` lost chunks of a failed node 0: each stripe puts its n shards on n distinct
+/// random nodes of `nodes`, one of them node 0 (unavailable), in random shard order.
+pub fn random_lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> Vec<LostChunk> {
+    use rand::seq::{IndexedRandom, SliceRandom};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let others: Vec<NodeId> = (1..nodes as NodeId).collect();
+    (0..chunks)
+        .map(|_| {
+            let mut stripe: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
+            stripe.push(0);
+            stripe.shuffle(&mut rng);
+            let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
+            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
+        })
+        .collect()
+}
+
 /// Picks the index of the smallest key, ties to the first; `None` for an empty slice.
 pub(crate) fn argmin_by<T, K: PartialOrd>(items: &[T], mut key: impl FnMut(&T) -> K) -> Option<usize> {
     let mut best: Option<(usize, K)> = None;
