@@ -406,7 +406,10 @@ impl Coordinator {
             .collect();
         // A scheduler's choice holds while its helpers and destination are still usable.
         let scheduled = scheduled.filter(|c| {
-            c.helpers.iter().all(|h| avail.contains(h)) && alive.contains_key(&c.destination) && !avoid.contains(&c.destination)
+            c.helpers.iter().all(|h| avail.contains(h))
+                && alive.contains_key(&c.destination)
+                && !avoid.contains(&c.destination)
+                && !s.nodes.contains(&c.destination)
         });
         let dest = dest.or(scheduled.map(|c| c.destination));
         let helpers = match scheduled {
@@ -563,8 +566,8 @@ impl Coordinator {
                     s.nodes[p.index] = dest;
                     s.bad[p.index] = false;
                     self.meta.apply(vec![Change::PutStripe(s), Change::DeletePending { stripe: p.stripe, index: p.index }])?;
-                    // A corrupt copy left on a live node is removed (best effort).
-                    let old_addr = self.alive().get(&old).cloned();
+                    // A corrupt copy left on another live node is removed (best effort).
+                    let old_addr = if old == dest { None } else { self.alive().get(&old).cloned() };
                     if let Some(addr) = old_addr {
                         let _ =
                             request(&addr, &NodeRequest::DeleteChunk { chunk: ChunkId::new(p.stripe, p.index) }, Duration::from_secs(2))
@@ -628,7 +631,8 @@ impl Coordinator {
                     let placement = (0..s.nodes.len())
                         .map(|j| (j != p.index && !s.bad[j] && cluster.nodes.contains(&s.nodes[j])).then_some(s.nodes[j]))
                         .collect();
-                    LostChunk { placement, lost: p.index }
+                    // Every node of the stripe stays out, also one holding a corrupt copy.
+                    LostChunk { placement, lost: p.index, avoid: s.nodes.clone() }
                 })
                 .collect();
             let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;

@@ -54,3 +54,22 @@ fn balancing_lowers_lb_degree() {
         assert!(rb < 1.2, "{shape}: RepairBoost is near balance ({rb:.3})");
     }
 }
+
+/// A node to avoid (say, one holding a corrupt copy of the lost chunk) never receives it.
+#[test]
+fn avoided_nodes_never_receive() {
+    let code = "rs:6,3".parse::<CodeSpec>().unwrap().build().unwrap();
+    let mut lost = random_lost_chunks(12, 30, code.n(), 4);
+    for c in &mut lost {
+        // Avoid every live node outside the stripe but two.
+        let outside: Vec<u32> = (1..12).filter(|&n| !c.holds(n)).collect();
+        c.avoid = outside[2..].to_vec();
+    }
+    let cluster = Cluster::homogeneous((1..12).collect());
+    for sched in ALL_SCHEDULERS {
+        let plan = schedule::plan(code.as_ref(), Shape::Cr, sched, &lost, &cluster, 3).unwrap();
+        for (c, r) in lost.iter().zip(&plan.repairs) {
+            assert!(!c.avoid.contains(&r.task.destination), "{sched}: rebuilt onto an avoided node");
+        }
+    }
+}

@@ -36,6 +36,8 @@ pub struct LostChunk {
     pub placement: Vec<Option<NodeId>>,
     /// Shard index of the lost chunk.
     pub lost: usize,
+    /// Live nodes that must not receive it either, such as the holder of a corrupt copy.
+    pub avoid: Vec<NodeId>,
 }
 
 impl LostChunk {
@@ -44,9 +46,9 @@ impl LostChunk {
         (0..self.placement.len()).filter(|&i| i != self.lost && self.placement[i].is_some()).collect()
     }
 
-    /// Whether `node` holds a shard of this stripe.
+    /// Whether `node` holds a shard of this stripe (or must be avoided as if it did).
     pub fn holds(&self, node: NodeId) -> bool {
-        self.placement.contains(&Some(node))
+        self.placement.contains(&Some(node)) || self.avoid.contains(&node)
     }
 }
 
@@ -324,7 +326,7 @@ pub fn random_lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> V
             stripe.push(0);
             stripe.shuffle(&mut rng);
             let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
-            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost }
+            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost, avoid: Vec::new() }
         })
         .collect()
 }

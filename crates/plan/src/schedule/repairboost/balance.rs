@@ -147,7 +147,7 @@ mod tests {
             loads.down.insert(i as NodeId + 1, d);
         }
         // RS(4,2): shards on N1, N2, N3, N5, N6 survive; the lost one was on a failed node.
-        let chunk = LostChunk { placement: vec![None, Some(1), Some(2), Some(3), Some(5), Some(6)], lost: 0 };
+        let chunk = LostChunk { placement: vec![None, Some(1), Some(2), Some(3), Some(5), Some(6)], lost: 0, avoid: vec![] };
         let pools = vec![(vec![1, 2, 3, 4, 5], 4)];
         let cluster = Cluster::homogeneous(vec![1, 2, 3, 4, 5, 6]);
         let nodes = map(&[&t], &[chunk], &pools, &cluster, &mut loads).unwrap();
