@@ -695,13 +695,18 @@ impl Coordinator {
         let started = Instant::now();
         let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
         let mut set = JoinSet::new();
+        // Chunks of one stripe are rebuilt one after another: each plans with its siblings'
+        // new homes known, so no two land on the same node.
+        let mut stripe_locks: HashMap<u64, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
         for p in todo {
             let (c, sem) = (self.clone(), sem.clone());
             let choice = choices.remove(&(p.stripe, p.index));
+            let lock = stripe_locks.entry(p.stripe).or_default().clone();
             // Permits are taken in this order, so repairs start in schedule order.
             let permit = sem.acquire_owned().await.expect("semaphore open");
             set.spawn(async move {
                 let _permit = permit;
+                let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
                 (c.repair_one(&p, choice).await, len)
             });

@@ -145,17 +145,27 @@ async fn write_read_degraded_read_and_repair() {
     assert_eq!(got, data(300_001, 300_001));
     assert!(rep.degraded.is_empty());
 
-    // `fail` stops a node through the coordinator.
-    let victim = c.client.status().await.unwrap().nodes.iter().find(|n| n.alive && n.chunks > 0).unwrap().id;
-    c.client.fail(victim).await.unwrap();
-    if let Some(mut n) = c.nodes[victim as usize].take() {
-        tokio::time::timeout(Duration::from_secs(5), n.stopped()).await.expect("node stops after `fail`");
+    // `fail` stops nodes through the coordinator; two at once, so some stripes lose two
+    // chunks, which must be rebuilt on two different nodes.
+    let victims: Vec<u32> =
+        c.client.status().await.unwrap().nodes.iter().filter(|n| n.alive && n.chunks > 0).take(2).map(|n| n.id).collect();
+    for &victim in &victims {
+        c.client.fail(victim).await.unwrap();
+        if let Some(mut n) = c.nodes[victim as usize].take() {
+            tokio::time::timeout(Duration::from_secs(5), n.stopped()).await.expect("node stops after `fail`");
+        }
     }
     assert!(c.client.status().await.unwrap().lost_chunks > 0);
     let r = c.client.repair(Shape::EcpipeCyclic, 4096, 4, Scheduler::Mppr).await.unwrap();
     assert_eq!(r.failed, 0, "{r:?}");
     for (name, len, _) in objects {
         assert_eq!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0, data(len, len as u64));
+        for st in c.client.stat(name).await.unwrap().stripes {
+            let mut nodes: Vec<u32> = st.chunks.iter().map(|l| l.node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            assert_eq!(nodes.len(), st.chunks.len(), "{name}: a stripe's chunks sit on distinct nodes after repair");
+        }
     }
     c.coord.take().unwrap().stop().await;
     for i in 0..c.nodes.len() {
