@@ -620,7 +620,7 @@ impl Coordinator {
             stripes.insert(p.stripe, s);
         }
         let mut out = HashMap::new();
-        let mut first_slot = vec![0u32; todo.len()];
+        let mut first_slot = HashMap::new();
         for (_, idx) in groups {
             let method = todo[idx[0]].method;
             let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
@@ -637,15 +637,12 @@ impl Coordinator {
                 .collect();
             let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;
             for (&i, r) in idx.iter().zip(&plan.repairs) {
-                let helpers = r.task.equation.helpers();
-                out.insert((todo[i].stripe, todo[i].index), Choice { helpers, destination: r.task.destination });
-                first_slot[i] = r.first_slot();
+                let key = (todo[i].stripe, todo[i].index);
+                out.insert(key, Choice { helpers: r.helpers(), destination: r.destination() });
+                first_slot.insert(key, r.first_slot());
             }
         }
-        let mut order: Vec<usize> = (0..todo.len()).collect();
-        order.sort_by_key(|&i| first_slot[i]);
-        let sorted: Vec<PendingRepair> = order.iter().map(|&i| todo[i].clone()).collect();
-        todo.clone_from_slice(&sorted);
+        todo.sort_by_key(|p| first_slot.get(&(p.stripe, p.index)).copied().unwrap_or(0));
         Ok(out)
     }
 

@@ -18,15 +18,15 @@ fn every_scheduler_makes_valid_plans() {
                 assert_eq!(plan.repairs.len(), lost.len());
                 for (c, r) in lost.iter().zip(&plan.repairs) {
                     r.graph.validate().unwrap();
-                    let helpers: Vec<usize> = r.task.equation.helpers();
-                    for (&h, &node) in helpers.iter().zip(&r.task.helper_nodes) {
+                    let helpers: Vec<usize> = r.helpers();
+                    for (&h, &node) in helpers.iter().zip(&r.helper_nodes()) {
                         assert_eq!(c.placement[h], Some(node), "{spec} {shape} {sched}: helper node holds the shard");
                     }
-                    let mut nodes = r.task.helper_nodes.clone();
+                    let mut nodes = r.helper_nodes();
                     nodes.sort_unstable();
                     nodes.dedup();
                     assert_eq!(nodes.len(), helpers.len(), "{spec} {shape} {sched}: distinct helpers");
-                    assert!(!c.holds(r.task.destination) && r.task.destination != 0, "{spec} {shape} {sched}: destination outside");
+                    assert!(!c.holds(r.destination()) && r.destination() != 0, "{spec} {shape} {sched}: destination outside");
                     assert_eq!(r.slots.is_empty(), !sched.timeslots());
                 }
             }
@@ -69,7 +69,7 @@ fn avoided_nodes_never_receive() {
     for sched in ALL_SCHEDULERS {
         let plan = schedule::plan(code.as_ref(), Shape::Cr, sched, &lost, &cluster, 3).unwrap();
         for (c, r) in lost.iter().zip(&plan.repairs) {
-            assert!(!c.avoid.contains(&r.task.destination), "{sched}: rebuilt onto an avoided node");
+            assert!(!c.avoid.contains(&r.destination()), "{sched}: rebuilt onto an avoided node");
         }
     }
 }

@@ -34,11 +34,10 @@ pub fn random(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Clust
 }
 
 fn random_or_requestor(c: &LostChunk, cluster: &Cluster, i: usize, rng: &mut impl Rng) -> Result<NodeId> {
-    let dests = cluster.destinations(c);
     if !cluster.requestors.is_empty() {
         return in_turn(c, cluster, i).ok_or_else(|| no_destination(c));
     }
-    dests.choose(rng).copied().ok_or_else(|| no_destination(c))
+    cluster.destinations(c).choose(rng).copied().ok_or_else(|| no_destination(c))
 }
 
 /// The i-th chunk goes to requestor i mod r, or the next one that holds no shard of it.

@@ -194,10 +194,9 @@ pub struct Choice {
     pub destination: NodeId,
 }
 
-/// One planned repair.
+/// One planned repair: its graph (which holds the equation, and where every vertex sits).
 #[derive(Clone, Debug)]
 pub struct ScheduledRepair {
-    pub task: RepairTask,
     pub graph: RepairGraph,
     /// Timeslot in which each vertex sends its output (RepairBoost's transmission
     /// scheduling); `None` for the sink and for vertices whose output stays on their node.
@@ -206,6 +205,27 @@ pub struct ScheduledRepair {
 }
 
 impl ScheduledRepair {
+    /// Helper shards, in term order.
+    pub fn helpers(&self) -> Vec<usize> {
+        self.graph.equation.helpers()
+    }
+
+    /// Node reading each helper term, in term order.
+    pub fn helper_nodes(&self) -> Vec<NodeId> {
+        let mut nodes = vec![0; self.graph.equation.terms.len()];
+        for (i, v) in self.graph.vertices.iter().enumerate() {
+            if let (Some(t), true) = (v.local, i != self.graph.sink.index()) {
+                nodes[t] = v.node;
+            }
+        }
+        nodes
+    }
+
+    /// Where the rebuilt chunk goes.
+    pub fn destination(&self) -> NodeId {
+        self.graph.vertex(self.graph.sink).node
+    }
+
     /// The first timeslot in which this repair sends anything (0 without timeslots).
     pub fn first_slot(&self) -> u32 {
         self.slots.iter().flatten().copied().min().unwrap_or(0)
@@ -276,7 +296,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         Scheduler::Lru => baseline::lru(lost, &pools, cluster)?,
         Scheduler::Greedy => baseline::greedy(lost, &pools, cluster)?,
         Scheduler::Repairboost | Scheduler::RepairboostRtb => repairboost::balance::plan(shape, lost, &pools, cluster)?,
-        Scheduler::Mppr => mppr::plan(code, lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
+        Scheduler::Mppr => mppr::plan(lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
     };
     let mut equations: HashMap<(usize, Vec<usize>), RepairEquation> = HashMap::new();
     let mut repairs = Vec::with_capacity(lost.len());
@@ -298,9 +318,8 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
             }
         };
         let helper_nodes = eq.helpers().iter().map(|&h| c.placement[h].expect("helpers are available shards")).collect();
-        let task = RepairTask { equation: eq, helper_nodes, destination: choice.destination };
-        let graph = shapes::build(shape, &task)?;
-        repairs.push(ScheduledRepair { task, graph, slots: Vec::new() });
+        let graph = shapes::build(shape, &RepairTask { equation: eq, helper_nodes, destination: choice.destination })?;
+        repairs.push(ScheduledRepair { graph, slots: Vec::new() });
     }
     let mut timeslots = 0;
     if scheduler.timeslots() {

@@ -9,7 +9,6 @@
 use super::{no_destination, Choice, Cluster, LostChunk};
 use crate::error::{PlanError, Result};
 use crate::graph::NodeId;
-use kintsugi_codes::Code;
 use std::collections::HashMap;
 
 /// The weights' coefficients.
@@ -35,14 +34,7 @@ impl Coefficients {
 }
 
 /// m-PPR's choices, chunk by chunk in queue order.
-pub fn plan(
-    code: &dyn Code,
-    lost: &[LostChunk],
-    pools: &[(Vec<usize>, usize)],
-    cluster: &Cluster,
-    co: &Coefficients,
-) -> Result<Vec<Choice>> {
-    let _ = code;
+pub fn plan(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster, co: &Coefficients) -> Result<Vec<Choice>> {
     let mut reconstructions: HashMap<NodeId, f64> = HashMap::new();
     let mut repair_dsts: HashMap<NodeId, f64> = HashMap::new();
     let user = |n: NodeId| cluster.user_load_mb.get(&n).copied().unwrap_or(0.0);
@@ -86,20 +78,18 @@ mod tests {
 
     #[test]
     fn busy_sources_and_loaded_destinations_are_avoided() {
-        let code = kintsugi_codes::LinearCode::rs(2, 1).unwrap();
         // Two stripes on nodes 0 (lost), 1, 2: RS(2,1) needs both survivors.
         let a = LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![] };
         let b = a.clone();
         let mut cluster = Cluster::homogeneous(vec![1, 2, 3, 4, 5]);
         cluster.user_load_mb.insert(4, 1000.0); // node 4 serves heavy user traffic
         let co = Coefficients::for_code(2, 64.0);
-        let c = plan(&code, &[a.clone(), b], &[(vec![1, 2], 2), (vec![1, 2], 2)], &cluster, &co).unwrap();
+        let c = plan(&[a.clone(), b], &[(vec![1, 2], 2), (vec![1, 2], 2)], &cluster, &co).unwrap();
         assert_eq!(c[0].destination, 3, "node 4 is loaded by users; 3 is the least loaded outside the stripe");
         assert_eq!(c[1].destination, 5, "node 3 is now a repair destination and 4 still loaded");
         // With three candidates for two sources, the busy one is left out.
         let wide = LostChunk { placement: vec![None, Some(1), Some(2), Some(3)], lost: 0, avoid: vec![] };
-        let code3 = kintsugi_codes::LinearCode::rs(2, 2).unwrap();
-        let c = plan(&code3, &[a.clone(), wide], &[(vec![1, 2], 2), (vec![1, 2, 3], 2)], &cluster, &co).unwrap();
+        let c = plan(&[a.clone(), wide], &[(vec![1, 2], 2), (vec![1, 2, 3], 2)], &cluster, &co).unwrap();
         assert_eq!(c[1].helpers, vec![3, 1], "node 3 has no reconstructions yet, then node 1 (lower id than 2)");
     }
 }

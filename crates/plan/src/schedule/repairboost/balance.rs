@@ -71,13 +71,19 @@ pub fn map(
             }
         }
     }
+    // Helper positions go to the stripe's unused holder with the least `load`.
+    let place_helpers =
+        |order: Vec<(usize, usize)>, placed: &mut Vec<Vec<Option<NodeId>>>, loads: &mut Loads, download: bool| -> Result<()> {
+            for (c, p) in order {
+                let cand = holders(c, placed);
+                let n = pick(&cand, |n| if download { loads.down(n) } else { loads.up(n) }).ok_or_else(|| too_few(&lost[c]))?;
+                placed[c][p] = Some(n);
+                add(loads, n, templates[c].up[p], templates[c].down[p]);
+            }
+            Ok(())
+        };
     inter.sort_by(|a, b| templates[b.0].down[b.1].total_cmp(&templates[a.0].down[a.1]));
-    for (c, p) in inter {
-        let cand = holders(c, &placed);
-        let n = pick(&cand, |n| loads.down(n)).ok_or_else(|| too_few(&lost[c]))?;
-        placed[c][p] = Some(n);
-        add(loads, n, templates[c].up[p], templates[c].down[p]);
-    }
+    place_helpers(inter, &mut placed, loads, true)?;
     // 2. Roots: the least download among nodes outside the stripe.
     let mut roots: Vec<usize> = (0..templates.len()).collect();
     roots.sort_by(|&a, &b| templates[b].down[templates[b].k()].total_cmp(&templates[a].down[templates[a].k()]));
@@ -90,12 +96,7 @@ pub fn map(
     }
     // 3. Leaves: the least upload among the stripe's unused holders.
     leaves.sort_by(|a, b| templates[b.0].up[b.1].total_cmp(&templates[a.0].up[a.1]));
-    for (c, p) in leaves {
-        let cand = holders(c, &placed);
-        let n = pick(&cand, |n| loads.up(n)).ok_or_else(|| too_few(&lost[c]))?;
-        placed[c][p] = Some(n);
-        add(loads, n, templates[c].up[p], templates[c].down[p]);
-    }
+    place_helpers(leaves, &mut placed, loads, false)?;
     Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
 }
 

@@ -40,7 +40,6 @@ struct Ready {
 pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
     let mut slots: Vec<Vec<Option<u32>>> = graphs.iter().map(|g| vec![None; g.vertices.len()]).collect();
     let mut pending: Vec<Vec<usize>> = graphs.iter().map(|g| g.vertices.iter().map(|v| v.inputs.len()).collect()).collect();
-    let mut sent: Vec<Vec<bool>> = graphs.iter().map(|g| vec![false; g.vertices.len()]).collect();
     // Vertices that may send now (all inputs in), by graph.
     let mut ready: Vec<(u32, u32)> = Vec::new();
     for (gi, g) in graphs.iter().enumerate() {
@@ -50,7 +49,7 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
             }
         }
     }
-    settle(graphs, &mut pending, &mut sent, &mut ready);
+    settle(graphs, &mut pending, &mut ready);
     let mut t: u32 = 0;
     let mut node_index: HashMap<NodeId, usize> = HashMap::new();
     while !ready.is_empty() {
@@ -78,7 +77,6 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
             chosen_set[i] = true;
             let c = &cands[i];
             slots[c.graph as usize][c.vertex as usize] = Some(t);
-            sent[c.graph as usize][c.vertex as usize] = true;
             delivered.push((c.graph, c.vertex));
         }
         for (i, c) in cands.iter().enumerate() {
@@ -94,14 +92,14 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
                 ready.push((gi, o as u32));
             }
         }
-        settle(graphs, &mut pending, &mut sent, &mut ready);
+        settle(graphs, &mut pending, &mut ready);
         t += 1;
     }
     Timeslots { slots, timeslots: t }
 }
 
 /// Passes on at once what a vertex sends to a vertex on its own node (no network).
-fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], sent: &mut [Vec<bool>], ready: &mut Vec<(u32, u32)>) {
+fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(u32, u32)>) {
     let mut i = 0;
     while i < ready.len() {
         let (gi, v) = ready[i];
@@ -109,7 +107,6 @@ fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], sent: &mut [Vec<b
         let o = g.vertices[v as usize].output.expect("ready vertices send");
         if g.vertices[o.index()].node == g.vertices[v as usize].node {
             ready.swap_remove(i);
-            sent[gi as usize][v as usize] = true;
             pending[gi as usize][o.index()] -= 1;
             if pending[gi as usize][o.index()] == 0 && g.vertices[o.index()].output.is_some() {
                 ready.push((gi, o.index() as u32));
