@@ -45,9 +45,50 @@ impl HelperTerm {
         Ok(self.reads.iter().map(|r| r.start * sub..r.end * sub).collect())
     }
 
-    /// The coefficient matrix ready for the region kernels.
-    pub fn matrix(&self, sub_chunks: usize) -> CoefMatrix {
-        CoefMatrix::new(sub_chunks, self.read_count(), &self.coefs)
+    /// The coefficients ready for the region kernels: dense, or row by row over the
+    /// non-zero entries when most are zero (a Clay term has a few per row of 64 or more).
+    pub fn matrix(&self, sub_chunks: usize) -> TermMatrix {
+        let cols = self.read_count();
+        let nonzero = self.coefs.iter().filter(|&&c| c != 0).count();
+        if sub_chunks == 1 || nonzero * 4 >= self.coefs.len() {
+            return TermMatrix::Dense(CoefMatrix::new(sub_chunks, cols, &self.coefs));
+        }
+        let rows = self
+            .coefs
+            .chunks(cols.max(1))
+            .map(|row| {
+                let idx: Vec<usize> = (0..row.len()).filter(|&c| row[c] != 0).collect();
+                let vals: Vec<u8> = idx.iter().map(|&c| row[c]).collect();
+                (CoefMatrix::new(1, idx.len(), &vals), idx)
+            })
+            .collect();
+        TermMatrix::Sparse(rows)
+    }
+}
+
+/// A term's coefficient matrix prepared for the region kernels.
+#[derive(Clone, Debug)]
+pub enum TermMatrix {
+    /// Every entry, in groups of rows that read each source once.
+    Dense(CoefMatrix),
+    /// Per row, the non-zero entries and the sources they multiply.
+    Sparse(Vec<(CoefMatrix, Vec<usize>)>),
+}
+
+impl TermMatrix {
+    /// dsts[r] ^= sum_c m[r][c] * srcs[c].
+    pub fn apply_add(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
+        match self {
+            TermMatrix::Dense(m) => kintsugi_gf::apply_add(m, srcs, dsts),
+            TermMatrix::Sparse(rows) => {
+                for ((m, idx), dst) in rows.iter().zip(dsts.iter_mut()) {
+                    if !idx.is_empty() {
+                        let picked: Vec<&[u8]> = idx.iter().map(|&c| srcs[c]).collect();
+                        kintsugi_gf::apply_add(m, &picked, &mut [&mut **dst]);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -99,7 +140,7 @@ impl RepairEquation {
 /// `out` holds `sub_chunks` windows of `window.len()` bytes, `out_stride` apart.
 pub fn apply_term_window(
     term: &HelperTerm,
-    m: &CoefMatrix,
+    m: &TermMatrix,
     helper_chunk: &[u8],
     sub: usize,
     window: Range<usize>,
@@ -113,7 +154,7 @@ pub fn apply_term_window(
     let srcs: Vec<&[u8]> =
         term.reads.iter().flat_map(|r| r.clone()).map(|r| &helper_chunk[r * sub + window.start..r * sub + window.end]).collect();
     let mut dsts: Vec<&mut [u8]> = out.chunks_mut(out_stride).map(|c| &mut c[..w]).collect();
-    kintsugi_gf::apply_add(m, &srcs, &mut dsts);
+    m.apply_add(&srcs, &mut dsts);
 }
 
 /// Sub-chunk length, or an error if the chunk does not divide evenly.

@@ -7,7 +7,7 @@ use thiserror::Error;
 pub enum CodeError {
     #[error("invalid code parameters: {0}")]
     InvalidParams(String),
-    #[error("cannot parse code '{spec}': {reason} (expected e.g. rs:10,4 or lrc:6,2,2)")]
+    #[error("cannot parse code '{spec}': {reason} (expected e.g. rs:10,4, lrc:6,2,2 or clay:10,4,13)")]
     BadSpec { spec: String, reason: String },
     #[error("shard index {index} is out of range for a code with {n} shards")]
     BadIndex { index: usize, n: usize },

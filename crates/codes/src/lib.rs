@@ -19,19 +19,22 @@
 //! assert_eq!(eq.rebuild(&helpers).unwrap(), data[0]);
 //! ```
 
+pub mod clay;
 mod equation;
 mod error;
 mod linear;
 pub mod matrix;
 mod spec;
 
-pub use equation::{apply_term_window, sub_len, HelperTerm, RepairEquation};
+pub use clay::ClayCode;
+pub use equation::{apply_term_window, sub_len, HelperTerm, RepairEquation, TermMatrix};
 pub use error::{CodeError, Result};
 pub use linear::LinearCode;
 pub use spec::{CodeSpec, MAX_SHARDS};
 
 use kintsugi_gf::CoefMatrix;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// An erasure code over GF(2^8). Shards 0..k are data, k..n parity.
 pub trait Code: Send + Sync + Debug {
@@ -89,19 +92,51 @@ pub trait Code: Send + Sync + Debug {
     }
 }
 
-/// Computes `targets` from `sources` by one matrix product (see [`Code::decoder`]).
+/// Computes `targets` from `sources` (see [`Code::decoder`]): one matrix product for
+/// scalar codes, a layered plane-by-plane decode for Clay.
 #[derive(Clone, Debug)]
 pub struct Decoder {
-    /// Shard indices read, in matrix column order.
+    /// Shard indices read, in source order.
     pub sources: Vec<usize>,
-    /// Shard indices produced, in matrix row order.
+    /// Shard indices produced, in output order.
     pub targets: Vec<usize>,
-    /// `targets x sources` coefficients.
-    pub matrix: CoefMatrix,
+    kind: DecoderKind,
+}
+
+#[derive(Clone, Debug)]
+enum DecoderKind {
+    Matrix(CoefMatrix),
+    Layered(Arc<clay::ClayDecoder>),
 }
 
 impl Decoder {
-    /// targets = matrix x sources, for equally long regions (any window of the shards).
+    /// A decoder that computes `targets x sources` coefficients times the sources.
+    pub fn from_matrix(sources: Vec<usize>, targets: Vec<usize>, matrix: CoefMatrix) -> Self {
+        Decoder { sources, targets, kind: DecoderKind::Matrix(matrix) }
+    }
+
+    fn layered(sources: Vec<usize>, targets: Vec<usize>, dec: Arc<clay::ClayDecoder>) -> Self {
+        Decoder { sources, targets, kind: DecoderKind::Layered(dec) }
+    }
+
+    /// The coefficient matrix, when the decode is one matrix product.
+    pub fn matrix(&self) -> Option<&CoefMatrix> {
+        match &self.kind {
+            DecoderKind::Matrix(m) => Some(m),
+            DecoderKind::Layered(_) => None,
+        }
+    }
+
+    /// Sub-chunks per chunk: regions given to [`Decoder::apply`] must be whole chunks, or
+    /// the same byte window of each of this many sub-chunks laid back to back.
+    pub fn sub_chunks(&self) -> usize {
+        match &self.kind {
+            DecoderKind::Matrix(_) => 1,
+            DecoderKind::Layered(d) => d.sub_chunks(),
+        }
+    }
+
+    /// Fills `dsts` (one per target) from `srcs` (one per source), all equally long.
     pub fn apply(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) -> Result<()> {
         if srcs.len() != self.sources.len() {
             return Err(CodeError::WrongCount { what: "source regions", expected: self.sources.len(), got: srcs.len() });
@@ -113,7 +148,12 @@ impl Decoder {
         if let Some(l) = srcs.iter().map(|s| s.len()).chain(dsts.iter().map(|d| d.len())).find(|&l| l != len) {
             return Err(CodeError::UnequalLengths(len, l));
         }
-        kintsugi_gf::apply(&self.matrix, srcs, dsts);
-        Ok(())
+        match &self.kind {
+            DecoderKind::Matrix(m) => {
+                kintsugi_gf::apply(m, srcs, dsts);
+                Ok(())
+            }
+            DecoderKind::Layered(d) => d.apply(srcs, dsts),
+        }
     }
 }

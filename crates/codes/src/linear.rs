@@ -108,7 +108,7 @@ impl LinearCode {
         let parity = n - self.k;
         match self.spec {
             // MDS: exactly n - k.
-            CodeSpec::Rs { .. } => parity,
+            CodeSpec::Rs { .. } | CodeSpec::Clay { .. } => parity,
             // Check every erasure set of growing size until one fails (bounded work: LRC
             // tolerates at most m + 1 arbitrary erasures, and the sets are few for the
             // geometries used in practice; beyond the budget, report what was proven).
@@ -239,7 +239,7 @@ impl Code for LinearCode {
             coefs.extend(used.iter().map(|&c| row[c]));
         }
         let sources = used.iter().map(|&c| avail[c]).collect();
-        Ok(Decoder { sources, matrix: CoefMatrix::new(targets.len(), used.len(), &coefs), targets })
+        Ok(Decoder::from_matrix(sources, targets.clone(), CoefMatrix::new(targets.len(), used.len(), &coefs)))
     }
 
     fn repair_equation(&self, lost: usize, helpers: &[usize]) -> Result<RepairEquation> {

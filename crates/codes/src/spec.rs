@@ -1,7 +1,7 @@
-//! Parsing and naming codes: `rs:K,M` and `lrc:K,L,M`.
+//! Parsing and naming codes: `rs:K,M`, `lrc:K,L,M` and `clay:K,M,D`.
 
 use crate::error::{CodeError, Result};
-use crate::{Code, LinearCode};
+use crate::{ClayCode, Code, LinearCode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -19,15 +19,19 @@ pub enum CodeSpec {
     Rs { k: usize, m: usize },
     /// Azure-style LRC: k data in l local groups with one XOR parity each, plus m global parities.
     Lrc { k: usize, l: usize, m: usize },
+    /// Clay (MSR): k data, m parity, any k recover all, one lost chunk from d helpers
+    /// reading d/(d-k+1) chunks' worth; Ceph's clay plugin layout (isa, cauchy).
+    Clay { k: usize, m: usize, d: usize },
 }
 
 impl CodeSpec {
     /// Checks the parameters and builds the code.
     pub fn build(&self) -> Result<Arc<dyn Code>> {
-        Ok(Arc::new(match *self {
-            CodeSpec::Rs { k, m } => LinearCode::rs(k, m)?,
-            CodeSpec::Lrc { k, l, m } => LinearCode::lrc(k, l, m)?,
-        }))
+        Ok(match *self {
+            CodeSpec::Rs { k, m } => Arc::new(LinearCode::rs(k, m)?),
+            CodeSpec::Lrc { k, l, m } => Arc::new(LinearCode::lrc(k, l, m)?),
+            CodeSpec::Clay { k, m, d } => Arc::new(ClayCode::new(k, m, d)?),
+        })
     }
 }
 
@@ -36,6 +40,7 @@ impl fmt::Display for CodeSpec {
         match self {
             CodeSpec::Rs { k, m } => write!(f, "rs:{k},{m}"),
             CodeSpec::Lrc { k, l, m } => write!(f, "lrc:{k},{l},{m}"),
+            CodeSpec::Clay { k, m, d } => write!(f, "clay:{k},{m},{d}"),
         }
     }
 }
@@ -52,6 +57,8 @@ impl FromStr for CodeSpec {
         let spec = match (family.to_ascii_lowercase().as_str(), nums.as_slice()) {
             ("rs", &[k, m]) => CodeSpec::Rs { k, m },
             ("lrc", &[k, l, m]) => CodeSpec::Lrc { k, l, m },
+            ("clay", &[k, m, d]) => CodeSpec::Clay { k, m, d },
+            ("clay", _) => return Err(bad("clay takes three numbers, k, m and d (e.g. clay:10,4,13)")),
             ("rs", _) => return Err(bad("rs takes two numbers, k and m")),
             ("lrc", _) => return Err(bad("lrc takes three numbers, k, l and m")),
             (other, _) => return Err(bad(&format!("unknown code family '{other}'"))),
@@ -82,7 +89,9 @@ mod tests {
         assert_eq!("rs:10,4".parse::<CodeSpec>().unwrap(), CodeSpec::Rs { k: 10, m: 4 });
         assert_eq!("LRC:6, 2, 2".parse::<CodeSpec>().unwrap(), CodeSpec::Lrc { k: 6, l: 2, m: 2 });
         assert_eq!(CodeSpec::Lrc { k: 12, l: 2, m: 2 }.to_string(), "lrc:12,2,2");
-        for bad in ["rs", "rs:10", "rs:a,4", "xor:3,1", "lrc:6,2", "rs:-1,2", ""] {
+        assert_eq!("clay:10,4,13".parse::<CodeSpec>().unwrap(), CodeSpec::Clay { k: 10, m: 4, d: 13 });
+        assert_eq!(CodeSpec::Clay { k: 4, m: 2, d: 5 }.to_string(), "clay:4,2,5");
+        for bad in ["rs", "rs:10", "rs:a,4", "xor:3,1", "lrc:6,2", "rs:-1,2", "", "clay:10,4"] {
             assert!(bad.parse::<CodeSpec>().is_err(), "{bad} should not parse");
         }
         let json = serde_json::to_string(&CodeSpec::Rs { k: 3, m: 2 }).unwrap();
@@ -92,7 +101,18 @@ mod tests {
 
     #[test]
     fn invalid_parameters_are_errors() {
-        for s in ["rs:0,4", "rs:4,0", "rs:250,7", "lrc:6,4,2", "lrc:6,0,2", "lrc:0,1,1", "lrc:250,5,2"] {
+        for s in [
+            "rs:0,4",
+            "rs:4,0",
+            "rs:250,7",
+            "lrc:6,4,2",
+            "lrc:6,0,2",
+            "lrc:0,1,1",
+            "lrc:250,5,2",
+            "clay:10,4,9",
+            "clay:10,4,14",
+            "clay:4,0,4",
+        ] {
             let spec: CodeSpec = s.parse().unwrap();
             let err = spec.build().err().unwrap_or_else(|| panic!("{s} should be rejected"));
             assert!(matches!(err, CodeError::InvalidParams(_)), "{s}: {err}");

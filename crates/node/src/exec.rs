@@ -10,7 +10,8 @@
 
 use crate::shaper::Shaper;
 use crate::store::{ChunkReader, ChunkStore};
-use kintsugi_gf::{apply_add, mul_add, CoefMatrix};
+use kintsugi_codes::TermMatrix;
+use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use kintsugi_proto::{recv, recv_data, send, Assignment, NodeRequest, NodeResponse, READER};
 use std::collections::{BTreeSet, HashMap};
@@ -353,7 +354,7 @@ pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, S
 pub struct LocalTerm {
     reader: ChunkReader,
     term: kintsugi_codes::HelperTerm,
-    matrix: CoefMatrix,
+    matrix: TermMatrix,
     sub: usize,
 }
 
@@ -381,7 +382,7 @@ impl LocalTerm {
             let src_refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
             let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n.max(1)).take(alpha).collect();
             if n > 0 {
-                apply_add(&self.matrix, &src_refs, &mut dsts);
+                self.matrix.apply_add(&src_refs, &mut dsts);
             }
             pos += alpha * n;
         }

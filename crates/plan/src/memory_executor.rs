@@ -6,7 +6,8 @@
 use crate::error::{PlanError, Result};
 use crate::graph::{RepairGraph, VertexId};
 use kintsugi_codes::apply_term_window;
-use kintsugi_gf::{mul_add, CoefMatrix};
+use kintsugi_codes::TermMatrix;
+use kintsugi_gf::mul_add;
 
 /// Rebuilds the lost chunk from whole helper chunks (one per equation term, in term order),
 /// moving `slice_len`-byte windows of each sub-chunk through the graph.
@@ -24,7 +25,7 @@ pub fn execute(graph: &RepairGraph, helper_chunks: &[&[u8]], slice_len: usize) -
     let alpha = eq.sub_chunks;
     let sub = kintsugi_codes::sub_len(alpha, chunk_len)?;
     let slices = graph.slices(chunk_len, slice_len)?;
-    let matrices: Vec<CoefMatrix> = eq.terms.iter().map(|t| t.matrix(alpha)).collect();
+    let matrices: Vec<TermMatrix> = eq.terms.iter().map(|t| t.matrix(alpha)).collect();
     let order: Vec<VertexId> = graph.topological_order();
     let sink = graph.sink;
     // One slice buffer per vertex: alpha windows of up to slice_len bytes.

@@ -1,0 +1,211 @@
+//! The layered decoder every Clay operation runs on (encode, decode, repair).
+//!
+//! In each plane the *uncoupled* values U of all nodes form a codeword of the scalar MDS
+//! code, RS(k+nu, m). So a plane is decoded by uncoupling the nodes whose coupled values C
+//! are known (the pairwise transform), one MDS decode for the unknown U, and coupling back.
+//! A node paired with an unknown node needs that node's C from the partner plane: planes
+//! are therefore processed in rounds of increasing *score* (how many unknown nodes are
+//! unpaired in the plane), and the partner plane always belongs to an earlier round
+//! (Clay paper, section 3.3; Ceph's `decode_layered`).
+//!
+//! Everything is linear byte column by byte column, so the engine runs on a window of w
+//! bytes of every plane at a time; callers pick the windows (whole sub-chunks, or pieces
+//! that stay in cache).
+
+use super::coupling::{positions, Coupling};
+use super::geometry::Geometry;
+use crate::linear::LinearCode;
+use crate::{Code, Result};
+use kintsugi_gf::CoefMatrix;
+
+const NONE: usize = usize::MAX;
+
+/// What one layered decode computes, fixed for a set of unknowns.
+#[derive(Debug)]
+pub struct LayeredPlan {
+    /// Nodes whose U each plane's MDS decode produces (sorted).
+    pub erased: Vec<usize>,
+    /// Node -> position in `erased`, or NONE.
+    erased_at: Vec<usize>,
+    /// Nodes whose C the engine computes (a subset of `erased`).
+    c_unknown: Vec<bool>,
+    /// Planes to process, in rounds of equal score, lowest first.
+    rounds: Vec<Vec<usize>>,
+    /// MDS sources (grid nodes), in matrix column order.
+    sources: Vec<usize>,
+    /// `erased x sources` MDS decoding matrix.
+    matrix: CoefMatrix,
+}
+
+impl LayeredPlan {
+    /// A plan over `planes` with U unknown for `erased` and C unknown for `c_unknown`.
+    pub fn new(geo: &Geometry, mds: &LinearCode, erased: &[usize], c_unknown: &[usize], planes: &[usize]) -> Result<Self> {
+        let n = geo.nodes();
+        let mut erased = erased.to_vec();
+        erased.sort_unstable();
+        erased.dedup();
+        let mut erased_at = vec![NONE; n];
+        for (i, &e) in erased.iter().enumerate() {
+            erased_at[e] = i;
+        }
+        let mut unknown = vec![false; n];
+        for &c in c_unknown {
+            unknown[c] = true;
+        }
+        let available: Vec<usize> = (0..n).filter(|&i| erased_at[i] == NONE).collect();
+        let dec = mds.decoder(&erased, &available)?;
+        debug_assert_eq!(dec.targets, erased);
+        let matrix = dec.matrix().expect("RS decodes by one matrix").clone();
+        let score = |z: usize| (0..n).filter(|&i| unknown[i] && geo.unpaired(i, z)).count();
+        let mut rounds: Vec<Vec<usize>> = vec![Vec::new(); geo.t + 1];
+        for &z in planes {
+            rounds[score(z)].push(z);
+        }
+        rounds.retain(|r| !r.is_empty());
+        Ok(LayeredPlan { erased, erased_at, c_unknown: unknown, rounds, sources: dec.sources, matrix })
+    }
+
+    /// Position of node i among the erased, if it is one.
+    pub fn erased_index(&self, i: usize) -> Option<usize> {
+        (self.erased_at[i] != NONE).then_some(self.erased_at[i])
+    }
+}
+
+/// Where the known coupled values are: `known[node]` holds plane z's window at
+/// `slot[z] * stride + off`, `w` bytes long.
+pub struct Known<'a> {
+    pub known: Vec<Option<&'a [u8]>>,
+    pub slot: &'a [usize],
+    pub stride: usize,
+    pub off: usize,
+}
+
+/// Buffers of one run: U and C of the erased nodes for every plane (`alpha * w` each),
+/// uncoupled values of the sources in the current plane, and a zero window.
+#[derive(Default)]
+pub struct Scratch {
+    pub u: Vec<u8>,
+    pub c: Vec<u8>,
+    part: Vec<u8>,
+    zero: Vec<u8>,
+    w: usize,
+}
+
+impl Scratch {
+    fn prepare(&mut self, erased: usize, sources: usize, alpha: usize, w: usize) {
+        self.w = w;
+        self.u.resize(erased * alpha * w, 0);
+        self.c.resize(erased * alpha * w, 0);
+        self.part.resize(sources * w, 0);
+        self.zero.clear();
+        self.zero.resize(w, 0);
+    }
+
+    /// U of erased node number e at plane z.
+    pub fn u_at(&self, e: usize, z: usize, alpha: usize) -> &[u8] {
+        let w = self.w;
+        &self.u[(e * alpha + z) * w..(e * alpha + z + 1) * w]
+    }
+
+    /// C of erased node number e at plane z.
+    pub fn c_at(&self, e: usize, z: usize, alpha: usize) -> &[u8] {
+        let w = self.w;
+        &self.c[(e * alpha + z) * w..(e * alpha + z + 1) * w]
+    }
+}
+
+/// C of node i at plane z: computed (unknown nodes), zero (virtual) or read (known).
+fn coupled<'s>(
+    geo: &Geometry,
+    plan: &LayeredPlan,
+    kn: &'s Known<'s>,
+    c: &'s [u8],
+    zero: &'s [u8],
+    i: usize,
+    z: usize,
+    w: usize,
+) -> &'s [u8] {
+    if plan.c_unknown[i] {
+        let e = plan.erased_at[i];
+        return &c[(e * geo.alpha + z) * w..(e * geo.alpha + z + 1) * w];
+    }
+    match kn.known[i] {
+        Some(buf) => {
+            let at = kn.slot[z] * kn.stride + kn.off;
+            &buf[at..at + w]
+        }
+        None => zero,
+    }
+}
+
+/// Runs `plan` on one window of `w` bytes per plane; results stay in `scratch`.
+pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, w: usize, scratch: &mut Scratch) {
+    let alpha = geo.alpha;
+    scratch.prepare(plan.erased.len(), plan.sources.len(), alpha, w);
+    let Scratch { u, c, part, zero, .. } = scratch;
+    let (zero, c_ro) = (&zero[..], &mut c[..]);
+    for round in &plan.rounds {
+        for &z in round {
+            // Uncouple the MDS sources of this plane: paired ones into `part`.
+            for (si, &s) in plan.sources.iter().enumerate() {
+                if let Some((p, zs)) = geo.partner(s, z) {
+                    let dst = &mut part[si * w..(si + 1) * w];
+                    if geo.is_virtual(s) && geo.is_virtual(p) {
+                        dst.fill(0);
+                        continue;
+                    }
+                    let (cs, us) = positions(geo.x(s), geo.x(p));
+                    let (cp, _) = positions(geo.x(p), geo.x(s));
+                    let a = coupled(geo, plan, kn, c_ro, zero, s, z, w);
+                    let b = coupled(geo, plan, kn, c_ro, zero, p, zs, w);
+                    kintsugi_gf::apply(coupling.matrix((cs, cp), us), &[a, b], &mut [dst]);
+                }
+            }
+            let srcs: Vec<&[u8]> = plan
+                .sources
+                .iter()
+                .enumerate()
+                .map(|(si, &s)| match geo.partner(s, z) {
+                    Some(_) => &part[si * w..(si + 1) * w],
+                    None => coupled(geo, plan, kn, c_ro, zero, s, z, w),
+                })
+                .collect();
+            let mut dsts: Vec<&mut [u8]> = u.chunks_mut(alpha * w).map(|node| &mut node[z * w..(z + 1) * w]).collect();
+            kintsugi_gf::apply(&plan.matrix, &srcs, &mut dsts);
+        }
+        // Couple back: C of the unknown nodes in this round's planes.
+        for &z in round {
+            for (ei, &e) in plan.erased.iter().enumerate() {
+                if !plan.c_unknown[e] {
+                    continue;
+                }
+                let at = (ei * alpha + z) * w;
+                let ue = &u[at..at + w];
+                match geo.partner(e, z) {
+                    None => c_ro[at..at + w].copy_from_slice(ue),
+                    Some((p, zs)) => {
+                        let (ce, uce) = positions(geo.x(e), geo.x(p));
+                        let (cp, up) = positions(geo.x(p), geo.x(e));
+                        if let Some(pi) = plan.erased_index(p) {
+                            let pat = (pi * alpha + zs) * w;
+                            let m = coupling.matrix((uce, up), ce);
+                            let (ue, upp) = (&u[at..at + w], &u[pat..pat + w]);
+                            kintsugi_gf::apply(m, &[ue, upp], &mut [&mut c_ro[at..at + w]]);
+                        } else {
+                            let m = coupling.matrix((uce, cp), ce);
+                            // The partner's C is known or zero, never in `c`.
+                            let b: &[u8] = match kn.known[p] {
+                                Some(buf) => {
+                                    let pat = kn.slot[zs] * kn.stride + kn.off;
+                                    &buf[pat..pat + w]
+                                }
+                                None => zero,
+                            };
+                            kintsugi_gf::apply(m, &[ue, b], &mut [&mut c_ro[at..at + w]]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

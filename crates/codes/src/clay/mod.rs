@@ -1,0 +1,227 @@
+//! Clay codes (Vajha et al., FAST'18): MSR codes whose single-node repair reads
+//! d/(d-k+1) chunks' worth instead of k, laid out byte for byte as Ceph's clay plugin with
+//! `scalar_mds=isa, technique=cauchy` (so `clay:K,M,K` is our `rs:K,M`).
+//!
+//! - [`geometry`]: the node grid, planes and pairs;
+//! - [`coupling`]: the pairwise transform between coupled and uncoupled sub-chunks;
+//! - [`layered`]: the plane-by-plane decoder that encode, decode and repair all run on;
+//! - [`repair`]: single-node repair from d helpers, and its repair equation.
+
+pub mod coupling;
+pub mod geometry;
+pub mod layered;
+mod repair;
+
+use crate::error::{CodeError, Result};
+use crate::linear::LinearCode;
+use crate::spec::CodeSpec;
+use crate::{Code, Decoder, RepairEquation};
+use coupling::Coupling;
+use geometry::Geometry;
+use layered::{Known, LayeredPlan, Scratch};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Bytes of each plane processed at once: small enough that a window of every plane of
+/// every node stays in the caches, large enough that kernel calls amortise.
+pub const DEFAULT_WINDOW: usize = 1024;
+
+/// A Clay code. Cheap to clone (shared state).
+#[derive(Debug, Clone)]
+pub struct ClayCode {
+    core: Arc<Core>,
+}
+
+/// What every operation of one code shares.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub geo: Geometry,
+    /// The scalar MDS code of each plane, over grid nodes (virtual nodes are data).
+    pub mds: LinearCode,
+    pub coupling: Coupling,
+    /// Plane z sits at slot z of a whole chunk.
+    pub identity: Vec<usize>,
+    /// Layered plans by (U-unknown nodes, C-unknown nodes, planes tag).
+    plans: Mutex<HashMap<(Vec<usize>, Vec<usize>, usize), Arc<LayeredPlan>>>,
+    window: usize,
+}
+
+impl Core {
+    /// The layered plan for these unknowns over all planes (tag usize::MAX) or over the
+    /// repair planes of node `tag`.
+    pub fn plan(&self, erased: &[usize], c_unknown: &[usize], tag: usize) -> Result<Arc<LayeredPlan>> {
+        let key = (erased.to_vec(), c_unknown.to_vec(), tag);
+        if let Some(p) = self.plans.lock().expect("plan cache").get(&key) {
+            return Ok(p.clone());
+        }
+        let planes: Vec<usize> = if tag == usize::MAX { (0..self.geo.alpha).collect() } else { self.geo.repair_planes(tag) };
+        let plan = Arc::new(LayeredPlan::new(&self.geo, &self.mds, erased, c_unknown, &planes)?);
+        let mut cache = self.plans.lock().expect("plan cache");
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert(key, plan.clone());
+        Ok(plan)
+    }
+}
+
+impl ClayCode {
+    /// Clay(k, m, d): k data, m parity, single-node repair from any d helpers.
+    pub fn new(k: usize, m: usize, d: usize) -> Result<Self> {
+        let geo = Geometry::new(k, m, d).map_err(CodeError::InvalidParams)?;
+        let mds = LinearCode::rs(k + geo.nu, m)?;
+        let identity = (0..geo.alpha).collect();
+        let core = Core { geo, mds, coupling: Coupling::new(), identity, plans: Mutex::new(HashMap::new()), window: DEFAULT_WINDOW };
+        Ok(ClayCode { core: Arc::new(core) })
+    }
+
+    /// The same code processing `window` bytes of each plane at a time (for benchmarks).
+    pub fn with_window(&self, window: usize) -> Self {
+        let c = &self.core;
+        let core = Core {
+            geo: c.geo.clone(),
+            mds: LinearCode::rs(c.geo.k + c.geo.nu, c.geo.m).expect("valid before"),
+            coupling: Coupling::new(),
+            identity: c.identity.clone(),
+            plans: Mutex::new(HashMap::new()),
+            window: window.max(1),
+        };
+        ClayCode { core: Arc::new(core) }
+    }
+
+    /// Grid, planes and pairs.
+    pub fn geometry(&self) -> &Geometry {
+        &self.core.geo
+    }
+
+    /// Helpers per single-node repair.
+    pub fn d(&self) -> usize {
+        self.core.geo.d
+    }
+
+    /// Sub-chunks each helper reads for a single-node repair (alpha / q).
+    pub fn beta(&self) -> usize {
+        self.core.geo.beta()
+    }
+
+    fn check_index(&self, i: usize) -> Result<()> {
+        if i >= self.n() {
+            return Err(CodeError::BadIndex { index: i, n: self.n() });
+        }
+        Ok(())
+    }
+
+    /// Runs a layered decode over whole chunks: `srcs` are the known shards (by shard
+    /// index), `outs` receive the C of `targets` (shard indices, each among the unknowns).
+    fn layered(&self, plan: &LayeredPlan, srcs: &[(usize, &[u8])], targets: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+        let geo = &self.core.geo;
+        let len = srcs.first().map(|s| s.1.len()).or(outs.first().map(|o| o.len())).unwrap_or(0);
+        if let Some(l) = srcs.iter().map(|s| s.1.len()).chain(outs.iter().map(|o| o.len())).find(|&l| l != len) {
+            return Err(CodeError::UnequalLengths(len, l));
+        }
+        let sub = crate::sub_len(geo.alpha, len)?;
+        let mut known: Vec<Option<&[u8]>> = vec![None; geo.nodes()];
+        for &(s, buf) in srcs {
+            known[geo.node_of(s)] = Some(buf);
+        }
+        let slots: Vec<usize> = targets.iter().map(|&t| plan.erased_index(geo.node_of(t)).expect("targets are unknown")).collect();
+        let mut scratch = Scratch::default();
+        let mut off = 0;
+        while off < sub {
+            let w = self.core.window.min(sub - off);
+            let kn = Known { known: known.clone(), slot: &self.core.identity, stride: sub, off };
+            layered::run(geo, &self.core.coupling, plan, &kn, w, &mut scratch);
+            for (out, &e) in outs.iter_mut().zip(&slots) {
+                for z in 0..geo.alpha {
+                    out[z * sub + off..z * sub + off + w].copy_from_slice(scratch.c_at(e, z, geo.alpha));
+                }
+            }
+            off += w;
+        }
+        Ok(())
+    }
+}
+
+/// A Clay decoder: the layered plan for one erasure pattern.
+#[derive(Debug)]
+pub struct ClayDecoder {
+    code: ClayCode,
+    plan: Arc<LayeredPlan>,
+    sources: Vec<usize>,
+    targets: Vec<usize>,
+}
+
+impl ClayDecoder {
+    /// targets from sources, over whole chunks (or gathered windows: alpha equal pieces).
+    pub fn apply(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) -> Result<()> {
+        let pairs: Vec<(usize, &[u8])> = self.sources.iter().copied().zip(srcs.iter().copied()).collect();
+        self.code.layered(&self.plan, &pairs, &self.targets, dsts)
+    }
+
+    /// Sub-chunks per chunk.
+    pub fn sub_chunks(&self) -> usize {
+        self.code.core.geo.alpha
+    }
+}
+
+impl Code for ClayCode {
+    fn spec(&self) -> CodeSpec {
+        let g = &self.core.geo;
+        CodeSpec::Clay { k: g.k, m: g.m, d: g.d }
+    }
+    fn k(&self) -> usize {
+        self.core.geo.k
+    }
+    fn n(&self) -> usize {
+        self.core.geo.k + self.core.geo.m
+    }
+    fn sub_chunks(&self) -> usize {
+        self.core.geo.alpha
+    }
+    fn tolerance(&self) -> usize {
+        self.core.geo.m
+    }
+
+    fn encode(&self, data: &[&[u8]], parity: &mut [&mut [u8]]) -> Result<()> {
+        let (k, m) = (self.k(), self.core.geo.m);
+        if data.len() != k {
+            return Err(CodeError::WrongCount { what: "data shards", expected: k, got: data.len() });
+        }
+        if parity.len() != m {
+            return Err(CodeError::WrongCount { what: "parity shards", expected: m, got: parity.len() });
+        }
+        let targets: Vec<usize> = (k..k + m).collect();
+        let nodes: Vec<usize> = targets.iter().map(|&s| self.core.geo.node_of(s)).collect();
+        let plan = self.core.plan(&nodes, &nodes, usize::MAX)?;
+        let srcs: Vec<(usize, &[u8])> = data.iter().copied().enumerate().collect();
+        self.layered(&plan, &srcs, &targets, parity)
+    }
+
+    fn decoder(&self, erased: &[usize], available: &[usize]) -> Result<Decoder> {
+        for &i in erased.iter().chain(available) {
+            self.check_index(i)?;
+        }
+        let mut targets = erased.to_vec();
+        targets.sort_unstable();
+        targets.dedup();
+        let mut sources: Vec<usize> = available.iter().copied().filter(|i| !targets.contains(i)).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        let unknown: Vec<usize> = (0..self.n()).filter(|i| !sources.contains(i)).collect();
+        if unknown.len() > self.core.geo.m {
+            return Err(CodeError::Unrecoverable { erased: targets, available: sources.len(), tolerance: self.core.geo.m });
+        }
+        let nodes: Vec<usize> = unknown.iter().map(|&s| self.core.geo.node_of(s)).collect();
+        let plan = self.core.plan(&nodes, &nodes, usize::MAX)?;
+        let dec = ClayDecoder { code: self.clone(), plan, sources: sources.clone(), targets: targets.clone() };
+        Ok(Decoder::layered(sources, targets, Arc::new(dec)))
+    }
+
+    fn repair_equation(&self, lost: usize, helpers: &[usize]) -> Result<RepairEquation> {
+        repair::equation(self, lost, helpers)
+    }
+
+    fn choose_helpers(&self, lost: usize, available: &[usize]) -> Result<Vec<usize>> {
+        repair::choose_helpers(self, lost, available)
+    }
+}
