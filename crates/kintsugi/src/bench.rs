@@ -42,6 +42,14 @@ pub struct CodecBenchArgs {
     /// between our measurements and report ours/ISA-L ratios.
     #[arg(long)]
     pub isal: Option<PathBuf>,
+    /// Code to measure: rs:10,4 (GF kernels, RS encode/decode/repair, against ISA-L) or a
+    /// Clay code such as clay:10,4,13 (encode, decode, repair, against Ceph).
+    #[arg(long, default_value = "rs:10,4")]
+    pub code: CodeSpec,
+    /// Path to a built Ceph clay reference (g++ -O2 ../shared/tools/clay_ref.cc, see the
+    /// README): run it between our measurements and report ours/Ceph ratios.
+    #[arg(long)]
+    pub ceph: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -72,7 +80,7 @@ pub(crate) fn stat(v: &[f64]) -> Stat {
 }
 
 /// Repeats `f` for about `seconds` and returns GB/s for `bytes` processed per call.
-fn rate(seconds: f64, bytes: usize, mut f: impl FnMut()) -> f64 {
+pub(crate) fn rate(seconds: f64, bytes: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm caches and page in buffers
     let start = Instant::now();
     let mut it = 0u64;
@@ -146,6 +154,14 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
         std::env::set_var("KINTSUGI_GF_KERNEL", k.name());
     }
     let kernel = Kernel::active();
+    match a.code {
+        CodeSpec::Clay { k, m, d } => return crate::bench_clay::run(a, kintsugi_codes::ClayCode::new(k, m, d)?),
+        CodeSpec::Rs { k: 10, m: 4 } => {}
+        other => bail!("bench codec measures rs:10,4 or a clay code, not {other}"),
+    }
+    if a.ceph.is_some() {
+        bail!("--ceph compares Clay codes: add --code clay:K,M,D");
+    }
     let len = a.shard_size;
     let code = CodeSpec::Rs { k: 10, m: 4 }.build()?;
     let (k, n) = (code.k(), code.n());

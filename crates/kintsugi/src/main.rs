@@ -2,6 +2,7 @@
 
 mod atomic_file;
 mod bench;
+mod bench_clay;
 mod bench_degraded;
 mod bench_planner;
 mod cluster_cmd;

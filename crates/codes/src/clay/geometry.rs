@@ -176,6 +176,6 @@ mod tests {
         assert_eq!(Geometry::new(4, 2, 4).unwrap().alpha, 1, "d = k is plain RS");
         assert!(Geometry::new(4, 2, 6).is_err());
         assert!(Geometry::new(4, 2, 5).is_ok());
-        assert!(Geometry::new(40, 20, 59).is_err(), "20^3 sub-chunks is too many");
+        assert!(Geometry::new(20, 20, 21).is_err(), "2^20 sub-chunks is too many");
     }
 }

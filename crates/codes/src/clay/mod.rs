@@ -18,7 +18,7 @@ use crate::spec::CodeSpec;
 use crate::{Code, Decoder, RepairEquation};
 use coupling::Coupling;
 use geometry::Geometry;
-use layered::{Known, LayeredPlan, Scratch};
+use layered::{Known, LayeredPlan, Scratch, Staging};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -126,10 +126,12 @@ impl ClayCode {
         }
         let slots: Vec<usize> = targets.iter().map(|&t| plan.erased_index(geo.node_of(t)).expect("targets are unknown")).collect();
         let mut scratch = Scratch::default();
+        let mut staging = Staging::default();
         let mut off = 0;
         while off < sub {
             let w = self.core.window.min(sub - off);
-            let kn = Known { known: known.clone(), slot: &self.core.identity, stride: sub, off };
+            staging.fill(&known, geo.alpha, sub, off, w);
+            let kn = Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 };
             layered::run(geo, &self.core.coupling, plan, &kn, w, &mut scratch);
             for (out, &e) in outs.iter_mut().zip(&slots) {
                 for z in 0..geo.alpha {

@@ -10,7 +10,7 @@
 //! coefficient each helper sub-chunk carries) that repair graphs evaluate.
 
 use super::coupling::positions;
-use super::layered::{self, Known, Scratch};
+use super::layered::{self, Known, Scratch, Staging};
 use super::ClayCode;
 use crate::equation::{HelperTerm, RepairEquation};
 use crate::error::{CodeError, Result};
@@ -94,10 +94,12 @@ impl ClayCode {
         }
         let le = plan.erased_index(ln).expect("the lost node is decoded");
         let mut scratch = Scratch::default();
+        let mut staging = Staging::default();
         let mut off = 0;
         while off < sub {
             let w = core.window.min(sub - off);
-            let kn = Known { known: known.clone(), slot: &slot, stride: sub, off };
+            staging.fill(&known, g.beta(), sub, off, w);
+            let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
             layered::run(g, &core.coupling, &plan, &kn, w, &mut scratch);
             for &z in &planes {
                 out[z * sub + off..z * sub + off + w].copy_from_slice(scratch.c_at(le, z, g.alpha));
@@ -111,8 +113,8 @@ impl ClayCode {
                 let m = core.coupling.matrix((cc, uc), cl);
                 for &z in &planes {
                     let (_, zl) = g.partner(c, z).expect("a companion is paired in the lost node's planes");
-                    let cv: &[u8] = match known[c] {
-                        Some(buf) => &buf[slot[z] * sub + off..slot[z] * sub + off + w],
+                    let cv: &[u8] = match kn.known[c] {
+                        Some(buf) => &buf[slot[z] * kn.stride..slot[z] * kn.stride + w],
                         None => &zero,
                     };
                     let uv = scratch.u_at(ci, z, g.alpha);
