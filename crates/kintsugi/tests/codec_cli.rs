@@ -45,7 +45,7 @@ fn s(p: &Path) -> &str {
 #[test]
 fn round_trip_every_code_and_odd_sizes() {
     let tmp = tempfile::tempdir().unwrap();
-    for code in ["rs:10,4", "rs:3,2", "lrc:6,2,2", "rs:2,1"] {
+    for code in ["rs:10,4", "rs:3,2", "lrc:6,2,2", "rs:2,1", "clay:4,2,5", "clay:5,3,6"] {
         for size in [0usize, 1, 7, 4095, 100_003] {
             let f = random_file(tmp.path(), &format!("in{size}"), size, size as u64 + 3);
             let out = tmp.path().join(format!("sh-{}-{size}", code.replace([':', ','], "_")));
@@ -166,4 +166,34 @@ fn bad_input_gets_clear_errors() {
         std::fs::remove_file(out.join(format!("obj.{i:02}"))).unwrap();
     }
     fails(&["codec", "repair", s(&manifest)], "cannot repair shard");
+}
+
+#[test]
+fn clay_repairs_read_d_over_q_chunks_and_decode_byte_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = random_file(tmp.path(), "obj", 1_000_003, 11);
+    let out = tmp.path().join("sh");
+    ok(&["codec", "encode", s(&f), "--code", "clay:10,4,13", "--out", s(&out), "--block", "20000"]);
+    let manifest = out.join("obj.manifest.json");
+    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let shard_len = m["shard_len"].as_u64().unwrap();
+    assert_eq!(shard_len % 256, 0, "shards are whole sub-chunks");
+    for (lost, method) in [(0usize, "cr"), (7, "ppr"), (12, "ecpipe"), (13, "cr")] {
+        let shard = out.join(format!("obj.{lost:02}"));
+        let before = std::fs::read(&shard).unwrap();
+        std::fs::remove_file(&shard).unwrap();
+        let json = ok(&["codec", "repair", s(&manifest), "--method", method, "--slice", "100", "--block", "30000", "--json"]);
+        let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(r[0]["index"], lost);
+        // 13 helpers x 64 of 256 sub-chunks: 13/4 of a shard, measured by what was read.
+        assert_eq!(r[0]["helper_bytes_read"].as_u64().unwrap(), 13 * shard_len / 4, "shard {lost} with {method}");
+        assert_eq!(std::fs::read(&shard).unwrap(), before, "shard {lost} with {method}");
+    }
+    for lost in [1, 5, 10, 13] {
+        std::fs::remove_file(out.join(format!("obj.{lost:02}"))).unwrap();
+    }
+    let back = tmp.path().join("back");
+    ok(&["codec", "decode", s(&manifest), "--out", s(&back)]);
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&f).unwrap());
+    fails(&["codec", "encode", s(&f), "--code", "clay:10,4,15", "--out", s(&out)], "d (helpers per repair)");
 }

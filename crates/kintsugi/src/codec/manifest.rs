@@ -72,7 +72,7 @@ impl Manifest {
         if code.k() != self.k || code.n() - code.k() != self.m {
             bail!("k = {} and m = {} do not match code {}", self.k, self.m, self.code);
         }
-        if self.shard_len != self.size.div_ceil(self.k as u64) {
+        if self.shard_len != shard_len(self.size, self.k, code.sub_chunks()) {
             bail!("shard length {} does not match size {} over k = {}", self.shard_len, self.size, self.k);
         }
         if self.shards.len() != code.n() {
@@ -88,4 +88,10 @@ impl Manifest {
         }
         Ok(code)
     }
+}
+
+/// Shard length of a file of `size` bytes: ceil(size / k), rounded up to whole sub-chunks
+/// for sub-packetized codes (Clay).
+pub fn shard_len(size: u64, k: usize, sub_chunks: usize) -> u64 {
+    size.div_ceil(k as u64).next_multiple_of(sub_chunks as u64)
 }

@@ -3,6 +3,7 @@
 //! in blocks, so files larger than memory work; every written file is crash-safe.
 
 pub mod manifest;
+mod walk;
 
 use crate::atomic_file::{write_atomic, AtomicFile};
 use crate::units::{human_bytes, parse_nonzero_size};
@@ -16,6 +17,7 @@ use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use walk::{ShardCrc, Walk};
 
 /// Subcommands of `kintsugi codec`.
 #[derive(Subcommand, Debug)]
@@ -32,7 +34,8 @@ pub enum CodecCmd {
 pub struct EncodeArgs {
     /// The file to encode.
     pub file: PathBuf,
-    /// Code: rs:K,M (Reed-Solomon, ISA-L compatible) or lrc:K,L,M (Azure LRC).
+    /// Code: rs:K,M (Reed-Solomon, ISA-L compatible), lrc:K,L,M (Azure LRC) or
+    /// clay:K,M,D (Clay, Ceph's clay plugin layout; shards round up to whole sub-chunks).
     #[arg(long, default_value = "rs:10,4")]
     pub code: CodeSpec,
     /// Directory for the shards and the manifest (created if missing).
@@ -139,35 +142,32 @@ fn encode(a: &EncodeArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
     let (k, n) = (code.k(), code.n());
     let size = meta.len();
-    let shard_len = size.div_ceil(k as u64);
+    let shard_len = manifest::shard_len(size, k, code.sub_chunks());
 
     let names: Vec<String> = (0..n).map(|i| Manifest::shard_name(&file_name, i, n)).collect();
     let outs: Vec<AtomicFile> = names.iter().map(|s| AtomicFile::create(&a.out.join(s))).collect::<Result<_>>()?;
-    let mut crcs = vec![0u32; n];
-    let block = a.block.min(shard_len.max(1) as usize);
-    let mut bufs = vec![vec![0u8; block]; n];
+    let walk = Walk::new(code.sub_chunks(), shard_len, a.block);
+    let mut crcs: Vec<ShardCrc> = (0..n).map(|_| ShardCrc::new(&walk)).collect();
+    let mut bufs = vec![vec![0u8; walk.gathered()]; n];
+    let all = walk.all();
     let pb = progress(size, "encode");
-    let mut off = 0u64;
-    while off < shard_len {
-        let w = block.min((shard_len - off) as usize);
+    for (off, w) in walk.windows() {
+        let g = walk.alpha * w;
+        // Bytes past the end of the file read as zeros: the padding of the last data shard.
         for (i, buf) in bufs.iter_mut().take(k).enumerate() {
-            let start = i as u64 * shard_len + off;
-            // Bytes past the end of the file are the zero padding of the last data shard.
-            let readable = size.saturating_sub(start).min(w as u64) as usize;
-            read_block(&input, start, &mut buf[..readable]).with_context(|| format!("cannot read {}", a.file.display()))?;
-            buf[readable..w].fill(0);
+            walk.read(&input, i as u64 * shard_len, off, w, buf, &all).with_context(|| format!("cannot read {}", a.file.display()))?;
         }
         let (data, parity) = bufs.split_at_mut(k);
-        let drefs: Vec<&[u8]> = data.iter().map(|d| &d[..w]).collect();
-        let mut prefs: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..w]).collect();
+        let drefs: Vec<&[u8]> = data.iter().map(|d| &d[..g]).collect();
+        let mut prefs: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut p[..g]).collect();
         code.encode(&drefs, &mut prefs)?;
         for i in 0..n {
-            outs[i].file().write_all_at(&bufs[i][..w], off).with_context(|| format!("cannot write shard {}", names[i]))?;
-            crcs[i] = crc32c::crc32c_append(crcs[i], &bufs[i][..w]);
+            walk.write(outs[i].file(), 0, off, w, &bufs[i][..g], u64::MAX).with_context(|| format!("cannot write shard {}", names[i]))?;
+            crcs[i].add(&bufs[i][..g], w);
         }
-        off += w as u64;
-        pb.inc(w as u64 * k as u64);
+        pb.inc(g as u64 * k as u64);
     }
+    let crcs: Vec<u32> = crcs.iter().map(|c| c.finish()).collect();
     pb.finish_and_clear();
     for f in outs {
         f.commit()?;
@@ -308,44 +308,32 @@ fn decode(a: &DecodeArgs) -> Result<()> {
     let src_files = open_shards(&m, &dir, &dec.sources)?;
     let out = AtomicFile::create(&a.out)?;
     let l = m.shard_len;
-    let block = a.block.min(l.max(1) as usize);
-    let mut src = vec![vec![0u8; block]; dec.sources.len()];
-    let mut dst = vec![vec![0u8; block]; dec.targets.len()];
-    let mut buf = vec![0u8; block];
+    let walk = Walk::new(code.sub_chunks(), l, a.block);
+    let all = walk.all();
+    let mut src = vec![vec![0u8; walk.gathered()]; dec.sources.len()];
+    let mut dst = vec![vec![0u8; walk.gathered()]; dec.targets.len()];
+    let mut buf = vec![0u8; walk.gathered()];
     let pb = progress(m.size, "decode");
-    let mut off = 0u64;
-    while off < l {
-        let w = block.min((l - off) as usize);
+    for (off, w) in walk.windows() {
+        let g = walk.alpha * w;
         // Intact data shards are copied; lost ones are computed.
         let mut intact = data_files.iter();
-        for i in 0..code.k() {
-            let start = i as u64 * l + off;
-            if start >= m.size {
-                break;
-            }
-            let keep = (m.size - start).min(w as u64) as usize;
-            if good.contains(&i) {
-                read_block(intact.next().expect("one file per intact data shard"), off, &mut buf[..w])?;
-                out.file().write_all_at(&buf[..keep], start)?;
-            }
+        for i in (0..code.k()).filter(|i| good.contains(i)) {
+            walk.read(intact.next().expect("one file per intact data shard"), 0, off, w, &mut buf, &all)?;
+            walk.write(out.file(), i as u64 * l, off, w, &buf[..g], m.size)?;
         }
         if !dec.targets.is_empty() {
             for (f, s) in src_files.iter().zip(src.iter_mut()) {
-                read_block(f, off, &mut s[..w])?;
+                walk.read(f, 0, off, w, s, &all)?;
             }
-            let srefs: Vec<&[u8]> = src.iter().map(|s| &s[..w]).collect();
-            let mut drefs: Vec<&mut [u8]> = dst.iter_mut().map(|d| &mut d[..w]).collect();
+            let srefs: Vec<&[u8]> = src.iter().map(|s| &s[..g]).collect();
+            let mut drefs: Vec<&mut [u8]> = dst.iter_mut().map(|d| &mut d[..g]).collect();
             dec.apply(&srefs, &mut drefs)?;
             for (t, d) in dec.targets.iter().zip(&dst) {
-                let start = *t as u64 * l + off;
-                if start < m.size {
-                    let keep = (m.size - start).min(w as u64) as usize;
-                    out.file().write_all_at(&d[..keep], start)?;
-                }
+                walk.write(out.file(), *t as u64 * l, off, w, &d[..g], m.size)?;
             }
         }
-        off += w as u64;
-        pb.inc(w as u64 * code.k() as u64);
+        pb.inc(g as u64 * code.k() as u64);
     }
     pb.finish_and_clear();
     out.file().set_len(m.size)?;
@@ -378,6 +366,8 @@ struct RepairedShard {
     helpers: Vec<usize>,
     method: String,
     verified: bool,
+    /// Bytes read from the helper shards (d/q shards' worth for Clay, k for RS).
+    helper_bytes_read: u64,
 }
 
 fn repair(a: &RepairArgs) -> Result<()> {
@@ -396,8 +386,15 @@ fn repair(a: &RepairArgs) -> Result<()> {
     let mut report = Vec::new();
     for &i in &lost {
         let helpers = code.choose_helpers(i, &avail).with_context(|| format!("cannot repair shard {i}"))?;
-        repair_one(&m, code.as_ref(), &dir, i, &helpers, a)?;
-        report.push(RepairedShard { index: i, was: states[i].clone(), helpers, method: a.method.to_string(), verified: true });
+        let helper_bytes_read = repair_one(&m, code.as_ref(), &dir, i, &helpers, a)?;
+        report.push(RepairedShard {
+            index: i,
+            was: states[i].clone(),
+            helpers,
+            method: a.method.to_string(),
+            verified: true,
+            helper_bytes_read,
+        });
         // A verified shard can help rebuild the next one.
         avail.push(i);
     }
@@ -407,18 +404,23 @@ fn repair(a: &RepairArgs) -> Result<()> {
         println!("all {n} shards are intact; nothing to repair");
     } else {
         for r in &report {
-            println!("repaired shard {} ({}) with {} from shards {:?}; checksum verified", r.index, describe(&r.was), r.method, r.helpers);
+            println!(
+                "repaired shard {} ({}) with {} from shards {:?}, reading {}; checksum verified",
+                r.index,
+                describe(&r.was),
+                r.method,
+                r.helpers,
+                human_bytes(r.helper_bytes_read)
+            );
         }
     }
     Ok(())
 }
 
-/// Rebuilds shard `lost` block by block through the repair graph and checks its CRC before
-/// moving it into place.
-fn repair_one(m: &Manifest, code: &dyn Code, dir: &Path, lost: usize, helpers: &[usize], a: &RepairArgs) -> Result<()> {
-    if code.sub_chunks() != 1 {
-        bail!("codec repair of sub-packetized codes is not supported yet");
-    }
+/// Rebuilds shard `lost` window by window through the repair graph, reading only the
+/// sub-chunks its equation names, and checks its CRC before moving it into place. Returns
+/// the bytes read from helpers.
+fn repair_one(m: &Manifest, code: &dyn Code, dir: &Path, lost: usize, helpers: &[usize], a: &RepairArgs) -> Result<u64> {
     let equation = code.repair_equation(lost, helpers)?;
     let n = code.n() as u32;
     // Node ids for the graph: shard i on node i, the rebuilt shard on node n.
@@ -428,29 +430,30 @@ fn repair_one(m: &Manifest, code: &dyn Code, dir: &Path, lost: usize, helpers: &
     let target = dir.join(&m.shards[lost].file);
     let out = AtomicFile::create(&target)?;
     let l = m.shard_len;
-    let block = a.block.min(l.max(1) as usize);
-    let mut bufs = vec![vec![0u8; block]; files.len()];
-    let mut crc = 0u32;
+    let walk = Walk::new(code.sub_chunks(), l, a.block);
+    let mut bufs = vec![vec![0u8; walk.gathered()]; files.len()];
+    let mut crc = ShardCrc::new(&walk);
+    let mut read = 0u64;
     let pb = progress(l, &format!("repair shard {lost}"));
-    let mut off = 0u64;
-    while off < l {
-        let w = block.min((l - off) as usize);
-        for (f, b) in files.iter().zip(bufs.iter_mut()) {
-            read_block(f, off, &mut b[..w])?;
+    for (off, w) in walk.windows() {
+        let g = walk.alpha * w;
+        for ((f, b), term) in files.iter().zip(bufs.iter_mut()).zip(&task.equation.terms) {
+            read += walk.read(f, 0, off, w, &mut b[..g], &term.reads)?;
         }
-        let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..w]).collect();
+        let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..g]).collect();
         let rebuilt = memory_executor::execute(&graph, &refs, a.slice)?;
-        out.file().write_all_at(&rebuilt, off)?;
-        crc = crc32c::crc32c_append(crc, &rebuilt);
-        off += w as u64;
-        pb.inc(w as u64);
+        walk.write(out.file(), 0, off, w, &rebuilt, u64::MAX)?;
+        crc.add(&rebuilt, w);
+        pb.inc(g as u64);
     }
     pb.finish_and_clear();
+    let crc = crc.finish();
     if crc != m.shards[lost].crc32c {
         bail!(
             "rebuilt shard {lost} has crc32c {crc:08x}, the manifest says {:08x}: a helper shard may be corrupted in a way its checksum did not catch; nothing was written",
             m.shards[lost].crc32c
         );
     }
-    out.commit()
+    out.commit()?;
+    Ok(read)
 }
