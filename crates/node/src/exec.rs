@@ -38,6 +38,8 @@ pub const WIRE_PIECE: usize = 64 * 1024;
 pub struct Counters {
     pub sent: AtomicU64,
     pub received: AtomicU64,
+    /// Helper bytes read from the local store.
+    pub read: AtomicU64,
     pub active: AtomicU64,
 }
 
@@ -271,25 +273,34 @@ impl Executor {
         let units = &run.units[vx.lane];
         let alpha = g.equation.sub_chunks;
         let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
-        let mut inputs: Vec<InputStream> = vx
+        let mut inputs: Vec<(InputStream, Option<RawInput>)> = vx
             .inputs
             .iter()
-            .map(|&i| open_input(a, i, sizes.clone(), self.shaper.clone(), self.counters.clone(), self.io_timeout))
+            .map(|&i| {
+                let raw = RawInput::of(g, i);
+                let sizes = unit_sizes(units, g.payload_width(i));
+                (open_input(a, i, sizes, self.shaper.clone(), self.counters.clone(), self.io_timeout), raw)
+            })
             .collect();
         let local = match vx.local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t)?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone())?),
             None => None,
         };
+        let raw_out = g.sends_raw(v);
         let rule = g.slots.get(v.index()).copied().flatten();
         let mut held = Vec::new();
         for (u, windows) in units.iter().enumerate() {
             let mut acc = vec![0u8; sizes[u]];
             if let Some(l) = &local {
-                l.add(windows, alpha, &mut acc)?;
+                if raw_out {
+                    acc = l.raw(windows)?;
+                } else {
+                    l.add(windows, alpha, &mut acc)?;
+                }
             }
-            for rx in inputs.iter_mut() {
+            for (rx, raw) in inputs.iter_mut() {
                 let data = rx.recv().await.ok_or("an input stream ended early")??;
-                mul_add(1, &data, &mut acc);
+                add_input(raw.as_ref(), windows, alpha, &data, &mut acc)?;
             }
             let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
             if g.pipelined {
@@ -308,7 +319,7 @@ impl Executor {
         let a = &run.assignment;
         let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
         let local = match a.graph.vertex(a.graph.sink).local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t)?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone())?),
             None => None,
         };
         let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
@@ -350,23 +361,77 @@ pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, S
     g.lane_units(a.chunk_len as usize, a.slice_len as usize).map_err(|e| e.to_string())
 }
 
+/// Bytes of each unit when every window carries `width` sub-chunk windows.
+fn unit_sizes(units: &[Vec<Range<usize>>], width: usize) -> Vec<usize> {
+    units.iter().map(|ws| width * ws.iter().map(|w| w.len()).sum::<usize>()).collect()
+}
+
+/// An input that sends raw reads (a Clay helper): its coefficients, applied here.
+pub struct RawInput {
+    matrix: TermMatrix,
+    reads: usize,
+}
+
+impl RawInput {
+    fn of(g: &RepairGraph, v: VertexId) -> Option<Self> {
+        let t = g.vertex(v).local.filter(|_| g.sends_raw(v))?;
+        let term = &g.equation.terms[t];
+        Some(RawInput { matrix: term.matrix(g.equation.sub_chunks), reads: term.read_count() })
+    }
+}
+
+/// Adds one input's unit into `acc` (alpha windows per unit window): summed as it is, or
+/// multiplied by the sender's coefficients when it carries raw reads.
+fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha: usize, data: &[u8], acc: &mut [u8]) -> Result<(), String> {
+    let Some(raw) = raw else {
+        mul_add(1, data, acc);
+        return Ok(());
+    };
+    let (mut pos_in, mut pos_out) = (0, 0);
+    for w in windows {
+        let n = w.len();
+        if n > 0 {
+            let srcs: Vec<&[u8]> = data[pos_in..pos_in + raw.reads * n].chunks(n).collect();
+            let mut dsts: Vec<&mut [u8]> = acc[pos_out..pos_out + alpha * n].chunks_mut(n).collect();
+            raw.matrix.apply_add(&srcs, &mut dsts);
+        }
+        pos_in += raw.reads * n;
+        pos_out += alpha * n;
+    }
+    Ok(())
+}
+
 /// A helper chunk on this node and its term of the equation.
 pub struct LocalTerm {
     reader: ChunkReader,
     term: kintsugi_codes::HelperTerm,
     matrix: TermMatrix,
     sub: usize,
+    counters: Arc<Counters>,
 }
 
 impl LocalTerm {
-    pub fn open(store: &ChunkStore, a: &Assignment, t: usize) -> Result<Self, String> {
+    pub fn open(store: &ChunkStore, a: &Assignment, t: usize, counters: Arc<Counters>) -> Result<Self, String> {
         let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
         if reader.len() != a.chunk_len {
             return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
         }
         let term = a.graph.equation.terms[t].clone();
         let alpha = a.graph.equation.sub_chunks;
-        Ok(LocalTerm { matrix: term.matrix(alpha), term, reader, sub: a.chunk_len as usize / alpha })
+        Ok(LocalTerm { matrix: term.matrix(alpha), term, reader, sub: a.chunk_len as usize / alpha, counters })
+    }
+
+    /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by
+    /// window (what a raw sender sends).
+    fn raw(&self, windows: &[Range<usize>]) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
+        for w in windows {
+            for r in self.term.reads.iter().flat_map(|r| r.clone()) {
+                out.extend(self.reader.read((r * self.sub + w.start) as u64, w.len() as u64).map_err(|e| e.to_string())?);
+            }
+        }
+        self.counters.read.fetch_add(out.len() as u64, Ordering::Relaxed);
+        Ok(out)
     }
 
     /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
@@ -378,6 +443,7 @@ impl LocalTerm {
             let mut srcs = Vec::with_capacity(self.term.read_count());
             for r in self.term.reads.iter().flat_map(|r| r.clone()) {
                 srcs.push(self.reader.read((r * self.sub + w.start) as u64, n as u64).map_err(|e| e.to_string())?);
+                self.counters.read.fetch_add(n as u64, Ordering::Relaxed);
             }
             let src_refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
             let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n.max(1)).take(alpha).collect();
@@ -458,12 +524,12 @@ pub async fn run_sink(
     let sink = g.vertex(g.sink);
     let alpha = g.equation.sub_chunks;
     let sub = a.chunk_len as usize / alpha;
-    let sizes: Vec<Vec<usize>> =
-        units.iter().map(|lane| lane.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect()).collect();
-    let mut by_lane: Vec<Vec<InputStream>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    let sizes: Vec<Vec<usize>> = units.iter().map(|lane| unit_sizes(lane, alpha)).collect();
+    let mut by_lane: Vec<Vec<(InputStream, Option<RawInput>)>> = (0..g.lanes).map(|_| Vec::new()).collect();
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
-        by_lane[lane].push(open_input(a, i, sizes[lane].clone(), shaper.clone(), counters.clone(), io_timeout));
+        let stream = open_input(a, i, unit_sizes(&units[lane], g.payload_width(i)), shaper.clone(), counters.clone(), io_timeout);
+        by_lane[lane].push((stream, RawInput::of(g, i)));
     }
     // Units in the order their first window appears in the chunk: slice order.
     let mut order: Vec<(usize, usize)> = (0..g.lanes).flat_map(|l| (0..units[l].len()).map(move |u| (l, u))).collect();
@@ -471,9 +537,9 @@ pub async fn run_sink(
     let mut out = vec![0u8; a.chunk_len as usize];
     for (lane, u) in order {
         let mut acc = vec![0u8; sizes[lane][u]];
-        for rx in by_lane[lane].iter_mut() {
+        for (rx, raw) in by_lane[lane].iter_mut() {
             let data = rx.recv().await.ok_or("an input stream ended early")??;
-            mul_add(1, &data, &mut acc);
+            add_input(raw.as_ref(), &units[lane][u], alpha, &data, &mut acc)?;
         }
         if let Some(l) = local {
             l.add(&units[lane][u], alpha, &mut acc)?;

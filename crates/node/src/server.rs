@@ -92,6 +92,7 @@ fn stat(exec: &Executor) -> NodeStat {
         bytes,
         repair_sent: exec.counters.sent.load(Ordering::Relaxed),
         repair_received: exec.counters.received.load(Ordering::Relaxed),
+        repair_read: exec.counters.read.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
     }
 }

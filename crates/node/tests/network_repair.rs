@@ -4,10 +4,11 @@
 
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::{exec, start, NodeConfig, NodeHandle, Shaper};
-use kintsugi_plan::{shapes, RepairTask, ALL_SHAPES};
+use kintsugi_plan::{shapes, RepairTask, Shape, ALL_SHAPES};
 use kintsugi_proto::{send, write_frame, Assignment, ChunkId, Kind, NodeRequest, NodeResponse, StoreSpec, READER};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -57,7 +58,9 @@ async fn every_shape_over_tcp() {
     let nodes = cluster(12, dir.path(), None).await;
     let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
     let mut repair = 1;
-    for (spec, len, slice) in [("rs:6,3", 100_003usize, 4096u64), ("lrc:6,2,2", 65_536, 1000), ("rs:3,2", 10, 1)] {
+    for (spec, len, slice) in
+        [("rs:6,3", 100_003usize, 4096u64), ("lrc:6,2,2", 65_536, 1000), ("rs:3,2", 10, 1), ("clay:6,3,8", 27 * 1001, 300)]
+    {
         let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
         let shards = stripe(code.as_ref(), len, repair);
         let sid = repair;
@@ -110,6 +113,52 @@ async fn every_shape_over_tcp() {
             assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "{spec} {shape} stored");
             let r = nodes[dest as usize].exec.store.reader(&target).unwrap();
             assert_eq!(r.read(0, len as u64).unwrap(), shards[lost]);
+        }
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
+/// The bytes helpers read from disk and send for one lost chunk, as the nodes count them:
+/// 13/4 of the chunk for Clay(10,4,13) (each helper sends its 64 of 256 sub-chunks raw and
+/// the reader combines), 10 chunks for RS(10,4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clay_repair_moves_d_over_q_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = cluster(14, dir.path(), None).await;
+    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let len = 256 * 1000;
+    for (sid, spec, expect) in [(1u64, "clay:10,4,13", 13 * len / 4), (2, "rs:10,4", 10 * len)] {
+        let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
+        let shards = stripe(code.as_ref(), len, sid);
+        for (i, s) in shards.iter().enumerate() {
+            put(&peers[&(i as u32)], &ChunkId::new(sid, i), s).await;
+        }
+        for lost in [0usize, 6, 13] {
+            let avail: Vec<usize> = (0..code.n()).filter(|&i| i != lost).collect();
+            let eq = code.repair_equation(lost, &code.choose_helpers(lost, &avail).unwrap()).unwrap();
+            let task =
+                RepairTask { helper_nodes: eq.helpers().iter().map(|&h| h as u32).collect(), equation: eq.clone(), destination: READER };
+            let a = Assignment {
+                repair: sid * 100 + lost as u64,
+                graph: shapes::build(Shape::Cr, &task).unwrap(),
+                chunk_len: len as u64,
+                slice_len: 4096,
+                term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(sid, h)).collect(),
+                peers: peers.clone(),
+                store: None,
+            };
+            let count = |f: fn(&exec::Counters) -> u64| nodes.iter().map(|n| f(&n.exec.counters)).sum::<u64>();
+            let (read0, sent0) = (count(|c| c.read.load(Ordering::Relaxed)), count(|c| c.sent.load(Ordering::Relaxed)));
+            dispatch(&a).await;
+            let units = exec::check_assignment(&a).unwrap();
+            let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
+            assert_eq!(got, shards[lost], "{spec} lost {lost}");
+            let read = count(|c| c.read.load(Ordering::Relaxed)) - read0;
+            let sent = count(|c| c.sent.load(Ordering::Relaxed)) - sent0;
+            assert_eq!(read as usize, expect, "{spec} lost {lost}: bytes read by helpers");
+            assert_eq!(sent as usize, expect, "{spec} lost {lost}: bytes sent by helpers");
         }
     }
     for n in nodes {

@@ -282,11 +282,32 @@ impl RepairGraph {
         })
     }
 
-    /// Chunk transfers uploaded and downloaded per node (each lane edge is 1/lanes chunk).
+    /// Sub-chunk windows vertex v sends per slice window. A vertex that only reads (no
+    /// inputs) and reads fewer sub-chunks than a chunk has (a Clay helper: beta of alpha)
+    /// sends its raw reads and the receiver applies its coefficients; every other vertex
+    /// sends its partial sum, a window of every sub-chunk. So a Clay star moves d*beta
+    /// sub-chunks while each relay of a chain or tree moves alpha.
+    pub fn payload_width(&self, v: VertexId) -> usize {
+        let vx = self.vertex(v);
+        let alpha = self.equation.sub_chunks;
+        match vx.local {
+            Some(t) if vx.inputs.is_empty() => self.equation.terms.get(t).map_or(alpha, |term| term.read_count().min(alpha)),
+            _ => alpha,
+        }
+    }
+
+    /// Whether vertex v sends raw reads (see [`RepairGraph::payload_width`]).
+    pub fn sends_raw(&self, v: VertexId) -> bool {
+        self.payload_width(v) < self.equation.sub_chunks
+    }
+
+    /// Chunk transfers uploaded and downloaded per node (each lane edge is 1/lanes chunk,
+    /// scaled by the share of sub-chunks it carries).
     pub fn traffic(&self) -> Traffic {
         let mut t = Traffic::default();
-        let w = 1.0 / self.lanes as f64;
+        let alpha = self.equation.sub_chunks as f64;
         for (a, b) in self.network_edges() {
+            let w = self.payload_width(a) as f64 / alpha / self.lanes as f64;
             *t.upload.entry(self.vertex(a).node).or_default() += w;
             *t.download.entry(self.vertex(b).node).or_default() += w;
         }

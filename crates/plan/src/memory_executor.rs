@@ -47,8 +47,30 @@ pub fn execute(graph: &RepairGraph, helper_chunks: &[&[u8]], slice_len: usize) -
             acc.resize(alpha * w, 0);
             for inp in &vx.inputs {
                 if graph.vertex(*inp).lane == lane {
-                    mul_add(1, &bufs[inp.index()][..alpha * w], &mut acc);
+                    let t = graph.vertex(*inp).local.filter(|_| graph.sends_raw(*inp));
+                    match t {
+                        // Raw reads: this vertex applies the sender's coefficients.
+                        Some(t) => {
+                            let reads = eq.terms[t].read_count();
+                            let srcs: Vec<&[u8]> = bufs[inp.index()][..reads * w].chunks(w.max(1)).collect();
+                            let mut dsts: Vec<&mut [u8]> = acc.chunks_mut(w.max(1)).collect();
+                            if w > 0 {
+                                matrices[t].apply_add(&srcs, &mut dsts);
+                            }
+                        }
+                        None => mul_add(1, &bufs[inp.index()][..alpha * w], &mut acc),
+                    }
                 }
+            }
+            if !is_sink && graph.sends_raw(v) {
+                // A pure source sending raw: its reads, unmultiplied.
+                let t = &eq.terms[vx.local.expect("raw senders read")];
+                acc.clear();
+                for r in t.reads.iter().flat_map(|r| r.clone()) {
+                    acc.extend_from_slice(&helper_chunks[vx.local.unwrap()][r * sub + win.start..r * sub + win.end]);
+                }
+                bufs[v.index()] = acc;
+                continue;
             }
             if let Some(t) = vx.local {
                 apply_term_window(&eq.terms[t], &matrices[t], helper_chunks[t], sub, win.clone(), &mut acc, w);

@@ -128,6 +128,8 @@ struct JobState {
     /// Window length of each lane-local unit, per lane.
     windows: Vec<Vec<u32>>,
     alpha: f64,
+    /// Sub-chunk windows each vertex sends per slice window (raw Clay reads or alpha).
+    width: Vec<f64>,
     delivered: Vec<u32>,
     sending: Vec<bool>,
     read_done: Vec<u32>,
@@ -352,6 +354,7 @@ impl JobState {
         Ok(JobState {
             windows,
             alpha: g.equation.sub_chunks as f64,
+            width: (0..nv).map(|v| g.payload_width(VertexId(v as u32)) as f64).collect(),
             delivered: vec![0; nv],
             sending: vec![false; nv],
             read_done: vec![0; nv],
@@ -516,7 +519,7 @@ impl<'a> Engine<'a> {
                     return;
                 }
             }
-            let bytes = self.st[j as usize].alpha * self.st[j as usize].windows[lane][u as usize] as f64;
+            let bytes = self.st[j as usize].width[v as usize] * self.st[j as usize].windows[lane][u as usize] as f64;
             self.st[j as usize].sending[v as usize] = true;
             let mut res = [res_up(vx.node), res_down(to), 0];
             let mut len = 2;

@@ -41,6 +41,12 @@ pub struct Coupling {
     table: Vec<Option<CoefMatrix>>,
 }
 
+impl Default for Coupling {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Coupling {
     pub fn new() -> Self {
         let mut table = Vec::with_capacity(64);

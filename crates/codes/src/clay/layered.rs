@@ -162,6 +162,7 @@ impl Scratch {
 }
 
 /// C of node i at plane z: computed (unknown nodes), zero (virtual) or read (known).
+#[allow(clippy::too_many_arguments)] // the engine's state, passed apart to keep borrows disjoint
 fn coupled<'s>(
     geo: &Geometry,
     plan: &LayeredPlan,

@@ -32,6 +32,9 @@ pub struct ClayCode {
     core: Arc<Core>,
 }
 
+/// A layered plan's identity: U-unknown nodes, C-unknown nodes, planes tag.
+type PlanKey = (Vec<usize>, Vec<usize>, usize);
+
 /// What every operation of one code shares.
 #[derive(Debug)]
 pub(crate) struct Core {
@@ -42,7 +45,7 @@ pub(crate) struct Core {
     /// Plane z sits at slot z of a whole chunk.
     pub identity: Vec<usize>,
     /// Layered plans by (U-unknown nodes, C-unknown nodes, planes tag).
-    plans: Mutex<HashMap<(Vec<usize>, Vec<usize>, usize), Arc<LayeredPlan>>>,
+    plans: Mutex<HashMap<PlanKey, Arc<LayeredPlan>>>,
     window: usize,
 }
 

@@ -65,7 +65,7 @@ impl Walk {
 
     /// Every sub-chunk.
     pub fn all(&self) -> Vec<Range<usize>> {
-        vec![0..self.alpha]
+        std::iter::once(0..self.alpha).collect()
     }
 }
 
