@@ -46,7 +46,7 @@ pub struct CodecBenchArgs {
     /// Clay code such as clay:10,4,13 (encode, decode, repair, against Ceph).
     #[arg(long, default_value = "rs:10,4")]
     pub code: CodeSpec,
-    /// Path to a built Ceph clay reference (g++ -O2 ../shared/tools/clay_ref.cc, see the
+    /// Path to a built Ceph clay reference (tools/clay_ref.cc, built as its header says, see the
     /// README): run it between our measurements and report ours/Ceph ratios.
     #[arg(long)]
     pub ceph: Option<PathBuf>,

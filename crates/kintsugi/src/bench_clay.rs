@@ -1,6 +1,6 @@
 //! `kintsugi bench codec --code clay:K,M,D`: Clay encode, decode of m lost chunks and
 //! repair of one chunk from d helpers, single thread, optionally beside Ceph's clay plugin
-//! measured by a reference program in the same run (`../shared/tools/clay_ref.cc`, built
+//! measured by a reference program in the same run (`tools/clay_ref.cc`, built
 //! against libec_clay.so; see `--ceph`).
 
 use anyhow::{bail, Context, Result};

@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "kintsugi",
     version,
-    about = "Erasure-coded storage with state-of-the-art repair (CR, PPR, ECPipe, RepairBoost, ChameleonEC, Clay)"
+    about = "Erasure-coded storage with state-of-the-art repair (RS, LRC and Clay codes; CR, PPR, ECPipe, RepairBoost, m-PPR)"
 )]
 struct Cli {
     #[command(subcommand)]
