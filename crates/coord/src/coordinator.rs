@@ -275,6 +275,9 @@ impl Coordinator {
                 *load.entry(n).or_default() += 1;
             }
         }
+        // Sub-packetized codes (Clay) need whole sub-chunks: round the chunk up, as Ceph does.
+        let alpha = c.sub_chunks() as u64;
+        let chunk_size = chunk_size.next_multiple_of(alpha);
         let stripe_bytes = c.k() as u64 * chunk_size;
         let mut stripes = Vec::new();
         let mut changes = Vec::new();
@@ -294,7 +297,7 @@ impl Coordinator {
                 id,
                 code,
                 data_len,
-                chunk_len: data_len.div_ceil(c.k() as u64),
+                chunk_len: data_len.div_ceil(c.k() as u64).next_multiple_of(alpha),
                 nodes,
                 crcs: vec![None; c.n()],
                 bad: vec![false; c.n()],

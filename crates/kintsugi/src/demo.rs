@@ -21,8 +21,13 @@ pub struct DemoArgs {
     /// Every node's uplink and downlink (token buckets on loopback).
     #[arg(long, default_value = "200mbit", value_parser = parse_rate)]
     pub link: f64,
+    /// Code of the objects for the methods' rows.
     #[arg(long, default_value = "rs:6,3")]
     pub code: CodeSpec,
+    /// Also run the scenario with this Clay code and a CR star, the shape that keeps its
+    /// MSR repair traffic (d/q chunks per lost chunk); "none" to skip.
+    #[arg(long, default_value = "clay:6,3,8", value_parser = parse_clay)]
+    pub clay: ClayChoice,
     /// Objects written.
     #[arg(long, default_value_t = 12)]
     pub objects: usize,
@@ -47,9 +52,25 @@ pub struct DemoArgs {
     pub json: bool,
 }
 
+/// `--clay`: a Clay code, or none.
+#[derive(Clone, Copy, Debug)]
+pub struct ClayChoice(Option<CodeSpec>);
+
+fn parse_clay(s: &str) -> std::result::Result<ClayChoice, String> {
+    if s == "none" {
+        return Ok(ClayChoice(None));
+    }
+    match s.parse::<CodeSpec>().map_err(|e| e.to_string())? {
+        c @ CodeSpec::Clay { .. } => Ok(ClayChoice(Some(c))),
+        other => Err(format!("{other} is not a clay code (clay:K,M,D, or none)")),
+    }
+}
+
 #[derive(Serialize)]
 struct MethodResult {
     method: String,
+    /// The objects' code.
+    code: String,
     repair_seconds: f64,
     /// MB (1e6 bytes) of lost chunks rebuilt per second.
     throughput_mb_s: f64,
@@ -76,20 +97,26 @@ struct DemoReport {
 }
 
 pub fn run(a: DemoArgs) -> Result<()> {
-    let c = a.code.build()?;
-    if a.nodes < c.n() + 1 {
-        anyhow::bail!("{} needs at least {} nodes (a stripe plus a destination outside it)", a.code, c.n() + 1);
+    for code in std::iter::once(a.code).chain(a.clay.0) {
+        let c = code.build()?;
+        if a.nodes < c.n() + 1 {
+            anyhow::bail!(
+                "{code} needs at least {} nodes (a stripe plus a destination outside it); see --nodes, --code, --clay",
+                c.n() + 1
+            );
+        }
     }
     if a.parallel == 0 || a.objects == 0 {
         anyhow::bail!("--parallel and --objects must be at least 1");
     }
     let methods = if a.methods.is_empty() { ALL_SHAPES.to_vec() } else { a.methods.clone() };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let pb = ProgressBar::new((methods.len() * 4) as u64);
+    let runs: Vec<(CodeSpec, Shape)> = methods.iter().map(|&m| (a.code, m)).chain(a.clay.0.map(|c| (c, Shape::Cr))).collect();
+    let pb = ProgressBar::new((runs.len() * 4) as u64);
     pb.set_style(ProgressStyle::with_template("{msg:<40} [{bar:30}] {pos}/{len}").expect("static template").progress_chars("=> "));
     let mut results = Vec::new();
-    for method in &methods {
-        results.push(rt.block_on(one_method(&a, *method, &pb))?);
+    for &(code, method) in &runs {
+        results.push(rt.block_on(one_method(&a, code, method, &pb))?);
     }
     pb.finish_and_clear();
     let report = DemoReport {
@@ -116,13 +143,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
             human_bytes(a.slice as u64)
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}",
-            "method", "lost", "repair s", "MB/s", "verified", "max up", "mean up", "max down", "mean down", "degraded s"
+            "{:<14} {:<13} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}",
+            "method", "code", "lost", "repair s", "MB/s", "verified", "max up", "mean up", "max down", "mean down", "degraded s"
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}",
+                "{:<14} {:<13} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}",
                 m.method,
+                m.code,
                 m.lost_chunks,
                 m.repair_seconds,
                 m.throughput_mb_s,
@@ -141,13 +169,13 @@ pub fn run(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-async fn one_method(a: &DemoArgs, method: Shape, pb: &ProgressBar) -> Result<MethodResult> {
+async fn one_method(a: &DemoArgs, code: CodeSpec, method: Shape, pb: &ProgressBar) -> Result<MethodResult> {
     let dir = tempfile::tempdir()?;
     pb.set_message(format!("{method}: starting {} nodes", a.nodes));
     let mut cluster = Embedded::start(dir.path(), a.nodes, Some(a.link)).await?;
     pb.set_message(format!("{method}: writing {} objects", a.objects));
     for i in 0..a.objects {
-        cluster.client.put(&format!("object-{i:03}"), &pattern(a.size, i as u64), a.code, a.chunk as u64).await.map_err(|e| anyhow!(e))?;
+        cluster.client.put(&format!("object-{i:03}"), &pattern(a.size, i as u64), code, a.chunk as u64).await.map_err(|e| anyhow!(e))?;
     }
     pb.inc(1);
     pb.set_message(format!("{method}: node 0 fails"));
@@ -200,6 +228,7 @@ async fn one_method(a: &DemoArgs, method: Shape, pb: &ProgressBar) -> Result<Met
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
     Ok(MethodResult {
         method: method.to_string(),
+        code: code.to_string(),
         repair_seconds: report.seconds,
         throughput_mb_s: report.bytes as f64 / report.seconds.max(1e-9) / 1e6,
         lost_chunks: lost,

@@ -287,8 +287,18 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let cpu0 = cpu_seconds();
             let s = Single { code: c.code, method: c.method, link: c.link, chunk: c.chunk, slice: c.slice, lost: a.lost };
             let (net, jobs) = s.build()?;
-            let k = jobs[0].graph.equation.terms.len();
-            let closed = c.network.is_none().then(|| closed_form(c.method, k, c.chunk, c.slice, c.link));
+            let eq = &jobs[0].graph.equation;
+            let k = eq.terms.len();
+            // The papers' formulas are for scalar codes; a Clay star moves d*beta sub-chunks.
+            let closed = match (c.network.is_none(), eq.sub_chunks, c.method) {
+                (false, _, _) => None,
+                (true, 1, _) => Some(closed_form(c.method, k, c.chunk, c.slice, c.link)),
+                (true, alpha, Shape::Cr) => {
+                    let reads: usize = eq.terms.iter().map(|t| t.read_count()).sum();
+                    Some(reads as f64 / alpha as f64 * c.chunk as f64 / c.link)
+                }
+                _ => None,
+            };
             let excluded = [a.lost as u32];
             simulate("single", c, net, jobs, Default::default(), cpu_seconds() - cpu0, closed, 1, &excluded)
         }

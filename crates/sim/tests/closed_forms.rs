@@ -80,3 +80,27 @@ fn bad_scenarios_are_errors() {
     net.nodes[1] = NodeSpec { up: 0.0, ..NodeSpec::link(1.0) };
     assert!(engine::run(&net, &[], &Default::default()).is_err());
 }
+
+#[test]
+fn clay_star_moves_d_over_q_chunks() {
+    // Clay(10,4,13): 13 helpers each send 64 of 256 sub-chunks, so CR takes 13/4 T at the
+    // destination's downlink (RS(10,4): 10 T); a chain relays whole partial sums (one raw
+    // quarter, then 12 hops of a whole chunk), pipelined in units of one slice of every
+    // sub-chunk: s = (chunk/alpha)/slice units of T/s. The first unit crosses the quarter
+    // hop and 12 whole hops, the other s-1 follow at the chunk rate: (s + 11.25) T/s.
+    let t = 64.0 * MIB as f64 / 125e6;
+    for (lost, slice) in [(0usize, 32 * 1024), (7, MIB), (13, 16 * MIB)] {
+        let s = Single { code: "clay:10,4,13".parse().unwrap(), method: Shape::Cr, link: 125e6, chunk: 64 * MIB, slice, lost };
+        let (net, jobs) = s.build().unwrap();
+        let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+        assert!((r.makespan / (3.25 * t) - 1.0).abs() < 0.02, "lost {lost} slice {slice}: {} s, want {} s", r.makespan, 3.25 * t);
+    }
+    for slice in [1024usize, 32 * 1024] {
+        let s = Single { code: "clay:10,4,13".parse().unwrap(), method: Shape::Ecpipe, link: 125e6, chunk: 64 * MIB, slice, lost: 0 };
+        let (net, jobs) = s.build().unwrap();
+        let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+        let units = (64 * MIB / 256 / slice) as f64;
+        let want = (units + 11.25) / units * t;
+        assert!((r.makespan / want - 1.0).abs() < 0.02, "ecpipe over clay, slice {slice}: {} s, want about {want} s", r.makespan);
+    }
+}
