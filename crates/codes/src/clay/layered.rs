@@ -29,6 +29,9 @@ pub struct LayeredPlan {
     erased_at: Vec<usize>,
     /// Nodes whose C the engine computes (a subset of `erased`).
     c_unknown: Vec<bool>,
+    /// Unknown nodes whose C a later plane reads (a known node of their column is coupled
+    /// with them), so it is kept in the scratch; the others go straight to the caller.
+    c_kept: Vec<bool>,
     /// Planes to process, in rounds of equal score, lowest first.
     rounds: Vec<Vec<usize>>,
     /// MDS sources (grid nodes), in matrix column order.
@@ -53,6 +56,7 @@ impl LayeredPlan {
             unknown[c] = true;
         }
         let available: Vec<usize> = (0..n).filter(|&i| erased_at[i] == NONE).collect();
+        let c_kept = (0..n).map(|i| unknown[i] && available.iter().any(|&a| geo.y(a) == geo.y(i))).collect();
         let dec = mds.decoder(&erased, &available)?;
         debug_assert_eq!(dec.targets, erased);
         let matrix = dec.matrix().expect("RS decodes by one matrix").clone();
@@ -62,7 +66,7 @@ impl LayeredPlan {
             rounds[score(z)].push(z);
         }
         rounds.retain(|r| !r.is_empty());
-        Ok(LayeredPlan { erased, erased_at, c_unknown: unknown, rounds, sources: dec.sources, matrix })
+        Ok(LayeredPlan { erased, erased_at, c_unknown: unknown, c_kept, rounds, sources: dec.sources, matrix })
     }
 
     /// Position of node i among the erased, if it is one.
@@ -127,6 +131,25 @@ impl Staging {
     }
 }
 
+/// Bytes per erased node in the scratch: every plane's window. (Skewing these as the
+/// staged inputs are measured slower: the outputs are written once per plane.)
+fn node_span(alpha: usize, w: usize) -> usize {
+    alpha * w
+}
+
+/// Scratch offset of erased node e's window of plane z.
+fn scratch_at(e: usize, z: usize, alpha: usize, w: usize) -> usize {
+    e * node_span(alpha, w) + z * w
+}
+
+/// Where the C of unknown nodes go: per erased index, a caller buffer holding plane z's
+/// window at `z * stride + off` (or `None`: not wanted).
+pub struct Outs<'a> {
+    pub bufs: Vec<Option<&'a mut [u8]>>,
+    pub stride: usize,
+    pub off: usize,
+}
+
 /// Buffers of one run: U and C of the erased nodes for every plane (`alpha * w` each),
 /// uncoupled values of the sources in the current plane, and a zero window.
 #[derive(Default)]
@@ -141,8 +164,8 @@ pub struct Scratch {
 impl Scratch {
     fn prepare(&mut self, erased: usize, sources: usize, alpha: usize, w: usize) {
         self.w = w;
-        self.u.resize(erased * alpha * w, 0);
-        self.c.resize(erased * alpha * w, 0);
+        self.u.resize(erased * node_span(alpha, w), 0);
+        self.c.resize(erased * node_span(alpha, w), 0);
         self.part.resize(sources * w, 0);
         self.zero.clear();
         self.zero.resize(w, 0);
@@ -151,13 +174,15 @@ impl Scratch {
     /// U of erased node number e at plane z.
     pub fn u_at(&self, e: usize, z: usize, alpha: usize) -> &[u8] {
         let w = self.w;
-        &self.u[(e * alpha + z) * w..(e * alpha + z + 1) * w]
+        let at = scratch_at(e, z, alpha, w);
+        &self.u[at..at + w]
     }
 
     /// C of erased node number e at plane z.
     pub fn c_at(&self, e: usize, z: usize, alpha: usize) -> &[u8] {
         let w = self.w;
-        &self.c[(e * alpha + z) * w..(e * alpha + z + 1) * w]
+        let at = scratch_at(e, z, alpha, w);
+        &self.c[at..at + w]
     }
 }
 
@@ -175,7 +200,8 @@ fn coupled<'s>(
 ) -> &'s [u8] {
     if plan.c_unknown[i] {
         let e = plan.erased_at[i];
-        return &c[(e * geo.alpha + z) * w..(e * geo.alpha + z + 1) * w];
+        let at = scratch_at(e, z, geo.alpha, w);
+        return &c[at..at + w];
     }
     match kn.known[i] {
         Some(buf) => {
@@ -186,8 +212,9 @@ fn coupled<'s>(
     }
 }
 
-/// Runs `plan` on one window of `w` bytes per plane; results stay in `scratch`.
-pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, w: usize, scratch: &mut Scratch) {
+/// Runs `plan` on one window of `w` bytes per plane: U of the erased nodes stay in
+/// `scratch`, C of the unknown nodes go to `outs` (and stay in `scratch` when read later).
+pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, w: usize, scratch: &mut Scratch, outs: &mut Outs) {
     let alpha = geo.alpha;
     scratch.prepare(plan.erased.len(), plan.sources.len(), alpha, w);
     let Scratch { u, c, part, zero, .. } = scratch;
@@ -218,7 +245,7 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
                     None => coupled(geo, plan, kn, c_ro, zero, s, z, w),
                 })
                 .collect();
-            let mut dsts: Vec<&mut [u8]> = u.chunks_mut(alpha * w).map(|node| &mut node[z * w..(z + 1) * w]).collect();
+            let mut dsts: Vec<&mut [u8]> = u.chunks_mut(node_span(alpha, w)).map(|node| &mut node[z * w..(z + 1) * w]).collect();
             kintsugi_gf::apply(&plan.matrix, &srcs, &mut dsts);
         }
         // Couple back: C of the unknown nodes in this round's planes.
@@ -227,18 +254,24 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
                 if !plan.c_unknown[e] {
                     continue;
                 }
-                let at = (ei * alpha + z) * w;
+                let kept = plan.c_kept[e];
+                let at = scratch_at(ei, z, alpha, w);
+                let oat = z * outs.stride + outs.off;
+                let dst: &mut [u8] = match (kept, outs.bufs[ei].as_deref_mut()) {
+                    (true, _) => &mut c_ro[at..at + w],
+                    (false, Some(o)) => &mut o[oat..oat + w],
+                    (false, None) => continue,
+                };
                 let ue = &u[at..at + w];
                 match geo.partner(e, z) {
-                    None => c_ro[at..at + w].copy_from_slice(ue),
+                    None => dst.copy_from_slice(ue),
                     Some((p, zs)) => {
                         let (ce, uce) = positions(geo.x(e), geo.x(p));
                         let (cp, up) = positions(geo.x(p), geo.x(e));
                         if let Some(pi) = plan.erased_index(p) {
-                            let pat = (pi * alpha + zs) * w;
+                            let pat = scratch_at(pi, zs, alpha, w);
                             let m = coupling.matrix((uce, up), ce);
-                            let (ue, upp) = (&u[at..at + w], &u[pat..pat + w]);
-                            kintsugi_gf::apply(m, &[ue, upp], &mut [&mut c_ro[at..at + w]]);
+                            kintsugi_gf::apply(m, &[ue, &u[pat..pat + w]], &mut [dst]);
                         } else {
                             let m = coupling.matrix((uce, cp), ce);
                             // The partner's C is known or zero, never in `c`.
@@ -249,8 +282,13 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
                                 }
                                 None => zero,
                             };
-                            kintsugi_gf::apply(m, &[ue, b], &mut [&mut c_ro[at..at + w]]);
+                            kintsugi_gf::apply(m, &[ue, b], &mut [dst]);
                         }
+                    }
+                }
+                if kept {
+                    if let Some(o) = outs.bufs[ei].as_deref_mut() {
+                        o[oat..oat + w].copy_from_slice(&c_ro[at..at + w]);
                     }
                 }
             }

@@ -18,7 +18,7 @@ use crate::spec::CodeSpec;
 use crate::{Code, Decoder, RepairEquation};
 use coupling::Coupling;
 use geometry::Geometry;
-use layered::{Known, LayeredPlan, Scratch, Staging};
+use layered::{Known, LayeredPlan, Outs, Scratch, Staging};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -135,12 +135,11 @@ impl ClayCode {
             let w = self.core.window.min(sub - off);
             staging.fill(&known, geo.alpha, sub, off, w);
             let kn = Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 };
-            layered::run(geo, &self.core.coupling, plan, &kn, w, &mut scratch);
+            let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
             for (out, &e) in outs.iter_mut().zip(&slots) {
-                for z in 0..geo.alpha {
-                    out[z * sub + off..z * sub + off + w].copy_from_slice(scratch.c_at(e, z, geo.alpha));
-                }
+                bufs[e] = Some(&mut out[..]);
             }
+            layered::run(geo, &self.core.coupling, plan, &kn, w, &mut scratch, &mut Outs { bufs, stride: sub, off });
             off += w;
         }
         Ok(())

@@ -10,7 +10,7 @@
 //! coefficient each helper sub-chunk carries) that repair graphs evaluate.
 
 use super::coupling::positions;
-use super::layered::{self, Known, Scratch, Staging};
+use super::layered::{self, Known, Outs, Scratch, Staging};
 use super::ClayCode;
 use crate::equation::{HelperTerm, RepairEquation};
 use crate::error::{CodeError, Result};
@@ -100,10 +100,9 @@ impl ClayCode {
             let w = core.window.min(sub - off);
             staging.fill(&known, g.beta(), sub, off, w);
             let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
-            layered::run(g, &core.coupling, &plan, &kn, w, &mut scratch);
-            for &z in &planes {
-                out[z * sub + off..z * sub + off + w].copy_from_slice(scratch.c_at(le, z, g.alpha));
-            }
+            let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
+            bufs[le] = Some(&mut out[..]);
+            layered::run(g, &core.coupling, &plan, &kn, w, &mut scratch, &mut Outs { bufs, stride: sub, off });
             // The other planes: the lost node is coupled with a companion there.
             let zero = vec![0u8; w];
             for &c in &column {
