@@ -72,7 +72,7 @@ impl Client {
     pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
         let c = code.build().map_err(|e| e.to_string())?;
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size: data.len() as u64, code, chunk_size }).await?;
-        let mut crcs = Vec::new();
+        let mut crcs: Vec<Vec<u32>> = Vec::new();
         let mut off = 0usize;
         for s in &layout.stripes {
             let shards = encode_stripe(c.as_ref(), &data[off..off + s.data_len as usize], s.chunk_len as usize)?;
@@ -87,16 +87,53 @@ impl Client {
                 r.map_err(|e| e.to_string())??;
             }
         }
-        match self.call(&CoordRequest::CommitObject { name: name.into(), crcs }, self.io_timeout).await? {
-            CoordResponse::Ok => self.layout(CoordRequest::Lookup { name: name.into() }).await,
+        let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone() };
+        match self.call(&req, self.io_timeout).await? {
+            // Our version, as committed (a later put may replace it at any time).
+            CoordResponse::Ok => {
+                let mut layout = ObjectLayout { committed: true, ..layout };
+                for (s, c) in layout.stripes.iter_mut().zip(&crcs) {
+                    for (loc, crc) in s.chunks.iter_mut().zip(c) {
+                        loc.crc32c = Some(*crc);
+                    }
+                }
+                Ok(layout)
+            }
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// Deletes object `name`; says whether it existed (deleting twice is not an error).
+    pub async fn delete(&self, name: &str) -> Result<bool, String> {
+        match self.call(&CoordRequest::DeleteObject { name: name.into() }, self.io_timeout).await? {
+            CoordResponse::Deleted { existed } => Ok(existed),
             other => Err(format!("unexpected answer {other:?}")),
         }
     }
 
     /// Reads object `name`. Unavailable or corrupt data chunks are rebuilt by degraded reads
-    /// with `method`; every chunk is checked against its committed checksum.
+    /// with `method`; every chunk is checked against its committed checksum. A read that
+    /// meets a version replaced under it (a concurrent put or delete) starts again on the
+    /// current version, so it returns one whole version or an error, never a mix.
     pub async fn get(&self, name: &str, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), String> {
-        let layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        let mut layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        for _ in 0..3 {
+            match self.get_version(name, &layout, method, slice).await {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    let now = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+                    if now.version == layout.version {
+                        return Err(e);
+                    }
+                    tracing::info!("'{name}' was replaced while being read ({e}); reading the new version");
+                    layout = now;
+                }
+            }
+        }
+        Err(format!("object '{name}' kept being replaced while being read"))
+    }
+
+    async fn get_version(&self, name: &str, layout: &ObjectLayout, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), String> {
         if !layout.committed {
             return Err(format!("object '{name}' is still being written"));
         }
@@ -117,13 +154,19 @@ impl Client {
                         if e.contains("corrupt chunk") || e.contains("checksum") {
                             let _ = self
                                 .call(
-                                    &CoordRequest::ReportBad { name: name.into(), stripe: si, index: i, reason: e.clone() },
+                                    &CoordRequest::ReportBad {
+                                        name: name.into(),
+                                        stripe: si,
+                                        index: i,
+                                        reason: e.clone(),
+                                        version: layout.version,
+                                    },
                                     self.io_timeout,
                                 )
                                 .await;
                         }
                         let t = Instant::now();
-                        let c = self.degraded_read(name, si, i, method, slice).await?;
+                        let c = self.degraded_read_of(name, layout.version, si, i, method, slice).await?;
                         report.degraded.push((si, i, t.elapsed().as_secs_f64()));
                         c
                     }
@@ -140,7 +183,20 @@ impl Client {
 
     /// Rebuilds chunk `index` of stripe `stripe` at this client through a repair graph.
     pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, String> {
-        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice };
+        self.degraded_read_of(name, 0, stripe, index, method, slice).await
+    }
+
+    /// The same, failing if the object is no longer at `version` (0: any).
+    pub async fn degraded_read_of(
+        &self,
+        name: &str,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        method: Shape,
+        slice: u64,
+    ) -> Result<Vec<u8>, String> {
+        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version };
         let mut answer = self.call(&req, self.io_timeout).await;
         if matches!(&answer, Err(e) if e.contains("cannot recover")) {
             // Too few chunks looked available: a node may have missed a heartbeat. Once more.

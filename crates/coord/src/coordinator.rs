@@ -3,7 +3,6 @@
 //! graphs, hands them to the nodes, and records where rebuilt chunks landed.
 
 use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, PendingRepair, RedbMeta, StripeRecord};
-use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
@@ -35,6 +34,12 @@ pub struct CoordConfig {
     pub chunk_size: u64,
     /// Attempts per lost chunk before a repair gives up on it.
     pub repair_attempts: usize,
+    /// A put not committed within this long is abandoned and its chunks reclaimed.
+    pub upload_timeout_ms: u64,
+    /// Chunks of replaced or deleted versions are removed from the nodes this long after
+    /// (so reads already under way finish), then every `gc_interval_ms`.
+    pub gc_grace_ms: u64,
+    pub gc_interval_ms: u64,
 }
 
 impl Default for CoordConfig {
@@ -42,10 +47,13 @@ impl Default for CoordConfig {
         CoordConfig {
             listen: "127.0.0.1:0".into(),
             data_dir: PathBuf::from("kintsugi-coordinator-data"),
-            dead_after_ms: 3000,
+            dead_after_ms: 10_000,
             io_timeout_ms: 10_000,
             chunk_size: 4 << 20,
             repair_attempts: 4,
+            upload_timeout_ms: 3_600_000,
+            gc_grace_ms: 30_000,
+            gc_interval_ms: 2_000,
         }
     }
 }
@@ -53,7 +61,7 @@ impl Default for CoordConfig {
 /// Shared state of a running coordinator.
 pub struct Coordinator {
     pub cfg: CoordConfig,
-    meta: Arc<dyn MetaStore>,
+    pub(crate) meta: Arc<dyn MetaStore>,
     /// Last heartbeat of each node.
     live: Mutex<HashMap<NodeId, (String, Instant)>>,
     /// One full-node repair at a time.
@@ -99,7 +107,8 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     };
     let coord = Arc::new(Coordinator { cfg, meta, live: Mutex::new(HashMap::new()), repairing: tokio::sync::Mutex::new(()), epoch });
     let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(serve(listener, coord.clone(), stop_rx));
+    let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::objects::collector(coord.clone(), stop_rx));
     if !coord.meta.pending()?.is_empty() {
         let c = coord.clone();
         tokio::spawn(async move {
@@ -157,7 +166,7 @@ async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
     }
 }
 
-fn bad<T>(m: impl Into<String>) -> Result<T, String> {
+pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
     Err(m.into())
 }
 
@@ -176,10 +185,11 @@ impl Coordinator {
             CoordRequest::CreateObject { name, size, code, chunk_size } => {
                 Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size)?))
             }
-            CoordRequest::CommitObject { name, crcs } => {
-                self.commit(&name, crcs)?;
+            CoordRequest::CommitObject { name, version, crcs } => {
+                self.commit(&name, version, crcs)?;
                 Ok(CoordResponse::Ok)
             }
+            CoordRequest::DeleteObject { name } => Ok(CoordResponse::Deleted { existed: self.delete(&name)? }),
             CoordRequest::Lookup { name } => {
                 let o = self.meta.object(&name)?.ok_or(format!("no object named '{name}'"))?;
                 Ok(CoordResponse::Layout(self.layout(&o)?))
@@ -193,12 +203,12 @@ impl Coordinator {
                     .collect();
                 Ok(CoordResponse::Objects { objects })
             }
-            CoordRequest::DegradedRead { name, stripe, index, method, slice } => {
-                let a = self.degraded_plan(&name, stripe, index, method, slice).await?;
+            CoordRequest::DegradedRead { name, stripe, index, method, slice, version } => {
+                let a = self.degraded_plan(&name, version, stripe, index, method, slice).await?;
                 Ok(CoordResponse::Plan { assignment: Box::new(a) })
             }
-            CoordRequest::ReportBad { name, stripe, index, reason } => {
-                self.report_bad(&name, stripe, index, &reason)?;
+            CoordRequest::ReportBad { name, stripe, index, reason, version } => {
+                self.report_bad(&name, version, stripe, index, &reason)?;
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::FailNode { node } => {
@@ -230,7 +240,7 @@ impl Coordinator {
         Ok(())
     }
 
-    fn alive(&self) -> BTreeMap<NodeId, String> {
+    pub(crate) fn alive(&self) -> BTreeMap<NodeId, String> {
         let dead_after = Duration::from_millis(self.cfg.dead_after_ms);
         self.live
             .lock()
@@ -248,89 +258,7 @@ impl Coordinator {
         self.meta.nodes().ok().and_then(|ns| ns.into_iter().find(|n| n.id == node)).map_or(String::new(), |n| n.addr)
     }
 
-    fn create(&self, name: String, size: u64, code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
-        if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
-            return bad("object names are 1 to 255 printable characters");
-        }
-        if size > 1 << 50 {
-            return bad(format!("object size {size} is too large"));
-        }
-        let chunk_size = if chunk_size == 0 { self.cfg.chunk_size } else { chunk_size };
-        if chunk_size > 1 << 30 {
-            return bad("chunk size is at most 1 GiB");
-        }
-        let c = code.build().map_err(|e| e.to_string())?;
-        if let Some(o) = self.meta.object(&name)? {
-            if o.committed {
-                return bad(format!("object '{name}' already exists"));
-            }
-        }
-        let alive: Vec<NodeId> = self.alive().keys().copied().collect();
-        if alive.len() < c.n() {
-            return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
-        }
-        let mut load: HashMap<NodeId, usize> = HashMap::new();
-        for s in self.meta.stripes()? {
-            for n in s.nodes {
-                *load.entry(n).or_default() += 1;
-            }
-        }
-        // Sub-packetized codes (Clay) need whole sub-chunks: round the chunk up, as Ceph does.
-        let alpha = c.sub_chunks() as u64;
-        let chunk_size = chunk_size.next_multiple_of(alpha);
-        let stripe_bytes = c.k() as u64 * chunk_size;
-        let mut stripes = Vec::new();
-        let mut changes = Vec::new();
-        let mut left = size;
-        while left > 0 {
-            let data_len = left.min(stripe_bytes);
-            left -= data_len;
-            let id = self.meta.next_id("stripe")?;
-            // Least-loaded distinct nodes; ties rotate with the stripe id.
-            let mut order = alive.clone();
-            order.sort_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % alive.len() as u64));
-            let nodes: Vec<NodeId> = order[..c.n()].to_vec();
-            for n in &nodes {
-                *load.entry(*n).or_default() += 1;
-            }
-            let rec = StripeRecord {
-                id,
-                code,
-                data_len,
-                chunk_len: data_len.div_ceil(c.k() as u64).next_multiple_of(alpha),
-                nodes,
-                crcs: vec![None; c.n()],
-                bad: vec![false; c.n()],
-            };
-            stripes.push(id);
-            changes.push(Change::PutStripe(rec));
-        }
-        let obj = ObjectRecord { name, size, code, committed: false, stripes };
-        changes.push(Change::PutObject(obj.clone()));
-        self.meta.apply(changes)?;
-        self.layout(&obj)
-    }
-
-    fn commit(&self, name: &str, crcs: Vec<Vec<u32>>) -> Result<(), String> {
-        let mut o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
-        if crcs.len() != o.stripes.len() {
-            return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
-        }
-        let mut changes = Vec::new();
-        for (id, c) in o.stripes.iter().zip(crcs) {
-            let mut s = self.meta.stripe(*id)?.ok_or("stripe vanished")?;
-            if c.len() != s.nodes.len() {
-                return bad(format!("stripe {id}: {} checksums for {} chunks", c.len(), s.nodes.len()));
-            }
-            s.crcs = c.into_iter().map(Some).collect();
-            changes.push(Change::PutStripe(s));
-        }
-        o.committed = true;
-        changes.push(Change::PutObject(o));
-        self.meta.apply(changes)
-    }
-
-    fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
+    pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut stripes = Vec::new();
@@ -354,23 +282,34 @@ impl Coordinator {
                 .collect();
             stripes.push(StripeLayout { id: *id, data_len: s.data_len, chunk_len: s.chunk_len, chunks });
         }
-        Ok(ObjectLayout { name: o.name.clone(), size: o.size, code: o.code, committed: o.committed, stripes })
+        Ok(ObjectLayout { name: o.name.clone(), size: o.size, code: o.code, committed: o.committed, version: o.version, stripes })
     }
 
-    fn report_bad(&self, name: &str, stripe: usize, index: usize, reason: &str) -> Result<(), String> {
+    /// Stripe `stripe` of object `name`, of `version` when it is not 0.
+    fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, String> {
         let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
-        let id = *o.stripes.get(stripe).ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))?;
+        if version != 0 && o.version != version {
+            return bad(format!("object '{name}' was replaced (version {version} read, {} now)", o.version));
+        }
+        o.stripes.get(stripe).copied().ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))
+    }
+
+    fn report_bad(&self, name: &str, version: u64, stripe: usize, index: usize, reason: &str) -> Result<(), String> {
+        let id = self.stripe_of(name, version, stripe)?;
         self.mark_bad(id, index, reason)
     }
 
     fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), String> {
-        let mut s = self.meta.stripe(id)?.ok_or(format!("no stripe {id}"))?;
-        if index >= s.bad.len() {
-            return bad(format!("stripe {id} has {} chunks", s.bad.len()));
-        }
+        self.meta.update(&mut |t| {
+            let mut s = t.stripe(id)?.ok_or(format!("no stripe {id}"))?;
+            if index >= s.bad.len() {
+                return bad(format!("stripe {id} has {} chunks", s.bad.len()));
+            }
+            s.bad[index] = true;
+            t.put(Change::PutStripe(s))
+        })?;
         tracing::warn!("chunk {} marked bad: {reason}", ChunkId::new(id, index));
-        s.bad[index] = true;
-        self.meta.apply(vec![Change::PutStripe(s)])
+        Ok(())
     }
 
     async fn fail_node(&self, node: NodeId) -> Result<(), String> {
@@ -498,9 +437,16 @@ impl Coordinator {
         avoid
     }
 
-    async fn degraded_plan(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Assignment, String> {
-        let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
-        let id = *o.stripes.get(stripe).ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))?;
+    async fn degraded_plan(
+        &self,
+        name: &str,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        method: Shape,
+        slice: u64,
+    ) -> Result<Assignment, String> {
+        let id = self.stripe_of(name, version, stripe)?;
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
         for _ in 0..self.cfg.repair_attempts.max(1) {
@@ -526,7 +472,11 @@ impl Coordinator {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
         for attempt in 1..=self.cfg.repair_attempts.max(1) {
-            let s = self.meta.stripe(p.stripe)?.ok_or(format!("stripe {} vanished", p.stripe))?;
+            let Some(s) = self.meta.stripe(p.stripe)? else {
+                // Its version was replaced or deleted: nothing to repair.
+                self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
+                return Ok(0);
+            };
             if s.crcs[p.index].is_none() {
                 return bad(format!("chunk {} was never committed", ChunkId::new(s.id, p.index)));
             }
@@ -564,11 +514,25 @@ impl Coordinator {
             match outcome {
                 Ok(()) => {
                     // The rebuilt chunk now lives on dest; the stripe is whole again there.
-                    let mut s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
-                    let old = s.nodes[p.index];
-                    s.nodes[p.index] = dest;
-                    s.bad[p.index] = false;
-                    self.meta.apply(vec![Change::PutStripe(s), Change::DeletePending { stripe: p.stripe, index: p.index }])?;
+                    // Read and written in one transaction: a concurrent report or commit is
+                    // never overwritten with a stale copy of the stripe.
+                    let mut old = None;
+                    self.meta.update(&mut |t| {
+                        t.put(Change::DeletePending { stripe: p.stripe, index: p.index })?;
+                        if let Some(mut s) = t.stripe(p.stripe)? {
+                            old = Some(s.nodes[p.index]);
+                            s.nodes[p.index] = dest;
+                            s.bad[p.index] = false;
+                            t.put(Change::PutStripe(s))?;
+                        } else if let Some(mut g) = t.garbage(p.stripe)? {
+                            // Replaced or deleted meanwhile: the rebuilt copy is garbage too.
+                            old = None;
+                            g.nodes[p.index] = dest;
+                            t.put(Change::PutGarbage(g))?;
+                        }
+                        Ok(())
+                    })?;
+                    let Some(old) = old else { return Ok(attempt) };
                     // A corrupt copy left on another live node is removed (best effort).
                     let old_addr = if old == dest { None } else { self.alive().get(&old).cloned() };
                     if let Some(addr) = old_addr {
@@ -618,7 +582,8 @@ impl Coordinator {
         let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
         let mut stripes = HashMap::new();
         for (i, p) in todo.iter().enumerate() {
-            let s = self.meta.stripe(p.stripe)?.ok_or(format!("stripe {} vanished", p.stripe))?;
+            // A stripe deleted since is skipped by repair_one.
+            let Some(s) = self.meta.stripe(p.stripe)? else { continue };
             groups.entry((s.code.to_string(), p.method.name())).or_default().push(i);
             stripes.insert(p.stripe, s);
         }

@@ -4,6 +4,7 @@
 pub mod client;
 pub mod coordinator;
 pub mod meta;
+mod objects;
 
 pub use client::Client;
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};

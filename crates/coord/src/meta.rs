@@ -2,6 +2,13 @@
 //! [`MetaStore`] is the interface (a distributed store can replace it later); [`RedbMeta`]
 //! keeps it in redb, an embedded crash-safe B-tree (every write is one committed
 //! transaction, so a crash loses nothing that was acknowledged).
+//!
+//! Every read-modify-write runs inside one write transaction ([`MetaStore::update`]), so
+//! concurrent requests never overwrite each other's changes. An object name maps to its
+//! committed version; a put is an *upload* (its own version id, its own stripes) until its
+//! commit replaces the name's current version in one transaction (the later commit wins, as
+//! in S3). Stripes of replaced, deleted or abandoned versions move to *garbage* until every
+//! node holding one of their chunks has deleted it.
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
@@ -17,6 +24,12 @@ pub struct ObjectRecord {
     pub code: CodeSpec,
     pub committed: bool,
     pub stripes: Vec<u64>,
+    /// Unique per put: a commit names the version it commits.
+    #[serde(default)]
+    pub version: u64,
+    /// When the put started (ms since the Unix epoch): abandoned uploads are reclaimed.
+    #[serde(default)]
+    pub created_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,6 +44,9 @@ pub struct StripeRecord {
     pub crcs: Vec<Option<u32>>,
     /// Chunks reported bad (corrupt or missing) and not yet repaired.
     pub bad: Vec<bool>,
+    /// When the stripe's version was replaced or deleted (ms since the epoch; 0 while live).
+    #[serde(default)]
+    pub discarded_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +69,26 @@ pub struct PendingRepair {
     pub slice: u64,
 }
 
+/// Reads and writes inside one write transaction.
+pub trait Txn {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String>;
+    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String>;
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String>;
+    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String>;
+    fn put(&mut self, change: Change) -> Result<(), String>;
+    fn next_id(&mut self, counter: &str) -> Result<u64, String>;
+
+    /// Moves a stripe to garbage (its chunks are deleted from the nodes later).
+    fn discard_stripe(&mut self, id: u64, now_ms: u64) -> Result<(), String> {
+        if let Some(mut s) = self.stripe(id)? {
+            s.discarded_ms = now_ms;
+            self.put(Change::DeleteStripe(id))?;
+            self.put(Change::PutGarbage(s))?;
+        }
+        Ok(())
+    }
+}
+
 /// What the coordinator needs from a metadata store.
 pub trait MetaStore: Send + Sync {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String>;
@@ -61,16 +97,38 @@ pub trait MetaStore: Send + Sync {
     fn stripes(&self) -> Result<Vec<StripeRecord>, String>;
     fn nodes(&self) -> Result<Vec<NodeRecord>, String>;
     fn pending(&self) -> Result<Vec<PendingRepair>, String>;
+    /// Uploads (puts not yet committed).
+    fn uploads(&self) -> Result<Vec<ObjectRecord>, String>;
+    /// Stripes whose chunks are still to be deleted from nodes.
+    fn garbage_stripes(&self) -> Result<Vec<StripeRecord>, String>;
+    /// Runs `f` in one write transaction: everything it reads and writes is atomic and
+    /// isolated from every other update; an error from `f` aborts it all.
+    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String>;
     /// Applies a batch of changes atomically.
-    fn apply(&self, changes: Vec<Change>) -> Result<(), String>;
+    fn apply(&self, changes: Vec<Change>) -> Result<(), String> {
+        let mut changes = Some(changes);
+        self.update(&mut |t| changes.take().into_iter().flatten().try_for_each(|c| t.put(c)))
+    }
     /// A fresh id from a persistent counter.
-    fn next_id(&self, counter: &str) -> Result<u64, String>;
+    fn next_id(&self, counter: &str) -> Result<u64, String> {
+        let mut id = 0;
+        self.update(&mut |t| {
+            id = t.next_id(counter)?;
+            Ok(())
+        })?;
+        Ok(id)
+    }
 }
 
 /// One change in a batch.
 #[derive(Clone, Debug)]
 pub enum Change {
     PutObject(ObjectRecord),
+    DeleteObject(String),
+    PutUpload(ObjectRecord),
+    DeleteUpload(u64),
+    PutGarbage(StripeRecord),
+    DeleteGarbage(u64),
     PutStripe(StripeRecord),
     DeleteStripe(u64),
     PutNode(NodeRecord),
@@ -83,6 +141,8 @@ const STRIPES: TableDefinition<u64, &[u8]> = TableDefinition::new("stripes");
 const NODES: TableDefinition<u32, &[u8]> = TableDefinition::new("nodes");
 const PENDING: TableDefinition<&str, &[u8]> = TableDefinition::new("pending");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const UPLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("uploads");
+const GARBAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("garbage");
 
 /// Metadata in one redb file.
 pub struct RedbMeta {
@@ -116,6 +176,8 @@ impl RedbMeta {
             w.open_table(NODES).map_err(e)?;
             w.open_table(PENDING).map_err(e)?;
             w.open_table(COUNTERS).map_err(e)?;
+            w.open_table(UPLOADS).map_err(e)?;
+            w.open_table(GARBAGE).map_err(e)?;
         }
         w.commit().map_err(e)?;
         Ok(RedbMeta { db })
@@ -153,48 +215,79 @@ impl MetaStore for RedbMeta {
         let t = r.open_table(PENDING).map_err(e)?;
         t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
     }
-    fn apply(&self, changes: Vec<Change>) -> Result<(), String> {
+    fn uploads(&self) -> Result<Vec<ObjectRecord>, String> {
+        let r = self.db.begin_read().map_err(e)?;
+        let t = r.open_table(UPLOADS).map_err(e)?;
+        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
+    }
+    fn garbage_stripes(&self) -> Result<Vec<StripeRecord>, String> {
+        let r = self.db.begin_read().map_err(e)?;
+        let t = r.open_table(GARBAGE).map_err(e)?;
+        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
+    }
+    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
         let w = self.db.begin_write().map_err(e)?;
         {
-            let mut objects = w.open_table(OBJECTS).map_err(e)?;
-            let mut stripes = w.open_table(STRIPES).map_err(e)?;
-            let mut nodes = w.open_table(NODES).map_err(e)?;
-            let mut pending = w.open_table(PENDING).map_err(e)?;
-            for c in changes {
-                match c {
-                    Change::PutObject(o) => {
-                        objects.insert(o.name.as_str(), json(&o).as_slice()).map_err(e)?;
-                    }
-                    Change::PutStripe(s) => {
-                        stripes.insert(s.id, json(&s).as_slice()).map_err(e)?;
-                    }
-                    Change::DeleteStripe(id) => {
-                        stripes.remove(id).map_err(e)?;
-                    }
-                    Change::PutNode(n) => {
-                        nodes.insert(n.id, json(&n).as_slice()).map_err(e)?;
-                    }
-                    Change::PutPending(p) => {
-                        pending.insert(pending_key(p.stripe, p.index).as_str(), json(&p).as_slice()).map_err(e)?;
-                    }
-                    Change::DeletePending { stripe, index } => {
-                        pending.remove(pending_key(stripe, index).as_str()).map_err(e)?;
-                    }
-                }
-            }
+            let mut t = RedbTxn {
+                objects: w.open_table(OBJECTS).map_err(e)?,
+                stripes: w.open_table(STRIPES).map_err(e)?,
+                nodes: w.open_table(NODES).map_err(e)?,
+                pending: w.open_table(PENDING).map_err(e)?,
+                counters: w.open_table(COUNTERS).map_err(e)?,
+                uploads: w.open_table(UPLOADS).map_err(e)?,
+                garbage: w.open_table(GARBAGE).map_err(e)?,
+            };
+            // On error the transaction is dropped uncommitted: nothing of it is written.
+            f(&mut t)?;
         }
         w.commit().map_err(e)
     }
-    fn next_id(&self, counter: &str) -> Result<u64, String> {
-        let w = self.db.begin_write().map_err(e)?;
-        let id = {
-            let mut t = w.open_table(COUNTERS).map_err(e)?;
-            let next = t.get(counter).map_err(e)?.map_or(1, |v| v.value());
-            t.insert(counter, next + 1).map_err(e)?;
-            next
-        };
-        w.commit().map_err(e)?;
-        Ok(id)
+}
+
+/// The tables of one write transaction.
+struct RedbTxn<'t> {
+    objects: redb::Table<'t, &'static str, &'static [u8]>,
+    stripes: redb::Table<'t, u64, &'static [u8]>,
+    nodes: redb::Table<'t, u32, &'static [u8]>,
+    pending: redb::Table<'t, &'static str, &'static [u8]>,
+    counters: redb::Table<'t, &'static str, u64>,
+    uploads: redb::Table<'t, u64, &'static [u8]>,
+    garbage: redb::Table<'t, u64, &'static [u8]>,
+}
+
+impl Txn for RedbTxn<'_> {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
+        self.objects.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
+    }
+    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String> {
+        self.uploads.get(version).map_err(e)?.map(|v| decode(v.value())).transpose()
+    }
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+        self.stripes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
+    }
+    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+        self.garbage.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
+    }
+    fn put(&mut self, c: Change) -> Result<(), String> {
+        match c {
+            Change::PutObject(o) => self.objects.insert(o.name.as_str(), json(&o).as_slice()).map(drop),
+            Change::DeleteObject(name) => self.objects.remove(name.as_str()).map(drop),
+            Change::PutUpload(o) => self.uploads.insert(o.version, json(&o).as_slice()).map(drop),
+            Change::DeleteUpload(v) => self.uploads.remove(v).map(drop),
+            Change::PutGarbage(s) => self.garbage.insert(s.id, json(&s).as_slice()).map(drop),
+            Change::DeleteGarbage(id) => self.garbage.remove(id).map(drop),
+            Change::PutStripe(s) => self.stripes.insert(s.id, json(&s).as_slice()).map(drop),
+            Change::DeleteStripe(id) => self.stripes.remove(id).map(drop),
+            Change::PutNode(n) => self.nodes.insert(n.id, json(&n).as_slice()).map(drop),
+            Change::PutPending(p) => self.pending.insert(pending_key(p.stripe, p.index).as_str(), json(&p).as_slice()).map(drop),
+            Change::DeletePending { stripe, index } => self.pending.remove(pending_key(stripe, index).as_str()).map(drop),
+        }
+        .map_err(e)
+    }
+    fn next_id(&mut self, counter: &str) -> Result<u64, String> {
+        let next = self.counters.get(counter).map_err(e)?.map_or(1, |v| v.value());
+        self.counters.insert(counter, next + 1).map_err(e)?;
+        Ok(next)
     }
 }
 
@@ -214,7 +307,15 @@ mod tests {
             let m = RedbMeta::open(&path).unwrap();
             let code: CodeSpec = "rs:2,1".parse().unwrap();
             m.apply(vec![
-                Change::PutObject(ObjectRecord { name: "a".into(), size: 5, code, committed: true, stripes: vec![7] }),
+                Change::PutObject(ObjectRecord {
+                    name: "a".into(),
+                    size: 5,
+                    code,
+                    committed: true,
+                    stripes: vec![7],
+                    version: 1,
+                    created_ms: 0,
+                }),
                 Change::PutStripe(StripeRecord {
                     id: 7,
                     code,
@@ -223,6 +324,7 @@ mod tests {
                     nodes: vec![1, 2, 3],
                     crcs: vec![Some(1), None, None],
                     bad: vec![false; 3],
+                    discarded_ms: 0,
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

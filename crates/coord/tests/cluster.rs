@@ -24,6 +24,7 @@ fn cfg(dir: &Path, listen: &str) -> CoordConfig {
         io_timeout_ms: 3000,
         chunk_size: 64 << 10,
         repair_attempts: 4,
+        ..Default::default()
     }
 }
 
@@ -95,7 +96,10 @@ async fn write_read_degraded_read_and_repair() {
         assert!(rep.degraded.is_empty());
     }
     assert_eq!(c.client.list().await.unwrap().len(), 4);
-    assert!(c.client.put("a", b"again", "rs:4,2".parse().unwrap(), 0).await.unwrap_err().contains("already exists"));
+    // A put of an existing name replaces it (the later commit wins).
+    c.client.put("a", b"again", "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    assert_eq!(c.client.get("a", Shape::Cr, 4096).await.unwrap().0, b"again");
+    c.client.put("a", &data(300_001, 300_001), "rs:4,2".parse().unwrap(), 0).await.unwrap();
     assert!(c.client.get("nope", Shape::Cr, 4096).await.unwrap_err().contains("no object"));
 
     // Node 0 crashes: every method serves degraded reads, byte for byte.

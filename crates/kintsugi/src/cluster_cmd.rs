@@ -242,6 +242,18 @@ pub fn stat(t: &Target, name: &str) -> Result<()> {
     })
 }
 
+pub fn delete(t: &Target, name: &str) -> Result<()> {
+    runtime()?.block_on(async {
+        let existed = client(t).delete(name).await.map_err(|e| anyhow!(e))?;
+        if existed {
+            println!("deleted {name}; its chunks are removed from the nodes in the background");
+        } else {
+            println!("no object named {name} (nothing to delete)");
+        }
+        Ok(())
+    })
+}
+
 pub fn fail(t: &Target, node: NodeId) -> Result<()> {
     runtime()?.block_on(async {
         client(t).fail(node).await.map_err(|e| anyhow!(e))?;

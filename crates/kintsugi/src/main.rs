@@ -72,6 +72,12 @@ enum Cmd {
         target: cluster_cmd::Target,
         name: String,
     },
+    /// Delete an object (idempotent); a put of an existing name replaces it.
+    Delete {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+        name: String,
+    },
     /// Stop a node and mark it failed.
     Fail {
         #[command(flatten)]
@@ -112,6 +118,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
         Cmd::Ls { target } => cluster_cmd::ls(&target),
         Cmd::Stat { target, name } => cluster_cmd::stat(&target, &name),
+        Cmd::Delete { target, name } => cluster_cmd::delete(&target, &name),
         Cmd::Fail { target, node } => cluster_cmd::fail(&target, node),
         Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
         Cmd::Status { target } => cluster_cmd::status(&target),

@@ -106,6 +106,18 @@ fn processes_put_get_kill_repair() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // Overwrite, then delete (twice: idempotent).
+    std::fs::write(d.join("small.bin"), b"second version").unwrap();
+    ok_json(&coord, &["put", "obj", d.join("small.bin").to_str().unwrap(), "--code", "rs:4,2"]);
+    let out4 = d.join("out4.bin");
+    ok_json(&coord, &["get", "obj", "--out", out4.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out4).unwrap(), b"second version");
+    for (round, want) in [(0, "deleted obj"), (1, "no object named obj")] {
+        let out = cli(&coord, &["delete", "obj"]);
+        assert!(out.status.success(), "delete {round}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(want), "delete {round}");
+    }
+
     // Clear errors.
     let out = cli(&coord, &["get", "missing", "--out", d.join("x").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

@@ -170,26 +170,37 @@ pub enum CoordRequest {
         code: CodeSpec,
         chunk_size: u64,
     },
+    /// Commits exactly upload `version` (from the layout `CreateObject` answered).
     CommitObject {
         name: String,
+        version: u64,
         crcs: Vec<Vec<u32>>,
+    },
+    /// Deletes an object (idempotent).
+    DeleteObject {
+        name: String,
     },
     Lookup {
         name: String,
     },
     List,
+    /// `version` (when not 0) must still be the object's: a read never mixes versions.
     DegradedRead {
         name: String,
         stripe: usize,
         index: usize,
         method: Shape,
         slice: u64,
+        #[serde(default)]
+        version: u64,
     },
     ReportBad {
         name: String,
         stripe: usize,
         index: usize,
         reason: String,
+        #[serde(default)]
+        version: u64,
     },
     FailNode {
         node: NodeId,
@@ -212,6 +223,7 @@ pub enum CoordResponse {
     Ok,
     Error { message: String },
     Layout(ObjectLayout),
+    Deleted { existed: bool },
     Objects { objects: Vec<ObjectInfo> },
     Plan { assignment: Box<Assignment> },
     Repaired(RepairReport),
@@ -225,6 +237,9 @@ pub struct ObjectLayout {
     pub size: u64,
     pub code: CodeSpec,
     pub committed: bool,
+    /// The version these stripes belong to (a put commits exactly it).
+    #[serde(default)]
+    pub version: u64,
     pub stripes: Vec<StripeLayout>,
 }
 

@@ -1,0 +1,220 @@
+//! Object versions and their clean-up.
+//!
+//! A put is an *upload*: its own version id and its own stripes, invisible to readers. Its
+//! commit, one metadata transaction, checks the checksums against exactly that upload and
+//! makes it the name's version; the version it replaces goes to garbage (the later commit
+//! wins, as in S3), so two writers of one name never mix. `delete` moves the version to
+//! garbage too. The collector removes garbage chunks from the nodes once a grace period has
+//! passed (reads already under way finish), retrying nodes that are down until they come
+//! back, and reclaims uploads never committed.
+
+use crate::coordinator::{bad, Coordinator};
+use crate::meta::{Change, ObjectRecord, StripeRecord};
+use kintsugi_codes::CodeSpec;
+use kintsugi_node::exec::request;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{ChunkId, NodeRequest, NodeResponse, ObjectLayout};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A chunk slot of a garbage stripe whose chunk is already deleted.
+const GONE: NodeId = NodeId::MAX;
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Coordinator {
+    /// Starts a put: places the stripes of a new version of `name`.
+    pub(crate) fn create(&self, name: String, size: u64, code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
+        if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
+            return bad("object names are 1 to 255 printable characters");
+        }
+        if size > 1 << 50 {
+            return bad(format!("object size {size} is too large"));
+        }
+        let chunk_size = if chunk_size == 0 { self.cfg.chunk_size } else { chunk_size };
+        if chunk_size > 1 << 30 {
+            return bad("chunk size is at most 1 GiB");
+        }
+        let c = code.build().map_err(|e| e.to_string())?;
+        let alive: Vec<NodeId> = self.alive().keys().copied().collect();
+        if alive.len() < c.n() {
+            return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
+        }
+        // Placement load is a heuristic: read outside the transaction.
+        let mut load: HashMap<NodeId, usize> = HashMap::new();
+        for s in self.meta.stripes()? {
+            for n in s.nodes {
+                *load.entry(n).or_default() += 1;
+            }
+        }
+        // Sub-packetized codes (Clay) need whole sub-chunks: round the chunk up, as Ceph does.
+        let alpha = c.sub_chunks() as u64;
+        let chunk_size = chunk_size.next_multiple_of(alpha);
+        let stripe_bytes = c.k() as u64 * chunk_size;
+        let mut obj = None;
+        self.meta.update(&mut |t| {
+            let version = t.next_id("version")?;
+            let mut stripes = Vec::new();
+            let mut load = load.clone();
+            let mut left = size;
+            while left > 0 {
+                let data_len = left.min(stripe_bytes);
+                left -= data_len;
+                let id = t.next_id("stripe")?;
+                // Least-loaded distinct nodes; ties rotate with the stripe id.
+                let mut order = alive.clone();
+                order.sort_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % alive.len() as u64));
+                let nodes: Vec<NodeId> = order[..c.n()].to_vec();
+                for n in &nodes {
+                    *load.entry(*n).or_default() += 1;
+                }
+                t.put(Change::PutStripe(StripeRecord {
+                    id,
+                    code,
+                    data_len,
+                    chunk_len: data_len.div_ceil(c.k() as u64).next_multiple_of(alpha),
+                    nodes,
+                    crcs: vec![None; c.n()],
+                    bad: vec![false; c.n()],
+                    discarded_ms: 0,
+                }))?;
+                stripes.push(id);
+            }
+            let o = ObjectRecord { name: name.clone(), size, code, committed: false, stripes, version, created_ms: now_ms() };
+            t.put(Change::PutUpload(o.clone()))?;
+            obj = Some(o);
+            Ok(())
+        })?;
+        self.layout(&obj.expect("set by the transaction"))
+    }
+
+    /// Commits upload `version` of `name` with its chunks' checksums; the version it
+    /// replaces goes to garbage.
+    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>) -> Result<(), String> {
+        let timeout_s = self.cfg.upload_timeout_ms / 1000;
+        self.meta.update(&mut |t| {
+            let mut o = t.upload(version)?.ok_or_else(|| {
+                format!("no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s")
+            })?;
+            if o.name != name {
+                return bad(format!("upload {version} is of '{}', not '{name}'", o.name));
+            }
+            if crcs.len() != o.stripes.len() {
+                return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
+            }
+            for (id, c) in o.stripes.iter().zip(&crcs) {
+                let mut s = t.stripe(*id)?.ok_or(format!("stripe {id} of upload {version} vanished"))?;
+                if c.len() != s.nodes.len() {
+                    return bad(format!("stripe {id}: {} checksums for {} chunks", c.len(), s.nodes.len()));
+                }
+                s.crcs = c.iter().copied().map(Some).collect();
+                t.put(Change::PutStripe(s))?;
+            }
+            if let Some(old) = t.object(name)? {
+                for id in old.stripes {
+                    t.discard_stripe(id, now_ms())?;
+                }
+            }
+            o.committed = true;
+            t.put(Change::DeleteUpload(version))?;
+            t.put(Change::PutObject(o))
+        })
+    }
+
+    /// Deletes `name` (idempotent); says whether it existed.
+    pub(crate) fn delete(&self, name: &str) -> Result<bool, String> {
+        let mut existed = false;
+        self.meta.update(&mut |t| {
+            existed = false;
+            if let Some(o) = t.object(name)? {
+                existed = true;
+                for id in o.stripes {
+                    t.discard_stripe(id, now_ms())?;
+                }
+                t.put(Change::DeleteObject(name.to_string()))?;
+            }
+            Ok(())
+        })?;
+        Ok(existed)
+    }
+
+    /// Moves uploads older than the timeout to garbage.
+    fn reclaim_uploads(&self) -> Result<usize, String> {
+        let cutoff = now_ms().saturating_sub(self.cfg.upload_timeout_ms);
+        let stale: Vec<ObjectRecord> = self.meta.uploads()?.into_iter().filter(|u| u.created_ms < cutoff).collect();
+        for u in &stale {
+            tracing::info!("reclaiming upload {} of '{}', not committed for {} ms", u.version, u.name, self.cfg.upload_timeout_ms);
+            self.meta.update(&mut |t| {
+                // Committed meanwhile? Then it is no upload any more.
+                if t.upload(u.version)?.is_some() {
+                    for &id in &u.stripes {
+                        t.discard_stripe(id, now_ms())?;
+                    }
+                    t.put(Change::DeleteUpload(u.version))?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(stale.len())
+    }
+
+    /// Deletes the chunks of garbage stripes past their grace period from every live node
+    /// holding one; returns the chunks deleted.
+    pub(crate) async fn collect_garbage(&self) -> Result<usize, String> {
+        self.reclaim_uploads()?;
+        let cutoff = now_ms().saturating_sub(self.cfg.gc_grace_ms);
+        let alive = self.alive();
+        let mut deleted = 0;
+        for g in self.meta.garbage_stripes()?.into_iter().filter(|g| g.discarded_ms <= cutoff) {
+            let mut done = Vec::new();
+            for (i, &node) in g.nodes.iter().enumerate() {
+                let Some(addr) = alive.get(&node).filter(|_| node != GONE) else { continue };
+                let chunk = ChunkId::new(g.id, i);
+                match request(addr, &NodeRequest::DeleteChunk { chunk: chunk.clone() }, Duration::from_secs(5)).await {
+                    Ok(NodeResponse::Ok) => done.push(i),
+                    Ok(other) => tracing::warn!("deleting {chunk} on node {node}: {other:?}"),
+                    Err(e) => tracing::warn!("deleting {chunk} on node {node}: {e}"),
+                }
+            }
+            deleted += done.len();
+            if done.is_empty() {
+                continue;
+            }
+            self.meta.update(&mut |t| {
+                let Some(mut s) = t.garbage(g.id)? else { return Ok(()) };
+                for &i in &done {
+                    // A chunk repaired onto another node meanwhile is still to be deleted there.
+                    if s.nodes[i] == g.nodes[i] {
+                        s.nodes[i] = GONE;
+                    }
+                }
+                if s.nodes.iter().all(|&n| n == GONE) {
+                    t.put(Change::DeleteGarbage(s.id))
+                } else {
+                    t.put(Change::PutGarbage(s))
+                }
+            })?;
+        }
+        Ok(deleted)
+    }
+}
+
+/// Runs the collector every `gc_interval_ms` until the coordinator stops.
+pub(crate) async fn collector(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(coord.cfg.gc_interval_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match coord.collect_garbage().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("garbage collection deleted {n} chunks of replaced, deleted or abandoned versions"),
+            Err(e) => tracing::warn!("garbage collection: {e}"),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Object versions on a real coordinator and real nodes: concurrent and staggered puts of
+//! one name, overwrite, delete, abandoned uploads, a read racing an overwrite, and the
+//! clean-up of every replaced chunk, also from a node that was down at the time.
+//! Each of these lost or mixed acknowledged data before versions existed.
+
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
+use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_plan::Shape;
+use kintsugi_proto::{CoordRequest, CoordResponse};
+use std::path::Path;
+use std::time::Duration;
+
+const CODE: &str = "rs:4,2";
+
+struct Cluster {
+    _coord: CoordHandle,
+    coord_addr: String,
+    nodes: Vec<Option<NodeHandle>>,
+    client: Client,
+}
+
+fn node_cfg(dir: &Path, i: usize, coord: &str) -> NodeConfig {
+    NodeConfig {
+        id: i as u32,
+        data_dir: dir.join(format!("node{i}")),
+        coordinator: Some(coord.to_string()),
+        heartbeat_ms: 100,
+        io_timeout_ms: 3000,
+        ..Default::default()
+    }
+}
+
+async fn cluster(dir: &Path, n: usize, upload_timeout_ms: u64) -> Cluster {
+    let cfg = CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.join("coord"),
+        dead_after_ms: 800,
+        io_timeout_ms: 3000,
+        chunk_size: 16 << 10,
+        upload_timeout_ms,
+        gc_grace_ms: 0,
+        gc_interval_ms: 100,
+        ..Default::default()
+    };
+    let coord = start(cfg).await.unwrap();
+    let coord_addr = coord.addr.to_string();
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        nodes.push(Some(kintsugi_node::start(node_cfg(dir, i, &coord_addr)).await.unwrap()));
+    }
+    let mut client = Client::new(&coord_addr);
+    client.io_timeout = Duration::from_secs(10);
+    let c = Cluster { _coord: coord, coord_addr, nodes, client };
+    c.wait_alive(n).await;
+    c
+}
+
+impl Cluster {
+    async fn wait_alive(&self, n: usize) {
+        for _ in 0..200 {
+            if let Ok(s) = self.client.status().await {
+                if s.nodes.iter().filter(|x| x.alive).count() == n {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{n} nodes never became alive");
+    }
+
+    /// Chunk files on all running nodes.
+    fn chunk_files(&self) -> u64 {
+        self.nodes.iter().flatten().map(|n| n.stat().chunks).sum()
+    }
+
+    /// Waits until the nodes hold exactly `want` chunk files (the collector runs every
+    /// 100 ms); returns what they hold at the end.
+    async fn settle_to(&self, want: u64) -> u64 {
+        for _ in 0..100 {
+            if self.chunk_files() == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.chunk_files()
+    }
+}
+
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Chunks an object of `len` bytes takes with 16 KiB chunks and RS(4,2).
+fn chunks_of(len: usize) -> u64 {
+    (len as u64).div_ceil(4 * (16 << 10)) * 6
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_puts_of_one_name_never_mix_and_leave_no_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 7, 3_600_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    for round in 0..4u64 {
+        // Eight writers of different sizes race on one name; every put is acknowledged.
+        let mut set = tokio::task::JoinSet::new();
+        for w in 0..8u64 {
+            let client = c.client.clone();
+            let bytes = data(50_000 + w as usize * 7_001, round * 100 + w);
+            set.spawn(async move {
+                let layout = client.put("contested", &bytes, code, 0).await.expect("acknowledged put");
+                (layout.version, bytes)
+            });
+        }
+        let mut acked = Vec::new();
+        while let Some(r) = set.join_next().await {
+            acked.push(r.unwrap());
+        }
+        let (got, _) = c.client.get("contested", Shape::Cr, 4096).await.unwrap();
+        let stat = c.client.stat("contested").await.unwrap();
+        let winner = acked.iter().find(|(v, _)| *v == stat.version).expect("the current version is an acknowledged put");
+        assert_eq!(got, winner.1, "round {round}: the read returns exactly the committed writer's bytes");
+        // Every other version's chunks are collected: only the winner's remain.
+        let want = chunks_of(winner.1.len());
+        assert_eq!(c.settle_to(want).await, want, "round {round}: orphan chunks left on the nodes");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrite_delete_and_abandoned_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster(dir.path(), 7, 1_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let (a, b) = (data(100_000, 1), data(30_000, 2));
+    let va = c.client.put("obj", &a, code, 0).await.unwrap().version;
+    let vb = c.client.put("obj", &b, code, 0).await.unwrap().version;
+    assert!(vb > va);
+    assert_eq!(c.client.get("obj", Shape::Ppr, 4096).await.unwrap().0, b, "the later put wins");
+    assert_eq!(c.settle_to(chunks_of(b.len())).await, chunks_of(b.len()));
+
+    // A put that never commits is invisible, then reclaimed; its late commit is refused.
+    let layout = match c
+        .client
+        .call(&CoordRequest::CreateObject { name: "obj".into(), size: 70_000, code, chunk_size: 0 }, Duration::from_secs(5))
+        .await
+        .unwrap()
+    {
+        CoordResponse::Layout(l) => l,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(c.client.stat("obj").await.unwrap().version, vb, "an upload does not replace the object");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let crcs = vec![vec![0u32; 6]; layout.stripes.len()];
+    let late =
+        c.client.call(&CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs }, Duration::from_secs(5)).await;
+    assert!(late.unwrap_err().contains("abandoned"), "a reclaimed upload cannot be committed");
+    assert_eq!(c.client.get("obj", Shape::Cr, 4096).await.unwrap().0, b);
+
+    // Delete while one node is down: its chunk goes once it is back.
+    let down = c.client.stat("obj").await.unwrap().stripes[0].chunks[0].node as usize;
+    c.nodes[down].take().unwrap().stop().await;
+    assert!(c.client.delete("obj").await.unwrap());
+    assert!(!c.client.delete("obj").await.unwrap(), "deleting twice is fine");
+    let err = c.client.get("obj", Shape::Cr, 4096).await.unwrap_err();
+    assert!(err.contains("no object"), "{err}");
+    assert_eq!(c.settle_to(0).await, 0, "running nodes dropped every chunk");
+    c.nodes[down] = Some(kintsugi_node::start(node_cfg(dir.path(), down, &c.coord_addr)).await.unwrap());
+    c.wait_alive(7).await;
+    assert_eq!(c.settle_to(0).await, 0, "the returning node dropped its chunk of the deleted object");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_racing_overwrites_return_whole_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 7, 3_600_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let versions: Vec<Vec<u8>> = (0..6).map(|i| data(120_000 + i * 999, 50 + i as u64)).collect();
+    c.client.put("hot", &versions[0], code, 0).await.unwrap();
+    let writer = {
+        let client = c.client.clone();
+        let versions = versions.clone();
+        tokio::spawn(async move {
+            for v in &versions[1..] {
+                client.put("hot", v, code, 0).await.unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() {
+        let (got, _) = c.client.get("hot", Shape::Cr, 4096).await.unwrap();
+        assert!(versions.contains(&got), "a read returned bytes of no single version ({} bytes)", got.len());
+        reads += 1;
+    }
+    writer.await.unwrap();
+    assert!(reads > 0);
+    assert_eq!(c.client.get("hot", Shape::Cr, 4096).await.unwrap().0, versions[5]);
+}
