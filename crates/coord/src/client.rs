@@ -151,7 +151,9 @@ impl Client {
                 let chunk = match direct {
                     Ok(c) => c,
                     Err(e) => {
-                        if e.contains("corrupt chunk") || e.contains("checksum") {
+                        // A chunk that is corrupt, or gone from a node that answers, is
+                        // lost: reported so that it is repaired (a dead node is not).
+                        if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
                             let _ = self
                                 .call(
                                     &CoordRequest::ReportBad {

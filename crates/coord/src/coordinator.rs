@@ -34,6 +34,19 @@ pub struct CoordConfig {
     pub chunk_size: u64,
     /// Attempts per lost chunk before a repair gives up on it.
     pub repair_attempts: usize,
+    /// A node silent this long is out: its chunks are repaired without anyone asking
+    /// (Ceph's mon_osd_down_out_interval). Chunks found corrupt or missing, and nodes
+    /// stopped by `fail`, are repaired at once.
+    pub down_out_ms: u64,
+    /// Repair lost chunks by itself (every `auto_repair_interval_ms`).
+    pub auto_repair: bool,
+    pub auto_repair_interval_ms: u64,
+    /// What automatic repair uses: method, scheduler, slice, and chunks rebuilt at once
+    /// (like osd_recovery_max_active).
+    pub repair_method: Shape,
+    pub repair_scheduler: Scheduler,
+    pub repair_slice: u64,
+    pub repair_max_active: usize,
     /// A put not committed within this long is abandoned and its chunks reclaimed.
     pub upload_timeout_ms: u64,
     /// Chunks of replaced or deleted versions are removed from the nodes this long after
@@ -51,6 +64,13 @@ impl Default for CoordConfig {
             io_timeout_ms: 10_000,
             chunk_size: 4 << 20,
             repair_attempts: 4,
+            down_out_ms: 600_000,
+            auto_repair: true,
+            auto_repair_interval_ms: 5_000,
+            repair_method: Shape::Cr,
+            repair_scheduler: Scheduler::Repairboost,
+            repair_slice: 1 << 20,
+            repair_max_active: 4,
             upload_timeout_ms: 3_600_000,
             gc_grace_ms: 30_000,
             gc_interval_ms: 2_000,
@@ -63,9 +83,13 @@ pub struct Coordinator {
     pub cfg: CoordConfig,
     pub(crate) meta: Arc<dyn MetaStore>,
     /// Last heartbeat of each node.
-    live: Mutex<HashMap<NodeId, (String, Instant)>>,
+    pub(crate) live: Mutex<HashMap<NodeId, (String, Instant)>>,
     /// One full-node repair at a time.
-    repairing: tokio::sync::Mutex<()>,
+    pub(crate) repairing: tokio::sync::Mutex<()>,
+    /// When this coordinator started: a node not heard from since is down since then.
+    pub(crate) started: Instant,
+    /// What the last automatic repair did, for `status`.
+    pub(crate) last_auto: Mutex<Option<RepairReport>>,
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
     epoch: u64,
@@ -105,10 +129,21 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
         h.finish() & 0x7fff_ffff
     };
-    let coord = Arc::new(Coordinator { cfg, meta, live: Mutex::new(HashMap::new()), repairing: tokio::sync::Mutex::new(()), epoch });
+    let coord = Arc::new(Coordinator {
+        cfg,
+        meta,
+        live: Mutex::new(HashMap::new()),
+        repairing: tokio::sync::Mutex::new(()),
+        started: Instant::now(),
+        last_auto: Mutex::new(None),
+        epoch,
+    });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
-    tokio::spawn(crate::objects::collector(coord.clone(), stop_rx));
+    tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
+    if coord.cfg.auto_repair {
+        tokio::spawn(crate::auto_repair::run(coord.clone(), stop_rx));
+    }
     if !coord.meta.pending()?.is_empty() {
         let c = coord.clone();
         tokio::spawn(async move {
@@ -555,7 +590,12 @@ impl Coordinator {
     }
 
     /// Every chunk of a committed object that is on a dead node or reported bad.
-    fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+    pub(crate) fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+        self.lost_chunks_where(&|_, _| true)
+    }
+
+    /// Lost chunks for which `due(stripe, node)` holds (`node` the chunk's holder).
+    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(&StripeRecord, usize) -> bool) -> Result<Vec<(u64, usize)>, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut lost = Vec::new();
@@ -564,7 +604,7 @@ impl Coordinator {
                 continue;
             }
             for (i, n) in s.nodes.iter().enumerate() {
-                if s.bad[i] || !alive.contains_key(n) || failed.contains(n) {
+                if (s.bad[i] || !alive.contains_key(n) || failed.contains(n)) && due(&s, i) {
                     lost.push((s.id, i));
                 }
             }
@@ -623,8 +663,20 @@ impl Coordinator {
         scheduler: Scheduler,
     ) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
-        let mut todo: Vec<PendingRepair> =
-            self.lost_chunks()?.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
+        let lost = self.lost_chunks()?;
+        self.repair_locked(lost, method, slice, parallel, scheduler).await
+    }
+
+    /// Repairs `lost` (and what an earlier run left pending); the caller holds `repairing`.
+    pub(crate) async fn repair_locked(
+        self: &Arc<Self>,
+        lost: Vec<(u64, usize)>,
+        method: Shape,
+        slice: u64,
+        parallel: usize,
+        scheduler: Scheduler,
+    ) -> Result<RepairReport, String> {
+        let mut todo: Vec<PendingRepair> = lost.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
         // Chunks left pending by an earlier run are included with their own method.
         for p in self.meta.pending()? {
             if !todo.iter().any(|t| t.stripe == p.stripe && t.index == p.index) {
@@ -722,6 +774,8 @@ impl Coordinator {
             stripes: stripes.len(),
             lost_chunks: self.lost_chunks()?.len(),
             pending_repairs: self.meta.pending()?.len(),
+            repairing: self.repairing.try_lock().is_err(),
+            last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The kintsugi coordinator (metadata, placement, failure detection, repair orchestration)
 //! and the client that talks to it and to the nodes.
 
+mod auto_repair;
 pub mod client;
 pub mod coordinator;
 pub mod meta;

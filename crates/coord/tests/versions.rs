@@ -203,3 +203,81 @@ async fn reads_racing_overwrites_return_whole_versions() {
     assert!(reads > 0);
     assert_eq!(c.client.get("hot", Shape::Cr, 4096).await.unwrap().0, versions[5]);
 }
+
+/// Nobody runs `repair`: a node silent past down_out_ms, and a chunk file deleted from a
+/// live node (found by a read), are both rebuilt by the coordinator on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_repair_of_a_dead_node_and_a_missing_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.path().join("coord"),
+        dead_after_ms: 500,
+        io_timeout_ms: 3000,
+        chunk_size: 16 << 10,
+        down_out_ms: 1500,
+        auto_repair_interval_ms: 200,
+        repair_slice: 4096,
+        gc_grace_ms: 0,
+        gc_interval_ms: 100,
+        ..Default::default()
+    };
+    let coord = start(cfg).await.unwrap();
+    let addr = coord.addr.to_string();
+    let mut nodes: Vec<Option<NodeHandle>> = Vec::new();
+    for i in 0..8 {
+        nodes.push(Some(kintsugi_node::start(node_cfg(dir.path(), i, &addr)).await.unwrap()));
+    }
+    let mut client = Client::new(&addr);
+    client.io_timeout = Duration::from_secs(10);
+    let c = Cluster { _coord: coord, coord_addr: addr, nodes, client };
+    c.wait_alive(8).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let objects: Vec<Vec<u8>> = (0..5).map(|i| data(90_000 + i * 1000, 70 + i as u64)).collect();
+    for (i, o) in objects.iter().enumerate() {
+        c.client.put(&format!("o{i}"), o, code, 0).await.unwrap();
+    }
+    let mut c = c;
+    let victim = c.client.stat("o0").await.unwrap().stripes[0].chunks[1].node as usize;
+    c.nodes[victim].take().unwrap().stop().await;
+    // Lost at once, but not repaired before down_out_ms.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let s = c.client.status().await.unwrap();
+    assert!(s.lost_chunks > 0 && s.last_auto_repair.is_none(), "repair must wait for down_out_ms: {s:?}");
+    let mut settled = None;
+    for _ in 0..150 {
+        let s = c.client.status().await.unwrap();
+        if s.lost_chunks == 0 && !s.repairing {
+            settled = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let s = settled.expect("automatic repair never finished");
+    let r = s.last_auto_repair.expect("an automatic repair ran");
+    assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
+    for (i, o) in objects.iter().enumerate() {
+        let (got, rep) = c.client.get(&format!("o{i}"), Shape::Cr, 4096).await.unwrap();
+        assert_eq!(&got, o);
+        assert!(rep.degraded.is_empty(), "o{i} is whole again");
+    }
+
+    // A chunk file vanishes from a live node: the next read finds it missing and reports it.
+    let loc = c.client.stat("o3").await.unwrap().stripes[0].chunks[0].clone();
+    let holder = c.nodes[loc.node as usize].as_ref().unwrap();
+    holder.exec.store.delete(&loc.chunk).unwrap();
+    let (got, rep) = c.client.get("o3", Shape::Cr, 4096).await.unwrap();
+    assert_eq!(got, objects[3]);
+    assert_eq!(rep.degraded.len(), 1, "served by a degraded read");
+    let mut whole = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok((_, rep)) = c.client.get("o3", Shape::Cr, 4096).await {
+            if rep.degraded.is_empty() && c.client.status().await.unwrap().lost_chunks == 0 {
+                whole = true;
+                break;
+            }
+        }
+    }
+    assert!(whole, "the missing chunk was never rebuilt");
+}

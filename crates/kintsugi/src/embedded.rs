@@ -23,6 +23,8 @@ impl Embedded {
             data_dir: dir.join("coordinator"),
             dead_after_ms: 1000,
             io_timeout_ms: 30_000,
+            // The demo and benchmarks time the repairs they start themselves.
+            auto_repair: false,
             ..Default::default()
         };
         let coord = kintsugi_coord::start(cfg).await.map_err(|e| anyhow!(e))?;

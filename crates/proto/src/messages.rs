@@ -303,6 +303,12 @@ pub struct ClusterStatus {
     pub stripes: usize,
     pub lost_chunks: usize,
     pub pending_repairs: usize,
+    /// A repair (automatic or asked for) is running.
+    #[serde(default)]
+    pub repairing: bool,
+    /// What the last automatic repair did.
+    #[serde(default)]
+    pub last_auto_repair: Option<RepairReport>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,55 @@
+//! Repair without anyone asking: every `auto_repair_interval_ms`, chunks that are lost and
+//! due are rebuilt with the configured method and scheduler, `repair_max_active` at a time.
+//! A chunk is due when it was found corrupt or missing, when its node was stopped by
+//! `fail`, or when its node has been silent for `down_out_ms` (a node that merely missed a
+//! few heartbeats is given that long to come back, as Ceph's down/out interval does).
+
+use crate::coordinator::Coordinator;
+use kintsugi_plan::NodeId;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+impl Coordinator {
+    /// How long node `n` has been silent (since this coordinator started, if never heard).
+    fn silent_for(&self, n: NodeId) -> Duration {
+        let live = self.live.lock().expect("live lock");
+        live.get(&n).map_or(self.started.elapsed(), |(_, t)| t.elapsed())
+    }
+
+    /// One pass: repairs the due lost chunks, if any and no repair is running.
+    pub(crate) async fn auto_repair_once(self: &Arc<Self>) -> Result<Option<kintsugi_proto::RepairReport>, String> {
+        let Ok(_one) = self.repairing.try_lock() else { return Ok(None) };
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let down_out = Duration::from_millis(self.cfg.down_out_ms);
+        let due = |s: &crate::meta::StripeRecord, i: usize| {
+            let n = s.nodes[i];
+            s.bad[i] || failed.contains(&n) || self.silent_for(n) >= down_out
+        };
+        let lost = self.lost_chunks_where(&due)?;
+        if lost.is_empty() && self.meta.pending()?.is_empty() {
+            return Ok(None);
+        }
+        let c = &self.cfg;
+        tracing::info!("automatic repair of {} lost chunks ({} with {})", lost.len(), c.repair_method, c.repair_scheduler);
+        let r = self.repair_locked(lost, c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
+        tracing::info!("automatic repair: {} repaired, {} skipped, {} failed in {:.1} s", r.repaired, r.skipped, r.failed, r.seconds);
+        *self.last_auto.lock().expect("last auto lock") = Some(r.clone());
+        Ok(Some(r))
+    }
+}
+
+/// Runs automatic repair until the coordinator stops.
+pub(crate) async fn run(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(coord.cfg.auto_repair_interval_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = coord.auto_repair_once().await {
+            tracing::warn!("automatic repair: {e}");
+        }
+    }
+}
