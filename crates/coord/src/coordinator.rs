@@ -58,7 +58,7 @@ pub struct CoordConfig {
 impl Default for CoordConfig {
     fn default() -> Self {
         CoordConfig {
-            listen: "127.0.0.1:0".into(),
+            listen: "127.0.0.1:7400".into(),
             data_dir: PathBuf::from("kintsugi-coordinator-data"),
             dead_after_ms: 10_000,
             io_timeout_ms: 10_000,

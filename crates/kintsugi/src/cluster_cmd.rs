@@ -33,6 +33,10 @@ pub struct NodeArgs {
     /// Listen address (default 127.0.0.1:0).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Address others reach this node at (default: the listen address; required when
+    /// listening on 0.0.0.0 or [::]).
+    #[arg(long)]
+    pub advertise: Option<String>,
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     #[arg(long)]
@@ -123,6 +127,9 @@ pub fn node(a: NodeArgs) -> Result<()> {
     if let Some(v) = a.listen {
         cfg.listen = v;
     }
+    if let Some(v) = a.advertise {
+        cfg.advertise = Some(v);
+    }
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;
     }
@@ -146,9 +153,6 @@ pub fn node(a: NodeArgs) -> Result<()> {
 /// `kintsugi coordinator`: runs until Ctrl-C.
 pub fn coordinator(a: CoordArgs) -> Result<()> {
     let mut cfg: CoordConfig = load_toml(a.config.as_deref())?;
-    if a.config.is_none() {
-        cfg.listen = "127.0.0.1:7400".into();
-    }
     if let Some(v) = a.listen {
         cfg.listen = v;
     }

@@ -100,6 +100,14 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Cmd::Node(_) | Cmd::Coordinator(_) | Cmd::Testbed(_)) {
+        // Like other Unix tools, stop quietly when whoever reads our output goes away
+        // (`kintsugi status | head -1`). Services keep Rust's default (writes fail instead).
+        // SAFETY: restoring a signal's default disposition at start-up, before any thread.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KINTSUGI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

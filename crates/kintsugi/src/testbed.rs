@@ -264,6 +264,6 @@ pub fn down(name: &str, dir: &Path) -> Result<()> {
     if Path::new(&format!("/sys/class/net/{name}br")).exists() {
         bail!("could not remove bridge {name}br");
     }
-    println!("testbed '{name}' is down");
+    eprintln!("testbed '{name}' is down");
     Ok(())
 }

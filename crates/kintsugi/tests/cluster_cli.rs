@@ -118,6 +118,21 @@ fn processes_put_get_kill_repair() {
         assert!(String::from_utf8_lossy(&out.stdout).contains(want), "delete {round}");
     }
 
+    // Output into a pipe nobody reads ends quietly, never with a panic.
+    for cmd in ["status", "ls", "stat obj"] {
+        let sh = format!("'{BIN}' {cmd} --coordinator {coord} | true");
+        let out = Command::new("sh").args(["-c", &sh]).output().unwrap();
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    // A node cannot advertise an address nobody can reach.
+    let out = Command::new(BIN)
+        .args(["node", "--id", "9", "--listen", "0.0.0.0:0", "--data-dir", d.join("n9").to_str().unwrap(), "--coordinator", &coord])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--advertise"), "{}", String::from_utf8_lossy(&out.stderr));
+
     // Clear errors.
     let out = cli(&coord, &["get", "missing", "--out", d.join("x").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

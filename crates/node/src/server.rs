@@ -112,7 +112,18 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
     let exec = Arc::new(Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let advertise = cfg.advertise.clone().unwrap_or_else(|| addr.to_string());
+    let advertise = match &cfg.advertise {
+        Some(a) => a.clone(),
+        None if addr.ip().is_unspecified() => {
+            return Err(format!(
+                "node listens on {addr}, an address nobody can connect to: give the address to advertise (--advertise HOST:PORT, or advertise in TOML)"
+            ))
+        }
+        None => addr.to_string(),
+    };
+    if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
+        return Err(format!("cannot advertise {advertise}: others cannot connect to it"));
+    }
     let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise));
     Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task })
 }
