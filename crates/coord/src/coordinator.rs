@@ -47,6 +47,8 @@ pub struct CoordConfig {
     pub repair_scheduler: Scheduler,
     pub repair_slice: u64,
     pub repair_max_active: usize,
+    /// A chunk a node holds that nothing references is deleted after this long.
+    pub orphan_grace_ms: u64,
     /// A put not committed within this long is abandoned and its chunks reclaimed.
     pub upload_timeout_ms: u64,
     /// Chunks of replaced or deleted versions are removed from the nodes this long after
@@ -71,6 +73,7 @@ impl Default for CoordConfig {
             repair_scheduler: Scheduler::Repairboost,
             repair_slice: 1 << 20,
             repair_max_active: 4,
+            orphan_grace_ms: 600_000,
             upload_timeout_ms: 3_600_000,
             gc_grace_ms: 30_000,
             gc_interval_ms: 2_000,
@@ -88,6 +91,8 @@ pub struct Coordinator {
     pub(crate) repairing: tokio::sync::Mutex<()>,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
+    /// Inventories being received and orphans seen.
+    pub(crate) inventories: crate::inventory::Inventories,
     /// What the last automatic repair did, for `status`.
     pub(crate) last_auto: Mutex<Option<RepairReport>>,
     /// Random per coordinator start, the high half of every repair id: ids never repeat
@@ -135,6 +140,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         live: Mutex::new(HashMap::new()),
         repairing: tokio::sync::Mutex::new(()),
         started: Instant::now(),
+        inventories: Default::default(),
         last_auto: Mutex::new(None),
         epoch,
     });
@@ -225,6 +231,14 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::DeleteObject { name } => Ok(CoordResponse::Deleted { existed: self.delete(&name)? }),
+            CoordRequest::Inventory { node, boot, chunks, last } => {
+                self.inventory(node, boot, chunks, last)?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::ReportChunk { node, chunk, reason } => {
+                self.report_chunk(node, &chunk, &reason)?;
+                Ok(CoordResponse::Ok)
+            }
             CoordRequest::Lookup { name } => {
                 let o = self.meta.object(&name)?.ok_or(format!("no object named '{name}'"))?;
                 Ok(CoordResponse::Layout(self.layout(&o)?))
@@ -334,7 +348,7 @@ impl Coordinator {
         self.mark_bad(id, index, reason)
     }
 
-    fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), String> {
+    pub(crate) fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), String> {
         self.meta.update(&mut |t| {
             let mut s = t.stripe(id)?.ok_or(format!("no stripe {id}"))?;
             if index >= s.bad.len() {

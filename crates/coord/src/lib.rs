@@ -4,6 +4,7 @@
 mod auto_repair;
 pub mod client;
 pub mod coordinator;
+mod inventory;
 pub mod meta;
 mod objects;
 

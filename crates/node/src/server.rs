@@ -39,6 +39,12 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// How long to wait for a peer before giving up on a stream.
     pub io_timeout_ms: u64,
+    /// Every this long (and at start) the node sends the coordinator its chunk list.
+    pub inventory_ms: u64,
+    /// Scrub: every chunk is re-read against its checksums once per this interval
+    /// (0: never), at most `scrub_bytes_per_s` (like Ceph's deep scrub, throttled).
+    pub scrub_interval_ms: u64,
+    pub scrub_bytes_per_s: f64,
 }
 
 impl Default for NodeConfig {
@@ -53,6 +59,9 @@ impl Default for NodeConfig {
             downlink: None,
             heartbeat_ms: 500,
             io_timeout_ms: 10_000,
+            inventory_ms: 60_000,
+            scrub_interval_ms: 86_400_000,
+            scrub_bytes_per_s: 64e6,
         }
     }
 }
@@ -138,7 +147,11 @@ async fn serve(
 ) {
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
-        conns.spawn(heartbeats(coord, exec.clone(), advertise, Duration::from_millis(cfg.heartbeat_ms.max(10)), stop.clone()));
+        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, Duration::from_millis(cfg.heartbeat_ms.max(10)), stop.clone()));
+        conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), stop.clone()));
+        if cfg.scrub_interval_ms > 0 {
+            conns.spawn(crate::inventory::scrub(coord, exec.clone(), cfg.clone(), stop.clone()));
+        }
     }
     loop {
         tokio::select! {

@@ -65,6 +65,19 @@ impl ChunkStore {
         Ok(ChunkStore { dir: dir.to_path_buf() })
     }
 
+    /// Every chunk stored here (by file name; files that are not chunks are passed over).
+    pub fn list(&self) -> Result<Vec<ChunkId>, StoreError> {
+        let mut ids = Vec::new();
+        for e in std::fs::read_dir(&self.dir).map_err(io(&self.dir))?.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(id) = name.strip_suffix(".chunk").and_then(|n| ChunkId::try_from(n.to_string()).ok()) {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
     fn path(&self, id: &ChunkId) -> PathBuf {
         self.dir.join(format!("{id}.chunk"))
     }

@@ -23,6 +23,11 @@ impl ChunkId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    /// (stripe, index) of a chunk named by [`ChunkId::new`].
+    pub fn parts(&self) -> Option<(u64, usize)> {
+        let (s, i) = self.0.strip_prefix('s')?.split_once('.')?;
+        Some((s.parse().ok()?, i.parse().ok()?))
+    }
 }
 
 impl TryFrom<String> for ChunkId {
@@ -179,6 +184,20 @@ pub enum CoordRequest {
     /// Deletes an object (idempotent).
     DeleteObject {
         name: String,
+    },
+    /// One page of the chunks a node holds (`last` on the final page of a listing):
+    /// what it lacks is lost, what nobody references is an orphan.
+    Inventory {
+        node: NodeId,
+        boot: u64,
+        chunks: Vec<ChunkId>,
+        last: bool,
+    },
+    /// A node found one of its chunks corrupt (scrub) or gone.
+    ReportChunk {
+        node: NodeId,
+        chunk: ChunkId,
+        reason: String,
     },
     Lookup {
         name: String,

@@ -1,7 +1,10 @@
-//! Object versions on a real coordinator and real nodes: concurrent and staggered puts of
-//! one name, overwrite, delete, abandoned uploads, a read racing an overwrite, and the
-//! clean-up of every replaced chunk, also from a node that was down at the time.
-//! Each of these lost or mixed acknowledged data before versions existed.
+//! Data safety on a real coordinator and real nodes. Object versions: concurrent and
+//! staggered puts of one name, overwrite, delete, abandoned uploads, a read racing an
+//! overwrite, and the clean-up of every replaced chunk, also from a node that was down at
+//! the time (each of these lost or mixed acknowledged data before versions existed).
+//! Knowing what is on disk and acting on it without a command: automatic repair after
+//! down_out_ms, missing chunks found by reads and by inventories, corruption found by the
+//! scrub, orphan chunks deleted.
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
@@ -280,4 +283,110 @@ async fn automatic_repair_of_a_dead_node_and_a_missing_chunk() {
         }
     }
     assert!(whole, "the missing chunk was never rebuilt");
+}
+
+/// The nodes tell the coordinator what is on their disks: a node back with an empty disk
+/// has its chunks rebuilt, a chunk file nobody references is deleted, and a byte flipped on
+/// disk is found by the scrub before any read needs the chunk. Nobody runs `repair`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inventory_and_scrub_find_lost_corrupt_and_orphan_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.path().join("coord"),
+        dead_after_ms: 500,
+        io_timeout_ms: 3000,
+        chunk_size: 16 << 10,
+        down_out_ms: 60_000,
+        auto_repair_interval_ms: 200,
+        repair_slice: 4096,
+        orphan_grace_ms: 300,
+        gc_grace_ms: 0,
+        gc_interval_ms: 100,
+        ..Default::default()
+    };
+    let coord = start(cfg).await.unwrap();
+    let addr = coord.addr.to_string();
+    let ncfg =
+        |i: usize| NodeConfig { inventory_ms: 200, scrub_interval_ms: 300, scrub_bytes_per_s: 1e9, ..node_cfg(dir.path(), i, &addr) };
+    let mut nodes: Vec<Option<NodeHandle>> = Vec::new();
+    for i in 0..8 {
+        nodes.push(Some(kintsugi_node::start(ncfg(i)).await.unwrap()));
+    }
+    let mut client = Client::new(&addr);
+    client.io_timeout = Duration::from_secs(10);
+    let mut c = Cluster { _coord: coord, coord_addr: addr.clone(), nodes, client };
+    c.wait_alive(8).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let objects: Vec<Vec<u8>> = (0..4).map(|i| data(70_000 + i * 3001, 90 + i as u64)).collect();
+    for (i, o) in objects.iter().enumerate() {
+        c.client.put(&format!("o{i}"), o, code, 0).await.unwrap();
+    }
+    let whole = |c: &Cluster| {
+        let client = c.client.clone();
+        let objects = objects.clone();
+        async move {
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let s = client.status().await.unwrap();
+                if s.lost_chunks > 0 || s.repairing || s.pending_repairs > 0 {
+                    continue;
+                }
+                let mut clean = true;
+                for (i, o) in objects.iter().enumerate() {
+                    let (got, rep) = client.get(&format!("o{i}"), Shape::Cr, 4096).await.unwrap();
+                    assert_eq!(&got, o, "o{i}");
+                    clean &= rep.degraded.is_empty();
+                }
+                if clean {
+                    return true;
+                }
+            }
+            false
+        }
+    };
+
+    // (1) A node comes back with an empty disk.
+    let victim = c.client.stat("o0").await.unwrap().stripes[0].chunks[2].node as usize;
+    let held = c.nodes[victim].as_ref().unwrap().stat().chunks;
+    assert!(held > 0);
+    c.nodes[victim].take().unwrap().stop().await;
+    std::fs::remove_dir_all(dir.path().join(format!("node{victim}"))).unwrap();
+    c.nodes[victim] = Some(kintsugi_node::start(ncfg(victim)).await.unwrap());
+    assert!(whole(&c).await, "chunks of the emptied node were never rebuilt");
+    let r = c.client.status().await.unwrap().last_auto_repair.expect("repaired by itself");
+    assert!(r.repaired as u64 >= held, "{r:?}: {held} chunks were on the emptied disk");
+
+    // (2) A byte flipped on disk, found by the scrub (no read touches the chunk first).
+    let loc = c.client.stat("o2").await.unwrap().stripes[0].chunks[1].clone();
+    let path = dir.path().join(format!("node{}", loc.node)).join(format!("{}.chunk", loc.chunk));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut moved = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = c.client.stat("o2").await.unwrap().stripes[0].chunks[1].clone();
+        if now.node != loc.node && !now.lost {
+            moved = true;
+            break;
+        }
+    }
+    assert!(moved, "the corrupt chunk was never found and rebuilt elsewhere");
+    assert!(whole(&c).await);
+
+    // (3) An orphan: a chunk file that nothing references.
+    let some = dir.path().join(format!("node{}", (victim + 1) % 8));
+    let any = std::fs::read_dir(&some).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(".chunk")).unwrap();
+    let orphan = some.join("s99999999.000.chunk");
+    std::fs::copy(any.path(), &orphan).unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !orphan.exists() {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the orphan chunk was never deleted");
 }

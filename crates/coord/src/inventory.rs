@@ -1,0 +1,98 @@
+//! Reconciling what the nodes hold with what the metadata expects. A node's chunk list
+//! (sent at its start and periodically) turns a chunk it should hold but lacks into a lost
+//! chunk (a replaced disk, a deleted file), which repair then rebuilds; a chunk nobody
+//! references (a stale copy on a returning node, the leftovers of an interrupted write) is
+//! an orphan, deleted once it has stayed one for `orphan_grace_ms` (so a chunk being
+//! written or repaired right now is never taken for one).
+
+use crate::coordinator::Coordinator;
+use kintsugi_node::exec::request;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{ChunkId, NodeRequest};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Pages of inventories being received, and orphans seen, per node.
+#[derive(Default)]
+pub(crate) struct Inventories {
+    pages: Mutex<HashMap<NodeId, (u64, Vec<ChunkId>)>>,
+    orphans: Mutex<HashMap<(NodeId, ChunkId), Instant>>,
+}
+
+impl Coordinator {
+    /// One page of node `node`'s inventory; the last page reconciles it.
+    pub(crate) fn inventory(self: &Arc<Self>, node: NodeId, boot: u64, chunks: Vec<ChunkId>, last: bool) -> Result<(), String> {
+        let held = {
+            let mut pages = self.inventories.pages.lock().expect("inventory lock");
+            let entry = pages.entry(node).or_insert((boot, Vec::new()));
+            if entry.0 != boot {
+                *entry = (boot, Vec::new());
+            }
+            entry.1.extend(chunks);
+            if !last {
+                return Ok(());
+            }
+            pages.remove(&node).map(|(_, c)| c).unwrap_or_default()
+        };
+        self.reconcile(node, held.into_iter().collect())
+    }
+
+    fn reconcile(self: &Arc<Self>, node: NodeId, held: BTreeSet<ChunkId>) -> Result<(), String> {
+        if !self.alive().contains_key(&node) || self.meta.nodes()?.iter().any(|n| n.id == node && n.failed) {
+            return Ok(());
+        }
+        let stripes: HashMap<u64, Vec<NodeId>> = self.meta.stripes()?.into_iter().map(|s| (s.id, s.nodes)).collect();
+        let garbage: HashSet<u64> = self.meta.garbage_stripes()?.into_iter().map(|g| g.id).collect();
+        // Expected here, committed, not known bad, and missing: lost.
+        for s in self.meta.stripes()? {
+            for (i, &n) in s.nodes.iter().enumerate() {
+                if n == node && s.crcs[i].is_some() && !s.bad[i] && !held.contains(&ChunkId::new(s.id, i)) {
+                    self.mark_bad(s.id, i, &format!("missing from node {node}'s inventory"))?;
+                }
+            }
+        }
+        // Held here but referenced nowhere (garbage is the collector's): orphans.
+        let grace = Duration::from_millis(self.cfg.orphan_grace_ms);
+        let mut expired = Vec::new();
+        {
+            let mut orphans = self.inventories.orphans.lock().expect("orphans lock");
+            orphans.retain(|(n, c), _| *n != node || held.contains(c));
+            for c in &held {
+                let referenced = c
+                    .parts()
+                    .is_some_and(|(sid, i)| garbage.contains(&sid) || stripes.get(&sid).is_some_and(|nodes| nodes.get(i) == Some(&node)));
+                if referenced {
+                    orphans.remove(&(node, c.clone()));
+                    continue;
+                }
+                let first = *orphans.entry((node, c.clone())).or_insert_with(Instant::now);
+                if first.elapsed() >= grace {
+                    expired.push(c.clone());
+                }
+            }
+        }
+        if !expired.is_empty() {
+            let Some(addr) = self.alive().get(&node).cloned() else { return Ok(()) };
+            let me = self.clone();
+            tokio::spawn(async move {
+                for c in expired {
+                    tracing::info!("deleting orphan chunk {c} on node {node}");
+                    if request(&addr, &NodeRequest::DeleteChunk { chunk: c.clone() }, Duration::from_secs(5)).await.is_ok() {
+                        me.inventories.orphans.lock().expect("orphans lock").remove(&(node, c));
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// A node found its chunk corrupt or gone: lost, if it is the chunk's holder.
+    pub(crate) fn report_chunk(&self, node: NodeId, chunk: &ChunkId, reason: &str) -> Result<(), String> {
+        let Some((sid, i)) = chunk.parts() else { return Ok(()) };
+        match self.meta.stripe(sid)? {
+            Some(s) if s.nodes.get(i) == Some(&node) && s.crcs[i].is_some() => self.mark_bad(sid, i, &format!("node {node}: {reason}")),
+            _ => Ok(()),
+        }
+    }
+}
