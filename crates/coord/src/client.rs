@@ -11,6 +11,7 @@ use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, Kind, NodeRequest,
     NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -25,6 +26,9 @@ pub struct Client {
     /// The reader's own link (for emulated clusters); unshaped by default.
     pub shaper: Arc<Shaper>,
     pub counters: Arc<Counters>,
+    /// A node that sends nothing for this long while a chunk is read from it is taken as
+    /// hung for the rest of the read: its chunks are rebuilt by degraded reads that avoid it.
+    pub stall_timeout: Duration,
 }
 
 /// How a read went.
@@ -41,6 +45,7 @@ impl Client {
             io_timeout: Duration::from_secs(30),
             shaper: Arc::new(Shaper::default()),
             counters: Arc::default(),
+            stall_timeout: Duration::from_secs(1),
         }
     }
 
@@ -140,14 +145,30 @@ impl Client {
         let k = layout.code.build().map_err(|e| e.to_string())?.k();
         let mut out = Vec::with_capacity(layout.size as usize);
         let mut report = ReadReport::default();
+        // Nodes that stalled during this read: not asked again, avoided as helpers.
+        let mut suspects: BTreeSet<NodeId> = BTreeSet::new();
         for (si, s) in layout.stripes.iter().enumerate() {
-            let mut stripe_data = Vec::with_capacity(k * s.chunk_len as usize);
+            // The stripe's data chunks in parallel, each from its node unless lost or suspect.
+            let mut fetches = JoinSet::new();
             for (i, loc) in s.chunks.iter().take(k).enumerate() {
-                let direct = if loc.lost {
-                    Err("marked lost".to_string())
-                } else {
-                    get_chunk(loc, s.chunk_len, self.io_timeout, &self.shaper).await
-                };
+                if loc.lost || suspects.contains(&loc.node) {
+                    continue;
+                }
+                let (loc, len, t, shaper) = (loc.clone(), s.chunk_len, self.stall_timeout, self.shaper.clone());
+                fetches.spawn(async move { (i, get_chunk(&loc, len, t, &shaper).await) });
+            }
+            let mut direct: Vec<Result<Vec<u8>, String>> = (0..k).map(|_| Err("marked lost".to_string())).collect();
+            while let Some(r) = fetches.join_next().await {
+                let (i, r) = r.map_err(|e| e.to_string())?;
+                if let Err(e) = &r {
+                    if e.contains("timed out") || e.contains("no answer") || e.contains("unreachable") || e.contains("Connection refused") {
+                        suspects.insert(s.chunks[i].node);
+                    }
+                }
+                direct[i] = r;
+            }
+            let mut stripe_data = Vec::with_capacity(k * s.chunk_len as usize);
+            for (i, (loc, direct)) in s.chunks.iter().zip(direct).enumerate() {
                 let chunk = match direct {
                     Ok(c) => c,
                     Err(e) => {
@@ -168,7 +189,8 @@ impl Client {
                                 .await;
                         }
                         let t = Instant::now();
-                        let c = self.degraded_read_of(name, layout.version, si, i, method, slice).await?;
+                        let avoid: Vec<NodeId> = suspects.iter().copied().collect();
+                        let c = self.degraded_read_avoiding(name, layout.version, si, i, method, slice, avoid).await?;
                         report.degraded.push((si, i, t.elapsed().as_secs_f64()));
                         c
                     }
@@ -198,7 +220,22 @@ impl Client {
         method: Shape,
         slice: u64,
     ) -> Result<Vec<u8>, String> {
-        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version };
+        self.degraded_read_avoiding(name, version, stripe, index, method, slice, Vec::new()).await
+    }
+
+    /// The same, with helpers chosen among nodes other than `avoid`.
+    #[allow(clippy::too_many_arguments)] // one request's fields
+    pub async fn degraded_read_avoiding(
+        &self,
+        name: &str,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        method: Shape,
+        slice: u64,
+        avoid: Vec<NodeId>,
+    ) -> Result<Vec<u8>, String> {
+        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid };
         let mut answer = self.call(&req, self.io_timeout).await;
         if matches!(&answer, Err(e) if e.contains("cannot recover")) {
             // Too few chunks looked available: a node may have missed a heartbeat. Once more.

@@ -252,8 +252,8 @@ impl Coordinator {
                     .collect();
                 Ok(CoordResponse::Objects { objects })
             }
-            CoordRequest::DegradedRead { name, stripe, index, method, slice, version } => {
-                let a = self.degraded_plan(&name, version, stripe, index, method, slice).await?;
+            CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid } => {
+                let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid).await?;
                 Ok(CoordResponse::Plan { assignment: Box::new(a) })
             }
             CoordRequest::ReportBad { name, stripe, index, reason, version } => {
@@ -486,6 +486,7 @@ impl Coordinator {
         avoid
     }
 
+    #[allow(clippy::too_many_arguments)] // one request's fields
     async fn degraded_plan(
         &self,
         name: &str,
@@ -494,9 +495,11 @@ impl Coordinator {
         index: usize,
         method: Shape,
         slice: u64,
+        avoid: Vec<NodeId>,
     ) -> Result<Assignment, String> {
         let id = self.stripe_of(name, version, stripe)?;
-        let mut avoid = BTreeSet::new();
+        // Nodes the reader found hung are not helpers (the chunk's own node is not one either).
+        let mut avoid: BTreeSet<NodeId> = avoid.into_iter().collect();
         let mut last = String::new();
         for _ in 0..self.cfg.repair_attempts.max(1) {
             let s = self.meta.stripe(id)?.ok_or("stripe vanished")?;

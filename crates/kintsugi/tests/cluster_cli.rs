@@ -95,6 +95,18 @@ fn processes_put_get_kill_repair() {
     let got = ok_json(&coord, &["get", "obj", "--out", out3.to_str().unwrap()]);
     assert!(same(&file, &out3) && got["degraded_reads"].as_array().unwrap().is_empty());
 
+    // A hung node (SIGSTOP, still "alive" for the coordinator): the read routes around it.
+    let stat = ok_json(&coord, &["stat", "obj"]);
+    let hung = stat["stripes"][0]["chunks"][0]["node"].as_u64().unwrap() as usize;
+    let pid = nodes[hung].as_ref().expect("a running node").0.id() as i32;
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let out5 = d.join("out5.bin");
+    let got = ok_json(&coord, &["get", "obj", "--out", out5.to_str().unwrap()]);
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(same(&file, &out5), "read with a hung node");
+    assert!(!got["degraded_reads"].as_array().unwrap().is_empty(), "the hung node's chunks came from degraded reads");
+
     // `fail` stops a node process.
     let other = (0..8).find(|&i| i != victim).unwrap();
     let out = cli(&coord, &["fail", &other.to_string()]);

@@ -212,6 +212,9 @@ pub enum CoordRequest {
         slice: u64,
         #[serde(default)]
         version: u64,
+        /// Nodes the reader found hung: not used as helpers.
+        #[serde(default)]
+        avoid: Vec<NodeId>,
     },
     ReportBad {
         name: String,
