@@ -45,7 +45,7 @@ impl Client {
             io_timeout: Duration::from_secs(30),
             shaper: Arc::new(Shaper::default()),
             counters: Arc::default(),
-            stall_timeout: Duration::from_secs(1),
+            stall_timeout: Duration::from_millis(500),
         }
     }
 
@@ -148,10 +148,20 @@ impl Client {
         // Nodes that stalled during this read: not asked again, avoided as helpers.
         let mut suspects: BTreeSet<NodeId> = BTreeSet::new();
         for (si, s) in layout.stripes.iter().enumerate() {
-            // The stripe's data chunks in parallel, each from its node unless lost or suspect.
+            // The stripe's data chunks in parallel: from their nodes, and at the same time by
+            // degraded reads for those known lost or on a node found hung.
             let mut fetches = JoinSet::new();
+            let mut rebuilt: Vec<Option<(Vec<u8>, f64)>> = vec![None; k];
+            let mut rebuilds = JoinSet::new();
             for (i, loc) in s.chunks.iter().take(k).enumerate() {
                 if loc.lost || suspects.contains(&loc.node) {
+                    let (me, name, avoid) = (self.clone(), name.to_string(), suspects.iter().copied().collect::<Vec<_>>());
+                    let version = layout.version;
+                    rebuilds.spawn(async move {
+                        let t = Instant::now();
+                        let r = me.degraded_read_avoiding(&name, version, si, i, method, slice, avoid).await;
+                        (i, r.map(|c| (c, t.elapsed().as_secs_f64())))
+                    });
                     continue;
                 }
                 let (loc, len, t, shaper) = (loc.clone(), s.chunk_len, self.stall_timeout, self.shaper.clone());
@@ -167,11 +177,19 @@ impl Client {
                 }
                 direct[i] = r;
             }
+            while let Some(r) = rebuilds.join_next().await {
+                let (i, r) = r.map_err(|e| e.to_string())?;
+                rebuilt[i] = Some(r?);
+            }
             let mut stripe_data = Vec::with_capacity(k * s.chunk_len as usize);
             for (i, (loc, direct)) in s.chunks.iter().zip(direct).enumerate() {
-                let chunk = match direct {
-                    Ok(c) => c,
-                    Err(e) => {
+                let chunk = match (direct, rebuilt[i].take()) {
+                    (_, Some((c, secs))) => {
+                        report.degraded.push((si, i, secs));
+                        c
+                    }
+                    (Ok(c), None) => c,
+                    (Err(e), None) => {
                         // A chunk that is corrupt, or gone from a node that answers, is
                         // lost: reported so that it is repaired (a dead node is not).
                         if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
