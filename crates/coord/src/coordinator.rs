@@ -282,6 +282,14 @@ impl Coordinator {
                 return Ok(());
             }
         }
+        if let Some(k) = &known {
+            // Another process claims a node id that is live elsewhere: refused, so the id's
+            // address never flips between two processes.
+            let live_elsewhere = self.alive().get(&node).is_some_and(|a| *a != addr);
+            if !k.failed && k.boot != boot && live_elsewhere {
+                return bad(format!("node id {node} is already live at {}; refusing the node at {addr}", k.addr));
+            }
+        }
         if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot) {
             self.meta.apply(vec![Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot })])?;
         }

@@ -390,3 +390,23 @@ async fn inventory_and_scrub_find_lost_corrupt_and_orphan_chunks() {
     }
     assert!(gone, "the orphan chunk was never deleted");
 }
+
+/// A node id live elsewhere is refused (its address never flips), and a data directory
+/// belongs to the node id that first used it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identities_are_not_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 5, 3_600_000).await;
+    let addr_of = |s: &kintsugi_proto::ClusterStatus, id: u32| s.nodes.iter().find(|n| n.id == id).unwrap().addr.clone();
+    let before = addr_of(&c.client.status().await.unwrap(), 3);
+    let impostor =
+        kintsugi_node::start(NodeConfig { data_dir: dir.path().join("impostor"), ..node_cfg(dir.path(), 3, &c.coord_addr) }).await.unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(addr_of(&c.client.status().await.unwrap(), 3), before, "node 3's address flipped to the impostor's");
+    }
+    impostor.stop().await;
+
+    let err = kintsugi_node::start(NodeConfig { id: 9, ..node_cfg(dir.path(), 4, &c.coord_addr) }).await.err().expect("refused");
+    assert!(err.contains("belongs to node 4"), "{err}");
+}

@@ -106,6 +106,45 @@ fn stat(exec: &Executor) -> NodeStat {
     }
 }
 
+/// What a data directory belongs to, written on a node's first start.
+#[derive(Serialize, Deserialize)]
+struct Identity {
+    node: NodeId,
+}
+
+/// Refuses a data directory that belongs to another node id; claims a new one.
+fn claim_data_dir(cfg: &NodeConfig) -> Result<(), String> {
+    let path = cfg.data_dir.join("identity.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let id: Identity = serde_json::from_slice(&bytes).map_err(|e| format!("{} is not a node identity: {e}", path.display()))?;
+            if id.node != cfg.id {
+                return Err(format!(
+                    "{} belongs to node {}, not node {}: give that id or another directory",
+                    cfg.data_dir.display(),
+                    id.node,
+                    cfg.id
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Temp file, fsync, rename: a crash leaves no half-written identity.
+            let tmp = cfg.data_dir.join("identity.json.tmp");
+            let body = serde_json::to_vec(&Identity { node: cfg.id }).expect("serialises");
+            let write = || -> std::io::Result<()> {
+                let mut f = std::fs::File::create(&tmp)?;
+                std::io::Write::write_all(&mut f, &body)?;
+                f.sync_all()?;
+                std::fs::rename(&tmp, &path)?;
+                std::fs::File::open(&cfg.data_dir)?.sync_all()
+            };
+            write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
 /// Starts a node: opens its store, binds its port, serves until stopped.
 pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     for (what, r) in [("uplink", cfg.uplink), ("downlink", cfg.downlink)] {
@@ -116,6 +155,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
         }
     }
     let store = Arc::new(ChunkStore::open(&cfg.data_dir).map_err(|e| e.to_string())?);
+    claim_data_dir(&cfg)?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
@@ -186,10 +226,16 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
             conn = tokio::time::timeout(every * 4, TcpStream::connect(&coord)).await.ok().and_then(|c| c.ok());
         }
         if let Some(c) = conn.as_mut() {
-            let ok = send(c, &msg).await.is_ok()
-                && tokio::time::timeout(every * 4, recv::<_, kintsugi_proto::CoordResponse>(c)).await.is_ok_and(|r| r.is_ok());
-            if !ok {
-                conn = None;
+            let answer = match send(c, &msg).await {
+                Ok(()) => tokio::time::timeout(every * 4, recv::<_, kintsugi_proto::CoordResponse>(c)).await.ok().and_then(|r| r.ok()),
+                Err(_) => None,
+            };
+            match answer {
+                Some(kintsugi_proto::CoordResponse::Error { message }) => {
+                    tracing::warn!("node {}: the coordinator refuses this node: {message}", exec.node)
+                }
+                Some(_) => {}
+                None => conn = None,
             }
         }
         tokio::select! {
