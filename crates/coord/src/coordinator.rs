@@ -47,6 +47,11 @@ pub struct CoordConfig {
     pub repair_scheduler: Scheduler,
     pub repair_slice: u64,
     pub repair_max_active: usize,
+    /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
+    /// takes no rebuilt chunks, above `full` no new chunks at all.
+    pub nearfull_ratio: f64,
+    pub backfillfull_ratio: f64,
+    pub full_ratio: f64,
     /// A chunk a node holds that nothing references is deleted after this long.
     pub orphan_grace_ms: u64,
     /// A put not committed within this long is abandoned and its chunks reclaimed.
@@ -73,6 +78,9 @@ impl Default for CoordConfig {
             repair_scheduler: Scheduler::Repairboost,
             repair_slice: 1 << 20,
             repair_max_active: 4,
+            nearfull_ratio: 0.85,
+            backfillfull_ratio: 0.90,
+            full_ratio: 0.95,
             orphan_grace_ms: 600_000,
             upload_timeout_ms: 3_600_000,
             gc_grace_ms: 30_000,
@@ -91,6 +99,8 @@ pub struct Coordinator {
     pub(crate) repairing: tokio::sync::Mutex<()>,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
+    /// Each node's last reported (used, capacity) bytes.
+    pub(crate) space: Mutex<HashMap<NodeId, (u64, u64)>>,
     /// Inventories being received and orphans seen.
     pub(crate) inventories: crate::inventory::Inventories,
     /// What the last automatic repair did, for `status`.
@@ -141,6 +151,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         repairing: tokio::sync::Mutex::new(()),
         started: Instant::now(),
         inventories: Default::default(),
+        space: Mutex::new(HashMap::new()),
         last_auto: Mutex::new(None),
         epoch,
     });
@@ -219,8 +230,11 @@ impl Coordinator {
     /// Serves one request.
     pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
         match req {
-            CoordRequest::Heartbeat { node, addr, chunks: _, boot } => {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes } => {
                 self.heartbeat(node, addr, boot)?;
+                if capacity_bytes > 0 {
+                    self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
+                }
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::CreateObject { name, size, code, chunk_size } => {
@@ -295,6 +309,15 @@ impl Coordinator {
         }
         self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
         Ok(())
+    }
+
+    /// Whether node `n` can take `bytes` more and stay at or below `ratio` of its capacity
+    /// (a node that has not reported its space yet is given the benefit of the doubt).
+    pub(crate) fn has_room(&self, n: NodeId, bytes: u64, ratio: f64) -> bool {
+        match self.space.lock().expect("space lock").get(&n) {
+            Some(&(used, cap)) => (used.saturating_add(bytes)) as f64 <= ratio * cap as f64,
+            None => true,
+        }
     }
 
     pub(crate) fn alive(&self) -> BTreeMap<NodeId, String> {
@@ -404,8 +427,10 @@ impl Coordinator {
             .filter(|&j| j != index && !s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))
             .collect();
         // A scheduler's choice holds while its helpers and destination are still usable.
+        let roomy = |n: &NodeId| self.has_room(*n, s.chunk_len, self.cfg.backfillfull_ratio);
         let scheduled = scheduled.filter(|c| {
             c.helpers.iter().all(|h| avail.contains(h))
+                && roomy(&c.destination)
                 && alive.contains_key(&c.destination)
                 && !avoid.contains(&c.destination)
                 && !s.nodes.contains(&c.destination)
@@ -430,9 +455,12 @@ impl Coordinator {
                 alive
                     .keys()
                     .copied()
-                    .filter(|n| !s.nodes.contains(n) && !avoid.contains(n))
+                    .filter(|n| !s.nodes.contains(n) && !avoid.contains(n) && roomy(n))
                     .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + s.id) % 7919))
-                    .ok_or(format!("no live node outside stripe {} to rebuild its chunk on", s.id))?
+                    .ok_or(format!(
+                        "no live node outside stripe {} with room ({} bytes below the backfillfull ratio {}) to rebuild its chunk on",
+                        s.id, s.chunk_len, self.cfg.backfillfull_ratio
+                    ))?
             }
         };
         let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
@@ -786,11 +814,19 @@ impl Coordinator {
             .meta
             .nodes()?
             .into_iter()
-            .map(|n| NodeInfo {
-                alive: alive.contains_key(&n.id) && !n.failed,
-                chunks: chunks.get(&n.id).copied().unwrap_or(0),
-                id: n.id,
-                addr: n.addr,
+            .map(|n| {
+                let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
+                let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
+                NodeInfo {
+                    alive: alive.contains_key(&n.id) && !n.failed,
+                    chunks: chunks.get(&n.id).copied().unwrap_or(0),
+                    id: n.id,
+                    addr: n.addr,
+                    used_bytes: used,
+                    capacity_bytes: cap,
+                    nearfull: over(self.cfg.nearfull_ratio),
+                    full: over(self.cfg.full_ratio),
+                }
             })
             .collect();
         Ok(ClusterStatus {

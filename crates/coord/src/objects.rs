@@ -44,6 +44,7 @@ impl Coordinator {
         if alive.len() < c.n() {
             return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
         }
+        let full_ratio = self.cfg.full_ratio;
         // Placement load is a heuristic: read outside the transaction.
         let mut load: HashMap<NodeId, usize> = HashMap::new();
         for s in self.meta.stripes()? {
@@ -55,28 +56,47 @@ impl Coordinator {
         let alpha = c.sub_chunks() as u64;
         let chunk_size = chunk_size.next_multiple_of(alpha);
         let stripe_bytes = c.k() as u64 * chunk_size;
+        // Space: no node is filled past the full ratio, counting what this put adds; a put
+        // that does not fit fails here, before anything is written.
+        let room: HashMap<NodeId, Option<u64>> = {
+            let space = self.space.lock().expect("space lock");
+            alive.iter().map(|n| (*n, space.get(n).map(|&(used, cap)| ((full_ratio * cap as f64) as u64).saturating_sub(used)))).collect()
+        };
         let mut obj = None;
         self.meta.update(&mut |t| {
             let version = t.next_id("version")?;
             let mut stripes = Vec::new();
             let mut load = load.clone();
+            let mut room = room.clone();
             let mut left = size;
             while left > 0 {
                 let data_len = left.min(stripe_bytes);
                 left -= data_len;
                 let id = t.next_id("stripe")?;
-                // Least-loaded distinct nodes; ties rotate with the stripe id.
-                let mut order = alive.clone();
+                let chunk_len = data_len.div_ceil(c.k() as u64).next_multiple_of(alpha);
+                // Least-loaded distinct nodes with room; ties rotate with the stripe id.
+                let mut order: Vec<NodeId> =
+                    alive.iter().copied().filter(|n| room.get(n).copied().flatten().is_none_or(|r| r >= chunk_len)).collect();
+                if order.len() < c.n() {
+                    return bad(format!(
+                        "{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
+                        c.n(),
+                        order.len()
+                    ));
+                }
                 order.sort_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % alive.len() as u64));
                 let nodes: Vec<NodeId> = order[..c.n()].to_vec();
                 for n in &nodes {
                     *load.entry(*n).or_default() += 1;
+                    if let Some(Some(r)) = room.get_mut(n) {
+                        *r -= chunk_len;
+                    }
                 }
                 t.put(Change::PutStripe(StripeRecord {
                     id,
                     code,
                     data_len,
-                    chunk_len: data_len.div_ceil(c.k() as u64).next_multiple_of(alpha),
+                    chunk_len,
                     nodes,
                     crcs: vec![None; c.n()],
                     bad: vec![false; c.n()],

@@ -410,3 +410,59 @@ async fn identities_are_not_taken_over() {
     let err = kintsugi_node::start(NodeConfig { id: 9, ..node_cfg(dir.path(), 4, &c.coord_addr) }).await.err().expect("refused");
     assert!(err.contains("belongs to node 4"), "{err}");
 }
+
+/// Nodes with little space: puts fill them up to the full ratio and no further, a put that
+/// does not fit fails before writing anything, and status shows who is full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_nodes_take_no_more_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.path().join("coord"),
+        dead_after_ms: 800,
+        io_timeout_ms: 3000,
+        chunk_size: 16 << 10,
+        ..Default::default()
+    };
+    let coord = start(cfg).await.unwrap();
+    let addr = coord.addr.to_string();
+    let cap = 300_000u64;
+    let mut nodes = Vec::new();
+    for i in 0..7 {
+        nodes.push(Some(kintsugi_node::start(NodeConfig { capacity_bytes: Some(cap), ..node_cfg(dir.path(), i, &addr) }).await.unwrap()));
+    }
+    let mut client = Client::new(&addr);
+    client.io_timeout = Duration::from_secs(10);
+    let c = Cluster { _coord: coord, coord_addr: addr, nodes, client };
+    c.wait_alive(7).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    // Far more than fits in one put: refused up front, nothing written.
+    let err = c.client.put("huge", &data(2_000_000, 1), code, 0).await.unwrap_err();
+    assert!(err.contains("room"), "{err}");
+    assert_eq!(c.chunk_files(), 0, "a put that cannot be placed writes nothing");
+    // Fill up in small puts; wait for a heartbeat between puts so placement sees the space.
+    let mut stored = Vec::new();
+    for i in 0..100u64 {
+        let bytes = data(60_000, 100 + i);
+        match c.client.put(&format!("f{i}"), &bytes, code, 0).await {
+            Ok(_) => stored.push((i, bytes)),
+            Err(e) => {
+                assert!(e.contains("room") || e.contains("full"), "{e}");
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(stored.len() >= 5, "only {} puts fitted", stored.len());
+    assert!(stored.len() < 100, "the nodes never filled up");
+    for n in c.nodes.iter().flatten() {
+        assert!(n.stat().bytes <= cap, "node {} holds {} bytes, more than its {cap}", n.id, n.stat().bytes);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = c.client.status().await.unwrap();
+    assert!(s.nodes.iter().all(|n| n.capacity_bytes == cap), "{s:?}");
+    assert!(s.nodes.iter().any(|n| n.nearfull), "some node is nearfull: {s:?}");
+    for (i, bytes) in &stored {
+        assert_eq!(&c.client.get(&format!("f{i}"), Shape::Cr, 4096).await.unwrap().0, bytes, "f{i}");
+    }
+}

@@ -105,6 +105,8 @@ pub struct Run {
 pub struct Executor {
     pub node: NodeId,
     pub store: Arc<ChunkStore>,
+    /// Space the node may fill (None: its file system's).
+    pub capacity_bytes: Option<u64>,
     pub shaper: Arc<Shaper>,
     pub counters: Arc<Counters>,
     pub io_timeout: Duration,
@@ -117,12 +119,30 @@ impl Executor {
         Executor {
             node,
             store,
+            capacity_bytes: None,
             shaper,
             counters: Arc::new(Counters::default()),
             io_timeout,
             runs: Mutex::new(HashMap::new()),
             registered: Notify::new(),
         }
+    }
+
+    /// The space this node may fill: its configured capacity, or what its file system
+    /// holds (`used` plus what is still free there).
+    pub fn capacity(&self, used: u64) -> u64 {
+        let fs = self.store.fs_free().map_or(u64::MAX, |free| used.saturating_add(free));
+        self.capacity_bytes.map_or(fs, |c| c.min(fs))
+    }
+
+    /// Refuses a new chunk of `len` bytes that would not fit.
+    pub fn check_space(&self, len: u64) -> Result<(), String> {
+        let used = self.store.usage().1;
+        let cap = self.capacity(used);
+        if used.saturating_add(len) > cap {
+            return Err(format!("node {} is full: {used} of {cap} bytes used, a chunk of {len} does not fit", self.node));
+        }
+        Ok(())
     }
 
     /// Registers a repair and starts this node's vertices.
@@ -318,6 +338,7 @@ impl Executor {
     async fn store_sink(&self, run: &Run) -> Result<u32, String> {
         let a = &run.assignment;
         let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
+        self.check_space(a.chunk_len)?;
         let local = match a.graph.vertex(a.graph.sink).local {
             Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone())?),
             None => None,

@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// (0: never), at most `scrub_bytes_per_s` (like Ceph's deep scrub, throttled).
     pub scrub_interval_ms: u64,
     pub scrub_bytes_per_s: f64,
+    /// Space this node may fill with chunks (default: what its file system has).
+    pub capacity_bytes: Option<u64>,
 }
 
 impl Default for NodeConfig {
@@ -62,6 +64,7 @@ impl Default for NodeConfig {
             inventory_ms: 60_000,
             scrub_interval_ms: 86_400_000,
             scrub_bytes_per_s: 64e6,
+            capacity_bytes: None,
         }
     }
 }
@@ -159,7 +162,9 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
-    let exec = Arc::new(Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout));
+    let mut exec = Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout);
+    exec.capacity_bytes = cfg.capacity_bytes;
+    let exec = Arc::new(exec);
     let (stop_tx, stop_rx) = watch::channel(false);
     let advertise = match &cfg.advertise {
         Some(a) => a.clone(),
@@ -220,8 +225,9 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
         h.finish()
     };
     loop {
-        let chunks = exec.store.usage().0;
-        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot };
+        let (chunks, used_bytes) = exec.store.usage();
+        let capacity_bytes = exec.capacity(used_bytes);
+        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes };
         if conn.is_none() {
             conn = tokio::time::timeout(every * 4, TcpStream::connect(&coord)).await.ok().and_then(|c| c.ok());
         }
@@ -289,6 +295,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,
         NodeRequest::Stat => send(sock, &NodeResponse::Stat(stat(exec))).await.map_err(io)?,
         NodeRequest::PutChunk { chunk, len, crc32c } => {
+            exec.check_space(len)?;
             let mut w = exec.store.writer(&chunk).map_err(|e| e.to_string())?;
             while w.len() < len {
                 let data = match read_frame_timeout(sock, exec.io_timeout).await.map_err(io)? {

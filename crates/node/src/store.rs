@@ -139,6 +139,16 @@ impl ChunkStore {
         }
     }
 
+    /// Bytes still free on the file system holding the store.
+    pub fn fs_free(&self) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid NUL-terminated path and a statvfs the call fills in.
+        let r = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+        (r == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+    }
+
     /// Number of chunks and their total file size.
     pub fn usage(&self) -> (u64, u64) {
         let mut n = 0;

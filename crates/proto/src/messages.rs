@@ -168,6 +168,11 @@ pub enum CoordRequest {
         addr: String,
         chunks: u64,
         boot: u64,
+        /// Bytes of chunks stored, and the space the node may use in all.
+        #[serde(default)]
+        used_bytes: u64,
+        #[serde(default)]
+        capacity_bytes: u64,
     },
     CreateObject {
         name: String,
@@ -316,6 +321,16 @@ pub struct NodeInfo {
     pub addr: String,
     pub alive: bool,
     pub chunks: u64,
+    /// As last reported (0 when unknown).
+    #[serde(default)]
+    pub used_bytes: u64,
+    #[serde(default)]
+    pub capacity_bytes: u64,
+    /// Above the coordinator's nearfull ratio (a warning), full ratio (no new chunks).
+    #[serde(default)]
+    pub nearfull: bool,
+    #[serde(default)]
+    pub full: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
