@@ -763,6 +763,7 @@ impl Coordinator {
         mut choices: HashMap<(u64, usize), Choice>,
     ) -> Result<RepairReport, String> {
         let started = Instant::now();
+        let lost = todo.len();
         let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
         let mut set = JoinSet::new();
         // Chunks of one stripe are rebuilt one after another: each plans with its siblings'
@@ -781,7 +782,7 @@ impl Coordinator {
                 (c.repair_one(&p, choice).await, len)
             });
         }
-        let mut report = RepairReport { method: method.to_string(), ..Default::default() };
+        let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
         while let Some(r) = set.join_next().await {
             match r.map_err(|e| e.to_string())? {
                 (Ok(0), _) => report.skipped += 1,
@@ -798,6 +799,7 @@ impl Coordinator {
             }
         }
         report.seconds = started.elapsed().as_secs_f64();
+        debug_assert_eq!(report.repaired + report.skipped + report.failed, report.lost);
         Ok(report)
     }
 

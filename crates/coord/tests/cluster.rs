@@ -124,7 +124,7 @@ async fn write_read_degraded_read_and_repair() {
     let lost = c.client.status().await.unwrap().lost_chunks;
     assert!(lost > 0);
     let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();
-    assert_eq!((r.repaired, r.failed), (lost, 0), "{r:?}");
+    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
     let s = c.client.status().await.unwrap();
     assert_eq!((s.lost_chunks, s.pending_repairs), (0, 0));
     for (name, len, _) in objects {

@@ -90,6 +90,9 @@ fn processes_put_get_kill_repair() {
     assert!(!got["degraded_reads"].as_array().unwrap().is_empty());
     let r = ok_json(&coord, &["repair", "--method", "ecpipe", "--slice", "8KiB", "--scheduler", "repairboost"]);
     assert!(r["repaired"].as_u64().unwrap() > 0 && r["failed"] == 0, "{r}");
+    // The report accounts for every chunk it set out to rebuild, and status agrees.
+    let counted = ["repaired", "skipped", "failed"].iter().map(|k| r[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(counted, r["lost"].as_u64().unwrap(), "{r}");
     assert_eq!(ok_json(&coord, &["status"])["lost_chunks"], 0);
     let out3 = d.join("out3.bin");
     let got = ok_json(&coord, &["get", "obj", "--out", out3.to_str().unwrap()]);

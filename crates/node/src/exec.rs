@@ -344,9 +344,17 @@ impl Executor {
             None => None,
         };
         let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
-        let mut w = self.store.writer(&spec.chunk).map_err(|e| e.to_string())?;
-        w.write(&data).map_err(|e| e.to_string())?;
-        w.finish(Some(spec.crc32c)).map_err(|e| e.to_string())
+        // Writing, fsync and rename block: off the async runtime. The chunk counts as
+        // repaired only once it is durable (the caller waits for this).
+        let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), spec.crc32c);
+        tokio::task::spawn_blocking(move || {
+            let mut w = store.writer(&chunk)?;
+            w.write(&data)?;
+            w.finish(Some(crc))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
     }
 }
 

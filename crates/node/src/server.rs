@@ -225,8 +225,15 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
         h.finish()
     };
     loop {
-        let (chunks, used_bytes) = exec.store.usage();
-        let capacity_bytes = exec.capacity(used_bytes);
+        // Listing the store touches the disk: off the async runtime, so a busy disk never
+        // delays the heartbeat task's siblings.
+        let e = exec.clone();
+        let (chunks, used_bytes, capacity_bytes) = tokio::task::spawn_blocking(move || {
+            let (chunks, used) = e.store.usage();
+            (chunks, used, e.capacity(used))
+        })
+        .await
+        .unwrap_or((0, 0, 0));
         let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes };
         if conn.is_none() {
             conn = tokio::time::timeout(every * 4, TcpStream::connect(&coord)).await.ok().and_then(|c| c.ok());
@@ -308,7 +315,8 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 exec.shaper.recv(data.len()).await;
                 w.write(&data).map_err(|e| e.to_string())?;
             }
-            w.finish(Some(crc32c)).map_err(|e| e.to_string())?;
+            // The fsync and rename block: off the async runtime.
+            tokio::task::spawn_blocking(move || w.finish(Some(crc32c))).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::GetChunk { chunk } => {

@@ -304,6 +304,9 @@ pub struct ObjectInfo {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RepairReport {
     pub method: String,
+    /// Lost chunks this repair set out to rebuild: repaired + skipped + failed.
+    #[serde(default)]
+    pub lost: usize,
     pub repaired: usize,
     /// Chunks that were no longer lost when their turn came (their node came back).
     #[serde(default)]
