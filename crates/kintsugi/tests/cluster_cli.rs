@@ -38,8 +38,11 @@ fn ok_json(coord: &str, args: &[&str]) -> serde_json::Value {
 
 fn wait_alive(coord: &str, n: usize) {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(20) {
+    let mut last = String::new();
+    // Generous: a loaded CI machine starts processes slowly; this returns as soon as they are up.
+    while start.elapsed() < Duration::from_secs(60) {
         let out = cli(coord, &["status", "--json"]);
+        last = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         if out.status.success() {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if v["nodes"].as_array().unwrap().iter().filter(|n| n["alive"] == true).count() == n {
@@ -48,7 +51,7 @@ fn wait_alive(coord: &str, n: usize) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("never saw {n} live nodes");
+    panic!("never saw {n} live nodes; last status: {last}");
 }
 
 fn same(a: &Path, b: &Path) -> bool {
