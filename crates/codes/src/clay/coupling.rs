@@ -39,6 +39,7 @@ pub fn solve(known: (Pos, Pos), want: Pos) -> [u8; 2] {
 #[derive(Debug)]
 pub struct Coupling {
     table: Vec<Option<CoefMatrix>>,
+    coefs: Vec<[u8; 2]>,
 }
 
 impl Default for Coupling {
@@ -50,15 +51,23 @@ impl Default for Coupling {
 impl Coupling {
     pub fn new() -> Self {
         let mut table = Vec::with_capacity(64);
+        let mut coefs = Vec::with_capacity(64);
         for k1 in 0..4 {
             for k2 in 0..4 {
                 for w in 0..4 {
                     let valid = k1 != k2 && w != k1 && w != k2;
-                    table.push(valid.then(|| CoefMatrix::new(1, 2, &solve((k1, k2), w))));
+                    let c = if valid { solve((k1, k2), w) } else { [0, 0] };
+                    table.push(valid.then(|| CoefMatrix::new(1, 2, &c)));
+                    coefs.push(c);
                 }
             }
         }
-        Coupling { table }
+        Coupling { table, coefs }
+    }
+
+    /// The two coefficients of [`Coupling::matrix`].
+    pub fn coefs(&self, known: (Pos, Pos), want: Pos) -> [u8; 2] {
+        self.coefs[known.0 * 16 + known.1 * 4 + want]
     }
 
     /// The 1x2 matrix computing position `want` from positions `known` (in that order).

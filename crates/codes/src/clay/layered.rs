@@ -36,8 +36,11 @@ pub struct LayeredPlan {
     rounds: Vec<Vec<usize>>,
     /// MDS sources (grid nodes), in matrix column order.
     sources: Vec<usize>,
-    /// `erased x sources` MDS decoding matrix.
-    matrix: CoefMatrix,
+    /// Per plane, which variant of the decoding matrix it uses: a virtual source whose U is
+    /// zero in a plane (unpaired, or paired with another virtual node) is left out.
+    plane_variant: Vec<usize>,
+    /// (source positions used, `erased x used` matrix) per variant.
+    variants: Vec<(Vec<usize>, CoefMatrix)>,
 }
 
 impl LayeredPlan {
@@ -66,7 +69,28 @@ impl LayeredPlan {
             rounds[score(z)].push(z);
         }
         rounds.retain(|r| !r.is_empty());
-        Ok(LayeredPlan { erased, erased_at, c_unknown: unknown, c_kept, rounds, sources: dec.sources, matrix })
+        let mut variants: Vec<(Vec<usize>, CoefMatrix)> = Vec::new();
+        let mut plane_variant = vec![usize::MAX; geo.alpha];
+        for &z in planes {
+            let used: Vec<usize> = (0..dec.sources.len())
+                .filter(|&si| {
+                    let s = dec.sources[si];
+                    let zero = geo.is_virtual(s) && geo.partner(s, z).is_none_or(|(p, _)| geo.is_virtual(p));
+                    !zero
+                })
+                .collect();
+            plane_variant[z] = match variants.iter().position(|(u, _)| *u == used) {
+                Some(v) => v,
+                None => {
+                    let rows = matrix.rows();
+                    let coefs: Vec<u8> =
+                        (0..rows).flat_map(|r| used.iter().map(move |&si| (r, si))).map(|(r, si)| matrix.coef(r, si)).collect();
+                    variants.push((used.clone(), CoefMatrix::new(rows, used.len(), &coefs)));
+                    variants.len() - 1
+                }
+            };
+        }
+        Ok(LayeredPlan { erased, erased_at, c_unknown: unknown, c_kept, rounds, sources: dec.sources, plane_variant, variants })
     }
 
     /// Position of node i among the erased, if it is one.
@@ -221,32 +245,37 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
     let (zero, c_ro) = (&zero[..], &mut c[..]);
     for round in &plan.rounds {
         for &z in round {
-            // Uncouple the MDS sources of this plane: paired ones into `part`.
-            for (si, &s) in plan.sources.iter().enumerate() {
+            let (used, matrix) = &plan.variants[plan.plane_variant[z]];
+            // Uncouple the MDS sources of this plane: paired ones into `part` (a virtual
+            // partner holds zeros, so one multiplication does).
+            for &si in used {
+                let s = plan.sources[si];
                 if let Some((p, zs)) = geo.partner(s, z) {
                     let dst = &mut part[si * w..(si + 1) * w];
-                    if geo.is_virtual(s) && geo.is_virtual(p) {
-                        dst.fill(0);
-                        continue;
-                    }
                     let (cs, us) = positions(geo.x(s), geo.x(p));
                     let (cp, _) = positions(geo.x(p), geo.x(s));
-                    let a = coupled(geo, plan, kn, c_ro, zero, s, z, w);
-                    let b = coupled(geo, plan, kn, c_ro, zero, p, zs, w);
-                    kintsugi_gf::apply(coupling.matrix((cs, cp), us), &[a, b], &mut [dst]);
+                    if geo.is_virtual(p) {
+                        let [c1, _] = coupling.coefs((cs, cp), us);
+                        kintsugi_gf::mul_slice(c1, coupled(geo, plan, kn, c_ro, zero, s, z, w), dst);
+                    } else if geo.is_virtual(s) {
+                        let [_, c2] = coupling.coefs((cs, cp), us);
+                        kintsugi_gf::mul_slice(c2, coupled(geo, plan, kn, c_ro, zero, p, zs, w), dst);
+                    } else {
+                        let a = coupled(geo, plan, kn, c_ro, zero, s, z, w);
+                        let b = coupled(geo, plan, kn, c_ro, zero, p, zs, w);
+                        kintsugi_gf::apply(coupling.matrix((cs, cp), us), &[a, b], &mut [dst]);
+                    }
                 }
             }
-            let srcs: Vec<&[u8]> = plan
-                .sources
+            let srcs: Vec<&[u8]> = used
                 .iter()
-                .enumerate()
-                .map(|(si, &s)| match geo.partner(s, z) {
+                .map(|&si| match geo.partner(plan.sources[si], z) {
                     Some(_) => &part[si * w..(si + 1) * w],
-                    None => coupled(geo, plan, kn, c_ro, zero, s, z, w),
+                    None => coupled(geo, plan, kn, c_ro, zero, plan.sources[si], z, w),
                 })
                 .collect();
             let mut dsts: Vec<&mut [u8]> = u.chunks_mut(node_span(alpha, w)).map(|node| &mut node[z * w..(z + 1) * w]).collect();
-            kintsugi_gf::apply(&plan.matrix, &srcs, &mut dsts);
+            kintsugi_gf::apply(matrix, &srcs, &mut dsts);
         }
         // Couple back: C of the unknown nodes in this round's planes.
         for &z in round {

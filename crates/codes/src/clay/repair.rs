@@ -97,7 +97,7 @@ impl ClayCode {
         let mut staging = Staging::default();
         let mut off = 0;
         while off < sub {
-            let w = core.window.min(sub - off);
+            let w = core.window_for(sub).min(sub - off);
             staging.fill(&known, g.beta(), sub, off, w);
             let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
             let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
