@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 /// A connection-less client of one cluster.
@@ -52,10 +51,7 @@ impl Client {
     /// One request to the coordinator.
     pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, String> {
         let c = &self.coordinator;
-        let mut s = tokio::time::timeout(self.io_timeout, TcpStream::connect(c))
-            .await
-            .map_err(|_| format!("coordinator {c}: connect timed out"))?
-            .map_err(|e| format!("coordinator {c}: {e}"))?;
+        let mut s = kintsugi_proto::auth::connect(c, self.io_timeout).await.map_err(|e| format!("coordinator {e}"))?;
         send(&mut s, req).await.map_err(|e| format!("coordinator {c}: {e}"))?;
         match tokio::time::timeout(limit, recv(&mut s)).await {
             Err(_) => Err(format!("coordinator {c} did not answer within {limit:?}")),
@@ -253,10 +249,14 @@ impl Client {
         slice: u64,
         avoid: Vec<NodeId>,
     ) -> Result<Vec<u8>, String> {
-        let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid };
+        let mut req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid };
         let mut answer = self.call(&req, self.io_timeout).await;
         if matches!(&answer, Err(e) if e.contains("cannot recover")) {
-            // Too few chunks looked available: a node may have missed a heartbeat. Once more.
+            // Too few chunks looked available: the nodes this read found slow are only
+            // suspects, and a node may have missed a heartbeat. Once more, avoiding no one.
+            if let CoordRequest::DegradedRead { avoid, .. } = &mut req {
+                avoid.clear();
+            }
             tokio::time::sleep(Duration::from_secs(1)).await;
             answer = self.call(&req, self.io_timeout).await;
         }
@@ -322,10 +322,7 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
 
 async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
     let a = &loc.addr;
-    let mut s = tokio::time::timeout(t, TcpStream::connect(a))
-        .await
-        .map_err(|_| format!("node {}: connect timed out", loc.node))?
-        .map_err(|e| format!("node {} ({a}): {e}", loc.node))?;
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
     send(&mut s, &NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) })
         .await
         .map_err(|e| e.to_string())?;
@@ -343,10 +340,7 @@ async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), Strin
 /// Reads a whole chunk from its node (downlink shaped by the reader's link).
 pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
     let a = &loc.addr;
-    let mut s = tokio::time::timeout(t, TcpStream::connect(a))
-        .await
-        .map_err(|_| format!("node {}: connect timed out", loc.node))?
-        .map_err(|e| format!("node {} ({a}): {e}", loc.node))?;
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
     send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone() }).await.map_err(|e| e.to_string())?;
     match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
         NodeResponse::Chunk { len: l, .. } if l == len => {}

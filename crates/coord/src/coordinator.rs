@@ -54,6 +54,8 @@ pub struct CoordConfig {
     pub full_ratio: f64,
     /// A chunk a node holds that nothing references is deleted after this long.
     pub orphan_grace_ms: u64,
+    /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
+    pub secret_file: Option<PathBuf>,
     /// A put not committed within this long is abandoned and its chunks reclaimed.
     pub upload_timeout_ms: u64,
     /// Chunks of replaced or deleted versions are removed from the nodes this long after
@@ -82,6 +84,7 @@ impl Default for CoordConfig {
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,
             orphan_grace_ms: 600_000,
+            secret_file: None,
             upload_timeout_ms: 3_600_000,
             gc_grace_ms: 30_000,
             gc_interval_ms: 2_000,
@@ -192,6 +195,11 @@ async fn serve(listener: TcpListener, coord: Arc<Coordinator>, mut stop: watch::
 }
 
 async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
+    // Nothing is served before the peer proves it knows the cluster secret.
+    if let Err(e) = kintsugi_proto::auth::accept(&mut sock).await {
+        tracing::warn!("coordinator: {e} ({:?})", sock.peer_addr().ok());
+        return;
+    }
     loop {
         let req = match read_frame_timeout(&mut sock, Duration::from_secs(3600)).await {
             Ok(Frame::Control(body)) => match serde_json::from_slice::<CoordRequest>(&body) {

@@ -138,6 +138,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     }
     cfg.uplink = a.uplink.or(a.link).or(cfg.uplink);
     cfg.downlink = a.downlink.or(a.link).or(cfg.downlink);
+    use_secret_file(cfg.secret_file.as_deref())?;
     runtime()?.block_on(async {
         let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
@@ -159,6 +160,7 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;
     }
+    use_secret_file(cfg.secret_file.as_deref())?;
     runtime()?.block_on(async {
         let h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("coordinator listening on {} (metadata in {})", h.addr, cfg.data_dir.display());
@@ -166,6 +168,22 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         h.stop().await;
         Ok(())
     })
+}
+
+/// The TOML's secret file, unless `--secret-file` or the environment named one; a service
+/// without any secret serves everyone, and says so.
+fn use_secret_file(path: Option<&std::path::Path>) -> Result<()> {
+    if kintsugi_proto::auth::secret().is_none() {
+        if let Some(p) = path {
+            kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::from_file(p).map_err(|e| anyhow!(e))?));
+        }
+    }
+    if kintsugi_proto::auth::secret().is_none() {
+        eprintln!(
+            "warning: no cluster secret (--secret-file, KINTSUGI_SECRET_FILE or secret_file): anyone who can reach this port is served"
+        );
+    }
+    Ok(())
 }
 
 fn client(t: &Target) -> Client {

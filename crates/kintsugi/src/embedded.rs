@@ -18,6 +18,10 @@ pub struct Embedded {
 impl Embedded {
     /// Starts the cluster under `dir` and waits until every node has reported in.
     pub async fn start(dir: &Path, nodes: usize, link: Option<f64>) -> Result<Embedded> {
+        // The embedded cluster makes its own secret, so it runs authenticated like a real one.
+        if kintsugi_proto::auth::secret().is_none() {
+            kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
+        }
         let cfg = CoordConfig {
             listen: "127.0.0.1:0".into(),
             data_dir: dir.join("coordinator"),

@@ -23,6 +23,10 @@ use clap::{Parser, Subcommand};
     about = "Erasure-coded storage with state-of-the-art repair (RS, LRC and Clay codes; CR, PPR, ECPipe, RepairBoost, m-PPR)"
 )]
 struct Cli {
+    /// File holding the cluster secret: every connection proves knowledge of it before any
+    /// request is served (node, coordinator and client commands; TOML: secret_file).
+    #[arg(long, global = true, env = "KINTSUGI_SECRET_FILE")]
+    secret_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -114,6 +118,15 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .try_init();
+    if let Some(path) = &cli.secret_file {
+        match kintsugi_proto::auth::Secret::from_file(path) {
+            Ok(s) => kintsugi_proto::auth::set_secret(Some(s)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
     let result = match cli.cmd {
         Cmd::Codec(c) => codec::run(c),
         Cmd::Bench(b) => bench::run(b),

@@ -55,6 +55,9 @@ pub struct State {
     pub nodes: usize,
     pub coordinator: String,
     pub pids: Vec<u32>,
+    /// The cluster secret every process of the testbed uses.
+    #[serde(default)]
+    pub secret_file: PathBuf,
 }
 
 pub fn run(cmd: TestbedCmd) -> Result<()> {
@@ -63,6 +66,7 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
             let s = up(&a)?;
             println!("testbed '{}' is up: {} nodes at {:.0} Mbit/s; coordinator {}", a.name, s.nodes, a.link * 8.0 / 1e6, s.coordinator);
             println!("export KINTSUGI_COORDINATOR={}", s.coordinator);
+            println!("export KINTSUGI_SECRET_FILE={}", s.secret_file.display());
             Ok(())
         }
         TestbedCmd::Down(a) => down(&a.name, &a.dir),
@@ -147,7 +151,25 @@ fn build(a: &UpArgs) -> Result<State> {
     shape(None, &h, a.link)?;
     shape(None, &hb, a.link)?;
     let coordinator = format!("{net}.1:7400");
-    let mut state = State { name: n.clone(), nodes: a.nodes, coordinator: coordinator.clone(), pids: Vec::new() };
+    // The testbed's own secret (mode 0600), used by every process it starts and by this one.
+    let secret_file = a.dir.join("secret");
+    let secret = kintsugi_proto::auth::secret().unwrap_or_else(kintsugi_proto::auth::Secret::random);
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&secret_file)
+            .context("cannot write the testbed's secret file")?;
+        f.write_all(secret.expose())?;
+    }
+    kintsugi_proto::auth::set_secret(Some(secret));
+    let secret_arg = secret_file.to_str().context("the testbed directory is not valid UTF-8")?.to_string();
+    let mut state =
+        State { name: n.clone(), nodes: a.nodes, coordinator: coordinator.clone(), pids: Vec::new(), secret_file: secret_file.clone() };
     let log = |name: &str| -> Result<std::fs::File> {
         std::fs::File::create(a.dir.join(format!("{name}.log"))).context("cannot create a log file")
     };
@@ -165,7 +187,15 @@ fn build(a: &UpArgs) -> Result<State> {
     let coord_dir = a.dir.join("coordinator");
     let _ = std::fs::remove_dir_all(&coord_dir);
     state.pids.push(spawn(
-        Command::new(&exe).args(["coordinator", "--listen", &coordinator, "--data-dir", coord_dir.to_str().unwrap_or("coordinator")]),
+        Command::new(&exe).args([
+            "--secret-file",
+            &secret_arg,
+            "coordinator",
+            "--listen",
+            &coordinator,
+            "--data-dir",
+            coord_dir.to_str().unwrap_or("coordinator"),
+        ]),
         "coordinator",
     )?);
     save(&a.dir, &state)?;
@@ -187,7 +217,8 @@ fn build(a: &UpArgs) -> Result<State> {
         let _ = std::fs::remove_dir_all(&data);
         let pid = spawn(
             Command::new("ip")
-                .args(["netns", "exec", &ns, &exe, "node", "--id", &i.to_string(), "--listen", &format!("{ip}:7500"), "--data-dir"])
+                .args(["netns", "exec", &ns, &exe, "--secret-file", &secret_arg, "node", "--id", &i.to_string()])
+                .args(["--listen", &format!("{ip}:7500"), "--data-dir"])
                 .arg(&data)
                 .args(["--coordinator", &coordinator]),
             &format!("node{i:03}"),

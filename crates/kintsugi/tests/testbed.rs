@@ -41,12 +41,19 @@ fn attempt(tag: u32) -> Result<(), String> {
     let octet = (150 + tag).to_string();
     let coord_s = format!("10.{octet}.0.1:7400");
     let coord = coord_s.as_str();
+    std::env::remove_var("KINTSUGI_SECRET_FILE");
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     let up = run(&["testbed", "up", "--nodes", "7", "--link", "400mbit", "--name", &name, "--octet", &octet, "--dir", d], coord);
     if !up.status.success() {
         let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
         return Err(format!("testbed up: {}", String::from_utf8_lossy(&up.stderr)));
     }
+    // The testbed made a cluster secret and says where: the client commands below use it.
+    let secret = String::from_utf8_lossy(&up.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("export KINTSUGI_SECRET_FILE=").map(str::to_string))
+        .ok_or("testbed up printed no secret file")?;
+    std::env::set_var("KINTSUGI_SECRET_FILE", secret);
     let check = || -> Result<(), String> {
         let file = tmp.path().join("in.bin");
         let bytes: Vec<u8> = (0..700_001u32).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();

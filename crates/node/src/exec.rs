@@ -19,7 +19,6 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 
 /// Largest chunk a repair may rebuild (the coordinator allows 1 GiB chunks).
@@ -501,10 +500,7 @@ pub fn open_input(
     let repair = a.repair;
     tokio::spawn(async move {
         let result: Result<(), String> = async {
-            let mut s = tokio::time::timeout(io_timeout, TcpStream::connect(&addr))
-                .await
-                .map_err(|_| format!("node {node} ({addr}) unreachable: connect timed out"))?
-                .map_err(|e| format!("node {node} ({addr}) unreachable: {e}"))?;
+            let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             let _ = s.set_nodelay(true);
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
             for (u, &size) in sizes.iter().enumerate() {
@@ -587,10 +583,7 @@ pub async fn run_sink(
 
 /// Reads a node's response to a request on an open connection.
 pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, String> {
-    let mut s = tokio::time::timeout(io_timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| format!("{addr}: connect timed out"))?
-        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut s = kintsugi_proto::auth::connect(addr, io_timeout).await?;
     send(&mut s, req).await.map_err(|e| format!("{addr}: {e}"))?;
     tokio::time::timeout(io_timeout, recv(&mut s))
         .await

@@ -8,7 +8,6 @@ use crate::server::NodeConfig;
 use kintsugi_proto::{recv, send, CoordRequest, CoordResponse};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// Chunk ids per inventory message (well under the control-frame limit).
@@ -16,10 +15,7 @@ const PAGE: usize = 100_000;
 
 async fn call(coord: &str, req: &CoordRequest) -> Result<CoordResponse, String> {
     let t = Duration::from_secs(10);
-    let mut s = tokio::time::timeout(t, TcpStream::connect(coord))
-        .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| e.to_string())?;
+    let mut s = kintsugi_proto::auth::connect(coord, t).await?;
     send(&mut s, req).await.map_err(|e| e.to_string())?;
     tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| "no answer".to_string())?.map_err(|e| e.to_string())
 }

@@ -47,6 +47,8 @@ pub struct NodeConfig {
     pub scrub_bytes_per_s: f64,
     /// Space this node may fill with chunks (default: what its file system has).
     pub capacity_bytes: Option<u64>,
+    /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Default for NodeConfig {
@@ -65,6 +67,7 @@ impl Default for NodeConfig {
             scrub_interval_ms: 86_400_000,
             scrub_bytes_per_s: 64e6,
             capacity_bytes: None,
+            secret_file: None,
         }
     }
 }
@@ -236,7 +239,13 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
         .unwrap_or((0, 0, 0));
         let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes };
         if conn.is_none() {
-            conn = tokio::time::timeout(every * 4, TcpStream::connect(&coord)).await.ok().and_then(|c| c.ok());
+            conn = match kintsugi_proto::auth::connect(&coord, every * 4).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::debug!("node {}: coordinator: {e}", exec.node);
+                    None
+                }
+            };
         }
         if let Some(c) = conn.as_mut() {
             let answer = match send(c, &msg).await {
@@ -260,6 +269,11 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
 
 /// Serves requests on one connection until it closes or misbehaves.
 async fn connection(mut sock: TcpStream, exec: Arc<Executor>, stop: watch::Sender<bool>) {
+    // Nothing is served before the peer proves it knows the cluster secret.
+    if let Err(e) = kintsugi_proto::auth::accept(&mut sock).await {
+        tracing::warn!("node {}: {e} ({:?})", exec.node, sock.peer_addr().ok());
+        return;
+    }
     let idle = Duration::from_secs(600);
     loop {
         let req = match read_frame_timeout(&mut sock, idle).await {

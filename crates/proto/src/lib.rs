@@ -1,6 +1,7 @@
 //! The wire protocol of kintsugi: length-prefixed frames carrying JSON control messages or
 //! raw data slices, and the typed messages nodes, the coordinator and clients exchange.
 
+pub mod auth;
 pub mod frame;
 pub mod messages;
 
