@@ -34,23 +34,31 @@ fn node_cfg(dir: &Path, i: usize, coord: &str) -> NodeConfig {
     }
 }
 
-async fn cluster(dir: &Path, n: usize, upload_timeout_ms: u64) -> Cluster {
-    let cfg = CoordConfig {
+/// What every cluster here shares: fast failure detection and an eager collector.
+fn coord_cfg(dir: &Path) -> CoordConfig {
+    CoordConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.join("coord"),
         dead_after_ms: 800,
         io_timeout_ms: 3000,
         chunk_size: 16 << 10,
-        upload_timeout_ms,
         gc_grace_ms: 0,
         gc_interval_ms: 100,
         ..Default::default()
-    };
+    }
+}
+
+async fn cluster(dir: &Path, n: usize, upload_timeout_ms: u64) -> Cluster {
+    cluster_with(dir, n, CoordConfig { upload_timeout_ms, ..coord_cfg(dir) }, |c| c).await
+}
+
+/// A coordinator with `cfg` and `n` nodes, each configured by `node` from the defaults.
+async fn cluster_with(dir: &Path, n: usize, cfg: CoordConfig, node: impl Fn(NodeConfig) -> NodeConfig) -> Cluster {
     let coord = start(cfg).await.unwrap();
     let coord_addr = coord.addr.to_string();
     let mut nodes = Vec::new();
     for i in 0..n {
-        nodes.push(Some(kintsugi_node::start(node_cfg(dir, i, &coord_addr)).await.unwrap()));
+        nodes.push(Some(kintsugi_node::start(node(node_cfg(dir, i, &coord_addr))).await.unwrap()));
     }
     let mut client = Client::new(&coord_addr);
     client.io_timeout = Duration::from_secs(10);
@@ -212,29 +220,9 @@ async fn reads_racing_overwrites_return_whole_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn automatic_repair_of_a_dead_node_and_a_missing_chunk() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.path().join("coord"),
-        dead_after_ms: 500,
-        io_timeout_ms: 3000,
-        chunk_size: 16 << 10,
-        down_out_ms: 1500,
-        auto_repair_interval_ms: 200,
-        repair_slice: 4096,
-        gc_grace_ms: 0,
-        gc_interval_ms: 100,
-        ..Default::default()
-    };
-    let coord = start(cfg).await.unwrap();
-    let addr = coord.addr.to_string();
-    let mut nodes: Vec<Option<NodeHandle>> = Vec::new();
-    for i in 0..8 {
-        nodes.push(Some(kintsugi_node::start(node_cfg(dir.path(), i, &addr)).await.unwrap()));
-    }
-    let mut client = Client::new(&addr);
-    client.io_timeout = Duration::from_secs(10);
-    let c = Cluster { _coord: coord, coord_addr: addr, nodes, client };
-    c.wait_alive(8).await;
+    let cfg =
+        CoordConfig { dead_after_ms: 500, down_out_ms: 1500, auto_repair_interval_ms: 200, repair_slice: 4096, ..coord_cfg(dir.path()) };
+    let c = cluster_with(dir.path(), 8, cfg, |n| n).await;
     let code: CodeSpec = CODE.parse().unwrap();
     let objects: Vec<Vec<u8>> = (0..5).map(|i| data(90_000 + i * 1000, 70 + i as u64)).collect();
     for (i, o) in objects.iter().enumerate() {
@@ -292,31 +280,16 @@ async fn automatic_repair_of_a_dead_node_and_a_missing_chunk() {
 async fn inventory_and_scrub_find_lost_corrupt_and_orphan_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.path().join("coord"),
         dead_after_ms: 500,
-        io_timeout_ms: 3000,
-        chunk_size: 16 << 10,
         down_out_ms: 60_000,
         auto_repair_interval_ms: 200,
         repair_slice: 4096,
         orphan_grace_ms: 300,
-        gc_grace_ms: 0,
-        gc_interval_ms: 100,
-        ..Default::default()
+        ..coord_cfg(dir.path())
     };
-    let coord = start(cfg).await.unwrap();
-    let addr = coord.addr.to_string();
-    let ncfg =
-        |i: usize| NodeConfig { inventory_ms: 200, scrub_interval_ms: 300, scrub_bytes_per_s: 1e9, ..node_cfg(dir.path(), i, &addr) };
-    let mut nodes: Vec<Option<NodeHandle>> = Vec::new();
-    for i in 0..8 {
-        nodes.push(Some(kintsugi_node::start(ncfg(i)).await.unwrap()));
-    }
-    let mut client = Client::new(&addr);
-    client.io_timeout = Duration::from_secs(10);
-    let mut c = Cluster { _coord: coord, coord_addr: addr.clone(), nodes, client };
-    c.wait_alive(8).await;
+    let eager = |n: NodeConfig| NodeConfig { inventory_ms: 200, scrub_interval_ms: 300, scrub_bytes_per_s: 1e9, ..n };
+    let mut c = cluster_with(dir.path(), 8, cfg, eager).await;
+    let ncfg = |i: usize| eager(node_cfg(dir.path(), i, &c.coord_addr));
     let code: CodeSpec = CODE.parse().unwrap();
     let objects: Vec<Vec<u8>> = (0..4).map(|i| data(70_000 + i * 3001, 90 + i as u64)).collect();
     for (i, o) in objects.iter().enumerate() {
@@ -416,25 +389,8 @@ async fn identities_are_not_taken_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_nodes_take_no_more_chunks() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.path().join("coord"),
-        dead_after_ms: 800,
-        io_timeout_ms: 3000,
-        chunk_size: 16 << 10,
-        ..Default::default()
-    };
-    let coord = start(cfg).await.unwrap();
-    let addr = coord.addr.to_string();
     let cap = 300_000u64;
-    let mut nodes = Vec::new();
-    for i in 0..7 {
-        nodes.push(Some(kintsugi_node::start(NodeConfig { capacity_bytes: Some(cap), ..node_cfg(dir.path(), i, &addr) }).await.unwrap()));
-    }
-    let mut client = Client::new(&addr);
-    client.io_timeout = Duration::from_secs(10);
-    let c = Cluster { _coord: coord, coord_addr: addr, nodes, client };
-    c.wait_alive(7).await;
+    let c = cluster_with(dir.path(), 7, coord_cfg(dir.path()), |n| NodeConfig { capacity_bytes: Some(cap), ..n }).await;
     let code: CodeSpec = CODE.parse().unwrap();
     // Far more than fits in one put: refused up front, nothing written.
     let err = c.client.put("huge", &data(2_000_000, 1), code, 0).await.unwrap_err();
