@@ -1,14 +1,15 @@
-//! The coordinator: placement of new stripes, liveness from heartbeats, degraded-read plans,
-//! and full-node repair orchestration. It moves no chunk bytes itself: it builds repair
-//! graphs, hands them to the nodes, and records where rebuilt chunks landed.
+//! The coordinator's server: configuration, the request loop, liveness from heartbeats,
+//! layouts, bad-chunk reports and status. It moves no chunk bytes itself. Beside it:
+//! `objects` (versions, placement, garbage), `repair` (plans and orchestration),
+//! `auto_repair` and `inventory` (what runs without being asked).
 
-use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, PendingRepair, RedbMeta, StripeRecord};
+use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, RedbMeta};
 use kintsugi_node::exec::request;
-use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
-use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{
-    read_frame_timeout, send, Assignment, ChunkId, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, FrameError, NodeInfo,
-    NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport, StoreSpec, StripeLayout, READER,
+    read_frame_timeout, send, ChunkId, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, FrameError, NodeInfo, NodeRequest,
+    ObjectInfo, ObjectLayout, RepairReport, StripeLayout, READER,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -110,7 +111,7 @@ pub struct Coordinator {
     pub(crate) last_auto: Mutex<Option<RepairReport>>,
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
-    epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 /// A running coordinator.
@@ -231,7 +232,7 @@ pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
 }
 
 impl Coordinator {
-    fn io_timeout(&self) -> Duration {
+    pub(crate) fn io_timeout(&self) -> Duration {
         Duration::from_millis(self.cfg.io_timeout_ms.max(1))
     }
 
@@ -339,7 +340,7 @@ impl Coordinator {
             .collect()
     }
 
-    fn addr_of(&self, node: NodeId) -> String {
+    pub(crate) fn addr_of(&self, node: NodeId) -> String {
         if let Some((a, _)) = self.live.lock().expect("live lock").get(&node) {
             return a.clone();
         }
@@ -374,7 +375,7 @@ impl Coordinator {
     }
 
     /// Stripe `stripe` of object `name`, of `version` when it is not 0.
-    fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, String> {
+    pub(crate) fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, String> {
         let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
         if version != 0 && o.version != version {
             return bad(format!("object '{name}' was replaced (version {version} read, {} now)", o.version));
@@ -411,404 +412,8 @@ impl Coordinator {
 
     /// A node that stopped answering is dead until its next heartbeat: a slow node comes
     /// back by itself, unlike one stopped by `fail`.
-    fn mark_dead(&self, node: NodeId) {
+    pub(crate) fn mark_dead(&self, node: NodeId) {
         self.live.lock().expect("live lock").remove(&node);
-    }
-
-    /// Builds a repair graph for chunk `index` of stripe `s` towards `target`, avoiding `avoid`.
-    fn plan(
-        &self,
-        s: &StripeRecord,
-        index: usize,
-        method: Shape,
-        slice: u64,
-        target: Target<'_>,
-        avoid: &BTreeSet<NodeId>,
-    ) -> Result<Assignment, String> {
-        let (dest, scheduled) = match target {
-            Target::Reader => (Some(READER), None),
-            Target::Rebuild(choice) => (None, choice),
-        };
-        let code = s.code.build().map_err(|e| e.to_string())?;
-        let alive = self.alive();
-        let avail: Vec<usize> = (0..s.nodes.len())
-            .filter(|&j| j != index && !s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))
-            .collect();
-        // A scheduler's choice holds while its helpers and destination are still usable.
-        let roomy = |n: &NodeId| self.has_room(*n, s.chunk_len, self.cfg.backfillfull_ratio);
-        let scheduled = scheduled.filter(|c| {
-            c.helpers.iter().all(|h| avail.contains(h))
-                && roomy(&c.destination)
-                && alive.contains_key(&c.destination)
-                && !avoid.contains(&c.destination)
-                && !s.nodes.contains(&c.destination)
-        });
-        let dest = dest.or(scheduled.map(|c| c.destination));
-        let helpers = match scheduled {
-            Some(c) => c.helpers.clone(),
-            None => code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?,
-        };
-        let equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
-        let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
-        let destination = match dest {
-            Some(d) => d,
-            None => {
-                // A live node holding no chunk of the stripe, least loaded first.
-                let mut load: HashMap<NodeId, usize> = HashMap::new();
-                for st in self.meta.stripes()? {
-                    for n in st.nodes {
-                        *load.entry(n).or_default() += 1;
-                    }
-                }
-                alive
-                    .keys()
-                    .copied()
-                    .filter(|n| !s.nodes.contains(n) && !avoid.contains(n) && roomy(n))
-                    .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + s.id) % 7919))
-                    .ok_or(format!(
-                        "no live node outside stripe {} with room ({} bytes below the backfillfull ratio {}) to rebuild its chunk on",
-                        s.id, s.chunk_len, self.cfg.backfillfull_ratio
-                    ))?
-            }
-        };
-        let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
-        let task = RepairTask { equation, helper_nodes, destination };
-        let graph = shapes::build(method, &task).map_err(|e| e.to_string())?;
-        let mut peers = BTreeMap::new();
-        for v in &graph.vertices {
-            if v.node != READER {
-                peers.insert(v.node, alive.get(&v.node).cloned().unwrap_or_else(|| self.addr_of(v.node)));
-            }
-        }
-        let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(s.id, index), crc32c: s.crcs[index].unwrap_or(0) });
-        let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
-        Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len: slice.clamp(1, s.chunk_len.max(1)), term_chunks, peers, store })
-    }
-
-    /// Sends the plan to every node of the graph.
-    async fn dispatch(&self, a: &Assignment) -> Result<(), String> {
-        let mut set = JoinSet::new();
-        for (&n, addr) in &a.peers {
-            let (addr, req, t) = (addr.clone(), NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, self.io_timeout());
-            set.spawn(async move { (n, request(&addr, &req, t).await) });
-        }
-        let mut errors = Vec::new();
-        while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
-                (_, Ok(NodeResponse::Ok)) => {}
-                (n, Ok(NodeResponse::Error { message })) => errors.push(format!("node {n}: {message}")),
-                (n, Ok(other)) => errors.push(format!("node {n}: unexpected answer {other:?}")),
-                (n, Err(e)) => errors.push(format!("node {n} unreachable: {e}")),
-            }
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-
-    /// After a failed attempt: mark chunks named corrupt as bad, and nodes that do not answer
-    /// as dead, so the next plan avoids them. Returns the nodes to avoid.
-    async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> BTreeSet<NodeId> {
-        let mut avoid = BTreeSet::new();
-        for (i, _) in err.match_indices("corrupt chunk ") {
-            let name: String = err[i + 14..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
-            if let Some(j) = (0..s.nodes.len()).find(|&j| ChunkId::new(s.id, j).as_str() == name) {
-                let _ = self.mark_bad(s.id, j, err);
-            }
-        }
-        for (&n, addr) in &a.peers {
-            let ok =
-                matches!(request(addr, &NodeRequest::Ping, Duration::from_secs(2)).await, Ok(NodeResponse::Pong { node }) if node == n);
-            if !ok {
-                tracing::warn!("node {n} does not answer; marking it dead");
-                self.mark_dead(n);
-                avoid.insert(n);
-            }
-        }
-        avoid
-    }
-
-    #[allow(clippy::too_many_arguments)] // one request's fields
-    async fn degraded_plan(
-        &self,
-        name: &str,
-        version: u64,
-        stripe: usize,
-        index: usize,
-        method: Shape,
-        slice: u64,
-        avoid: Vec<NodeId>,
-    ) -> Result<Assignment, String> {
-        let id = self.stripe_of(name, version, stripe)?;
-        // Nodes the reader found hung are not helpers (the chunk's own node is not one either).
-        let mut avoid: BTreeSet<NodeId> = avoid.into_iter().collect();
-        let mut last = String::new();
-        for _ in 0..self.cfg.repair_attempts.max(1) {
-            let s = self.meta.stripe(id)?.ok_or("stripe vanished")?;
-            if index >= s.nodes.len() {
-                return bad(format!("stripe has {} chunks", s.nodes.len()));
-            }
-            let a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
-            match self.dispatch(&a).await {
-                Ok(()) => return Ok(a),
-                Err(e) => {
-                    last = e;
-                    avoid.extend(self.diagnose(&s, &a, &last).await);
-                }
-            }
-        }
-        bad(format!("could not plan a degraded read: {last}"))
-    }
-
-    /// Rebuilds one lost chunk onto a new node; Ok(attempts used), Ok(0) when the chunk
-    /// turned out not to be lost (its node reported in again).
-    async fn repair_one(self: &Arc<Self>, p: &PendingRepair, scheduled: Option<Choice>) -> Result<usize, String> {
-        let mut avoid = BTreeSet::new();
-        let mut last = String::new();
-        for attempt in 1..=self.cfg.repair_attempts.max(1) {
-            let Some(s) = self.meta.stripe(p.stripe)? else {
-                // Its version was replaced or deleted: nothing to repair.
-                self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
-                return Ok(0);
-            };
-            if s.crcs[p.index].is_none() {
-                return bad(format!("chunk {} was never committed", ChunkId::new(s.id, p.index)));
-            }
-            let holder = s.nodes[p.index];
-            let holder_ok =
-                !s.bad[p.index] && self.alive().contains_key(&holder) && !self.meta.nodes()?.iter().any(|n| n.id == holder && n.failed);
-            if holder_ok {
-                self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
-                return Ok(0);
-            }
-            // The scheduler's choice on the first attempt; re-planned after a failure.
-            let choice = if attempt == 1 { scheduled.as_ref() } else { None };
-            let a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice), &avoid) {
-                Ok(a) => a,
-                Err(e) => return Err(e),
-            };
-            let dest = a.graph.vertex(a.graph.sink).node;
-            let outcome = async {
-                self.dispatch(&a).await?;
-                let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
-                match request(
-                    &a.peers[&dest],
-                    &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: limit.as_millis() as u64 },
-                    limit + self.io_timeout(),
-                )
-                .await?
-                {
-                    NodeResponse::RepairDone { crc32c } if Some(crc32c) == s.crcs[p.index] => Ok(()),
-                    NodeResponse::RepairDone { crc32c } => Err(format!("rebuilt chunk has crc {crc32c:08x}")),
-                    NodeResponse::Error { message } => Err(message),
-                    other => Err(format!("unexpected answer {other:?}")),
-                }
-            }
-            .await;
-            match outcome {
-                Ok(()) => {
-                    // The rebuilt chunk now lives on dest; the stripe is whole again there.
-                    // Read and written in one transaction: a concurrent report or commit is
-                    // never overwritten with a stale copy of the stripe.
-                    let mut old = None;
-                    self.meta.update(&mut |t| {
-                        t.put(Change::DeletePending { stripe: p.stripe, index: p.index })?;
-                        if let Some(mut s) = t.stripe(p.stripe)? {
-                            old = Some(s.nodes[p.index]);
-                            s.nodes[p.index] = dest;
-                            s.bad[p.index] = false;
-                            t.put(Change::PutStripe(s))?;
-                        } else if let Some(mut g) = t.garbage(p.stripe)? {
-                            // Replaced or deleted meanwhile: the rebuilt copy is garbage too.
-                            old = None;
-                            g.nodes[p.index] = dest;
-                            t.put(Change::PutGarbage(g))?;
-                        }
-                        Ok(())
-                    })?;
-                    let Some(old) = old else { return Ok(attempt) };
-                    // A corrupt copy left on another live node is removed (best effort).
-                    let old_addr = if old == dest { None } else { self.alive().get(&old).cloned() };
-                    if let Some(addr) = old_addr {
-                        let _ =
-                            request(&addr, &NodeRequest::DeleteChunk { chunk: ChunkId::new(p.stripe, p.index) }, Duration::from_secs(2))
-                                .await;
-                    }
-                    return Ok(attempt);
-                }
-                Err(e) => {
-                    tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));
-                    last = e;
-                    let s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
-                    avoid.extend(self.diagnose(&s, &a, &last).await);
-                    avoid.insert(dest);
-                }
-            }
-        }
-        bad(format!("chunk {}: {last}", ChunkId::new(p.stripe, p.index)))
-    }
-
-    /// Every chunk of a committed object that is on a dead node or reported bad.
-    pub(crate) fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
-        self.lost_chunks_where(&|_, _| true)
-    }
-
-    /// Lost chunks for which `due(stripe, node)` holds (`node` the chunk's holder).
-    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(&StripeRecord, usize) -> bool) -> Result<Vec<(u64, usize)>, String> {
-        let alive = self.alive();
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
-        let mut lost = Vec::new();
-        for s in self.meta.stripes()? {
-            if s.crcs.iter().any(|c| c.is_none()) {
-                continue;
-            }
-            for (i, n) in s.nodes.iter().enumerate() {
-                if (s.bad[i] || !alive.contains_key(n) || failed.contains(n)) && due(&s, i) {
-                    lost.push((s.id, i));
-                }
-            }
-        }
-        Ok(lost)
-    }
-
-    /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
-    /// repairs in (by first timeslot for RepairBoost, else as listed).
-    fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<HashMap<(u64, usize), Choice>, String> {
-        let alive = self.alive();
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
-        let cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
-        // One plan per code and method: a scheduler balances over chunks of one kind.
-        let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
-        let mut stripes = HashMap::new();
-        for (i, p) in todo.iter().enumerate() {
-            // A stripe deleted since is skipped by repair_one.
-            let Some(s) = self.meta.stripe(p.stripe)? else { continue };
-            groups.entry((s.code.to_string(), p.method.name())).or_default().push(i);
-            stripes.insert(p.stripe, s);
-        }
-        let mut out = HashMap::new();
-        let mut first_slot = HashMap::new();
-        for (_, idx) in groups {
-            let method = todo[idx[0]].method;
-            let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
-            let lost: Vec<LostChunk> = idx
-                .iter()
-                .map(|&i| {
-                    let (p, s) = (&todo[i], &stripes[&todo[i].stripe]);
-                    let placement = (0..s.nodes.len())
-                        .map(|j| (j != p.index && !s.bad[j] && cluster.nodes.contains(&s.nodes[j])).then_some(s.nodes[j]))
-                        .collect();
-                    // Every node of the stripe stays out, also one holding a corrupt copy.
-                    LostChunk { placement, lost: p.index, avoid: s.nodes.clone() }
-                })
-                .collect();
-            let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;
-            for (&i, r) in idx.iter().zip(&plan.repairs) {
-                let key = (todo[i].stripe, todo[i].index);
-                out.insert(key, Choice { helpers: r.helpers(), destination: r.destination() });
-                first_slot.insert(key, r.first_slot());
-            }
-        }
-        todo.sort_by_key(|p| first_slot.get(&(p.stripe, p.index)).copied().unwrap_or(0));
-        Ok(out)
-    }
-
-    /// Full-node repair of everything lost, `parallel` chunks at a time.
-    pub async fn repair(
-        self: &Arc<Self>,
-        method: Shape,
-        slice: u64,
-        parallel: usize,
-        scheduler: Scheduler,
-    ) -> Result<RepairReport, String> {
-        let _one = self.repairing.lock().await;
-        let lost = self.lost_chunks()?;
-        self.repair_locked(lost, method, slice, parallel, scheduler).await
-    }
-
-    /// Repairs `lost` (and what an earlier run left pending); the caller holds `repairing`.
-    pub(crate) async fn repair_locked(
-        self: &Arc<Self>,
-        lost: Vec<(u64, usize)>,
-        method: Shape,
-        slice: u64,
-        parallel: usize,
-        scheduler: Scheduler,
-    ) -> Result<RepairReport, String> {
-        let mut todo: Vec<PendingRepair> = lost.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
-        // Chunks left pending by an earlier run are included with their own method.
-        for p in self.meta.pending()? {
-            if !todo.iter().any(|t| t.stripe == p.stripe && t.index == p.index) {
-                todo.push(p);
-            }
-        }
-        self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
-        let choices = match self.schedule(&mut todo, scheduler) {
-            Ok(c) => c,
-            Err(e) => {
-                // Planning can fail where a chunk has too few survivors; each chunk then
-                // plans on its own and reports its own error.
-                tracing::warn!("scheduler {scheduler} could not plan: {e}");
-                HashMap::new()
-            }
-        };
-        self.run_repairs(todo, &format!("{method} ({scheduler})"), parallel, choices).await
-    }
-
-    async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {
-        let _one = self.repairing.lock().await;
-        let todo = self.meta.pending()?;
-        self.run_repairs(todo, "resumed", 4, HashMap::new()).await
-    }
-
-    async fn run_repairs(
-        self: &Arc<Self>,
-        todo: Vec<PendingRepair>,
-        method: &str,
-        parallel: usize,
-        mut choices: HashMap<(u64, usize), Choice>,
-    ) -> Result<RepairReport, String> {
-        let started = Instant::now();
-        let lost = todo.len();
-        let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
-        let mut set = JoinSet::new();
-        // Chunks of one stripe are rebuilt one after another: each plans with its siblings'
-        // new homes known, so no two land on the same node.
-        let mut stripe_locks: HashMap<u64, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
-        for p in todo {
-            let (c, sem) = (self.clone(), sem.clone());
-            let choice = choices.remove(&(p.stripe, p.index));
-            let lock = stripe_locks.entry(p.stripe).or_default().clone();
-            // Permits are taken in this order, so repairs start in schedule order.
-            let permit = sem.acquire_owned().await.expect("semaphore open");
-            set.spawn(async move {
-                let _permit = permit;
-                let _stripe = lock.lock().await;
-                let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                (c.repair_one(&p, choice).await, len)
-            });
-        }
-        let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
-        while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
-                (Ok(0), _) => report.skipped += 1,
-                (Ok(attempts), len) => {
-                    report.repaired += 1;
-                    report.retries += attempts - 1;
-                    report.bytes += len;
-                }
-                (Err(e), _) => {
-                    tracing::warn!("repair failed: {e}");
-                    report.failed += 1;
-                    report.errors.push(e);
-                }
-            }
-        }
-        report.seconds = started.elapsed().as_secs_f64();
-        debug_assert_eq!(report.repaired + report.skipped + report.failed, report.lost);
-        Ok(report)
     }
 
     fn status(&self) -> Result<ClusterStatus, String> {
@@ -849,12 +454,4 @@ impl Coordinator {
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
         })
     }
-}
-
-/// Where a planned repair sends the rebuilt chunk.
-enum Target<'a> {
-    /// To the client, for a degraded read.
-    Reader,
-    /// To a new home: the scheduler's choice when it still holds, else the least loaded node.
-    Rebuild(Option<&'a Choice>),
 }

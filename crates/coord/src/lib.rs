@@ -7,6 +7,7 @@ pub mod coordinator;
 mod inventory;
 pub mod meta;
 mod objects;
+mod repair;
 
 pub use client::Client;
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
