@@ -221,23 +221,11 @@ impl Client {
 
     /// Rebuilds chunk `index` of stripe `stripe` at this client through a repair graph.
     pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, String> {
-        self.degraded_read_of(name, 0, stripe, index, method, slice).await
+        self.degraded_read_avoiding(name, 0, stripe, index, method, slice, Vec::new()).await
     }
 
-    /// The same, failing if the object is no longer at `version` (0: any).
-    pub async fn degraded_read_of(
-        &self,
-        name: &str,
-        version: u64,
-        stripe: usize,
-        index: usize,
-        method: Shape,
-        slice: u64,
-    ) -> Result<Vec<u8>, String> {
-        self.degraded_read_avoiding(name, version, stripe, index, method, slice, Vec::new()).await
-    }
-
-    /// The same, with helpers chosen among nodes other than `avoid`.
+    /// The same, failing if the object is no longer at `version` (0: any), with helpers
+    /// chosen among nodes other than `avoid`.
     #[allow(clippy::too_many_arguments)] // one request's fields
     pub async fn degraded_read_avoiding(
         &self,
