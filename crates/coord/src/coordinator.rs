@@ -53,6 +53,9 @@ pub struct CoordConfig {
     pub nearfull_ratio: f64,
     pub backfillfull_ratio: f64,
     pub full_ratio: f64,
+    /// Chunks placed this close before a node's inventory are not judged missing by it
+    /// (the node may have listed its disk before they arrived).
+    pub inventory_slack_ms: u64,
     /// A chunk a node holds that nothing references is deleted after this long.
     pub orphan_grace_ms: u64,
     /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
@@ -84,6 +87,7 @@ impl Default for CoordConfig {
             nearfull_ratio: 0.85,
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,
+            inventory_slack_ms: 10_000,
             orphan_grace_ms: 600_000,
             secret_file: None,
             upload_timeout_ms: 3_600_000,

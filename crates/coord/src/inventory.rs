@@ -13,39 +13,50 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A node's inventory being received: boot, chunks so far, and when the first page
+/// arrived (ms since the epoch).
+type Listing = (u64, Vec<ChunkId>, u64);
+
 /// Pages of inventories being received, and orphans seen, per node.
 #[derive(Default)]
 pub(crate) struct Inventories {
-    pages: Mutex<HashMap<NodeId, (u64, Vec<ChunkId>)>>,
+    pages: Mutex<HashMap<NodeId, Listing>>,
     orphans: Mutex<HashMap<(NodeId, ChunkId), Instant>>,
 }
 
 impl Coordinator {
     /// One page of node `node`'s inventory; the last page reconciles it.
     pub(crate) fn inventory(self: &Arc<Self>, node: NodeId, boot: u64, chunks: Vec<ChunkId>, last: bool) -> Result<(), String> {
-        let held = {
+        let (held, since) = {
             let mut pages = self.inventories.pages.lock().expect("inventory lock");
-            let entry = pages.entry(node).or_insert((boot, Vec::new()));
+            let now = crate::objects::now_ms();
+            let entry = pages.entry(node).or_insert((boot, Vec::new(), now));
             if entry.0 != boot {
-                *entry = (boot, Vec::new());
+                *entry = (boot, Vec::new(), now);
             }
             entry.1.extend(chunks);
             if !last {
                 return Ok(());
             }
-            pages.remove(&node).map(|(_, c)| c).unwrap_or_default()
+            pages.remove(&node).map(|(_, c, t)| (c, t)).unwrap_or_default()
         };
-        self.reconcile(node, held.into_iter().collect())
+        self.reconcile(node, held.into_iter().collect(), since)
     }
 
-    fn reconcile(self: &Arc<Self>, node: NodeId, held: BTreeSet<ChunkId>) -> Result<(), String> {
+    /// `listed_before`: when the first page arrived; the node listed its chunks before then.
+    fn reconcile(self: &Arc<Self>, node: NodeId, held: BTreeSet<ChunkId>, listed_before: u64) -> Result<(), String> {
         if !self.alive().contains_key(&node) || self.meta.nodes()?.iter().any(|n| n.id == node && n.failed) {
             return Ok(());
         }
         let stripes: HashMap<u64, Vec<NodeId>> = self.meta.stripes()?.into_iter().map(|s| (s.id, s.nodes)).collect();
         let garbage: HashSet<u64> = self.meta.garbage_stripes()?.into_iter().map(|g| g.id).collect();
-        // Expected here, committed, not known bad, and missing: lost.
+        // Expected here, committed, not known bad, and missing: lost. A stripe whose chunks
+        // moved shortly before the listing (a commit, a repair) may not be in it yet: it waits
+        // for the next inventory.
         for s in self.meta.stripes()? {
+            if s.changed_ms + self.cfg.inventory_slack_ms > listed_before {
+                continue;
+            }
             for (i, &n) in s.nodes.iter().enumerate() {
                 if n == node && s.crcs[i].is_some() && !s.bad[i] && !held.contains(&ChunkId::new(s.id, i)) {
                     self.mark_bad(s.id, i, &format!("missing from node {node}'s inventory"))?;

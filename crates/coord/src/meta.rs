@@ -47,6 +47,10 @@ pub struct StripeRecord {
     /// When the stripe's version was replaced or deleted (ms since the epoch; 0 while live).
     #[serde(default)]
     pub discarded_ms: u64,
+    /// When its chunks last changed place (commit, repair): an inventory listed before then
+    /// may not show them yet.
+    #[serde(default)]
+    pub changed_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -325,6 +329,7 @@ mod tests {
                     crcs: vec![Some(1), None, None],
                     bad: vec![false; 3],
                     discarded_ms: 0,
+                    changed_ms: 0,
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

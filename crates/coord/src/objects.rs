@@ -101,6 +101,7 @@ impl Coordinator {
                     crcs: vec![None; c.n()],
                     bad: vec![false; c.n()],
                     discarded_ms: 0,
+                    changed_ms: now_ms(),
                 }))?;
                 stripes.push(id);
             }
@@ -132,6 +133,7 @@ impl Coordinator {
                     return bad(format!("stripe {id}: {} checksums for {} chunks", c.len(), s.nodes.len()));
                 }
                 s.crcs = c.iter().copied().map(Some).collect();
+                s.changed_ms = now_ms();
                 t.put(Change::PutStripe(s))?;
             }
             if let Some(old) = t.object(name)? {

@@ -219,6 +219,7 @@ impl Coordinator {
                             old = Some(s.nodes[p.index]);
                             s.nodes[p.index] = dest;
                             s.bad[p.index] = false;
+                            s.changed_ms = crate::objects::now_ms();
                             t.put(Change::PutStripe(s))?;
                         } else if let Some(mut g) = t.garbage(p.stripe)? {
                             // Replaced or deleted meanwhile: the rebuilt copy is garbage too.

@@ -285,6 +285,7 @@ async fn inventory_and_scrub_find_lost_corrupt_and_orphan_chunks() {
         auto_repair_interval_ms: 200,
         repair_slice: 4096,
         orphan_grace_ms: 300,
+        inventory_slack_ms: 500,
         ..coord_cfg(dir.path())
     };
     let eager = |n: NodeConfig| NodeConfig { inventory_ms: 200, scrub_interval_ms: 300, scrub_bytes_per_s: 1e9, ..n };
