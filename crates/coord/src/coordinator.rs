@@ -266,10 +266,7 @@ impl Coordinator {
                 self.report_chunk(node, &chunk, &reason)?;
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::Lookup { name } => {
-                let o = self.meta.object(&name)?.ok_or(format!("no object named '{name}'"))?;
-                Ok(CoordResponse::Layout(self.layout(&o)?))
-            }
+            CoordRequest::Lookup { name } => Ok(CoordResponse::Layout(self.lookup(&name)?)),
             CoordRequest::List => {
                 let objects = self
                     .meta
@@ -349,6 +346,23 @@ impl Coordinator {
             return a.clone();
         }
         self.meta.nodes().ok().and_then(|ns| ns.into_iter().find(|n| n.id == node)).map_or(String::new(), |n| n.addr)
+    }
+
+    /// The layout of `name`'s current version. The object record and its stripes are read
+    /// in separate transactions, so an overwrite committing in between (whose garbage
+    /// collection may already have dropped the old stripes) makes us look again.
+    fn lookup(&self, name: &str) -> Result<ObjectLayout, String> {
+        let mut tries = 0;
+        loop {
+            let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+            match self.layout(&o) {
+                Err(e) if tries < 5 && self.meta.object(name)?.is_none_or(|now| now.version != o.version) => {
+                    tracing::debug!("'{name}' was replaced while its layout was read ({e}); reading again");
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
     }
 
     pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
