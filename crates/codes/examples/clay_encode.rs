@@ -36,6 +36,7 @@ fn main() {
     let reads: Vec<Vec<u8>> =
         eq.terms.iter().map(|t| t.byte_ranges(256, len).unwrap().into_iter().flat_map(|r| all[t.helper][r].to_vec()).collect()).collect();
     let rr: Vec<&[u8]> = reads.iter().map(|r| r.as_slice()).collect();
+    let t0 = std::time::Instant::now();
     for _ in 0..iter {
         match op {
             "decode" => {
@@ -50,4 +51,6 @@ fn main() {
             }
         }
     }
+    let secs = t0.elapsed().as_secs_f64();
+    eprintln!("{op} {len} x{iter}: {secs:.3} s, {:.2} GB/s of data", (10 * len * iter) as f64 / secs / 1e9);
 }

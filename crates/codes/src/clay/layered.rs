@@ -32,8 +32,10 @@ pub struct LayeredPlan {
     /// Unknown nodes whose C a later plane reads (a known node of their column is coupled
     /// with them), so it is kept in the scratch; the others go straight to the caller.
     c_kept: Vec<bool>,
-    /// Planes to process, in rounds of equal score, lowest first.
-    rounds: Vec<Vec<usize>>,
+    /// Planes to process, in rounds of equal score, lowest first; each round split into
+    /// groups closed under the coupling of two erased nodes, so a group's U are coupled
+    /// back while still in cache.
+    rounds: Vec<Vec<Vec<usize>>>,
     /// MDS sources (grid nodes), in matrix column order.
     sources: Vec<usize>,
     /// Per plane, which variant of the decoding matrix it uses: a virtual source whose U is
@@ -69,6 +71,7 @@ impl LayeredPlan {
             rounds[score(z)].push(z);
         }
         rounds.retain(|r| !r.is_empty());
+        let rounds = rounds.into_iter().map(|r| coupled_groups(geo, &erased_at, &unknown, r)).collect();
         let mut variants: Vec<(Vec<usize>, CoefMatrix)> = Vec::new();
         let mut plane_variant = vec![usize::MAX; geo.alpha];
         for &z in planes {
@@ -97,6 +100,42 @@ impl LayeredPlan {
     pub fn erased_index(&self, i: usize) -> Option<usize> {
         (self.erased_at[i] != NONE).then_some(self.erased_at[i])
     }
+}
+
+/// Splits one round's planes into groups: plane z and plane zs are in one group when an
+/// unknown-C erased node in z is coupled with an erased node in zs (its coupling back reads
+/// both U). The partner plane of such a pair has the same score, so it is in this round.
+fn coupled_groups(geo: &Geometry, erased_at: &[usize], c_unknown: &[bool], planes: Vec<usize>) -> Vec<Vec<usize>> {
+    let mut group_of = vec![NONE; geo.alpha];
+    let mut in_round = vec![false; geo.alpha];
+    for &z in &planes {
+        in_round[z] = true;
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &z0 in &planes {
+        if group_of[z0] != NONE {
+            continue;
+        }
+        let g = groups.len();
+        let mut members = vec![z0];
+        group_of[z0] = g;
+        let mut i = 0;
+        while i < members.len() {
+            let z = members[i];
+            for e in (0..geo.nodes()).filter(|&e| erased_at[e] != NONE && c_unknown[e]) {
+                if let Some((p, zs)) = geo.partner(e, z) {
+                    if erased_at[p] != NONE && in_round[zs] && group_of[zs] == NONE {
+                        group_of[zs] = g;
+                        members.push(zs);
+                    }
+                }
+            }
+            i += 1;
+        }
+        members.sort_unstable();
+        groups.push(members);
+    }
+    groups
 }
 
 /// Where the known coupled values are: `known[node]` holds plane z's window at
@@ -190,7 +229,7 @@ impl Scratch {
         self.w = w;
         self.u.resize(erased * node_span(alpha, w), 0);
         self.c.resize(erased * node_span(alpha, w), 0);
-        self.part.resize(sources * w, 0);
+        self.part.resize(sources * (w + SKEW), 0);
         self.zero.clear();
         self.zero.resize(w, 0);
     }
@@ -243,7 +282,7 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
     scratch.prepare(plan.erased.len(), plan.sources.len(), alpha, w);
     let Scratch { u, c, part, zero, .. } = scratch;
     let (zero, c_ro) = (&zero[..], &mut c[..]);
-    for round in &plan.rounds {
+    for round in plan.rounds.iter().flatten() {
         for &z in round {
             let (used, matrix) = &plan.variants[plan.plane_variant[z]];
             // Uncouple the MDS sources of this plane: paired ones into `part` (a virtual
@@ -251,7 +290,7 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
             for &si in used {
                 let s = plan.sources[si];
                 if let Some((p, zs)) = geo.partner(s, z) {
-                    let dst = &mut part[si * w..(si + 1) * w];
+                    let dst = &mut part[si * (w + SKEW)..si * (w + SKEW) + w];
                     let (cs, us) = positions(geo.x(s), geo.x(p));
                     let (cp, _) = positions(geo.x(p), geo.x(s));
                     if geo.is_virtual(p) {
@@ -270,7 +309,7 @@ pub fn run(geo: &Geometry, coupling: &Coupling, plan: &LayeredPlan, kn: &Known, 
             let srcs: Vec<&[u8]> = used
                 .iter()
                 .map(|&si| match geo.partner(plan.sources[si], z) {
-                    Some(_) => &part[si * w..(si + 1) * w],
+                    Some(_) => &part[si * (w + SKEW)..si * (w + SKEW) + w],
                     None => coupled(geo, plan, kn, c_ro, zero, plan.sources[si], z, w),
                 })
                 .collect();

@@ -127,7 +127,11 @@ impl ClayCode {
 
     /// Runs a layered decode over whole chunks: `srcs` are the known shards (by shard
     /// index), `outs` receive the C of `targets` (shard indices, each among the unknowns).
-    fn layered(&self, plan: &LayeredPlan, srcs: &[(usize, &[u8])], targets: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+    ///
+    /// Sources are staged (copied into a skewed buffer, see [`Staging`]) unless `stage` is
+    /// false: encode reads them in place once sub-chunks reach 16 KiB, where staging costs
+    /// more than the cache conflicts it avoids (measured against Ceph at 4 and 16 MiB).
+    fn layered(&self, plan: &LayeredPlan, srcs: &[(usize, &[u8])], targets: &[usize], outs: &mut [&mut [u8]], stage: bool) -> Result<()> {
         let geo = &self.core.geo;
         let len = srcs.first().map(|s| s.1.len()).or(outs.first().map(|o| o.len())).unwrap_or(0);
         if let Some(l) = srcs.iter().map(|s| s.1.len()).chain(outs.iter().map(|o| o.len())).find(|&l| l != len) {
@@ -144,8 +148,12 @@ impl ClayCode {
         let mut off = 0;
         while off < sub {
             let w = self.core.window_for(sub).min(sub - off);
-            staging.fill(&known, geo.alpha, sub, off, w);
-            let kn = Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 };
+            let kn = if !stage {
+                Known { known: known.clone(), slot: &self.core.identity, stride: sub, off }
+            } else {
+                staging.fill(&known, geo.alpha, sub, off, w);
+                Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 }
+            };
             let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
             for (out, &e) in outs.iter_mut().zip(&slots) {
                 bufs[e] = Some(&mut out[..]);
@@ -170,7 +178,7 @@ impl ClayDecoder {
     /// targets from sources, over whole chunks (or gathered windows: alpha equal pieces).
     pub fn apply(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) -> Result<()> {
         let pairs: Vec<(usize, &[u8])> = self.sources.iter().copied().zip(srcs.iter().copied()).collect();
-        self.code.layered(&self.plan, &pairs, &self.targets, dsts)
+        self.code.layered(&self.plan, &pairs, &self.targets, dsts, true)
     }
 
     /// Sub-chunks per chunk.
@@ -209,7 +217,8 @@ impl Code for ClayCode {
         let nodes: Vec<usize> = targets.iter().map(|&s| self.core.geo.node_of(s)).collect();
         let plan = self.core.plan(&nodes, &nodes, usize::MAX)?;
         let srcs: Vec<(usize, &[u8])> = data.iter().copied().enumerate().collect();
-        self.layered(&plan, &srcs, &targets, parity)
+        let stage = data.first().is_none_or(|d| d.len() / self.core.geo.alpha < 16 << 10);
+        self.layered(&plan, &srcs, &targets, parity, stage)
     }
 
     fn decoder(&self, erased: &[usize], available: &[usize]) -> Result<Decoder> {
