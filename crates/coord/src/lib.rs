@@ -6,6 +6,7 @@ pub mod client;
 pub mod coordinator;
 mod inventory;
 pub mod meta;
+mod object_io;
 mod objects;
 mod repair;
 

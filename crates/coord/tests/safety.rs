@@ -155,6 +155,12 @@ async fn overwrite_delete_and_abandoned_uploads() {
     let vb = c.client.put("obj", &b, code, 0).await.unwrap().version;
     assert!(vb > va);
     assert_eq!(c.client.get("obj", Shape::Ppr, 4096).await.unwrap().0, b, "the later put wins");
+    // A streamed put whose source ends before the size it announced fails; the object
+    // keeps its last committed version.
+    let mut short: &[u8] = &a[..50_000];
+    let err = c.client.put_from("obj", &mut short, a.len() as u64, code, 0, &|_| {}).await.unwrap_err();
+    assert!(err.contains("reading the object"), "{err}");
+    assert_eq!(c.client.get("obj", Shape::Cr, 4096).await.unwrap().0, b, "a failed put changes nothing");
     assert_eq!(c.settle_to(chunks_of(b.len())).await, chunks_of(b.len()));
 
     // A put that never commits is invisible, then reclaimed; its late commit is refused.

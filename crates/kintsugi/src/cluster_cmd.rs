@@ -1,11 +1,13 @@
 //! Cluster processes and the client: `kintsugi node`, `kintsugi coordinator`, and
 //! `put / get / ls / stat / fail / repair / status`.
 
-use crate::atomic_file::write_atomic;
+use crate::atomic_file::AtomicFile;
+use crate::progress::Progress;
 use crate::units::{human_bytes, parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use kintsugi_codes::CodeSpec;
+use kintsugi_coord::client::ObjectSink;
 use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::schedule::Scheduler;
@@ -78,7 +80,8 @@ pub struct PutArgs {
 #[derive(Args, Debug)]
 pub struct GetArgs {
     pub name: String,
-    /// Where to write the object.
+    /// Where to write the object (`-`: standard output). A file is replaced only once the
+    /// whole object has been read and verified.
     #[arg(long)]
     pub out: PathBuf,
     /// Method for degraded reads of unavailable chunks.
@@ -190,36 +193,104 @@ fn client(t: &Target) -> Client {
     Client::new(&t.coordinator)
 }
 
+/// `kintsugi put`: streams the file stripe by stripe (memory: two stripes).
 pub fn put(t: &Target, a: PutArgs) -> Result<()> {
-    let data = std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
     runtime()?.block_on(async {
-        let layout = client(t).put(&a.name, &data, a.code, a.chunk_size.unwrap_or(0) as u64).await.map_err(|e| anyhow!(e))?;
+        let mut file = tokio::fs::File::open(&a.file).await.with_context(|| format!("cannot read {}", a.file.display()))?;
+        let size = file.metadata().await.with_context(|| format!("cannot read {}", a.file.display()))?.len();
+        let progress = Progress::new(&format!("put {}", a.name), size);
+        let layout = client(t)
+            .put_from(&a.name, &mut file, size, a.code, a.chunk_size.unwrap_or(0) as u64, &|d| progress.set(d))
+            .await
+            .map_err(|e| anyhow!(e))?;
+        progress.finish();
         if t.json {
             println!("{}", serde_json::to_string(&layout)?);
         } else {
-            println!("stored '{}' ({}) as {} stripe(s) of {}", a.name, human_bytes(data.len() as u64), layout.stripes.len(), layout.code);
+            println!("stored '{}' ({}) as {} stripe(s) of {}", a.name, human_bytes(size), layout.stripes.len(), layout.code);
         }
         Ok(())
     })
 }
 
+/// Where `get` writes: a file replaced atomically once the whole object is verified, or
+/// standard output (`--out -`), which cannot take bytes back if the object is replaced
+/// mid-read.
+enum GetSink {
+    File(AtomicFile, u64),
+    Stdout(std::io::Stdout, u64),
+}
+
+impl ObjectSink for GetSink {
+    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        use std::io::Write;
+        match self {
+            GetSink::File(f, n) => {
+                f.file().write_all(data).map_err(|e| format!("cannot write the output: {e}"))?;
+                *n += data.len() as u64;
+            }
+            GetSink::Stdout(o, n) => {
+                o.write_all(data).map_err(|e| format!("cannot write to standard output: {e}"))?;
+                *n += data.len() as u64;
+            }
+        }
+        Ok(())
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        use std::io::Seek;
+        match self {
+            GetSink::File(f, n) => {
+                f.file().set_len(0).map_err(|e| e.to_string())?;
+                f.file().seek(std::io::SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+                *n = 0;
+                Ok(())
+            }
+            GetSink::Stdout(_, 0) => Ok(()),
+            GetSink::Stdout(..) => Err("part of the old version was already written to standard output".into()),
+        }
+    }
+}
+
+/// `kintsugi get`: streams the object stripe by stripe into the output.
 pub fn get(t: &Target, a: GetArgs) -> Result<()> {
     runtime()?.block_on(async {
-        let (data, report) = client(t).get(&a.name, a.method, a.slice as u64).await.map_err(|e| anyhow!(e))?;
-        write_atomic(&a.out, &data)?;
-        if t.json {
+        let c = client(t);
+        let size = c.stat(&a.name).await.map_err(|e| anyhow!(e))?.size;
+        let to_stdout = a.out.as_os_str() == "-";
+        let mut sink = if to_stdout { GetSink::Stdout(std::io::stdout(), 0) } else { GetSink::File(AtomicFile::create(&a.out)?, 0) };
+        let progress = Progress::new(&format!("get {}", a.name), size);
+        let report = c.get_into(&a.name, &mut sink, a.method, a.slice as u64, &|d| progress.set(d)).await.map_err(|e| anyhow!(e))?;
+        progress.finish();
+        let bytes = match sink {
+            GetSink::File(f, n) => {
+                f.commit()?;
+                n
+            }
+            GetSink::Stdout(mut o, n) => {
+                use std::io::Write;
+                o.flush().context("cannot write to standard output")?;
+                n
+            }
+        };
+        // With the object on standard output, the report goes to standard error.
+        let report_line = if t.json {
             let degraded: Vec<_> =
                 report.degraded.iter().map(|&(s, i, secs)| serde_json::json!({"stripe": s, "chunk": i, "seconds": secs})).collect();
-            println!("{}", serde_json::json!({"name": a.name, "bytes": data.len(), "degraded_reads": degraded}));
+            serde_json::json!({"name": a.name, "bytes": bytes, "degraded_reads": degraded}).to_string()
         } else {
-            println!(
+            format!(
                 "read '{}' ({}) to {}; {} chunk(s) rebuilt by degraded reads ({})",
                 a.name,
-                human_bytes(data.len() as u64),
+                human_bytes(bytes),
                 a.out.display(),
                 report.degraded.len(),
                 a.method
-            );
+            )
+        };
+        if to_stdout {
+            eprintln!("{report_line}");
+        } else {
+            println!("{report_line}");
         }
         Ok(())
     })

@@ -10,6 +10,7 @@ mod codec;
 mod demo;
 mod embedded;
 mod plot;
+mod progress;
 mod sim_cmd;
 mod testbed;
 mod units;

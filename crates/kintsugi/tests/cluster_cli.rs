@@ -78,6 +78,14 @@ fn processes_put_get_kill_repair() {
     let out1 = d.join("out1.bin");
     ok_json(&coord, &["get", "obj", "--out", out1.to_str().unwrap()]);
     assert!(same(&file, &out1));
+    // Streamed to standard output (`--out -`), the report on standard error.
+    let out = cli(&coord, &["get", "obj", "--out", "-", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout == bytes, "get --out - wrote {} bytes", out.stdout.len());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"bytes\":1000003"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A failed get leaves an existing output file alone.
+    let missing = cli(&coord, &["get", "nothing", "--out", out1.to_str().unwrap()]);
+    assert!(!missing.status.success() && same(&file, &out1));
     assert_eq!(ok_json(&coord, &["ls"])[0]["name"], "obj");
     let stat = ok_json(&coord, &["stat", "obj"]);
     let stripes = stat["stripes"].as_array().unwrap().len();

@@ -50,7 +50,15 @@ pub struct Unit {
 
 type UnitResult = Result<Unit, String>;
 /// A stream of units pulled from one input vertex.
-pub type InputStream = mpsc::UnboundedReceiver<Result<Vec<u8>, String>>;
+pub type InputStream = mpsc::Receiver<Result<Vec<u8>, String>>;
+
+/// Units an input may hold ahead of its consumer: beyond this the pulling task stops
+/// reading its socket, so a slow consumer slows its sender (TCP flow control) instead of
+/// buffering the chunk.
+const INPUT_AHEAD: usize = 4;
+
+/// The largest chunk an assignment may name: a sink holds one chunk.
+pub const MAX_CHUNK_LEN: u64 = 1 << 30;
 
 /// Per repair: this node's sends in slot order. If any of the node's vertices fails, the
 /// gate fails every waiter, so an error travels on instead of leaving the others waiting
@@ -370,9 +378,9 @@ pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, S
     if a.term_chunks.len() != g.equation.terms.len() {
         return Err(format!("{} chunk names for {} equation terms", a.term_chunks.len(), g.equation.terms.len()));
     }
-    if a.chunk_len == 0 || a.slice_len == 0 || a.chunk_len > (1 << 36) {
+    if a.chunk_len == 0 || a.slice_len == 0 || a.chunk_len > MAX_CHUNK_LEN {
         return Err(format!(
-            "chunk length {} and slice length {} must be positive (and the chunk at most 64 GiB)",
+            "chunk length {} and slice length {} must be positive (and the chunk at most {MAX_CHUNK_LEN} bytes)",
             a.chunk_len, a.slice_len
         ));
     }
@@ -494,7 +502,7 @@ pub fn open_input(
     counters: Arc<Counters>,
     io_timeout: Duration,
 ) -> InputStream {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(INPUT_AHEAD);
     let node = a.graph.vertex(from).node;
     let addr = a.peers.get(&node).cloned().unwrap_or_default();
     let repair = a.repair;
@@ -521,7 +529,7 @@ pub fn open_input(
                         break;
                     }
                 }
-                if tx.send(Ok(data)).is_err() {
+                if tx.send(Ok(data)).await.is_err() {
                     return Ok(());
                 }
             }
@@ -529,7 +537,7 @@ pub fn open_input(
         }
         .await;
         if let Err(e) = result {
-            let _ = tx.send(Err(e));
+            let _ = tx.send(Err(e)).await;
         }
     });
     rx

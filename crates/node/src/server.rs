@@ -335,19 +335,29 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         }
         NodeRequest::GetChunk { chunk } => {
             let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
-            // Verify the whole chunk before announcing it: a corrupt chunk is never served.
+            // Streamed piece by piece, each verified as it is read (memory: one piece); a
+            // corrupt block found mid-way ends the stream with an error frame, and the
+            // reader's whole-chunk checksum catches anything else.
             const PIECE: u64 = crate::exec::WIRE_PIECE as u64;
-            let mut pieces = Vec::new();
-            let mut off = 0;
-            while off < r.len() {
-                let n = PIECE.min(r.len() - off);
-                pieces.push(r.read(off, n).map_err(|e| e.to_string())?);
-                off += n;
-            }
+            let first = if r.is_empty() { Vec::new() } else { r.read(0, PIECE.min(r.len())).map_err(|e| e.to_string())? };
             send(sock, &NodeResponse::Chunk { len: r.len(), crc32c: r.crc32c() }).await.map_err(io)?;
-            for p in pieces {
-                exec.shaper.send(p.len()).await;
-                write_frame(sock, Kind::Data, &p).await.map_err(io)?;
+            let mut off = first.len() as u64;
+            let mut piece = first;
+            while !piece.is_empty() {
+                exec.shaper.send(piece.len()).await;
+                write_frame(sock, Kind::Data, &piece).await.map_err(io)?;
+                if off >= r.len() {
+                    break;
+                }
+                let n = PIECE.min(r.len() - off);
+                piece = match r.read(off, n) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        send(sock, &NodeResponse::Error { message: e.to_string() }).await.map_err(io)?;
+                        return Ok(false);
+                    }
+                };
+                off += n;
             }
             sock.flush().await.map_err(|e| e.to_string())?;
         }

@@ -1,0 +1,344 @@
+//! Streaming put and get: the client encodes and writes an object stripe by stripe, and
+//! reads it back stripe by stripe into a sink, so its memory is a couple of stripes
+//! whatever the object's size.
+
+use crate::client::Client;
+use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_node::Shaper;
+use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::{
+    read_frame_timeout, recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Frame, Kind, NodeRequest, NodeResponse,
+    ObjectLayout,
+};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinSet;
+
+/// How a read went.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    /// (stripe, chunk) read through a degraded-read graph, and how long each took.
+    pub degraded: Vec<(usize, usize, f64)>,
+}
+
+/// Where a get writes the object, in order.
+pub trait ObjectSink: Send {
+    fn write(&mut self, data: &[u8]) -> Result<(), String>;
+    /// Drops what was written: the object was replaced mid-read and is read again from
+    /// its start. A sink that cannot take back bytes (a pipe) says so.
+    fn restart(&mut self) -> Result<(), String>;
+}
+
+impl ObjectSink for Vec<u8> {
+    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        self.extend_from_slice(data);
+        Ok(())
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        self.clear();
+        Ok(())
+    }
+}
+
+/// Bytes done so far, called after every stripe.
+pub type Progress<'a> = &'a (dyn Fn(u64) + Sync);
+
+impl Client {
+    /// Stores `data` as object `name` (see [`Client::put_from`]).
+    pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
+        let mut r = data;
+        self.put_from(name, &mut r, data.len() as u64, code, chunk_size, &|_| {}).await
+    }
+
+    /// Stores the `size` bytes `reader` yields as object `name`: each stripe is read,
+    /// encoded and its chunks written in parallel while the next stripe is read and
+    /// encoded; then the chunks' checksums are committed, which makes this version the
+    /// object's. Holds two stripes in memory.
+    pub async fn put_from(
+        &self,
+        name: &str,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        size: u64,
+        code: CodeSpec,
+        chunk_size: u64,
+        progress: Progress<'_>,
+    ) -> Result<ObjectLayout, String> {
+        let c = code.build().map_err(|e| e.to_string())?;
+        let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size }).await?;
+        let mut crcs: Vec<Vec<u32>> = Vec::new();
+        let mut writing: Option<JoinSet<Result<(), String>>> = None;
+        let mut done = 0u64;
+        for s in &layout.stripes {
+            let shards = read_stripe(c.as_ref(), reader, s.data_len as usize, s.chunk_len as usize).await?;
+            crcs.push(shards.iter().map(|x| crc32c::crc32c(x)).collect());
+            if let Some(set) = writing.take() {
+                join_all(set).await?;
+                progress(done);
+            }
+            let mut set = JoinSet::new();
+            for (loc, shard) in s.chunks.iter().zip(shards) {
+                let (loc, t) = (loc.clone(), self.io_timeout);
+                set.spawn(async move { put_chunk(&loc, &shard, t).await });
+            }
+            writing = Some(set);
+            done += s.data_len;
+        }
+        if let Some(set) = writing {
+            join_all(set).await?;
+            progress(done);
+        }
+        let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone() };
+        match self.call(&req, self.io_timeout).await? {
+            // Our version, as committed (a later put may replace it at any time).
+            CoordResponse::Ok => {
+                let mut layout = ObjectLayout { committed: true, ..layout };
+                for (s, c) in layout.stripes.iter_mut().zip(&crcs) {
+                    for (loc, crc) in s.chunks.iter_mut().zip(c) {
+                        loc.crc32c = Some(*crc);
+                    }
+                }
+                Ok(layout)
+            }
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    /// Reads object `name` into memory (see [`Client::get_into`]).
+    pub async fn get(&self, name: &str, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), String> {
+        let mut out = Vec::new();
+        let report = self.get_into(name, &mut out, method, slice, &|_| {}).await?;
+        Ok((out, report))
+    }
+
+    /// Reads object `name` into `sink`, stripe by stripe. Unavailable or corrupt data chunks
+    /// are rebuilt by degraded reads with `method`; every chunk is checked against its
+    /// committed checksum. A read that meets a version replaced under it (a concurrent put
+    /// or delete) starts again on the current version, so the sink gets one whole version
+    /// or an error, never a mix.
+    pub async fn get_into(
+        &self,
+        name: &str,
+        sink: &mut dyn ObjectSink,
+        method: Shape,
+        slice: u64,
+        progress: Progress<'_>,
+    ) -> Result<ReadReport, String> {
+        let mut layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        for _ in 0..3 {
+            match self.get_version(name, &layout, sink, method, slice, progress).await {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    let now = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+                    if now.version == layout.version {
+                        return Err(e);
+                    }
+                    tracing::info!("'{name}' was replaced while being read ({e}); reading the new version");
+                    sink.restart().map_err(|r| format!("object '{name}' was replaced while being read ({e}), and {r}"))?;
+                    layout = now;
+                }
+            }
+        }
+        Err(format!("object '{name}' kept being replaced while being read"))
+    }
+
+    async fn get_version(
+        &self,
+        name: &str,
+        layout: &ObjectLayout,
+        sink: &mut dyn ObjectSink,
+        method: Shape,
+        slice: u64,
+        progress: Progress<'_>,
+    ) -> Result<ReadReport, String> {
+        if !layout.committed {
+            return Err(format!("object '{name}' is still being written"));
+        }
+        let k = layout.code.build().map_err(|e| e.to_string())?.k();
+        let mut report = ReadReport::default();
+        let mut done = 0u64;
+        // Nodes that stalled during this read: not asked again, avoided as helpers.
+        let mut suspects: BTreeSet<NodeId> = BTreeSet::new();
+        for (si, s) in layout.stripes.iter().enumerate() {
+            // The stripe's data chunks in parallel: from their nodes, and at the same time by
+            // degraded reads for those known lost or on a node found hung.
+            let mut fetches = JoinSet::new();
+            let mut rebuilt: Vec<Option<(Vec<u8>, f64)>> = vec![None; k];
+            let mut rebuilds = JoinSet::new();
+            // Only the chunks holding data: a small object's stripe may not fill all k.
+            let needed = (s.data_len.div_ceil(s.chunk_len.max(1)) as usize).min(k);
+            for (i, loc) in s.chunks.iter().take(needed).enumerate() {
+                if loc.lost || suspects.contains(&loc.node) {
+                    let (me, name, avoid) = (self.clone(), name.to_string(), suspects.iter().copied().collect::<Vec<_>>());
+                    let version = layout.version;
+                    rebuilds.spawn(async move {
+                        let t = Instant::now();
+                        let r = me.degraded_read_avoiding(&name, version, si, i, method, slice, avoid).await;
+                        (i, r.map(|c| (c, t.elapsed().as_secs_f64())))
+                    });
+                    continue;
+                }
+                let (loc, len, t, shaper) = (loc.clone(), s.chunk_len, self.stall_timeout, self.shaper.clone());
+                fetches.spawn(async move { (i, get_chunk(&loc, len, t, &shaper).await) });
+            }
+            let mut direct: Vec<Result<Vec<u8>, String>> = (0..needed).map(|_| Err("marked lost".to_string())).collect();
+            while let Some(r) = fetches.join_next().await {
+                let (i, r) = r.map_err(|e| e.to_string())?;
+                if let Err(e) = &r {
+                    if e.contains("timed out") || e.contains("no answer") || e.contains("unreachable") || e.contains("Connection refused") {
+                        suspects.insert(s.chunks[i].node);
+                    }
+                }
+                direct[i] = r;
+            }
+            while let Some(r) = rebuilds.join_next().await {
+                let (i, r) = r.map_err(|e| e.to_string())?;
+                rebuilt[i] = Some(r?);
+            }
+            let mut left = s.data_len as usize;
+            for (i, (loc, direct)) in s.chunks.iter().zip(direct).enumerate() {
+                let chunk = match (direct, rebuilt[i].take()) {
+                    (_, Some((c, secs))) => {
+                        report.degraded.push((si, i, secs));
+                        c
+                    }
+                    (Ok(c), None) => c,
+                    (Err(e), None) => {
+                        // A chunk that is corrupt, or gone from a node that answers, is
+                        // lost: reported so that it is repaired (a dead node is not).
+                        if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
+                            let req = CoordRequest::ReportBad {
+                                name: name.into(),
+                                stripe: si,
+                                index: i,
+                                reason: e.clone(),
+                                version: layout.version,
+                            };
+                            let _ = self.call(&req, self.io_timeout).await;
+                        }
+                        let t = Instant::now();
+                        let avoid: Vec<NodeId> = suspects.iter().copied().collect();
+                        let c = self.degraded_read_avoiding(name, layout.version, si, i, method, slice, avoid).await?;
+                        report.degraded.push((si, i, t.elapsed().as_secs_f64()));
+                        c
+                    }
+                };
+                if Some(crc32c::crc32c(&chunk)) != loc.crc32c {
+                    return Err(format!("chunk {} does not match its checksum", loc.chunk));
+                }
+                let n = left.min(chunk.len());
+                sink.write(&chunk[..n])?;
+                left -= n;
+            }
+            done += s.data_len;
+            progress(done);
+        }
+        Ok(report)
+    }
+}
+
+async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+/// Reads the next `data_len` bytes of an object into k zero-padded chunks of `chunk_len`
+/// and appends the parity.
+async fn read_stripe(
+    code: &dyn Code,
+    reader: &mut (dyn AsyncRead + Unpin + Send),
+    data_len: usize,
+    chunk_len: usize,
+) -> Result<Vec<Vec<u8>>, String> {
+    let (k, n) = (code.k(), code.n());
+    let mut shards = Vec::with_capacity(n);
+    for i in 0..k {
+        let mut c = vec![0u8; chunk_len];
+        let want = data_len.saturating_sub(i * chunk_len).min(chunk_len);
+        reader.read_exact(&mut c[..want]).await.map_err(|e| format!("reading the object: {e}"))?;
+        shards.push(c);
+    }
+    let mut parity = vec![vec![0u8; chunk_len]; n - k];
+    {
+        let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
+        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
+        code.encode(&d, &mut p).map_err(|e| e.to_string())?;
+    }
+    shards.extend(parity);
+    Ok(shards)
+}
+
+/// Splits a stripe's data into k zero-padded chunks and appends the parity.
+pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, String> {
+    let (k, n) = (code.k(), code.n());
+    let mut shards: Vec<Vec<u8>> = (0..k)
+        .map(|i| {
+            let mut c = vec![0u8; chunk_len];
+            let start = (i * chunk_len).min(data.len());
+            let end = ((i + 1) * chunk_len).min(data.len());
+            c[..end - start].copy_from_slice(&data[start..end]);
+            c
+        })
+        .collect();
+    let mut parity = vec![vec![0u8; chunk_len]; n - k];
+    {
+        let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
+        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
+        code.encode(&d, &mut p).map_err(|e| e.to_string())?;
+    }
+    shards.extend(parity);
+    Ok(shards)
+}
+
+async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
+    let a = &loc.addr;
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
+    send(&mut s, &NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) })
+        .await
+        .map_err(|e| e.to_string())?;
+    for piece in data.chunks(1 << 20) {
+        write_frame(&mut s, Kind::Data, piece).await.map_err(|e| e.to_string())?;
+    }
+    s.flush().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+        NodeResponse::Ok => Ok(()),
+        NodeResponse::Error { message } => Err(format!("node {}: {message}", loc.node)),
+        other => Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+    }
+}
+
+/// Reads a whole chunk from its node (downlink shaped by the reader's link). The node
+/// streams it, verifying as it reads; a corrupt block it meets mid-way ends the stream
+/// with its error.
+pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+    let a = &loc.addr;
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
+    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone() }).await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+        NodeResponse::Chunk { len: l, .. } if l == len => {}
+        NodeResponse::Chunk { len: l, .. } => return Err(format!("node {} holds {l} bytes of {}, expected {len}", loc.node, loc.chunk)),
+        NodeResponse::Error { message } => return Err(format!("node {}: {message}", loc.node)),
+        other => return Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+    }
+    let mut out = Vec::with_capacity(len as usize);
+    while (out.len() as u64) < len {
+        match read_frame_timeout(&mut s, t).await.map_err(|e| format!("node {}: {e}", loc.node))? {
+            Frame::Data(d) => {
+                shaper.recv(d.len()).await;
+                out.extend_from_slice(&d);
+            }
+            Frame::Control(c) => {
+                return Err(match serde_json::from_slice::<NodeResponse>(&c) {
+                    Ok(NodeResponse::Error { message }) => format!("node {}: {message}", loc.node),
+                    _ => format!("node {} interrupted the chunk", loc.node),
+                })
+            }
+        }
+    }
+    if out.len() as u64 != len {
+        return Err(format!("node {} sent {} bytes, expected {len}", loc.node, out.len()));
+    }
+    Ok(out)
+}
