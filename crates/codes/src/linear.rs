@@ -28,7 +28,7 @@ impl LinearCode {
     /// RS(k, m) with ISA-L's `gf_gen_cauchy1_matrix` generator: parity row i (i >= k),
     /// data column j holds 1 / (i xor j). Parity bytes equal ISA-L's `ec_encode_data`.
     pub fn rs(k: usize, m: usize) -> Result<Self> {
-        check_sizes(k, m, k + m)?;
+        check_sizes(k, m, k.saturating_add(m))?;
         let n = k + m;
         let mut g = Matrix::zeros(n, k);
         for i in 0..n {
@@ -48,7 +48,7 @@ impl LinearCode {
         if l == 0 {
             return Err(CodeError::InvalidParams("lrc needs at least one local group (l >= 1)".into()));
         }
-        check_sizes(k, m, k + l + m)?;
+        check_sizes(k, m, k.saturating_add(l).saturating_add(m))?;
         if !k.is_multiple_of(l) {
             return Err(CodeError::InvalidParams(format!("l = {l} local groups must divide k = {k} data shards")));
         }

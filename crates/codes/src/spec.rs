@@ -54,6 +54,11 @@ impl FromStr for CodeSpec {
             .split(',')
             .map(|p| p.trim().parse::<usize>().map_err(|_| bad(&format!("'{p}' is not a number"))))
             .collect::<Result<Vec<_>>>()?;
+        // Every parameter counts shards (or helpers): none can exceed GF(2^8)'s limit, and
+        // bounding them here keeps later sums from overflowing.
+        if let Some(n) = nums.iter().find(|&&n| n > MAX_SHARDS) {
+            return Err(bad(&format!("{n} is more than the {MAX_SHARDS} shards GF(2^8) allows")));
+        }
         let spec = match (family.to_ascii_lowercase().as_str(), nums.as_slice()) {
             ("rs", &[k, m]) => CodeSpec::Rs { k, m },
             ("lrc", &[k, l, m]) => CodeSpec::Lrc { k, l, m },
@@ -83,6 +88,18 @@ impl From<CodeSpec> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzzer (tests/fuzz.rs): a huge k wrapped k + m around and the build
+    /// tried to allocate for it.
+    #[test]
+    fn huge_parameters_are_refused_not_allocated() {
+        for s in ["rs:18446744073709551615,2", "lrc:4,18446744073709551615,2", "clay:4,2,300", "rs:257,1"] {
+            assert!(s.parse::<CodeSpec>().is_err(), "{s}");
+        }
+        assert!(CodeSpec::Rs { k: usize::MAX, m: 2 }.build().is_err());
+        assert!(CodeSpec::Lrc { k: 4, l: usize::MAX, m: 2 }.build().is_err());
+        assert!(CodeSpec::Clay { k: usize::MAX, m: 2, d: usize::MAX }.build().is_err());
+    }
 
     #[test]
     fn parse_and_print() {

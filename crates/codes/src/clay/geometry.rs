@@ -35,6 +35,9 @@ impl Geometry {
         if k == 0 || m == 0 {
             return Err("clay needs k >= 1 data and m >= 1 parity shards".into());
         }
+        if k.max(m).max(d) > 256 {
+            return Err(format!("clay:{k},{m},{d}: at most 256 shards fit GF(2^8)"));
+        }
         if d < k || d + 1 > k + m {
             return Err(format!("clay:{k},{m},{d}: d (helpers per repair) must be between k = {k} (plain RS) and k+m-1 = {}", k + m - 1));
         }

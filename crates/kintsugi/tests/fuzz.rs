@@ -1,0 +1,303 @@
+//! Fuzzing on the stable toolchain: valid inputs of every kind (frames, every control
+//! message, repair assignments for every code and shape, codec manifests) are mutated
+//! (bit flips, interesting bytes, insertions, deletions, splices, and JSON numbers swapped
+//! for extreme ones) and fed to the decoders and checks the node, the coordinator and the
+//! codec run on untrusted input. Nothing may panic; anything accepted must pass the same
+//! checks the servers apply before allocating. A second target sends mutated requests to a
+//! live node and a live coordinator over TCP and checks they keep serving.
+//!
+//! This is mutation fuzzing, not coverage-guided: cargo-fuzz needs a nightly toolchain,
+//! which CI does not have. `FUZZ_ITERS` (default 20,000 in-process, a tenth of that over
+//! the network) and `FUZZ_SEED` set the run; a crash prints the input as hex.
+
+#[path = "../src/codec/manifest.rs"]
+#[allow(dead_code)]
+mod manifest;
+
+use kintsugi_codes::CodeSpec;
+use kintsugi_node::exec::check_assignment;
+use kintsugi_plan::{shapes, RepairTask, Shape};
+use kintsugi_proto::{
+    read_frame, recv, send, write_frame, Assignment, ChunkId, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, StoreSpec,
+    READER,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+fn iterations(default: usize) -> usize {
+    std::env::var("FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn seed() -> u64 {
+    std::env::var("FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed)
+}
+
+/// Real repair assignments: every shape over RS, LRC and Clay, to a node and to a reader.
+fn assignments() -> Vec<Assignment> {
+    let mut out = Vec::new();
+    for spec in ["rs:6,3", "rs:10,4", "lrc:6,2,2", "clay:4,2,5", "clay:6,3,8"] {
+        let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
+        let n = code.n();
+        for shape in [Shape::Cr, Shape::Ppr, Shape::Ecpipe, Shape::EcpipeCyclic] {
+            let lost = 1;
+            let avail: Vec<usize> = (0..n).filter(|&i| i != lost).collect();
+            let helpers = code.choose_helpers(lost, &avail).unwrap();
+            let equation = code.repair_equation(lost, &helpers).unwrap();
+            let helper_nodes: Vec<u32> = equation.helpers().iter().map(|&h| h as u32).collect();
+            for destination in [n as u32 + 1, READER] {
+                let task = RepairTask { equation: equation.clone(), helper_nodes: helper_nodes.clone(), destination };
+                let Ok(graph) = shapes::build(shape, &task) else { continue };
+                let peers: BTreeMap<u32, String> =
+                    graph.vertices.iter().filter(|v| v.node != READER).map(|v| (v.node, format!("127.0.0.1:{}", 7000 + v.node))).collect();
+                let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(9, h)).collect();
+                let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7 });
+                let chunk_len = (code.sub_chunks() * 4096) as u64;
+                out.push(Assignment { repair: 1, graph, chunk_len, slice_len: 1024, term_chunks, peers, store });
+            }
+        }
+    }
+    out
+}
+
+/// One valid encoding of every control message (and a manifest), as JSON.
+fn seeds() -> Vec<Vec<u8>> {
+    let chunk = ChunkId::new(3, 2);
+    let a = assignments();
+    let mut s: Vec<Vec<u8>> = Vec::new();
+    let mut push = |v: serde_json::Value| s.push(serde_json::to_vec(&v).unwrap());
+    for r in [
+        NodeRequest::Ping,
+        NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5 },
+        NodeRequest::GetChunk { chunk: chunk.clone() },
+        NodeRequest::DeleteChunk { chunk: chunk.clone() },
+        NodeRequest::Stat,
+        NodeRequest::Pull { repair: 1, vertex: 2 },
+        NodeRequest::WaitRepair { repair: 1, timeout_ms: 10 },
+    ] {
+        push(serde_json::to_value(r).unwrap());
+    }
+    for x in a.iter().step_by(3) {
+        push(serde_json::to_value(NodeRequest::RunRepair { assignment: Box::new(x.clone()) }).unwrap());
+        push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
+    }
+    for r in [
+        CoordRequest::Heartbeat { node: 1, addr: "127.0.0.1:1".into(), chunks: 3, boot: 9, used_bytes: 5, capacity_bytes: 10 },
+        CoordRequest::CreateObject { name: "o".into(), size: 1000, code: "clay:4,2,5".parse().unwrap(), chunk_size: 4096 },
+        CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]] },
+        CoordRequest::DeleteObject { name: "o".into() },
+        CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true },
+        CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },
+        CoordRequest::Lookup { name: "o".into() },
+        CoordRequest::List,
+        CoordRequest::DegradedRead { name: "o".into(), stripe: 0, index: 1, method: Shape::Ppr, slice: 4096, version: 0, avoid: vec![2] },
+        CoordRequest::ReportBad { name: "o".into(), stripe: 0, index: 1, reason: "x".into(), version: 1 },
+        CoordRequest::Repair { method: Shape::Ecpipe, slice: 4096, parallel: 2, scheduler: Default::default() },
+        CoordRequest::Status,
+    ] {
+        push(serde_json::to_value(r).unwrap());
+    }
+    for r in [NodeResponse::Ok, NodeResponse::Error { message: "e".into() }, NodeResponse::Chunk { len: 4, crc32c: 1 }] {
+        push(serde_json::to_value(r).unwrap());
+    }
+    push(serde_json::json!({
+        "format": 1, "code": "rs:4,2", "k": 4, "m": 2, "size": 10, "shard_len": 3, "file": "f",
+        "shards": (0..6).map(|i| serde_json::json!({"index": i, "file": format!("f.0{i}"), "crc32c": i})).collect::<Vec<_>>()
+    }));
+    s
+}
+
+const INTERESTING: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "255",
+    "256",
+    "65536",
+    "4294967295",
+    "4294967296",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1e400",
+    "null",
+    "\"\"",
+    "[]",
+    "{}",
+];
+
+/// One mutation of `input` (with `other` for splices).
+fn mutate(rng: &mut StdRng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    for _ in 0..rng.random_range(1..4) {
+        let len = v.len().max(1);
+        match rng.random_range(0..8) {
+            0 if !v.is_empty() => {
+                let i = rng.random_range(0..v.len());
+                v[i] ^= 1 << rng.random_range(0..8);
+            }
+            1 if !v.is_empty() => {
+                let i = rng.random_range(0..v.len());
+                v[i] = *[0u8, 0xff, b'"', b'{', b'}', b'[', b']', b',', b':', b'9', b'-', b'\\'].get(rng.random_range(0..12)).unwrap();
+            }
+            2 => {
+                let i = rng.random_range(0..=v.len());
+                let bytes: Vec<u8> = (0..rng.random_range(1..9)).map(|_| rng.random()).collect();
+                v.splice(i..i, bytes);
+            }
+            3 if !v.is_empty() => {
+                let i = rng.random_range(0..v.len());
+                let j = (i + rng.random_range(1..=16)).min(v.len());
+                v.drain(i..j);
+            }
+            4 if !other.is_empty() => {
+                let cut = rng.random_range(0..=v.len());
+                let from = rng.random_range(0..other.len());
+                v.truncate(cut);
+                v.extend_from_slice(&other[from..]);
+            }
+            5 => v.truncate(rng.random_range(0..len)),
+            _ => {
+                // A JSON number (or value after a colon) becomes an extreme one.
+                let starts: Vec<usize> =
+                    (0..v.len()).filter(|&i| v[i].is_ascii_digit() && (i == 0 || !v[i - 1].is_ascii_digit())).collect();
+                if let Some(&i) = starts.get(rng.random_range(0..starts.len().max(1))) {
+                    let mut j = i;
+                    while j < v.len() && v[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    let with = INTERESTING[rng.random_range(0..INTERESTING.len())];
+                    v.splice(i..j, with.bytes());
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Everything the servers and the codec do with untrusted bytes before acting on them.
+fn exercise(rt: &tokio::runtime::Runtime, bytes: &[u8]) {
+    // As a frame on the wire (a length prefix and kind byte, then the body).
+    let mut r = bytes;
+    let _ = rt.block_on(read_frame(&mut r));
+    if let Ok(NodeRequest::RunRepair { assignment }) = serde_json::from_slice::<NodeRequest>(bytes) {
+        if let Ok(units) = check_assignment(&assignment) {
+            // Accepted: what a node then sizes from it stays bounded.
+            let total: usize = units.iter().flatten().flatten().map(|r| r.len()).sum();
+            assert!(total as u64 <= 64 * kintsugi_node::exec::MAX_CHUNK_LEN, "accepted plan sizes {total} bytes of units");
+        }
+    }
+    if let Ok(CoordResponse::Plan { assignment }) = serde_json::from_slice::<CoordResponse>(bytes) {
+        let _ = check_assignment(&assignment);
+    }
+    if let Ok(a) = serde_json::from_slice::<Assignment>(bytes) {
+        let _ = check_assignment(&a);
+    }
+    if let Ok(CoordRequest::CreateObject { code, .. }) = serde_json::from_slice::<CoordRequest>(bytes) {
+        // The coordinator builds the code a client names.
+        let _ = code.build().map(|c| c.n());
+    }
+    let _ = serde_json::from_slice::<NodeResponse>(bytes);
+    if let Ok(m) = serde_json::from_slice::<manifest::Manifest>(bytes) {
+        let _ = m.check();
+    }
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        if let Ok(spec) = s.parse::<CodeSpec>() {
+            let _ = spec.build();
+        }
+    }
+}
+
+fn run_in_process(iters: usize, seed: u64) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let corpus = seeds();
+    let mut framed: Vec<Vec<u8>> = Vec::new();
+    for s in &corpus {
+        let mut f = Vec::new();
+        rt.block_on(write_frame(&mut f, Kind::Control, s)).unwrap();
+        framed.push(f);
+    }
+    let all: Vec<&Vec<u8>> = corpus.iter().chain(&framed).collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Every seed as is first: the valid inputs must pass.
+    for s in &all {
+        exercise(&rt, s);
+    }
+    for i in 0..iters {
+        let base = all[rng.random_range(0..all.len())];
+        let other = all[rng.random_range(0..all.len())];
+        let input = mutate(&mut rng, base, other);
+        if std::panic::catch_unwind(AssertUnwindSafe(|| exercise(&rt, &input))).is_err() {
+            panic!("fuzz seed {seed}, execution {i}: input {} panicked", hex(&input));
+        }
+    }
+    all.len() + iters
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn decoders_and_checks_survive_mutated_input() {
+    let (iters, seed) = (iterations(20_000), seed());
+    let n = run_in_process(iters, seed);
+    eprintln!("fuzz: {n} in-process executions (seed {seed}), no crash");
+}
+
+/// Mutated requests to a live node and a live coordinator: each may be refused, none may
+/// take the service down or wedge it.
+#[test]
+fn live_node_and_coordinator_survive_mutated_requests() {
+    let iters = iterations(20_000) / 10;
+    let seed = seed();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let coord = kintsugi_coord::start(kintsugi_coord::CoordConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: dir.path().join("coord"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let coord_addr = coord.addr.to_string();
+        let node = kintsugi_node::start(kintsugi_node::NodeConfig {
+            id: 1,
+            data_dir: dir.path().join("node"),
+            coordinator: Some(coord_addr.clone()),
+            io_timeout_ms: 300,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let node_addr = node.addr.to_string();
+        let corpus = seeds();
+        let mut rng = StdRng::seed_from_u64(seed);
+        for i in 0..iters {
+            let base = &corpus[rng.random_range(0..corpus.len())];
+            let other = &corpus[rng.random_range(0..corpus.len())];
+            let input = mutate(&mut rng, base, other);
+            let to = if rng.random_bool(0.5) { &node_addr } else { &coord_addr };
+            if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(to)).await {
+                let _ = write_frame(&mut s, Kind::Control, &input).await;
+                let _ = tokio::time::timeout(Duration::from_millis(200), recv::<_, serde_json::Value>(&mut s)).await;
+            }
+            if i % 50 == 0 {
+                let mut s = tokio::net::TcpStream::connect(&node_addr).await.unwrap_or_else(|e| panic!("execution {i}: node gone: {e}"));
+                send(&mut s, &NodeRequest::Ping).await.unwrap();
+                let r: NodeResponse = tokio::time::timeout(Duration::from_secs(5), recv(&mut s)).await.expect("node answers").unwrap();
+                assert!(matches!(r, NodeResponse::Pong { .. }), "execution {i}: {r:?}");
+                let mut s =
+                    tokio::net::TcpStream::connect(&coord_addr).await.unwrap_or_else(|e| panic!("execution {i}: coordinator gone: {e}"));
+                send(&mut s, &CoordRequest::Status).await.unwrap();
+                let r: CoordResponse =
+                    tokio::time::timeout(Duration::from_secs(5), recv(&mut s)).await.expect("coordinator answers").unwrap();
+                assert!(matches!(r, CoordResponse::Status(_)), "execution {i}: {r:?}");
+            }
+        }
+        eprintln!("fuzz: {iters} mutated requests to a live node and coordinator (seed {seed}), both still serving");
+        node.stop().await;
+    });
+}
