@@ -13,7 +13,7 @@ use crate::store::{ChunkReader, ChunkStore};
 use kintsugi_codes::TermMatrix;
 use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
-use kintsugi_proto::{recv, recv_data, send, Assignment, NodeRequest, NodeResponse, READER};
+use kintsugi_proto::{read_frame, recv, send, Assignment, Frame, NodeRequest, NodeResponse, READER};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -492,6 +492,25 @@ impl LocalTerm {
     }
 }
 
+/// The next data frame from an upstream vertex. `Working` frames say the upstream is alive
+/// and waiting on its own inputs: waited through, up to ten I/O timeouts without data.
+async fn next_piece(s: &mut tokio::net::TcpStream, node: NodeId, io_timeout: Duration) -> Result<Vec<u8>, String> {
+    let started = tokio::time::Instant::now();
+    loop {
+        match tokio::time::timeout(io_timeout, read_frame(s)).await {
+            Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
+            Ok(Err(e)) => return Err(format!("node {node}: {e}")),
+            Ok(Ok(Frame::Data(d))) => return Ok(d),
+            Ok(Ok(Frame::Control(c))) => match serde_json::from_slice::<NodeResponse>(&c) {
+                Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
+                Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
+                Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
+                _ => return Err(format!("node {node} sent a control message instead of data: {}", String::from_utf8_lossy(&c))),
+            },
+        }
+    }
+}
+
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
 /// each unit's size and passes it on (downlink shaped, counted).
 pub fn open_input(
@@ -514,11 +533,7 @@ pub fn open_input(
             for (u, &size) in sizes.iter().enumerate() {
                 let mut data = Vec::with_capacity(size);
                 loop {
-                    let piece = match tokio::time::timeout(io_timeout, recv_data(&mut s)).await {
-                        Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
-                        Ok(Err(e)) => return Err(format!("node {node}: {e}")),
-                        Ok(Ok(d)) => d,
-                    };
+                    let piece = next_piece(&mut s, node, io_timeout).await?;
                     if data.len() + piece.len() > size || (piece.len() < WIRE_PIECE && data.len() + piece.len() < size) {
                         return Err(format!("node {node} sent a malformed unit {u} (expected {size} bytes)"));
                     }

@@ -371,7 +371,16 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         }
         NodeRequest::Pull { repair, vertex } => {
             let (run, mut rx) = exec.take_output(repair, vertex).await?;
-            while let Some(item) = rx.recv().await {
+            let keepalive = (exec.io_timeout / 4).max(Duration::from_millis(50));
+            loop {
+                let item = match tokio::time::timeout(keepalive, rx.recv()).await {
+                    Err(_) => {
+                        send(sock, &NodeResponse::Working).await.map_err(io)?;
+                        continue;
+                    }
+                    Ok(None) => break,
+                    Ok(Some(item)) => item,
+                };
                 let Unit { bytes, slot } = match item {
                     Ok(u) => u,
                     Err(e) => {

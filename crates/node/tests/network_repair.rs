@@ -120,6 +120,57 @@ async fn every_shape_over_tcp() {
     }
 }
 
+/// A store-and-forward PPR tree on slow links: each relay waits for whole chunks from
+/// below for longer than the nodes' I/O timeout. Relays say they are working meanwhile, so
+/// the repair completes instead of failing with "sent nothing" (it did before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Duration::from_millis(300);
+    let mut nodes = Vec::new();
+    for i in 0..7u32 {
+        let cfg = NodeConfig {
+            id: i,
+            data_dir: dir.path().join(format!("n{i}")),
+            uplink: Some(1e6),
+            io_timeout_ms: t.as_millis() as u64,
+            ..Default::default()
+        };
+        nodes.push(start(cfg).await.unwrap());
+    }
+    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let code = "rs:4,2".parse::<CodeSpec>().unwrap().build().unwrap();
+    let len = 400_000;
+    let shards = stripe(code.as_ref(), len, 5);
+    for (i, s) in shards.iter().enumerate() {
+        put(&peers[&(i as u32)], &ChunkId::new(1, i), s).await;
+    }
+    let lost = 0;
+    let avail: Vec<usize> = (1..code.n()).collect();
+    let eq = code.repair_equation(lost, &code.choose_helpers(lost, &avail).unwrap()).unwrap();
+    let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
+    let task = RepairTask { equation: eq.clone(), helper_nodes, destination: READER };
+    let a = Assignment {
+        repair: 1,
+        graph: shapes::build(Shape::Ppr, &task).unwrap(),
+        chunk_len: len as u64,
+        // One slice per chunk: every hop stores and forwards 400 KB at 1 MB/s.
+        slice_len: len as u64,
+        term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect(),
+        peers,
+        store: None,
+    };
+    dispatch(&a).await;
+    let units = exec::check_assignment(&a).unwrap();
+    let started = std::time::Instant::now();
+    let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), t).await.unwrap();
+    assert_eq!(got, shards[lost]);
+    assert!(started.elapsed() > t * 2, "the tree took {:?}: longer than the timeout, as the test needs", started.elapsed());
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
 /// The bytes helpers read from disk and send for one lost chunk, as the nodes count them:
 /// 13/4 of the chunk for Clay(10,4,13) (each helper sends its 64 of 256 sub-chunks raw and
 /// the reader combines), 10 chunks for RS(10,4).

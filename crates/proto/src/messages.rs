@@ -135,11 +135,25 @@ pub enum NodeRequest {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum NodeResponse {
     Ok,
-    Error { message: String },
-    Pong { node: NodeId },
-    Chunk { len: u64, crc32c: u32 },
+    Error {
+        message: String,
+    },
+    Pong {
+        node: NodeId,
+    },
+    Chunk {
+        len: u64,
+        crc32c: u32,
+    },
     Stat(NodeStat),
-    RepairDone { crc32c: u32 },
+    RepairDone {
+        crc32c: u32,
+    },
+    /// Sent on an output stream while its vertex waits on its own inputs (a relay of a
+    /// store-and-forward tree waits a whole chunk): alive, nothing to send yet. A slow
+    /// upstream is then not mistaken for a dead one; a dead one is still found by the
+    /// node reading from it.
+    Working,
 }
 
 /// A node's counters.
