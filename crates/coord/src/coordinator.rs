@@ -116,6 +116,9 @@ pub struct Coordinator {
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
     pub(crate) epoch: u64,
+    /// This cluster's id (made on the first start); nodes record it in their data
+    /// directories and a node of another cluster is refused.
+    pub cluster_id: u64,
 }
 
 /// A running coordinator.
@@ -152,7 +155,9 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
         h.finish() & 0x7fff_ffff
     };
+    let cluster_id = meta.cluster_id()?;
     let coord = Arc::new(Coordinator {
+        cluster_id,
         cfg,
         meta,
         live: Mutex::new(HashMap::new()),
@@ -243,12 +248,18 @@ impl Coordinator {
     /// Serves one request.
     pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
         match req {
-            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes } => {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster } => {
+                if cluster != 0 && cluster != self.cluster_id {
+                    return bad(format!(
+                        "node {node}'s data directory belongs to cluster {cluster:016x}; this is cluster {:016x}",
+                        self.cluster_id
+                    ));
+                }
                 self.heartbeat(node, addr, boot)?;
                 if capacity_bytes > 0 {
                     self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
                 }
-                Ok(CoordResponse::Ok)
+                Ok(CoordResponse::Welcome { cluster: self.cluster_id })
             }
             CoordRequest::CreateObject { name, size, code, chunk_size } => {
                 Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size)?))
@@ -292,6 +303,7 @@ impl Coordinator {
                 Ok(CoordResponse::Repaired(self.repair(method, slice, parallel, scheduler).await?))
             }
             CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
+            CoordRequest::RemoveNode { node } => Ok(CoordResponse::Repaired(self.remove_node(node).await?)),
         }
     }
 
@@ -426,6 +438,29 @@ impl Coordinator {
         // Best effort: the node may already be gone.
         let _ = request(&rec.addr, &NodeRequest::Shutdown, Duration::from_secs(2)).await;
         Ok(())
+    }
+
+    /// Takes a node out for good (`kintsugi node remove`): fails it, rebuilds its chunks
+    /// elsewhere with the configured method and scheduler, and forgets it once no stripe
+    /// names it. Refused, with the node left failed, while any chunk could not be moved.
+    async fn remove_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
+        if !self.meta.nodes()?.iter().any(|n| n.id == node) {
+            return bad(format!("no node {node}"));
+        }
+        self.fail_node(node).await?;
+        let c = &self.cfg;
+        let report = self.repair(c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
+        let left: usize = self.meta.stripes()?.iter().map(|s| s.nodes.iter().filter(|&&n| n == node).count()).sum();
+        if left > 0 {
+            return bad(format!(
+                "node {node} still holds {left} chunk(s) that could not be rebuilt elsewhere ({} failed); it stays, failed",
+                report.failed
+            ));
+        }
+        self.meta.apply(vec![Change::DeleteNode(node)])?;
+        self.space.lock().expect("space lock").remove(&node);
+        tracing::info!("node {node} removed after {} chunk(s) were rebuilt elsewhere", report.repaired);
+        Ok(report)
     }
 
     /// A node that stopped answering is dead until its next heartbeat: a slow node comes

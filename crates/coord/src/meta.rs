@@ -81,6 +81,7 @@ pub trait Txn {
     fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String>;
     fn put(&mut self, change: Change) -> Result<(), String>;
     fn next_id(&mut self, counter: &str) -> Result<u64, String>;
+    fn counter(&self, name: &str) -> Result<Option<u64>, String>;
 
     /// Moves a stripe to garbage (its chunks are deleted from the nodes later).
     fn discard_stripe(&mut self, id: u64, now_ms: u64) -> Result<(), String> {
@@ -113,6 +114,23 @@ pub trait MetaStore: Send + Sync {
         let mut changes = Some(changes);
         self.update(&mut |t| changes.take().into_iter().flatten().try_for_each(|c| t.put(c)))
     }
+    /// This cluster's id: random, made on the first start, kept for good.
+    fn cluster_id(&self) -> Result<u64, String> {
+        let mut id = 0;
+        self.update(&mut |t| {
+            id = match t.counter("cluster_id")? {
+                Some(id) => id,
+                None => {
+                    // Nonzero: 0 is "no cluster yet" in a node's identity.
+                    let id = rand::random::<u64>() | 1 << 63;
+                    t.put(Change::SetCounter("cluster_id".into(), id))?;
+                    id
+                }
+            };
+            Ok(())
+        })?;
+        Ok(id)
+    }
     /// A fresh id from a persistent counter.
     fn next_id(&self, counter: &str) -> Result<u64, String> {
         let mut id = 0;
@@ -136,7 +154,9 @@ pub enum Change {
     PutStripe(StripeRecord),
     DeleteStripe(u64),
     PutNode(NodeRecord),
+    DeleteNode(NodeId),
     PutPending(PendingRepair),
+    SetCounter(String, u64),
     DeletePending { stripe: u64, index: usize },
 }
 
@@ -283,10 +303,15 @@ impl Txn for RedbTxn<'_> {
             Change::PutStripe(s) => self.stripes.insert(s.id, json(&s).as_slice()).map(drop),
             Change::DeleteStripe(id) => self.stripes.remove(id).map(drop),
             Change::PutNode(n) => self.nodes.insert(n.id, json(&n).as_slice()).map(drop),
+            Change::DeleteNode(id) => self.nodes.remove(id).map(drop),
             Change::PutPending(p) => self.pending.insert(pending_key(p.stripe, p.index).as_str(), json(&p).as_slice()).map(drop),
             Change::DeletePending { stripe, index } => self.pending.remove(pending_key(stripe, index).as_str()).map(drop),
+            Change::SetCounter(name, v) => self.counters.insert(name.as_str(), v).map(drop),
         }
         .map_err(e)
+    }
+    fn counter(&self, name: &str) -> Result<Option<u64>, String> {
+        Ok(self.counters.get(name).map_err(e)?.map(|v| v.value()))
     }
     fn next_id(&mut self, counter: &str) -> Result<u64, String> {
         let next = self.counters.get(counter).map_err(e)?.map_or(1, |v| v.value());

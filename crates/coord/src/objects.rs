@@ -14,6 +14,7 @@ use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, NodeRequest, NodeResponse, ObjectLayout};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,10 +191,16 @@ impl Coordinator {
         self.reclaim_uploads()?;
         let cutoff = now_ms().saturating_sub(self.cfg.gc_grace_ms);
         let alive = self.alive();
+        let members: BTreeSet<NodeId> = self.meta.nodes()?.iter().map(|n| n.id).collect();
         let mut deleted = 0;
         for g in self.meta.garbage_stripes()?.into_iter().filter(|g| g.discarded_ms <= cutoff) {
             let mut done = Vec::new();
             for (i, &node) in g.nodes.iter().enumerate() {
+                if node != GONE && !members.contains(&node) {
+                    // A removed node: nothing to delete there any more.
+                    done.push(i);
+                    continue;
+                }
                 let Some(addr) = alive.get(&node).filter(|_| node != GONE) else { continue };
                 let chunk = ChunkId::new(g.id, i);
                 match request(addr, &NodeRequest::DeleteChunk { chunk: chunk.clone() }, Duration::from_secs(5)).await {

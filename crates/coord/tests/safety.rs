@@ -394,6 +394,58 @@ async fn identities_are_not_taken_over() {
 
     let err = kintsugi_node::start(NodeConfig { id: 9, ..node_cfg(dir.path(), 4, &c.coord_addr) }).await.err().expect("refused");
     assert!(err.contains("belongs to node 4"), "{err}");
+
+    // Each data directory records the cluster that welcomed it; another cluster's
+    // coordinator refuses that node.
+    let identity: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("node2/identity.json")).unwrap()).unwrap();
+    assert_eq!(identity["cluster"], c._coord.coord.cluster_id, "{identity}");
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = start(coord_cfg(other_dir.path())).await.unwrap();
+    assert_ne!(other.coord.cluster_id, c._coord.coord.cluster_id, "clusters get their own ids");
+    // Node 2 moves its directory to the other cluster (stopped here first).
+    let mut c = c;
+    c.nodes[2].take().unwrap().stop().await;
+    let stray = kintsugi_node::start(node_cfg(dir.path(), 2, &other.addr.to_string())).await.unwrap();
+    let fresh = kintsugi_node::start(node_cfg(other_dir.path(), 7, &other.addr.to_string())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut other_client = Client::new(&other.addr.to_string());
+    other_client.io_timeout = Duration::from_secs(3);
+    let s = other_client.status().await.unwrap();
+    let ids: Vec<u32> = s.nodes.iter().map(|n| n.id).collect();
+    assert_eq!(ids, vec![7], "only the node with a fresh directory joins the other cluster");
+    stray.stop().await;
+    fresh.stop().await;
+}
+
+/// `node remove`: a node gone for good has its chunks rebuilt elsewhere, then is forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_node_rebuilds_its_chunks_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster(dir.path(), 8, 3_600_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let objects: Vec<Vec<u8>> = (0..4).map(|i| data(100_000 + i * 777, 300 + i as u64)).collect();
+    for (i, o) in objects.iter().enumerate() {
+        c.client.put(&format!("r{i}"), o, code, 0).await.unwrap();
+    }
+    let victim = c.client.stat("r0").await.unwrap().stripes[0].chunks[0].node;
+    let held: usize = c.client.status().await.unwrap().nodes.iter().find(|n| n.id == victim).unwrap().chunks as usize;
+    assert!(held > 0);
+    let r = match c.client.call(&CoordRequest::RemoveNode { node: victim }, Duration::from_secs(60)).await.unwrap() {
+        CoordResponse::Repaired(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((r.repaired, r.failed), (held, 0), "{r:?}");
+    c.nodes[victim as usize] = None;
+    let s = c.client.status().await.unwrap();
+    assert!(s.nodes.iter().all(|n| n.id != victim), "node {victim} is forgotten: {s:?}");
+    assert_eq!(s.lost_chunks, 0);
+    for (i, o) in objects.iter().enumerate() {
+        let (got, rep) = c.client.get(&format!("r{i}"), Shape::Cr, 4096).await.unwrap();
+        assert_eq!(&got, o);
+        assert!(rep.degraded.is_empty(), "r{i} has every chunk on a member");
+    }
+    let err = c.client.call(&CoordRequest::RemoveNode { node: victim }, Duration::from_secs(5)).await.unwrap_err();
+    assert!(err.contains("no node"), "{err}");
 }
 
 /// Nodes with little space: puts fill them up to the full ratio and no further, a put that

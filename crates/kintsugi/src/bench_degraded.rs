@@ -76,6 +76,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             name: "kbench".into(),
             octet: 215,
             dir: std::env::temp_dir().join("kintsugi-bench-testbed"),
+            coordinator_config: None,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_coord::Client::new(&state.coordinator);

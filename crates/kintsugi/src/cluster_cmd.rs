@@ -12,7 +12,9 @@ use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::{CoordRequest, CoordResponse};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Where the coordinator is, for every client command.
 #[derive(Args, Debug, Clone)]
@@ -26,7 +28,10 @@ pub struct Target {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct NodeArgs {
+    #[command(subcommand)]
+    pub action: Option<NodeAction>,
     /// TOML configuration; flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -50,6 +55,20 @@ pub struct NodeArgs {
     pub uplink: Option<f64>,
     #[arg(long, value_parser = parse_rate)]
     pub downlink: Option<f64>,
+}
+
+/// What `kintsugi node` does besides running a node.
+#[derive(clap::Subcommand, Debug)]
+pub enum NodeAction {
+    /// Take a node out of the cluster for good: it is failed, its chunks are rebuilt on
+    /// other nodes (the coordinator's repair_method and repair_scheduler), then it is
+    /// forgotten. Refused while any of its chunks could not be rebuilt.
+    Remove {
+        #[command(flatten)]
+        target: Target,
+        /// The node's id.
+        id: NodeId,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -121,8 +140,28 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
 }
 
+/// `kintsugi node remove ID`.
+fn remove_node(t: &Target, id: NodeId) -> Result<()> {
+    runtime()?.block_on(async {
+        let r = match client(t).call(&CoordRequest::RemoveNode { node: id }, Duration::from_secs(24 * 3600)).await {
+            Ok(CoordResponse::Repaired(r)) => r,
+            Ok(other) => bail!("unexpected answer {other:?}"),
+            Err(e) => bail!(e),
+        };
+        if t.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!("removed node {id}; {} chunk(s) rebuilt elsewhere first ({} failed, {} skipped)", r.repaired, r.failed, r.skipped);
+        }
+        Ok(())
+    })
+}
+
 /// `kintsugi node`: runs until Ctrl-C or a `fail`.
 pub fn node(a: NodeArgs) -> Result<()> {
+    if let Some(NodeAction::Remove { target, id }) = &a.action {
+        return remove_node(target, *id);
+    }
     let mut cfg: NodeConfig = load_toml(a.config.as_deref())?;
     if let Some(v) = a.id {
         cfg.id = v;

@@ -38,6 +38,10 @@ pub struct UpArgs {
     /// Where node data, logs and the testbed state go.
     #[arg(long, default_value = "/tmp/kintsugi-testbed")]
     pub dir: PathBuf,
+    /// Coordinator TOML (e.g. `auto_repair = false` to time `repair` by hand); its listen
+    /// address and data directory are the testbed's.
+    #[arg(long)]
+    pub coordinator_config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -186,18 +190,20 @@ fn build(a: &UpArgs) -> Result<State> {
     };
     let coord_dir = a.dir.join("coordinator");
     let _ = std::fs::remove_dir_all(&coord_dir);
-    state.pids.push(spawn(
-        Command::new(&exe).args([
-            "--secret-file",
-            &secret_arg,
-            "coordinator",
-            "--listen",
-            &coordinator,
-            "--data-dir",
-            coord_dir.to_str().unwrap_or("coordinator"),
-        ]),
+    let mut coord_cmd = Command::new(&exe);
+    coord_cmd.args([
+        "--secret-file",
+        &secret_arg,
         "coordinator",
-    )?);
+        "--listen",
+        &coordinator,
+        "--data-dir",
+        coord_dir.to_str().unwrap_or("coordinator"),
+    ]);
+    if let Some(c) = &a.coordinator_config {
+        coord_cmd.arg("--config").arg(c);
+    }
+    state.pids.push(spawn(&mut coord_cmd, "coordinator")?);
     save(&a.dir, &state)?;
     for i in 0..a.nodes {
         let (ns, v, p) = (format!("{n}n{i}"), format!("{n}v{i}"), format!("{n}p{i}"));

@@ -112,14 +112,33 @@ fn stat(exec: &Executor) -> NodeStat {
     }
 }
 
-/// What a data directory belongs to, written on a node's first start.
+/// What a data directory belongs to: the node id, written on its first start, and the
+/// cluster, written when the coordinator first welcomes it (0 until then).
 #[derive(Serialize, Deserialize)]
 struct Identity {
     node: NodeId,
+    #[serde(default)]
+    cluster: u64,
 }
 
-/// Refuses a data directory that belongs to another node id; claims a new one.
-fn claim_data_dir(cfg: &NodeConfig) -> Result<(), String> {
+fn write_identity(dir: &std::path::Path, id: &Identity) -> Result<(), String> {
+    let path = dir.join("identity.json");
+    // Temp file, fsync, rename: a crash leaves no half-written identity.
+    let tmp = dir.join("identity.json.tmp");
+    let body = serde_json::to_vec(id).expect("serialises");
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, &body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Refuses a data directory that belongs to another node id; claims a new one. Returns
+/// the cluster the directory joined (0: none yet).
+fn claim_data_dir(cfg: &NodeConfig) -> Result<u64, String> {
     let path = cfg.data_dir.join("identity.json");
     match std::fs::read(&path) {
         Ok(bytes) => {
@@ -132,20 +151,10 @@ fn claim_data_dir(cfg: &NodeConfig) -> Result<(), String> {
                     cfg.id
                 ));
             }
-            Ok(())
+            Ok(id.cluster)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // Temp file, fsync, rename: a crash leaves no half-written identity.
-            let tmp = cfg.data_dir.join("identity.json.tmp");
-            let body = serde_json::to_vec(&Identity { node: cfg.id }).expect("serialises");
-            let write = || -> std::io::Result<()> {
-                let mut f = std::fs::File::create(&tmp)?;
-                std::io::Write::write_all(&mut f, &body)?;
-                f.sync_all()?;
-                std::fs::rename(&tmp, &path)?;
-                std::fs::File::open(&cfg.data_dir)?.sync_all()
-            };
-            write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+            write_identity(&cfg.data_dir, &Identity { node: cfg.id, cluster: 0 }).map(|_| 0)
         }
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
@@ -161,7 +170,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
         }
     }
     let store = Arc::new(ChunkStore::open(&cfg.data_dir).map_err(|e| e.to_string())?);
-    claim_data_dir(&cfg)?;
+    let cluster = claim_data_dir(&cfg)?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
@@ -181,7 +190,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
         return Err(format!("cannot advertise {advertise}: others cannot connect to it"));
     }
-    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise));
+    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, cluster));
     Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task })
 }
 
@@ -192,10 +201,12 @@ async fn serve(
     mut stop: watch::Receiver<bool>,
     cfg: NodeConfig,
     advertise: String,
+    cluster: u64,
 ) {
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
-        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, Duration::from_millis(cfg.heartbeat_ms.max(10)), stop.clone()));
+        let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
+        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), cluster), stop.clone()));
         conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), stop.clone()));
         if cfg.scrub_interval_ms > 0 {
             conns.spawn(crate::inventory::scrub(coord, exec.clone(), cfg.clone(), stop.clone()));
@@ -219,7 +230,17 @@ async fn serve(
     conns.abort_all();
 }
 
-async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every: Duration, mut stop: watch::Receiver<bool>) {
+/// Heartbeats to the coordinator; `identity` is the data directory and the cluster it
+/// joined, recorded at the first welcome.
+async fn heartbeats(
+    coord: String,
+    exec: Arc<Executor>,
+    advertise: String,
+    every: Duration,
+    identity: (std::path::PathBuf, u64),
+    mut stop: watch::Receiver<bool>,
+) {
+    let (data_dir, mut cluster) = identity;
     let mut conn: Option<TcpStream> = None;
     let boot = {
         use std::hash::{BuildHasher, Hasher};
@@ -237,7 +258,7 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
         })
         .await
         .unwrap_or((0, 0, 0));
-        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes };
+        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes, cluster };
         if conn.is_none() {
             conn = match kintsugi_proto::auth::connect(&coord, every * 4).await {
                 Ok(c) => Some(c),
@@ -255,6 +276,15 @@ async fn heartbeats(coord: String, exec: Arc<Executor>, advertise: String, every
             match answer {
                 Some(kintsugi_proto::CoordResponse::Error { message }) => {
                     tracing::warn!("node {}: the coordinator refuses this node: {message}", exec.node)
+                }
+                Some(kintsugi_proto::CoordResponse::Welcome { cluster: c }) if cluster == 0 && c != 0 => {
+                    match write_identity(&data_dir, &Identity { node: exec.node, cluster: c }) {
+                        Ok(()) => {
+                            tracing::info!("node {}: joined cluster {c:016x}", exec.node);
+                            cluster = c;
+                        }
+                        Err(e) => tracing::warn!("node {}: {e}", exec.node),
+                    }
                 }
                 Some(_) => {}
                 None => conn = None,

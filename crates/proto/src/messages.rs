@@ -187,6 +187,9 @@ pub enum CoordRequest {
         used_bytes: u64,
         #[serde(default)]
         capacity_bytes: u64,
+        /// The cluster this node's data directory joined (0: none yet).
+        #[serde(default)]
+        cluster: u64,
     },
     CreateObject {
         name: String,
@@ -255,6 +258,11 @@ pub enum CoordRequest {
         scheduler: kintsugi_plan::schedule::Scheduler,
     },
     Status,
+    /// Takes a node out for good: its chunks are rebuilt elsewhere first, then it is
+    /// forgotten. Answered with the repair's report.
+    RemoveNode {
+        node: NodeId,
+    },
 }
 
 /// The coordinator's answers.
@@ -262,13 +270,26 @@ pub enum CoordRequest {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum CoordResponse {
     Ok,
-    Error { message: String },
+    Error {
+        message: String,
+    },
     Layout(ObjectLayout),
-    Deleted { existed: bool },
-    Objects { objects: Vec<ObjectInfo> },
-    Plan { assignment: Box<Assignment> },
+    Deleted {
+        existed: bool,
+    },
+    Objects {
+        objects: Vec<ObjectInfo>,
+    },
+    Plan {
+        assignment: Box<Assignment>,
+    },
     Repaired(RepairReport),
     Status(ClusterStatus),
+    /// The answer to a heartbeat: the cluster the node belongs to (a new node's data
+    /// directory records it).
+    Welcome {
+        cluster: u64,
+    },
 }
 
 /// Where an object's chunks are.
