@@ -84,7 +84,7 @@ fn seeds() -> Vec<Vec<u8>> {
         push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
     }
     for r in [
-        CoordRequest::Heartbeat { node: 1, addr: "127.0.0.1:1".into(), chunks: 3, boot: 9, used_bytes: 5, capacity_bytes: 10 },
+        CoordRequest::Heartbeat { node: 1, addr: "127.0.0.1:1".into(), chunks: 3, boot: 9, used_bytes: 5, capacity_bytes: 10, cluster: 0 },
         CoordRequest::CreateObject { name: "o".into(), size: 1000, code: "clay:4,2,5".parse().unwrap(), chunk_size: 4096 },
         CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]] },
         CoordRequest::DeleteObject { name: "o".into() },
@@ -96,6 +96,7 @@ fn seeds() -> Vec<Vec<u8>> {
         CoordRequest::ReportBad { name: "o".into(), stripe: 0, index: 1, reason: "x".into(), version: 1 },
         CoordRequest::Repair { method: Shape::Ecpipe, slice: 4096, parallel: 2, scheduler: Default::default() },
         CoordRequest::Status,
+        CoordRequest::RemoveNode { node: 3 },
     ] {
         push(serde_json::to_value(r).unwrap());
     }
