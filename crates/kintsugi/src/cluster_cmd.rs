@@ -399,7 +399,25 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
         bail!("--parallel must be at least 1");
     }
     runtime()?.block_on(async {
-        let r = client(t).repair(a.method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
+        let c = client(t);
+        // Progress while the coordinator works: the lost chunks left, from its status.
+        let watcher = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let Ok(first) = c.status().await else { return };
+                let progress = crate::progress::Progress::count("repair: chunks rebuilt", first.lost_chunks as u64);
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if let Ok(s) = c.status().await {
+                        progress.set((first.lost_chunks as u64).saturating_sub(s.lost_chunks as u64));
+                    }
+                }
+            })
+        };
+        let r = c.repair(a.method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e));
+        watcher.abort();
+        let _ = watcher.await;
+        let r = r?;
         if t.json {
             println!("{}", serde_json::to_string(&r)?);
             for e in &r.errors {

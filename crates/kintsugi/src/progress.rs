@@ -15,29 +15,42 @@ const LINE_EVERY: Duration = Duration::from_secs(5);
 pub struct Progress {
     what: String,
     total: u64,
+    /// Counting items, not bytes.
+    items: bool,
     bar: Option<ProgressBar>,
     /// Start, and when the last line was printed (no terminal).
     lines: Option<Mutex<(Instant, Instant)>>,
 }
 
 impl Progress {
+    /// Progress over `total` bytes (quiet below 64 MiB).
     pub fn new(what: &str, total: u64) -> Self {
+        Self::build(what, total, total >= QUIET_BELOW, false)
+    }
+
+    /// Progress over `total` items (quiet when there are none).
+    pub fn count(what: &str, total: u64) -> Self {
+        Self::build(what, total, total > 0, true)
+    }
+
+    fn build(what: &str, total: u64, show: bool, items: bool) -> Self {
         let (mut bar, mut lines) = (None, None);
-        if total >= QUIET_BELOW {
+        if show {
             if std::io::stderr().is_terminal() {
                 let pb = ProgressBar::new(total);
-                pb.set_style(
-                    ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                        .expect("static template")
-                        .progress_chars("=> "),
-                );
+                let template = if items {
+                    "{msg} [{bar:30}] {pos}/{len} eta {eta}"
+                } else {
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
+                };
+                pb.set_style(ProgressStyle::with_template(template).expect("static template").progress_chars("=> "));
                 pb.set_message(what.to_string());
                 bar = Some(pb);
             } else {
                 lines = Some(Mutex::new((Instant::now(), Instant::now())));
             }
         }
-        Progress { what: what.to_string(), total, bar, lines }
+        Progress { what: what.to_string(), total, items, bar, lines }
     }
 
     /// `done` bytes of `total` are through.
@@ -50,7 +63,11 @@ impl Progress {
             if l.1.elapsed() >= LINE_EVERY && done < self.total {
                 l.1 = Instant::now();
                 let rate = done as f64 / l.0.elapsed().as_secs_f64().max(1e-9);
-                eprintln!("{}: {} of {} ({}/s)", self.what, human_bytes(done), human_bytes(self.total), human_bytes(rate as u64));
+                if self.items {
+                    eprintln!("{}: {done} of {}", self.what, self.total);
+                } else {
+                    eprintln!("{}: {} of {} ({}/s)", self.what, human_bytes(done), human_bytes(self.total), human_bytes(rate as u64));
+                }
             }
         }
     }
@@ -59,5 +76,12 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        // An abandoned bar (an error, an aborted watcher) does not stay on the terminal.
+        self.finish();
     }
 }
