@@ -9,11 +9,13 @@ mod cluster_cmd;
 mod codec;
 mod demo;
 mod embedded;
+mod load;
 mod plot;
 mod progress;
 mod sim_cmd;
 mod testbed;
 mod units;
+mod zipf;
 
 use clap::{Parser, Subcommand};
 
@@ -96,6 +98,9 @@ enum Cmd {
         #[command(flatten)]
         args: cluster_cmd::RepairArgs,
     },
+    /// Foreground workload (YCSB-style; workload A by default) against a running cluster:
+    /// throughput and latency percentiles overall and per second.
+    Load(load::LoadArgs),
     /// Nodes, objects, lost chunks.
     Status {
         #[command(flatten)]
@@ -144,6 +149,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Fail { target, node } => cluster_cmd::fail(&target, node),
         Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
         Cmd::Status { target } => cluster_cmd::status(&target),
+        Cmd::Load(a) => load::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

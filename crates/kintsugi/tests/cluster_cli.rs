@@ -121,6 +121,36 @@ fn processes_put_get_kill_repair() {
     assert!(same(&file, &out5), "read with a hung node");
     assert!(!got["degraded_reads"].as_array().unwrap().is_empty(), "the hung node's chunks came from degraded reads");
 
+    // A short YCSB-A run: every operation succeeds, latencies are ordered, per-second rows.
+    let csv = d.join("load.csv");
+    let l = ok_json(
+        &coord,
+        &[
+            "load",
+            "--records",
+            "6",
+            "--value-size",
+            "40KiB",
+            "--clients",
+            "2",
+            "--seconds",
+            "2",
+            "--code",
+            "rs:4,2",
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+    );
+    assert!(l["all"]["ops"].as_u64().unwrap() > 0 && l["errors"] == 0, "{l}");
+    assert!(l["read"]["ops"].as_u64().unwrap() > 0 && l["update"]["ops"].as_u64().unwrap() > 0, "{l}");
+    assert!(l["all"]["p50_ms"].as_f64().unwrap() <= l["all"]["p99_ms"].as_f64().unwrap(), "{l}");
+    assert!(std::fs::read_to_string(&csv).unwrap().lines().count() >= 2, "a CSV header and per-second rows");
+    for k in 0..6 {
+        let out = d.join("rec.bin");
+        ok_json(&coord, &["get", &format!("ycsb{k:08}"), "--out", out.to_str().unwrap()]);
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), 40 << 10, "record {k} is one whole value");
+    }
+
     // `fail` stops a node process.
     let other = (0..8).find(|&i| i != victim).unwrap();
     let out = cli(&coord, &["fail", &other.to_string()]);

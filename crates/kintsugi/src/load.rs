@@ -1,0 +1,264 @@
+//! `kintsugi load`: a YCSB-style foreground workload against a running cluster's object API
+//! (ChameleonEC's foreground traffic). Workload A by default: 50% reads, 50% updates
+//! (whole-object overwrites), keys drawn zipfian (0.99, scrambled), 512 KiB values, as in
+//! the ChameleonEC paper's setup. A load phase writes every record first; then `--clients`
+//! concurrent clients run for `--seconds`. Latencies go into HdrHistograms, overall and per
+//! second of the run.
+
+use crate::units::{human_bytes, parse_size};
+use crate::zipf::Zipfian;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::Client;
+use kintsugi_plan::Shape;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    #[command(flatten)]
+    pub target: crate::cluster_cmd::Target,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Records (objects) the workload reads and updates.
+    #[arg(long, default_value_t = 100)]
+    pub records: u64,
+    /// Bytes per value.
+    #[arg(long, default_value = "512KiB", value_parser = parse_size)]
+    pub value_size: usize,
+    /// Fraction of operations that are reads (the rest update): 0.5 is YCSB workload A.
+    #[arg(long, default_value_t = 0.5)]
+    pub read_fraction: f64,
+    /// Zipfian skew of the key choice (YCSB's default).
+    #[arg(long, default_value_t = 0.99)]
+    pub zipf: f64,
+    /// Length of the run phase.
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// Code of the records.
+    #[arg(long, default_value = "rs:6,3")]
+    pub code: CodeSpec,
+    /// Prefix of the record names.
+    #[arg(long, default_value = "ycsb")]
+    pub prefix: String,
+    /// Skip the load phase (the records exist from an earlier run).
+    #[arg(long)]
+    pub no_load: bool,
+    /// Per-second rows as CSV.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Seed of the key and operation choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Latency percentiles of one operation kind, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub ops: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        Latency { ops: h.len(), p50_ms: ms(0.5), p99_ms: ms(0.99), p999_ms: ms(0.999), max_ms: h.max() as f64 / 1000.0 }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Second {
+    pub second: u64,
+    pub ops_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub errors: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadReport {
+    pub workload: String,
+    pub clients: usize,
+    pub records: u64,
+    pub value_size: usize,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub mb_per_s: f64,
+    pub errors: u64,
+    pub all: Latency,
+    pub read: Latency,
+    pub update: Latency,
+    pub per_second: Vec<Second>,
+    /// Client CPU (user + system) per operation, microseconds: the generator's own cost.
+    pub client_cpu_us_per_op: f64,
+}
+
+fn histogram() -> Histogram<u64> {
+    // Microseconds, 1 us to 1 hour, 3 significant digits.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+}
+
+/// What the clients share: histograms overall and per second.
+struct Recorder {
+    start: Instant,
+    read: Histogram<u64>,
+    update: Histogram<u64>,
+    per_second: Vec<(Histogram<u64>, u64)>,
+}
+
+impl Recorder {
+    fn record(&mut self, read: bool, at: Instant, latency: Duration, ok: bool) {
+        let us = (latency.as_micros() as u64).clamp(1, 3_600_000_000);
+        let sec = at.duration_since(self.start).as_secs() as usize;
+        while self.per_second.len() <= sec {
+            self.per_second.push((histogram(), 0));
+        }
+        if !ok {
+            self.per_second[sec].1 += 1;
+            return;
+        }
+        let h = if read { &mut self.read } else { &mut self.update };
+        let _ = h.record(us);
+        let _ = self.per_second[sec].0.record(us);
+    }
+}
+
+fn value(rng: &mut StdRng, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v[..]);
+    v
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    }
+}
+
+pub fn run(a: LoadArgs) -> Result<()> {
+    if a.clients == 0 || a.records == 0 || !(0.0..=1.0).contains(&a.read_fraction) || !(a.zipf > 0.0 && a.zipf < 1.0) {
+        bail!("--clients and --records must be positive, --read-fraction within [0, 1], --zipf within (0, 1)");
+    }
+    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
+        bail!("--seconds must be positive");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let report = rt.block_on(run_async(&a))?;
+    if let Some(path) = &a.csv {
+        let mut out = String::from("second,ops_per_s,p50_ms,p99_ms,p999_ms,errors\n");
+        for s in &report.per_second {
+            out += &format!("{},{:.1},{:.3},{:.3},{:.3},{}\n", s.second, s.ops_per_s, s.p50_ms, s.p99_ms, s.p999_ms, s.errors);
+        }
+        std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.target.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{}: {} clients, {:.1} s: {:.1} ops/s ({}/s), {} errors; client CPU {:.0} us/op",
+            report.workload,
+            report.clients,
+            report.seconds,
+            report.ops_per_s,
+            human_bytes(report.mb_per_s as u64 * 1_000_000),
+            report.errors,
+            report.client_cpu_us_per_op
+        );
+        println!("{:<8} {:>8} {:>10} {:>10} {:>10} {:>10}", "op", "count", "p50 ms", "p99 ms", "p99.9 ms", "max ms");
+        for (name, l) in [("read", &report.read), ("update", &report.update), ("all", &report.all)] {
+            println!("{name:<8} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2}", l.ops, l.p50_ms, l.p99_ms, l.p999_ms, l.max_ms);
+        }
+    }
+    Ok(())
+}
+
+async fn run_async(a: &LoadArgs) -> Result<LoadReport> {
+    let mut client = Client::new(&a.target.coordinator);
+    client.io_timeout = Duration::from_secs(30);
+    let name = |k: u64| format!("{}{k:08}", a.prefix);
+    if !a.no_load {
+        let progress = crate::progress::Progress::count("load: records written", a.records);
+        let mut rng = StdRng::seed_from_u64(a.seed ^ 0x10ad);
+        for k in 0..a.records {
+            let v = value(&mut rng, a.value_size);
+            client.put(&name(k), &v, a.code, 0).await.map_err(|e| anyhow!("loading {}: {e}", name(k)))?;
+            progress.set(k + 1);
+        }
+    }
+    let zipf = Arc::new(Zipfian::new(a.records, a.zipf));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(a.seconds);
+    let rec = Arc::new(Mutex::new(Recorder { start, read: histogram(), update: histogram(), per_second: Vec::new() }));
+    let cpu0 = cpu_seconds();
+    let mut tasks = Vec::new();
+    for c in 0..a.clients {
+        let (client, zipf, rec) = (client.clone(), zipf.clone(), rec.clone());
+        let (read_fraction, value_size, code, seed) = (a.read_fraction, a.value_size, a.code, a.seed);
+        let names: Vec<String> = (0..a.records).map(name).collect();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ c as u64);
+            while Instant::now() < deadline {
+                let key = &names[zipf.key(&mut rng) as usize];
+                let read = rng.random_bool(read_fraction);
+                let t0 = Instant::now();
+                let ok = if read {
+                    client.get(key, Shape::Ecpipe, 32 << 10).await.is_ok()
+                } else {
+                    let v = value(&mut rng, value_size);
+                    client.put(key, &v, code, 0).await.is_ok()
+                };
+                rec.lock().expect("recorder").record(read, t0, t0.elapsed(), ok);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| anyhow!("a client failed: {e}"))?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let r = rec.lock().expect("recorder");
+    let mut all = histogram();
+    all.add(&r.read).expect("same bounds");
+    all.add(&r.update).expect("same bounds");
+    let errors: u64 = r.per_second.iter().map(|s| s.1).sum();
+    let per_second = r
+        .per_second
+        .iter()
+        .enumerate()
+        .map(|(i, (h, e))| {
+            let l = Latency::of(h);
+            Second { second: i as u64, ops_per_s: h.len() as f64, p50_ms: l.p50_ms, p99_ms: l.p99_ms, p999_ms: l.p999_ms, errors: *e }
+        })
+        .collect();
+    let ops = all.len();
+    Ok(LoadReport {
+        workload: format!("ycsb read {:.0}% / update {:.0}%, zipfian {}", a.read_fraction * 100.0, (1.0 - a.read_fraction) * 100.0, a.zipf),
+        clients: a.clients,
+        records: a.records,
+        value_size: a.value_size,
+        seconds: elapsed,
+        ops_per_s: ops as f64 / elapsed,
+        mb_per_s: ops as f64 * a.value_size as f64 / elapsed / 1e6,
+        errors,
+        all: Latency::of(&all),
+        read: Latency::of(&r.read),
+        update: Latency::of(&r.update),
+        per_second,
+        client_cpu_us_per_op: cpu / ops.max(1) as f64 * 1e6,
+    })
+}
