@@ -19,7 +19,8 @@ for m in $METHODS; do
   $K fail 0 >/dev/null
   sleep 12
   t0=$(date +%s.%N)
-  r=$($K repair --method $m --parallel 40 --slice 32KiB --json 2>&1 | tail -1)
+  r=$($K repair --method $m --parallel 40 --slice 32KiB --json 2>/tmp/tbp_repair_$m.err)
+  grep -m 5 "^error" /tmp/tbp_repair_$m.err
   t1=$(date +%s.%N)
   lost=$($K status --json | python3 -c "import json,sys; print(json.load(sys.stdin)['lost_chunks'])")
   $K get obj3 --out /tmp/tbp_back >/dev/null && cmp -s /tmp/tbp_back /tmp/tbp_obj && v=verified || v=NOT-VERIFIED

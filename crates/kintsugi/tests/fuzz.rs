@@ -10,16 +10,14 @@
 //! which CI does not have. `FUZZ_ITERS` (default 20,000 in-process, a tenth of that over
 //! the network) and `FUZZ_SEED` set the run; a crash prints the input as hex.
 
-#[path = "../src/codec/manifest.rs"]
-#[allow(dead_code)]
-mod manifest;
+mod common;
+
+use common::untrusted::exercise;
 
 use kintsugi_codes::CodeSpec;
-use kintsugi_node::exec::check_assignment;
 use kintsugi_plan::{shapes, RepairTask, Shape};
 use kintsugi_proto::{
-    read_frame, recv, send, write_frame, Assignment, ChunkId, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, StoreSpec,
-    READER,
+    recv, send, write_frame, Assignment, ChunkId, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, StoreSpec, READER,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -177,39 +175,6 @@ fn mutate(rng: &mut StdRng, input: &[u8], other: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Everything the servers and the codec do with untrusted bytes before acting on them.
-fn exercise(rt: &tokio::runtime::Runtime, bytes: &[u8]) {
-    // As a frame on the wire (a length prefix and kind byte, then the body).
-    let mut r = bytes;
-    let _ = rt.block_on(read_frame(&mut r));
-    if let Ok(NodeRequest::RunRepair { assignment }) = serde_json::from_slice::<NodeRequest>(bytes) {
-        if let Ok(units) = check_assignment(&assignment) {
-            // Accepted: what a node then sizes from it stays bounded.
-            let total: usize = units.iter().flatten().flatten().map(|r| r.len()).sum();
-            assert!(total as u64 <= 64 * kintsugi_node::exec::MAX_CHUNK_LEN, "accepted plan sizes {total} bytes of units");
-        }
-    }
-    if let Ok(CoordResponse::Plan { assignment }) = serde_json::from_slice::<CoordResponse>(bytes) {
-        let _ = check_assignment(&assignment);
-    }
-    if let Ok(a) = serde_json::from_slice::<Assignment>(bytes) {
-        let _ = check_assignment(&a);
-    }
-    if let Ok(CoordRequest::CreateObject { code, .. }) = serde_json::from_slice::<CoordRequest>(bytes) {
-        // The coordinator builds the code a client names.
-        let _ = code.build().map(|c| c.n());
-    }
-    let _ = serde_json::from_slice::<NodeResponse>(bytes);
-    if let Ok(m) = serde_json::from_slice::<manifest::Manifest>(bytes) {
-        let _ = m.check();
-    }
-    if let Ok(s) = std::str::from_utf8(bytes) {
-        if let Ok(spec) = s.parse::<CodeSpec>() {
-            let _ = spec.build();
-        }
-    }
-}
-
 fn run_in_process(iters: usize, seed: u64) -> usize {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let corpus = seeds();
@@ -220,6 +185,13 @@ fn run_in_process(iters: usize, seed: u64) -> usize {
         framed.push(f);
     }
     let all: Vec<&Vec<u8>> = corpus.iter().chain(&framed).collect();
+    // Seeds for the coverage-guided target in fuzz/ (cargo-fuzz).
+    if let Some(dir) = std::env::var_os("FUZZ_WRITE_CORPUS") {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, s) in all.iter().enumerate() {
+            std::fs::write(std::path::Path::new(&dir).join(format!("seed{i:03}")), s).unwrap();
+        }
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     // Every seed as is first: the valid inputs must pass.
     for s in &all {

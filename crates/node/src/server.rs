@@ -421,7 +421,18 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     }
                 };
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    gate.turn(slot).await?;
+                    // Waiting for an earlier timeslot's transfers on this node: working too.
+                    let turn = gate.turn(slot);
+                    tokio::pin!(turn);
+                    loop {
+                        tokio::select! {
+                            r = &mut turn => {
+                                r?;
+                                break;
+                            }
+                            _ = tokio::time::sleep(keepalive) => send(sock, &NodeResponse::Working).await.map_err(io)?,
+                        }
+                    }
                 }
                 let mut sent = Ok(());
                 // An empty unit still takes one (empty) frame.

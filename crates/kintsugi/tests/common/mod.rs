@@ -1,0 +1,3 @@
+//! Helpers shared by integration tests.
+
+pub mod untrusted;
