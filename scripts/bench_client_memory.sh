@@ -3,14 +3,9 @@
 # loopback, RS(6,3), the coordinator's default 4 MiB chunks. Target: under 256 MiB each.
 # Usage: scripts/bench_client_memory.sh [SIZE_MIB]
 set -u
-K=${KINTSUGI:-target/release/kintsugi}
 MIB=${1:-1024}
-D=$(mktemp -d); P=7413
-$K coordinator --listen 127.0.0.1:$P --data-dir $D/coord 2>/dev/null & CP=$!
-export KINTSUGI_COORDINATOR=127.0.0.1:$P
-PIDS=()
-for i in $(seq 0 11); do $K node --id $i --data-dir $D/n$i --coordinator 127.0.0.1:$P 2>/dev/null & PIDS+=($!); done
-sleep 3
+P=7413
+source "$(dirname "$0")/loopback_cluster.sh"
 head -c $((MIB << 20)) /dev/urandom > $D/obj
 rss() { grep "Maximum resident" "$1" | awk '{print $6}'; }
 secs() { grep "Elapsed (wall" "$1" | awk '{print $8}'; }
@@ -18,4 +13,4 @@ secs() { grep "Elapsed (wall" "$1" | awk '{print $8}'; }
 /usr/bin/time -v $K get big --out $D/back >/dev/null 2>$D/get.time || { echo "get failed"; cat $D/get.time; }
 cmp -s $D/obj $D/back && same=byte-exact || same=DIFFERENT
 echo "object ${MIB} MiB: put peak RSS $(( $(rss $D/put.time) / 1024 )) MiB in $(secs $D/put.time), get peak RSS $(( $(rss $D/get.time) / 1024 )) MiB in $(secs $D/get.time), read back $same"
-kill ${PIDS[@]} $CP 2>/dev/null; wait 2>/dev/null; rm -rf $D
+cluster_down

@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # get of a 150 MB object with all nodes up vs one node SIGSTOPped (processes on loopback).
 set -u
-K=${KINTSUGI:-target/release/kintsugi}
-D=$(mktemp -d); P=7411
-$K coordinator --listen 127.0.0.1:$P --data-dir $D/coord 2>/dev/null & CP=$!
-export KINTSUGI_COORDINATOR=127.0.0.1:$P
-PIDS=()
-for i in $(seq 0 11); do $K node --id $i --data-dir $D/n$i --coordinator 127.0.0.1:$P 2>/dev/null & PIDS+=($!); done
-sleep 3
+P=7411
+source "$(dirname "$0")/loopback_cluster.sh"
 head -c 150000000 /dev/urandom > $D/obj
 $K put obj $D/obj --code rs:6,3 >/dev/null
 for run in 1 2 3; do
@@ -20,4 +15,4 @@ for run in 1 2 3; do
   python3 -c "up=$t1-$t0; hung=$t3-$t2; print(f'run $run: all up {up:.2f} s, node $node stopped {hung:.2f} s, ratio {hung/up:.2f}, bytes $ok')"
   sleep 2
 done
-kill ${PIDS[@]} $CP 2>/dev/null; wait 2>/dev/null; rm -rf $D
+cluster_down

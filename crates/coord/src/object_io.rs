@@ -252,15 +252,20 @@ async fn read_stripe(
     data_len: usize,
     chunk_len: usize,
 ) -> Result<Vec<Vec<u8>>, String> {
-    let (k, n) = (code.k(), code.n());
-    let mut shards = Vec::with_capacity(n);
-    for i in 0..k {
+    let mut shards = Vec::with_capacity(code.n());
+    for i in 0..code.k() {
         let mut c = vec![0u8; chunk_len];
         let want = data_len.saturating_sub(i * chunk_len).min(chunk_len);
         reader.read_exact(&mut c[..want]).await.map_err(|e| format!("reading the object: {e}"))?;
         shards.push(c);
     }
-    let mut parity = vec![vec![0u8; chunk_len]; n - k];
+    with_parity(code, shards)
+}
+
+/// The k data chunks followed by the parity computed from them.
+fn with_parity(code: &dyn Code, mut shards: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+    let len = shards.first().map_or(0, |s| s.len());
+    let mut parity = vec![vec![0u8; len]; code.n() - code.k()];
     {
         let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
         let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
@@ -272,8 +277,7 @@ async fn read_stripe(
 
 /// Splits a stripe's data into k zero-padded chunks and appends the parity.
 pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, String> {
-    let (k, n) = (code.k(), code.n());
-    let mut shards: Vec<Vec<u8>> = (0..k)
+    let shards: Vec<Vec<u8>> = (0..code.k())
         .map(|i| {
             let mut c = vec![0u8; chunk_len];
             let start = (i * chunk_len).min(data.len());
@@ -282,14 +286,7 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
             c
         })
         .collect();
-    let mut parity = vec![vec![0u8; chunk_len]; n - k];
-    {
-        let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
-        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
-        code.encode(&d, &mut p).map_err(|e| e.to_string())?;
-    }
-    shards.extend(parity);
-    Ok(shards)
+    with_parity(code, shards)
 }
 
 async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {

@@ -20,25 +20,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_kintsugi");
+mod common;
+
+use common::procs::{free_port, Proc, BIN};
 const NODES: usize = 10;
 const NAMES: usize = 8;
-
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Cluster {
     dir: PathBuf,
@@ -124,21 +114,15 @@ fn chunk_files(dir: &Path) -> BTreeMap<(u64, usize), PathBuf> {
 }
 
 fn content(name: usize, serial: u64, seed: u64, rng: &mut StdRng) -> Vec<u8> {
-    // Sizes from empty to a few stripes of 4 x 32 KiB; the first bytes say whose it is.
+    // Sizes from empty to a few stripes of 4 x 32 KiB; bytes unique to (seed, name, serial).
     let len = match rng.random_range(0..10) {
         0 => rng.random_range(0..64),
         1..=6 => rng.random_range(1_000..140_000),
         _ => rng.random_range(140_000..400_000),
     };
-    let mut x = seed ^ (name as u64) << 32 ^ serial.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut bytes = vec![0u8; len];
+    StdRng::seed_from_u64(seed ^ (name as u64) << 32 ^ serial.wrapping_mul(0x9e37_79b9_7f4a_7c15)).fill(&mut bytes[..]);
+    bytes
 }
 
 /// A write as the client saw it.
