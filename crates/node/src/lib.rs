@@ -2,6 +2,7 @@
 //! of repair graphs, emulated links, and the server tying them together.
 
 pub mod exec;
+mod input;
 mod inventory;
 pub mod server;
 pub mod shaper;

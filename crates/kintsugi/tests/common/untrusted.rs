@@ -18,7 +18,7 @@ pub fn exercise(rt: &tokio::runtime::Runtime, bytes: &[u8]) {
         if let Ok(units) = check_assignment(&assignment) {
             // Accepted: what a node then sizes from it stays bounded.
             let total: usize = units.iter().flatten().flatten().map(|r| r.len()).sum();
-            assert!(total as u64 <= 64 * kintsugi_node::exec::MAX_CHUNK_LEN, "accepted plan sizes {total} bytes of units");
+            assert!(total as u64 <= 64 * kintsugi_node::exec::MAX_CHUNK, "accepted plan sizes {total} bytes of units");
         }
     }
     if let Ok(CoordResponse::Plan { assignment }) = serde_json::from_slice::<CoordResponse>(bytes) {
