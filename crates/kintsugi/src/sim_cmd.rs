@@ -11,7 +11,7 @@ use kintsugi_plan::Shape;
 use kintsugi_sim::network_file::NetworkFile;
 use kintsugi_sim::scenario::{closed_form, lost_chunks, FullNode, Single};
 use kintsugi_sim::utilization;
-use kintsugi_sim::{run_with_progress, Job, Network, SimOptions};
+use kintsugi_sim::{run_with_progress, Job, Model, Network, SimOptions};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -233,6 +233,11 @@ pub struct Common {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// slice: every slice of every edge is an event (the reference; default for `single`);
+    /// fluid: a pipelined repair is one flow plus its pipeline fill, so cost grows with
+    /// repairs, not slices (default for `full-node`).
+    #[arg(long)]
+    pub model: Option<Model>,
 }
 
 #[derive(Args, Debug)]
@@ -300,7 +305,8 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 _ => None,
             };
             let excluded = [a.lost as u32];
-            simulate("single", c, net, jobs, Default::default(), cpu_seconds() - cpu0, closed, 1, &excluded)
+            let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), ..Default::default() };
+            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded)
         }
         SimCmd::FullNode(a) => {
             let c = &a.common;
@@ -319,7 +325,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 requestors: a.requestors,
             };
             let (net, jobs, admission) = s.build()?;
-            let opts = SimOptions { admission, ..Default::default() };
+            let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
         }
         SimCmd::Balance(a) => balance(a),
@@ -336,6 +342,7 @@ struct MaxMean {
 #[derive(Serialize)]
 struct SimReport {
     scenario: &'static str,
+    model: Model,
     code: String,
     method: String,
     nodes: usize,
@@ -408,6 +415,7 @@ fn simulate(
     };
     let report = SimReport {
         scenario,
+        model: opts.model,
         code: c.code.to_string(),
         method: c.method.to_string(),
         nodes: net.nodes.len(),

@@ -20,6 +20,6 @@ pub mod scenario;
 pub mod sharing;
 pub mod utilization;
 
-pub use engine::{run, run_with_progress, Admission, Job, SimOptions, SimResult};
+pub use engine::{run, run_with_progress, Admission, Job, Model, SimOptions, SimResult};
 pub use error::{Result, SimError};
 pub use network::{Direction, Foreground, Network, NodeSpec};

@@ -1,29 +1,57 @@
-//! Max-min fair sharing by progressive filling: raise every flow's rate together; when a
-//! resource fills, freeze the flows crossing it at its fair share and continue with the
-//! rest. Each flow crosses a few resources (uplink, downlink, optional pair cap or disk).
+//! Weighted max-min fair sharing by progressive filling: raise every flow's rate together;
+//! flow f uses `w * rate` of each resource it crosses with weight w (a slice transfer
+//! crosses its uplink and downlink with weight 1; a pipelined repair moving as one fluid
+//! flow crosses a node's uplink once per graph edge leaving it). When a resource fills,
+//! freeze the flows crossing it at the current rate and continue with the rest. The result
+//! is the allocation where every flow has a saturated resource on which no flow is faster.
 
+use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// At most this many resources per flow (uplink, downlink, pair cap; or one disk).
-pub const MAX_RES: usize = 3;
-
-/// The resources one flow crosses.
-#[derive(Clone, Copy, Debug, Default)]
+/// The resources one flow crosses, each with its weight (bytes of the resource per byte of
+/// the flow). Up to three are stored inline: a slice transfer never allocates.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowResources {
-    pub res: [u32; MAX_RES],
-    pub len: u8,
+    list: SmallVec<[(u32, f64); 3]>,
 }
 
 impl FlowResources {
+    /// Resources crossed with weight 1 each.
     pub fn new(list: &[u32]) -> Self {
-        assert!(list.len() <= MAX_RES);
-        let mut res = [0; MAX_RES];
-        res[..list.len()].copy_from_slice(list);
-        FlowResources { res, len: list.len() as u8 }
+        FlowResources { list: list.iter().map(|&r| (r, 1.0)).collect() }
     }
-    pub fn as_slice(&self) -> &[u32] {
-        &self.res[..self.len as usize]
+
+    /// Resources with weights; repeated resources add up, non-positive weights are dropped.
+    pub fn weighted(items: impl IntoIterator<Item = (u32, f64)>) -> Self {
+        let mut list: SmallVec<[(u32, f64); 3]> = SmallVec::new();
+        for (r, w) in items {
+            if w.is_nan() || w <= 0.0 {
+                continue;
+            }
+            match list.iter_mut().find(|e| e.0 == r) {
+                Some(e) => e.1 += w,
+                None => list.push((r, w)),
+            }
+        }
+        FlowResources { list }
+    }
+
+    pub fn as_slice(&self) -> &[(u32, f64)] {
+        &self.list
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Appends a resource known not to be listed yet.
+    pub fn push(&mut self, r: u32, w: f64) {
+        self.list.push((r, w));
     }
 }
 
@@ -50,6 +78,8 @@ impl Ord for Entry {
 #[derive(Default)]
 pub struct MaxMin {
     count: Vec<u32>,
+    /// Sum of the weights of the unfrozen flows on each resource.
+    wsum: Vec<f64>,
     rem: Vec<f64>,
     offsets: Vec<u32>,
     members: Vec<u32>,
@@ -59,6 +89,13 @@ pub struct MaxMin {
 }
 
 impl MaxMin {
+    /// The rate every unfrozen flow on resource r would get if r filled now. Weights of
+    /// one resource's flows are within a few orders of magnitude, so the running sum stays
+    /// accurate; the `+ 0.0` turns -0.0 into 0.0 for the heap's bit-pattern order.
+    fn share(&self, r: usize) -> f64 {
+        self.rem[r].max(0.0) / self.wsum[r].max(f64::MIN_POSITIVE) + 0.0
+    }
+
     /// Sets `rates[f]` to flow f's max-min fair rate given resource capacities `caps`.
     /// A flow crossing no resource gets `f64::INFINITY`.
     pub fn allocate(&mut self, caps: &[f64], flows: &[FlowResources], rates: &mut Vec<f64>) {
@@ -67,9 +104,12 @@ impl MaxMin {
         rates.resize(flows.len(), f64::INFINITY);
         self.count.clear();
         self.count.resize(nr, 0);
+        self.wsum.clear();
+        self.wsum.resize(nr, 0.0);
         for f in flows {
-            for &r in f.as_slice() {
+            for &(r, w) in f.as_slice() {
                 self.count[r as usize] += 1;
+                self.wsum[r as usize] += w;
             }
         }
         // Compressed adjacency resource -> flows.
@@ -86,7 +126,7 @@ impl MaxMin {
         self.fill.clear();
         self.fill.extend_from_slice(&self.offsets[..nr]);
         for (i, f) in flows.iter().enumerate() {
-            for &r in f.as_slice() {
+            for &(r, _) in f.as_slice() {
                 self.members[self.fill[r as usize] as usize] = i as u32;
                 self.fill[r as usize] += 1;
             }
@@ -98,7 +138,7 @@ impl MaxMin {
         self.heap.clear();
         for r in 0..nr {
             if self.count[r] > 0 {
-                self.heap.push(Entry { share: self.rem[r].max(0.0) / self.count[r] as f64 + 0.0, res: r as u32 });
+                self.heap.push(Entry { share: self.share(r), res: r as u32 });
             }
         }
         while let Some(Entry { share, res }) = self.heap.pop() {
@@ -106,7 +146,7 @@ impl MaxMin {
             if self.count[r] == 0 {
                 continue;
             }
-            let current = self.rem[r].max(0.0) / self.count[r] as f64 + 0.0;
+            let current = self.share(r);
             if current != share {
                 // Stale entry: the resource lost flows or capacity since it was pushed.
                 self.heap.push(Entry { share: current, res });
@@ -119,12 +159,13 @@ impl MaxMin {
                 }
                 self.frozen[f] = true;
                 rates[f] = share;
-                for &r2 in flows[f].as_slice() {
+                for &(r2, w) in flows[f].as_slice() {
                     let r2 = r2 as usize;
-                    self.rem[r2] -= share;
+                    self.rem[r2] -= w * share;
                     self.count[r2] -= 1;
-                    if r2 != r && self.count[r2] > 0 {
-                        self.heap.push(Entry { share: self.rem[r2].max(0.0) / self.count[r2] as f64 + 0.0, res: r2 as u32 });
+                    self.wsum[r2] -= w;
+                    if self.count[r2] > 0 && r2 != r {
+                        self.heap.push(Entry { share: self.share(r2), res: r2 as u32 });
                     }
                 }
             }
@@ -166,14 +207,22 @@ mod tests {
         for _ in 0..500 {
             let nr = rng.random_range(1..40);
             let caps: Vec<f64> = (0..nr).map(|_| rng.random_range(0.5..10.0)).collect();
+            // Slice-like flows (two resources, weight 1) mixed with fluid-like ones (up to
+            // eight resources with weights from 0.1 to 10).
             let flows: Vec<FlowResources> = (0..rng.random_range(1..80))
                 .map(|_| {
-                    let a = rng.random_range(0..nr) as u32;
-                    let b = rng.random_range(0..nr) as u32;
-                    if a == b {
-                        FlowResources::new(&[a])
+                    if rng.random_bool(0.5) {
+                        let a = rng.random_range(0..nr) as u32;
+                        let b = rng.random_range(0..nr) as u32;
+                        if a == b {
+                            FlowResources::new(&[a])
+                        } else {
+                            FlowResources::new(&[a, b])
+                        }
                     } else {
-                        FlowResources::new(&[a, b])
+                        FlowResources::weighted(
+                            (0..rng.random_range(1..8)).map(|_| (rng.random_range(0..nr) as u32, rng.random_range(0.1..10.0))),
+                        )
                     }
                 })
                 .collect();
@@ -182,8 +231,8 @@ mod tests {
             let mut load = vec![0.0; nr];
             let mut max = vec![0.0f64; nr];
             for (f, &x) in flows.iter().zip(&rates) {
-                for &r in f.as_slice() {
-                    load[r as usize] += x;
+                for &(r, w) in f.as_slice() {
+                    load[r as usize] += w * x;
                     max[r as usize] = max[r as usize].max(x);
                 }
             }
@@ -194,10 +243,30 @@ mod tests {
                 let ok = f
                     .as_slice()
                     .iter()
-                    .any(|&r| load[r as usize] >= caps[r as usize] * (1.0 - 1e-9) && max[r as usize] <= x * (1.0 + 1e-9));
+                    .any(|&(r, _)| load[r as usize] >= caps[r as usize] * (1.0 - 1e-9) && max[r as usize] <= x * (1.0 + 1e-9));
                 assert!(ok, "a flow at {x} has no bottleneck");
             }
         }
+    }
+
+    /// A chain of three edges moving as one flow (weight 1 on each node's link it crosses)
+    /// beside a star of two edges into one downlink (weight 2 there): the star is limited to
+    /// half the shared downlink, the chain takes the rest of it.
+    #[test]
+    fn weighted_flows_share_by_rate() {
+        // Resources: 0 = downlink shared by both (cap 9), 1 = the chain's other links (cap 10).
+        let chain = FlowResources::weighted([(0, 1.0), (1, 1.0), (1, 1.0)]);
+        let star = FlowResources::weighted([(0, 2.0)]);
+        assert_eq!(chain.as_slice(), &[(0, 1.0), (1, 2.0)], "repeated resources add up");
+        let mut rates = Vec::new();
+        MaxMin::default().allocate(&[9.0, 10.0], &[chain, star], &mut rates);
+        // Filling together: r0 fills at 3 (1x + 2x = 9) before r1 (2x = 10 at 5).
+        assert_eq!(rates, vec![3.0, 3.0]);
+        let chain = FlowResources::weighted([(0, 1.0), (1, 2.0)]);
+        let mut rates = Vec::new();
+        MaxMin::default().allocate(&[9.0, 4.0], &[chain, FlowResources::weighted([(0, 2.0)])], &mut rates);
+        // Now r1 fills first at 2; the star takes the rest of r0: (9 - 2) / 2.
+        assert_eq!(rates, vec![2.0, 3.5]);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use crate::maxmin::{FlowResources, MaxMin};
 /// Flows, resources and their current fair rates.
 pub struct Sharing {
     caps: Vec<f64>,
-    res_flows: Vec<Vec<u32>>,
+    /// Flows on each resource, with their weight there.
+    res_flows: Vec<Vec<(u32, f64)>>,
     /// Position of each flow in each of its resources' lists.
     flows: Vec<Option<FlowResources>>,
     rate: Vec<f64>,
@@ -114,12 +115,12 @@ impl Sharing {
                 (self.flows.len() - 1) as u32
             }
         };
-        self.flows[id as usize] = Some(res);
-        self.rate[id as usize] = 0.0;
-        for &r in res.as_slice() {
-            self.res_flows[r as usize].push(id);
+        for &(r, w) in res.as_slice() {
+            self.res_flows[r as usize].push((id, w));
             self.mark(r);
         }
+        self.flows[id as usize] = Some(res);
+        self.rate[id as usize] = 0.0;
         self.fresh.push(id);
         self.live += 1;
         id
@@ -128,9 +129,9 @@ impl Sharing {
     /// Removes a flow.
     pub fn remove(&mut self, id: u32) {
         let res = self.flows[id as usize].take().expect("removing a live flow");
-        for &r in res.as_slice() {
+        for &(r, _) in res.as_slice() {
             let list = &mut self.res_flows[r as usize];
-            let pos = list.iter().position(|&f| f == id).expect("flow is listed on its resource");
+            let pos = list.iter().position(|&(f, _)| f == id).expect("flow is listed on its resource");
             list.swap_remove(pos);
             self.mark(r);
         }
@@ -166,7 +167,7 @@ impl Sharing {
                 let ids: Vec<u32> = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].is_some()).collect();
                 old.clear();
                 old.extend(ids.iter().map(|&f| (f, self.rate[f as usize])));
-                let res: Vec<FlowResources> = ids.iter().map(|&f| self.flows[f as usize].unwrap()).collect();
+                let res: Vec<FlowResources> = ids.iter().map(|&f| self.flows[f as usize].clone().expect("live")).collect();
                 let mut rates = Vec::new();
                 self.full.allocate(&self.caps, &res, &mut rates);
                 for (&f, r) in ids.iter().zip(rates) {
@@ -203,7 +204,7 @@ impl Sharing {
         for i in 0..self.dirty.len() {
             let r = self.dirty[i] as usize;
             for j in 0..self.res_flows[r].len() {
-                let f = self.res_flows[r][j];
+                let f = self.res_flows[r][j].0;
                 if self.in_set[f as usize] != epoch {
                     self.in_set[f as usize] = epoch;
                     set.push(f);
@@ -230,8 +231,8 @@ impl Sharing {
             self.rounds += 1;
             // Flows new to the set count as moved: their test below changes branch.
             for &f in &set[new_from..] {
-                let res = self.flows[f as usize].unwrap();
-                for &r in res.as_slice() {
+                for i in 0..self.flow_len(f) {
+                    let r = self.flow_res(f, i).0;
                     self.mark_moved(r);
                 }
             }
@@ -241,7 +242,7 @@ impl Sharing {
             for &r in &moved {
                 self.is_moved[r as usize] = false;
                 for j in 0..self.res_flows[r as usize].len() {
-                    let g = self.res_flows[r as usize][j];
+                    let g = self.res_flows[r as usize][j].0;
                     // A flow on two moved resources is checked once per round.
                     if self.checked[g as usize] == self.fill_tag {
                         continue;
@@ -255,10 +256,10 @@ impl Sharing {
                         set.push(g);
                     } else {
                         // An affected flow beaten by outside flows: bring those in.
-                        let res = self.flows[g as usize].unwrap();
-                        for &r2 in res.as_slice() {
+                        for i in 0..self.flow_len(g) {
+                            let r2 = self.flow_res(g, i).0;
                             for k in 0..self.res_flows[r2 as usize].len() {
-                                let h = self.res_flows[r2 as usize][k];
+                                let h = self.res_flows[r2 as usize][k].0;
                                 if self.in_set[h as usize] != epoch && self.rate[h as usize] > self.rate[g as usize] * (1.0 + REL_EPS) {
                                     self.in_set[h as usize] = epoch;
                                     set.push(h);
@@ -278,6 +279,15 @@ impl Sharing {
         }
     }
 
+    fn flow_len(&self, f: u32) -> usize {
+        self.flows[f as usize].as_ref().map_or(0, |res| res.len())
+    }
+
+    /// Resource i of live flow f, and the flow's weight on it.
+    fn flow_res(&self, f: u32, i: usize) -> (u32, f64) {
+        self.flows[f as usize].as_ref().expect("live flow").as_slice()[i]
+    }
+
     fn mark_moved(&mut self, r: u32) {
         if !self.is_moved[r as usize] {
             self.is_moved[r as usize] = true;
@@ -292,8 +302,8 @@ impl Sharing {
         let old = self.rate[f as usize];
         if (old - rate).abs() > 1e-12 * old.abs().max(rate.abs()) || (old == 0.0) != (rate == 0.0) {
             self.rate[f as usize] = rate;
-            let res = self.flows[f as usize].unwrap();
-            for &r in res.as_slice() {
+            for i in 0..self.flow_len(f) {
+                let r = self.flow_res(f, i).0;
                 self.stat_ok[r as usize] = false;
                 self.mark_moved(r);
             }
@@ -312,9 +322,9 @@ impl Sharing {
         // Local resource ids in order of first use; capacity left by the flows outside the
         // set = load - the set's own share of it.
         for &f in set {
-            let res = self.flows[f as usize].unwrap();
-            let mut idx = [0u32; crate::maxmin::MAX_RES];
-            for (i, &r) in res.as_slice().iter().enumerate() {
+            let mut local = FlowResources::default();
+            for i in 0..self.flow_len(f) {
+                let (r, w) = self.flow_res(f, i);
                 if self.local_tag[r as usize] != tag {
                     self.local_tag[r as usize] = tag;
                     self.local_idx[r as usize] = touched.len() as u32;
@@ -323,10 +333,10 @@ impl Sharing {
                     self.local_caps.push(self.caps[r as usize] - load);
                 }
                 let l = self.local_idx[r as usize];
-                self.local_caps[l as usize] += self.rate[f as usize];
-                idx[i] = l;
+                self.local_caps[l as usize] += w * self.rate[f as usize];
+                local.push(l, w);
             }
-            self.local_flows.push(FlowResources::new(&idx[..res.len as usize]));
+            self.local_flows.push(local);
         }
         for c in &mut self.local_caps {
             *c = c.max(0.0);
@@ -346,9 +356,9 @@ impl Sharing {
         if !self.stat_ok[r] {
             let mut load = 0.0;
             let mut max: f64 = 0.0;
-            for &g in &self.res_flows[r] {
+            for &(g, w) in &self.res_flows[r] {
                 let x = self.rate[g as usize];
-                load += x;
+                load += w * x;
                 max = max.max(x);
             }
             self.stat[r] = (load, max);
@@ -360,11 +370,11 @@ impl Sharing {
     /// Whether flow f has a saturated resource where no flow gets more than f.
     fn has_bottleneck(&mut self, f: u32) -> bool {
         let rf = self.rate[f as usize];
-        let Some(res) = self.flows[f as usize] else { return true };
-        if res.len == 0 {
+        if self.flows[f as usize].as_ref().is_none_or(|res| res.is_empty()) {
             return true;
         }
-        res.as_slice().iter().any(|&r| {
+        (0..self.flow_len(f)).any(|i| {
+            let r = self.flow_res(f, i).0;
             let (load, max) = self.stat(r);
             let cap = self.caps[r as usize];
             load >= cap * (1.0 - REL_EPS) - 1e-12 && max <= rf * (1.0 + REL_EPS) + 1e-12
@@ -393,10 +403,20 @@ mod tests {
             for _step in 0..300 {
                 match rng.random_range(0..10) {
                     0..=4 => {
-                        let a = rng.random_range(0..nres) as u32;
-                        let b = rng.random_range(0..nres) as u32;
-                        let res = if a == b { vec![a] } else { vec![a, b] };
-                        live.push(s.add(FlowResources::new(&res)));
+                        let flow = if rng.random_bool(0.7) {
+                            let a = rng.random_range(0..nres) as u32;
+                            let b = rng.random_range(0..nres) as u32;
+                            if a == b {
+                                FlowResources::new(&[a])
+                            } else {
+                                FlowResources::new(&[a, b])
+                            }
+                        } else {
+                            // A fluid repair: several links with edge-count weights.
+                            let n = rng.random_range(1..7);
+                            FlowResources::weighted((0..n).map(|_| (rng.random_range(0..nres) as u32, rng.random_range(1..4) as f64)))
+                        };
+                        live.push(s.add(flow));
                     }
                     5..=8 if !live.is_empty() => {
                         let i = rng.random_range(0..live.len());
@@ -413,7 +433,7 @@ mod tests {
                 for &f in &changed {
                     seen.insert(f, s.rate(f));
                 }
-                let res: Vec<FlowResources> = live.iter().map(|&f| s.flows[f as usize].unwrap()).collect();
+                let res: Vec<FlowResources> = live.iter().map(|&f| s.flows[f as usize].clone().unwrap()).collect();
                 let mut want = Vec::new();
                 MaxMin::default().allocate(&caps, &res, &mut want);
                 for (i, &f) in live.iter().enumerate() {

@@ -1,8 +1,14 @@
-//! The discrete-event engine. Every graph edge streams its lane's slices in order, one slice
-//! in flight per edge (a TCP stream); a vertex sends slice j once slice j has arrived on all
-//! its inputs (and its own disk read of slice j is done); a store-and-forward graph (PPR)
-//! moves each lane as one unit. Concurrent transfers share links max-min fairly, recomputed
-//! at every event; time jumps from event to event (transfer completions, timers).
+//! The discrete-event engine. In the slice model every graph edge streams its lane's slices
+//! in order, one slice in flight per edge (a TCP stream); a vertex sends slice j once slice
+//! j has arrived on all its inputs (and its own disk read of slice j is done); a
+//! store-and-forward graph (PPR) moves each lane as one unit. The fluid model ([`fluid`])
+//! moves a whole pipelined repair as one flow instead, and a timeslot-gated one edge by
+//! edge ([`overlap`]), so events scale with repairs, not slices. Concurrent transfers
+//! share links max-min fairly, recomputed at every event; time jumps from event to event
+//! (transfer completions, timers).
+
+mod fluid;
+mod overlap;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
@@ -12,6 +18,11 @@ use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+/// Units a relay receives ahead of what it has forwarded: the executor's bounded input
+/// queue (`node::input::INPUT_AHEAD`). Without a bound an upstream hop would run
+/// arbitrarily far ahead of a slower downstream one, which no real relay allows.
+pub const RELAY_WINDOW: u32 = 4;
 
 /// One repair to run: a graph, the chunk and slice sizes, and the earliest start.
 #[derive(Clone, Debug)]
@@ -39,10 +50,37 @@ pub enum Admission {
     PerDestination(usize),
 }
 
+/// How pipelined repairs are modelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Model {
+    /// Every slice of every edge is a transfer: the reference, exact for the executors'
+    /// schedule, with cost proportional to chunk/slice per edge.
+    #[default]
+    Slice,
+    /// A pipelined repair is one flow at one rate on all its edges (its weight on a link is
+    /// the number of its edges there), plus its pipeline's fill; a timeslot-gated one moves
+    /// edge by edge, each edge following its inputs. Store-and-forward graphs, and repairs
+    /// reading from disks with a seek cost, run as in the slice model.
+    Fluid,
+}
+
+impl std::str::FromStr for Model {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "slice" => Ok(Model::Slice),
+            "fluid" => Ok(Model::Fluid),
+            _ => Err(format!("unknown model '{s}': expected slice or fluid")),
+        }
+    }
+}
+
 /// Knobs of one run.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
     pub admission: Admission,
+    pub model: Model,
     /// Keep each node's link rates over time (for utilisation CSVs and plots).
     pub track_utilization: bool,
     /// Recompute all fair shares at every event instead of only the affected flows
@@ -52,7 +90,7 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { admission: Admission::All, track_utilization: false, full_recompute: false }
+        SimOptions { admission: Admission::All, model: Model::Slice, track_utilization: false, full_recompute: false }
     }
 }
 
@@ -87,9 +125,21 @@ pub struct SimResult {
 
 #[derive(Clone, Copy, Debug)]
 enum FlowKind {
-    Net { job: u32, vertex: u32 },
-    Read { job: u32, vertex: u32 },
-    Write { job: u32 },
+    Net {
+        job: u32,
+        vertex: u32,
+    },
+    Read {
+        job: u32,
+        vertex: u32,
+    },
+    Write {
+        job: u32,
+    },
+    /// A whole pipelined repair (the fluid model).
+    Fluid {
+        job: u32,
+    },
 }
 
 struct Flow {
@@ -105,8 +155,18 @@ struct Flow {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     Release(u32),
-    StartRead { job: u32, vertex: u32 },
+    StartRead {
+        job: u32,
+        vertex: u32,
+    },
     Foreground(u32),
+    /// An overlapped edge's last slice arrives (see [`overlap`]).
+    Deliver {
+        job: u32,
+        vertex: u32,
+    },
+    /// A fluid repair's last slice reaches its sink (see [`fluid`]).
+    Finish(u32),
 }
 
 /// f64 with a total order, for the timer heap.
@@ -124,9 +184,25 @@ impl Ord for T {
     }
 }
 
+/// How one job runs (see [`Model`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobMode {
+    Slice,
+    Fluid,
+    Overlap,
+}
+
 struct JobState {
-    /// Window length of each lane-local unit, per lane.
+    mode: JobMode,
+    /// Whether the graph's slot rules order this job's sends.
+    slot_rules: bool,
+    /// Whether a timeslot schedule gates this job's transfers.
+    gated: bool,
+    /// Window length of each lane-local unit, per lane (one unit per lane for fluid and
+    /// overlapped jobs).
     windows: Vec<Vec<u32>>,
+    /// Longest window of one slice: what a pipeline's fill moves per stage.
+    slice_window: f64,
     alpha: f64,
     /// Sub-chunk windows each vertex sends per slice window (raw Clay reads or alpha).
     width: Vec<f64>,
@@ -147,6 +223,14 @@ struct JobState {
     pending_slots: HashMap<NodeId, std::collections::BTreeSet<u64>>,
     /// With a slot schedule: the vertices on each node.
     node_vertices: HashMap<NodeId, Vec<u32>>,
+    /// Overlapped jobs: per vertex, whether it has begun sending, whether its own transfer
+    /// is done (it may still wait for its inputs), and when it delivered.
+    started_v: Vec<bool>,
+    flow_done: Vec<bool>,
+    delivered_at: Vec<f64>,
+    /// Fluid jobs: the one flow's resources with weights, its volume (payload plus fill)
+    /// and its payload, in window bytes.
+    fluid: Option<fluid::FluidFlow>,
 }
 
 struct Engine<'a> {
@@ -213,7 +297,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         if !(j.release >= 0.0 && j.release.is_finite()) {
             return Err(SimError::BadScenario(format!("job {i} has release time {}", j.release)));
         }
-        st.push(JobState::new(j)?);
+        st.push(JobState::new(j, job_mode(net, j, opts.model))?);
     }
     if let Admission::PerDestination(0) = opts.admission {
         return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
@@ -322,18 +406,49 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
     })
 }
 
+/// The mode a job runs in under `model`.
+fn job_mode(net: &Network, j: &Job, model: Model) -> JobMode {
+    let g = &j.graph;
+    if model == Model::Slice || !g.pipelined {
+        return JobMode::Slice;
+    }
+    // A seek per slice read is a latency the fluid flow cannot carry: keep those slices.
+    let seeks = g.vertices.iter().any(|v| {
+        let n = &net.nodes[v.node as usize];
+        v.local.is_some() && n.disk_read.is_some() && n.seek > 0.0
+    });
+    if seeks {
+        JobMode::Slice
+    } else if j.timeslots.iter().any(Option::is_some) {
+        JobMode::Overlap
+    } else {
+        JobMode::Fluid
+    }
+}
+
 impl JobState {
-    fn new(j: &Job) -> Result<Self> {
+    fn new(j: &Job, mode: JobMode) -> Result<Self> {
         let g = &j.graph;
-        // Bytes of each unit per lane: a slice, or the whole lane for store-and-forward graphs
-        // (the very units the network executor moves).
         let lanes = g.lanes;
-        let windows: Vec<Vec<u32>> = g
-            .lane_units(j.chunk_len, j.slice_len)
-            .map_err(|e| SimError::BadScenario(e.to_string()))?
-            .iter()
-            .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
-            .collect();
+        let bad = |e: kintsugi_plan::PlanError| SimError::BadScenario(e.to_string());
+        let slices = g.slices(j.chunk_len, j.slice_len).map_err(bad)?;
+        let slice_window = slices.iter().map(|w| w.len()).max().unwrap_or(0) as f64;
+        // Bytes of each unit per lane: a slice, or the whole lane for store-and-forward graphs
+        // (the very units the network executor moves). Fluid and overlapped jobs move each
+        // lane as one unit too: only its total matters.
+        let windows: Vec<Vec<u32>> = if mode == JobMode::Slice {
+            g.lane_units(j.chunk_len, j.slice_len)
+                .map_err(bad)?
+                .iter()
+                .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
+                .collect()
+        } else {
+            let mut totals = vec![0u64; lanes];
+            for (i, w) in slices.iter().enumerate() {
+                totals[i % lanes] += w.len() as u64;
+            }
+            totals.into_iter().map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
+        };
         let nv = g.vertices.len();
         let mut sink_inputs = vec![Vec::new(); lanes];
         for &i in &g.vertex(g.sink).inputs {
@@ -342,8 +457,14 @@ impl JobState {
         let units_total = windows.iter().map(|w| w.len()).sum();
         let mut pending_slots: HashMap<NodeId, std::collections::BTreeSet<u64>> = HashMap::new();
         let mut node_vertices: HashMap<NodeId, Vec<u32>> = HashMap::new();
+        // Slot rules order a node's slices across lanes (ECPipe cyclic); with whole-lane
+        // units fair sharing stands in for that interleaving. A timeslot schedule across
+        // repairs (RepairBoost) replaces them: obeying both can deadlock, a node's next
+        // slice by rule waiting behind a gate that only a later slice can open.
+        let gated = j.timeslots.iter().any(Option::is_some);
+        let slot_rules = mode == JobMode::Slice && !gated;
         for (v, rule) in g.slots.iter().enumerate() {
-            let Some(rule) = rule else { continue };
+            let Some(rule) = rule.filter(|_| slot_rules) else { continue };
             let vx = &g.vertices[v];
             node_vertices.entry(vx.node).or_default().push(v as u32);
             let set = pending_slots.entry(vx.node).or_default();
@@ -351,8 +472,13 @@ impl JobState {
                 set.insert(rule.slot(u));
             }
         }
+        let overlap = mode == JobMode::Overlap;
         Ok(JobState {
+            mode,
+            slot_rules,
+            gated,
             windows,
+            slice_window,
             alpha: g.equation.sub_chunks as f64,
             width: (0..nv).map(|v| g.payload_width(VertexId(v as u32)) as f64).collect(),
             delivered: vec![0; nv],
@@ -369,6 +495,10 @@ impl JobState {
             finished: false,
             pending_slots,
             node_vertices,
+            started_v: if overlap { vec![false; nv] } else { Vec::new() },
+            flow_done: if overlap { vec![false; nv] } else { Vec::new() },
+            delivered_at: if overlap { vec![0.0; nv] } else { Vec::new() },
+            fluid: None,
         })
     }
 }
@@ -401,6 +531,9 @@ impl<'a> Engine<'a> {
             self.finish_job(j);
             return;
         }
+        if s.mode == JobMode::Fluid {
+            return self.start_fluid(j);
+        }
         for v in 0..self.jobs[j as usize].graph.vertices.len() {
             self.try_vertex(j, v as u32);
         }
@@ -424,8 +557,8 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: &[u32], src: NodeId, dst: NodeId) {
-        let id = self.sharing.add(FlowResources::new(res)) as usize;
+    fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: FlowResources, src: NodeId, dst: NodeId) {
+        let id = self.sharing.add(res) as usize;
         if self.flows.len() <= id {
             self.flows.resize_with(id + 1, || None);
             self.versions.resize(id + 1, 0);
@@ -442,9 +575,45 @@ impl<'a> Engine<'a> {
         let moved = if f.rate.is_infinite() { f.remaining } else { (f.rate * (now - f.t0)).min(f.remaining) };
         f.remaining -= moved;
         f.t0 = now;
-        if let FlowKind::Net { .. } = f.kind {
-            self.up_bytes[f.src as usize] += moved;
-            self.down_bytes[f.dst as usize] += moved;
+        match f.kind {
+            FlowKind::Net { .. } => {
+                self.up_bytes[f.src as usize] += moved;
+                self.down_bytes[f.dst as usize] += moved;
+            }
+            FlowKind::Fluid { job } => {
+                let fl = self.st[job as usize].fluid.as_ref().expect("fluid jobs carry their flow");
+                for &(node, up, w) in &fl.links {
+                    let bytes = if up { &mut self.up_bytes } else { &mut self.down_bytes };
+                    bytes[node as usize] += moved * w;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds `delta` (bytes/s of the flow) to the link rates of the nodes flow f crosses,
+    /// noting them for the utilisation log.
+    fn shift_node_rates(&mut self, kind: FlowKind, src: NodeId, dst: NodeId, delta: f64, touched: &mut Vec<NodeId>) {
+        let log = self.rates_log.is_some();
+        match kind {
+            FlowKind::Net { .. } => {
+                self.node_up[src as usize] += delta;
+                self.node_down[dst as usize] += delta;
+                if log {
+                    touched.extend([src, dst]);
+                }
+            }
+            FlowKind::Fluid { job } => {
+                let fl = self.st[job as usize].fluid.as_ref().expect("fluid jobs carry their flow");
+                for &(node, up, w) in &fl.links {
+                    let rates = if up { &mut self.node_up } else { &mut self.node_down };
+                    rates[node as usize] += delta * w;
+                    if log {
+                        touched.push(node);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -457,8 +626,20 @@ impl<'a> Engine<'a> {
         let g = &self.jobs[j as usize].graph;
         let s = &self.st[j as usize];
         let vx = &g.vertices[v as usize];
+        if s.mode == JobMode::Overlap {
+            return self.overlap_ready(j, v);
+        }
         if vx.local.is_some() && self.read_modeled(vx.node) && s.read_done[v as usize] <= u {
             return false;
+        }
+        // Back-pressure: a vertex holds at most RELAY_WINDOW units per input that it has
+        // not used yet (a sink uses unit u once every input has sent it). Not under a
+        // timeslot schedule, whose relays hold whole chunks between slots.
+        if let (Some(out), false) = (vx.output, s.gated) {
+            let used = if out == g.sink { s.sink_next[vx.lane] } else { s.delivered[out.index()] };
+            if u >= used + RELAY_WINDOW && g.vertex(out).node != vx.node {
+                return false;
+            }
         }
         vx.inputs.iter().all(|i| s.delivered[i.index()] > u)
     }
@@ -489,17 +670,22 @@ impl<'a> Engine<'a> {
         loop {
             let s = &self.st[j as usize];
             let u = s.delivered[v as usize];
-            if s.sending[v as usize] || u >= n_units || !self.ready(j, v, u) {
+            let overlap = s.mode == JobMode::Overlap;
+            if s.sending[v as usize] || u >= n_units || (overlap && s.started_v[v as usize]) || !self.ready(j, v, u) {
                 return;
             }
             // A slot schedule lets a node send only its earliest outstanding slot.
-            let slot = g.slots.get(v as usize).copied().flatten().map(|r| r.slot(u as u64));
+            let slot = self.slot_of(j, v, u);
             if let Some(slot) = slot {
                 if s.pending_slots.get(&vx.node).and_then(|p| p.first()) != Some(&slot) {
                     return;
                 }
             }
             let to = g.vertex(out).node;
+            if to == vx.node && overlap {
+                self.overlap_started(j, v, true);
+                return;
+            }
             if to == vx.node {
                 // Same node: handed over at once.
                 self.st[j as usize].delivered[v as usize] += 1;
@@ -523,15 +709,32 @@ impl<'a> Engine<'a> {
             self.st[j as usize].sending[v as usize] = true;
             let mut res = [res_up(vx.node), res_down(to), 0];
             let mut len = 2;
-            if !self.pair_ids.is_empty() {
-                if let Some(&p) = self.pair_ids.get(&(vx.node, to)) {
-                    res[2] = p;
-                    len = 3;
-                }
+            if let Some(p) = self.pair_res(vx.node, to) {
+                res[2] = p;
+                len = 3;
             }
-            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, &res[..len], vx.node, to);
+            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, FlowResources::new(&res[..len]), vx.node, to);
+            if overlap {
+                self.overlap_started(j, v, false);
+            }
             return;
         }
+    }
+
+    /// The pair-cap resource of traffic from `a` to `b`, if it is capped.
+    fn pair_res(&self, a: NodeId, b: NodeId) -> Option<u32> {
+        if self.pair_ids.is_empty() {
+            return None;
+        }
+        self.pair_ids.get(&(a, b)).copied()
+    }
+
+    /// The slot of vertex v's unit u under its graph's slot rule (slice model only).
+    fn slot_of(&self, j: u32, v: u32, u: u32) -> Option<u64> {
+        if !self.st[j as usize].slot_rules {
+            return None;
+        }
+        self.jobs[j as usize].graph.slots.get(v as usize).copied().flatten().map(|r| r.slot(u as u64))
     }
 
     /// Marks a scheduled send as done and wakes the node's other vertices, whose turn it may be.
@@ -577,7 +780,7 @@ impl<'a> Engine<'a> {
         let s = &self.st[j as usize];
         let w = s.windows[vx.lane][s.read_done[v as usize] as usize] as f64;
         let reads = g.equation.terms[vx.local.expect("reading vertices have a term")].read_count() as f64;
-        self.add_flow(FlowKind::Read { job: j, vertex: v }, reads * w, &[res_disk_read(vx.node)], vx.node, vx.node);
+        self.add_flow(FlowKind::Read { job: j, vertex: v }, reads * w, FlowResources::new(&[res_disk_read(vx.node)]), vx.node, vx.node);
     }
 
     fn try_sink(&mut self, j: u32) {
@@ -585,13 +788,17 @@ impl<'a> Engine<'a> {
         let dest = g.vertex(g.sink).node;
         let writes = self.net.nodes[dest as usize].disk_write.is_some();
         let s = &mut self.st[j as usize];
+        // Overlapped: the sink writes as its inputs stream in, and is done once they are.
+        let overlap = s.mode == JobMode::Overlap;
+        let mut advanced = false;
         for lane in 0..s.windows.len() {
             while (s.sink_next[lane] as usize) < s.windows[lane].len() {
                 let u = s.sink_next[lane];
-                if !s.sink_inputs[lane].iter().all(|i| s.delivered[i.index()] > u) {
+                if !s.sink_inputs[lane].iter().all(|i| if overlap { s.started_v[i.index()] } else { s.delivered[i.index()] > u }) {
                     break;
                 }
                 s.sink_next[lane] += 1;
+                advanced = true;
                 let bytes = s.alpha * s.windows[lane][u as usize] as f64;
                 if writes {
                     s.write_queue.push_back(bytes);
@@ -603,12 +810,51 @@ impl<'a> Engine<'a> {
         if !s.writing {
             if let Some(bytes) = s.write_queue.pop_front() {
                 s.writing = true;
-                self.add_flow(FlowKind::Write { job: j }, bytes, &[res_disk_write(dest)], dest, dest);
+                self.add_flow(FlowKind::Write { job: j }, bytes, FlowResources::new(&[res_disk_write(dest)]), dest, dest);
             }
         }
         let s = &self.st[j as usize];
-        if s.units_done == s.units_total && !s.writing && s.write_queue.is_empty() {
-            self.finish_job(j);
+        let arrived = || !overlap || s.sink_inputs.iter().flatten().all(|i| s.delivered[i.index()] > 0);
+        if s.units_done == s.units_total && !s.writing && s.write_queue.is_empty() && arrived() {
+            return self.finish_job(j);
+        }
+        // Room in the sink's window: its inputs may send again.
+        if advanced && s.mode == JobMode::Slice && !s.gated {
+            let g = &self.jobs[j as usize].graph;
+            for &i in &g.vertex(g.sink).inputs {
+                self.try_vertex(j, i.0);
+            }
+        }
+    }
+
+    /// Vertex v's next unit has reached its output vertex.
+    fn deliver(&mut self, job: u32, vertex: u32) {
+        self.st[job as usize].delivered[vertex as usize] += 1;
+        let g = &self.jobs[job as usize].graph;
+        let vx = &g.vertices[vertex as usize];
+        let out = vx.output.expect("delivering vertices have an output");
+        let slot = self.slot_of(job, vertex, self.st[job as usize].delivered[vertex as usize] - 1);
+        self.slot_done(job, vx.node, slot);
+        let lane_units = self.st[job as usize].windows[vx.lane].len() as u32;
+        if self.st[job as usize].delivered[vertex as usize] == lane_units {
+            if let Some(&Some(ts)) = self.jobs[job as usize].timeslots.get(vertex as usize) {
+                let to = g.vertex(out).node;
+                if to != vx.node {
+                    self.gate_passed(vx.node, to, ts);
+                }
+            }
+        }
+        self.try_vertex(job, vertex);
+        self.try_vertex(job, out.0);
+        // Room in this vertex's window: its inputs may send again.
+        for &i in &g.vertices[vertex as usize].inputs {
+            self.try_vertex(job, i.0);
+        }
+        if self.st[job as usize].mode == JobMode::Overlap {
+            self.st[job as usize].delivered_at[vertex as usize] = self.now;
+            if out != g.sink {
+                self.try_deliver(job, out.0);
+            }
         }
     }
 
@@ -617,32 +863,23 @@ impl<'a> Engine<'a> {
             FlowKind::Net { job, vertex } => {
                 let s = &mut self.st[job as usize];
                 s.sending[vertex as usize] = false;
-                s.delivered[vertex as usize] += 1;
-                let g = &self.jobs[job as usize].graph;
-                let vx = &g.vertices[vertex as usize];
-                let out = vx.output.expect("net flows leave non-sinks");
-                let slot = g
-                    .slots
-                    .get(vertex as usize)
-                    .copied()
-                    .flatten()
-                    .map(|r| r.slot(self.st[job as usize].delivered[vertex as usize] as u64 - 1));
-                self.slot_done(job, vx.node, slot);
-                let lane_units = self.st[job as usize].windows[vx.lane].len() as u32;
-                if self.st[job as usize].delivered[vertex as usize] == lane_units {
-                    if let Some(&Some(ts)) = self.jobs[job as usize].timeslots.get(vertex as usize) {
-                        self.gate_passed(vx.node, g.vertex(out).node, ts);
-                    }
+                if s.mode == JobMode::Overlap {
+                    s.flow_done[vertex as usize] = true;
+                    return self.try_deliver(job, vertex);
                 }
-                self.try_vertex(job, vertex);
-                self.try_vertex(job, out.0);
+                self.deliver(job, vertex);
             }
             FlowKind::Read { job, vertex } => {
                 let s = &mut self.st[job as usize];
                 s.reading[vertex as usize] = false;
                 s.read_done[vertex as usize] += 1;
+                let overlap = s.mode == JobMode::Overlap;
                 self.try_vertex(job, vertex);
+                if overlap {
+                    self.try_deliver(job, vertex);
+                }
             }
+            FlowKind::Fluid { job } => self.fluid_done(job),
             FlowKind::Write { job } => {
                 let s = &mut self.st[job as usize];
                 s.writing = false;
@@ -656,6 +893,8 @@ impl<'a> Engine<'a> {
         match t {
             Timer::Release(j) => self.start_job(j),
             Timer::StartRead { job, vertex } => self.start_read(job, vertex),
+            Timer::Deliver { job, vertex } => self.deliver(job, vertex),
+            Timer::Finish(job) => self.finish_job(job),
             Timer::Foreground(i) => {
                 let (_, r, rate) = self.fg_changes[i as usize];
                 self.sharing.set_capacity(r, (self.base_caps[r as usize] - rate).max(0.0));
@@ -674,13 +913,10 @@ impl<'a> Engine<'a> {
             self.settle(id);
             let new_rate = self.sharing.rate(id as u32);
             let now = self.now;
+            let f = self.flows[id].as_ref().expect("changed flows are live");
+            let (kind, src, dst, old_rate) = (f.kind, f.src, f.dst, f.rate);
+            self.shift_node_rates(kind, src, dst, new_rate - old_rate, &mut touched_nodes);
             let f = self.flows[id].as_mut().expect("changed flows are live");
-            if let FlowKind::Net { .. } = f.kind {
-                self.node_up[f.src as usize] += new_rate - f.rate;
-                self.node_down[f.dst as usize] += new_rate - f.rate;
-                touched_nodes.push(f.src);
-                touched_nodes.push(f.dst);
-            }
             f.rate = new_rate;
             self.versions[id] = self.versions[id].wrapping_add(1);
             if new_rate > 0.0 {
@@ -747,13 +983,9 @@ impl<'a> Engine<'a> {
                 let Reverse((_, id, _)) = self.completions.pop().expect("peeked");
                 self.settle(id as usize);
                 let f = self.flows[id as usize].take().expect("valid entry");
-                if let FlowKind::Net { .. } = f.kind {
-                    self.node_up[f.src as usize] -= f.rate;
-                    self.node_down[f.dst as usize] -= f.rate;
-                    if self.rates_log.is_some() {
-                        self.removed_nodes.extend([f.src, f.dst]);
-                    }
-                }
+                let mut touched = std::mem::take(&mut self.removed_nodes);
+                self.shift_node_rates(f.kind, f.src, f.dst, -f.rate, &mut touched);
+                self.removed_nodes = touched;
                 self.sharing.remove(id);
                 done.push(f);
             }
