@@ -99,15 +99,20 @@ impl MaxMin {
     /// Sets `rates[f]` to flow f's max-min fair rate given resource capacities `caps`.
     /// A flow crossing no resource gets `f64::INFINITY`.
     pub fn allocate(&mut self, caps: &[f64], flows: &[FlowResources], rates: &mut Vec<f64>) {
+        self.allocate_by(caps, flows.len(), |f| flows[f].as_slice(), rates)
+    }
+
+    /// Like [`MaxMin::allocate`], for `n` flows whose resources `flow(i)` gives (no copies).
+    pub fn allocate_by<'f>(&mut self, caps: &[f64], n: usize, flow: impl Fn(usize) -> &'f [(u32, f64)], rates: &mut Vec<f64>) {
         let nr = caps.len();
         rates.clear();
-        rates.resize(flows.len(), f64::INFINITY);
+        rates.resize(n, f64::INFINITY);
         self.count.clear();
         self.count.resize(nr, 0);
         self.wsum.clear();
         self.wsum.resize(nr, 0.0);
-        for f in flows {
-            for &(r, w) in f.as_slice() {
+        for f in 0..n {
+            for &(r, w) in flow(f) {
                 self.count[r as usize] += 1;
                 self.wsum[r as usize] += w;
             }
@@ -125,8 +130,8 @@ impl MaxMin {
         self.members.resize(acc as usize, 0);
         self.fill.clear();
         self.fill.extend_from_slice(&self.offsets[..nr]);
-        for (i, f) in flows.iter().enumerate() {
-            for &(r, _) in f.as_slice() {
+        for i in 0..n {
+            for &(r, _) in flow(i) {
                 self.members[self.fill[r as usize] as usize] = i as u32;
                 self.fill[r as usize] += 1;
             }
@@ -134,7 +139,7 @@ impl MaxMin {
         self.rem.clear();
         self.rem.extend_from_slice(caps);
         self.frozen.clear();
-        self.frozen.resize(flows.len(), false);
+        self.frozen.resize(n, false);
         self.heap.clear();
         for r in 0..nr {
             if self.count[r] > 0 {
@@ -146,9 +151,11 @@ impl MaxMin {
             if self.count[r] == 0 {
                 continue;
             }
+            // Each resource has one entry, pushed lazily: freezing a flow at the lowest share
+            // never lowers another resource's share (it takes at most that resource's
+            // average), so a key only falls behind upwards. Refresh it and look again.
             let current = self.share(r);
             if current != share {
-                // Stale entry: the resource lost flows or capacity since it was pushed.
                 self.heap.push(Entry { share: current, res });
                 continue;
             }
@@ -159,14 +166,11 @@ impl MaxMin {
                 }
                 self.frozen[f] = true;
                 rates[f] = share;
-                for &(r2, w) in flows[f].as_slice() {
+                for &(r2, w) in flow(f) {
                     let r2 = r2 as usize;
                     self.rem[r2] -= w * share;
                     self.count[r2] -= 1;
                     self.wsum[r2] -= w;
-                    if self.count[r2] > 0 && r2 != r {
-                        self.heap.push(Entry { share: self.share(r2), res: r2 as u32 });
-                    }
                 }
             }
         }

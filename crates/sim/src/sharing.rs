@@ -41,7 +41,10 @@ pub struct Sharing {
     moved: Vec<u32>,
     is_moved: Vec<bool>,
     local_caps: Vec<f64>,
-    local_flows: Vec<FlowResources>,
+    /// The set's flows over local resource ids, flattened: flow i is
+    /// `local_entries[local_starts[i]..local_starts[i + 1]]`.
+    local_starts: Vec<u32>,
+    local_entries: Vec<(u32, f64)>,
     local_rates: Vec<f64>,
     full: MaxMin,
     /// Recompute everything at every update (the reference, for tests).
@@ -84,7 +87,8 @@ impl Sharing {
             moved: Vec::new(),
             is_moved: vec![false; n],
             local_caps: Vec::new(),
-            local_flows: Vec::new(),
+            local_starts: Vec::new(),
+            local_entries: Vec::new(),
             local_rates: Vec::new(),
             full: MaxMin::default(),
             always_full: false,
@@ -167,9 +171,10 @@ impl Sharing {
                 let ids: Vec<u32> = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].is_some()).collect();
                 old.clear();
                 old.extend(ids.iter().map(|&f| (f, self.rate[f as usize])));
-                let res: Vec<FlowResources> = ids.iter().map(|&f| self.flows[f as usize].clone().expect("live")).collect();
                 let mut rates = Vec::new();
-                self.full.allocate(&self.caps, &res, &mut rates);
+                let flows = &self.flows;
+                let res = |i: usize| flows[ids[i] as usize].as_ref().expect("live").as_slice();
+                self.full.allocate_by(&self.caps, ids.len(), res, &mut rates);
                 for (&f, r) in ids.iter().zip(rates) {
                     self.rate[f as usize] = r;
                 }
@@ -318,11 +323,12 @@ impl Sharing {
         let mut touched = std::mem::take(&mut self.touched);
         touched.clear();
         self.local_caps.clear();
-        self.local_flows.clear();
+        self.local_entries.clear();
+        self.local_starts.clear();
         // Local resource ids in order of first use; capacity left by the flows outside the
         // set = load - the set's own share of it.
         for &f in set {
-            let mut local = FlowResources::default();
+            self.local_starts.push(self.local_entries.len() as u32);
             for i in 0..self.flow_len(f) {
                 let (r, w) = self.flow_res(f, i);
                 if self.local_tag[r as usize] != tag {
@@ -334,15 +340,17 @@ impl Sharing {
                 }
                 let l = self.local_idx[r as usize];
                 self.local_caps[l as usize] += w * self.rate[f as usize];
-                local.push(l, w);
+                self.local_entries.push((l, w));
             }
-            self.local_flows.push(local);
         }
         for c in &mut self.local_caps {
             *c = c.max(0.0);
         }
+        self.local_starts.push(self.local_entries.len() as u32);
         let mut rates = std::mem::take(&mut self.local_rates);
-        self.full.allocate(&self.local_caps, &self.local_flows, &mut rates);
+        let (starts, entries) = (&self.local_starts, &self.local_entries);
+        let res = |i: usize| &entries[starts[i] as usize..starts[i + 1] as usize];
+        self.full.allocate_by(&self.local_caps, set.len(), res, &mut rates);
         for (&f, &r) in set.iter().zip(&rates) {
             self.set_rate(f, r);
         }

@@ -8,6 +8,7 @@
 //! (transfer completions, timers).
 
 mod fluid;
+mod gates;
 mod overlap;
 
 use crate::error::{Result, SimError};
@@ -266,14 +267,8 @@ struct Engine<'a> {
     // Foreground: (time, resource, rate) changes, applied in order.
     fg_changes: Vec<(f64, u32, f64)>,
     rates_log: Option<Vec<RateLog>>,
-    /// Timeslot gates per node: slot -> scheduled sends (receives) not yet finished.
-    gate_up: Vec<std::collections::BTreeMap<u32, u32>>,
-    gate_down: Vec<std::collections::BTreeMap<u32, u32>>,
-    /// Vertices waiting at a node's gate (listed at both ends of their transfer, once).
-    /// Entries carry the generation of their wait; an older one is stale.
-    gate_wait: Vec<Vec<(u32, u32, u64)>>,
-    gated: HashMap<(u32, u32), u64>,
-    gate_gen: u64,
+    /// Timeslot gates (RepairBoost).
+    gates: gates::Gates,
     /// Scratch: flows finishing at the current event.
     done: Vec<Flow>,
 }
@@ -340,11 +335,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         jobs_left: jobs.len(),
         fg_changes,
         rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
-        gate_up: vec![Default::default(); n_nodes],
-        gate_down: vec![Default::default(); n_nodes],
-        gate_wait: vec![Vec::new(); n_nodes],
-        gated: HashMap::new(),
-        gate_gen: 0,
+        gates: gates::Gates::new(n_nodes),
         done: Vec::new(),
     };
     for j in jobs {
@@ -354,8 +345,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
             let Some(out) = vx.output else { continue };
             let to = g.vertex(out).node;
             if to != vx.node {
-                *e.gate_up[vx.node as usize].entry(*slot).or_default() += 1;
-                *e.gate_down[to as usize].entry(*slot).or_default() += 1;
+                e.gates.schedule(vx.node, to, *slot);
             }
         }
     }
@@ -694,14 +684,7 @@ impl<'a> Engine<'a> {
                 continue;
             }
             if let Some(&Some(ts)) = jobs[j as usize].timeslots.get(v as usize) {
-                let earlier = |m: &std::collections::BTreeMap<u32, u32>| m.first_key_value().is_some_and(|(&k, _)| k < ts);
-                if earlier(&self.gate_up[vx.node as usize]) || earlier(&self.gate_down[to as usize]) {
-                    if !self.gated.contains_key(&(j, v)) {
-                        self.gate_gen += 1;
-                        self.gated.insert((j, v), self.gate_gen);
-                        self.gate_wait[vx.node as usize].push((j, v, self.gate_gen));
-                        self.gate_wait[to as usize].push((j, v, self.gate_gen));
-                    }
+                if !self.gates.admit(j, v, vx.node, to, ts) {
                     return;
                 }
             }
@@ -753,24 +736,8 @@ impl<'a> Engine<'a> {
     /// A scheduled transfer of slot `ts` from `from` to `to` has finished: later slots at
     /// those nodes may go once nothing earlier is left.
     fn gate_passed(&mut self, from: NodeId, to: NodeId, ts: u32) {
-        for (gate, n) in [(&mut self.gate_up, from), (&mut self.gate_down, to)] {
-            let m = &mut gate[n as usize];
-            if let Some(c) = m.get_mut(&ts) {
-                *c -= 1;
-                if *c == 0 {
-                    m.remove(&ts);
-                }
-            }
-        }
-        for n in [from, to] {
-            let waiting = std::mem::take(&mut self.gate_wait[n as usize]);
-            for (j, v, gen) in waiting {
-                // Woken already through its other end: a stale entry.
-                if self.gated.get(&(j, v)) == Some(&gen) {
-                    self.gated.remove(&(j, v));
-                    self.try_vertex(j, v);
-                }
-            }
+        for (j, v) in self.gates.pass(from, to, ts) {
+            self.try_vertex(j, v);
         }
     }
 
