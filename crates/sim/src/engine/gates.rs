@@ -7,13 +7,16 @@
 use kintsugi_plan::NodeId;
 use std::collections::{BTreeMap, HashMap};
 
+/// A transfer blocked at a gate: (job, vertex, wait generation).
+type Waiter = (u32, u32, u64);
+
 /// One direction of every node's gate.
 #[derive(Default)]
 struct Side {
     /// Per node: slot -> scheduled transfers of that slot not finished yet.
     pending: Vec<BTreeMap<u32, u32>>,
     /// Per node: slot -> transfers (job, vertex, wait generation) blocked here.
-    waiting: Vec<BTreeMap<u32, Vec<(u32, u32, u64)>>>,
+    waiting: Vec<BTreeMap<u32, Vec<Waiter>>>,
 }
 
 impl Side {
@@ -26,7 +29,7 @@ impl Side {
     }
 
     /// Counts a finished transfer and takes the waiters it lets through.
-    fn pass(&mut self, n: NodeId, ts: u32, woken: &mut Vec<(u32, u32, u64)>) {
+    fn pass(&mut self, n: NodeId, ts: u32, woken: &mut Vec<Waiter>) {
         let m = &mut self.pending[n as usize];
         if let Some(c) = m.get_mut(&ts) {
             *c -= 1;
