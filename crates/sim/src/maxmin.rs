@@ -140,12 +140,10 @@ impl MaxMin {
         self.rem.extend_from_slice(caps);
         self.frozen.clear();
         self.frozen.resize(n, false);
-        self.heap.clear();
-        for r in 0..nr {
-            if self.count[r] > 0 {
-                self.heap.push(Entry { share: self.share(r), res: r as u32 });
-            }
-        }
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        entries.clear();
+        entries.extend((0..nr).filter(|&r| self.count[r] > 0).map(|r| Entry { share: self.share(r), res: r as u32 }));
+        self.heap = BinaryHeap::from(entries);
         while let Some(Entry { share, res }) = self.heap.pop() {
             let r = res as usize;
             if self.count[r] == 0 {

@@ -271,6 +271,8 @@ struct Engine<'a> {
     gates: gates::Gates,
     /// Scratch: flows finishing at the current event.
     done: Vec<Flow>,
+    /// The last event only ended fluid flows that now drain: share at the next one.
+    defer_reshare: bool,
 }
 
 /// Runs `jobs` on `net` to completion.
@@ -337,6 +339,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
         gates: gates::Gates::new(n_nodes),
         done: Vec::new(),
+        defer_reshare: false,
     };
     for j in jobs {
         let g = &j.graph;
@@ -875,6 +878,10 @@ impl<'a> Engine<'a> {
         changed.clear();
         self.sharing.update(&mut changed);
         let mut touched_nodes = std::mem::take(&mut self.removed_nodes);
+        // When most flows change rate (a full recompute among dense fluid repairs), rebuild
+        // the completion heap in one pass rather than push an entry per flow and pop as many
+        // stale ones later.
+        let rebuild = changed.len() > 64 && changed.len() * 2 > self.completions.len();
         for &id in &changed {
             let id = id as usize;
             self.settle(id);
@@ -886,12 +893,26 @@ impl<'a> Engine<'a> {
             let f = self.flows[id].as_mut().expect("changed flows are live");
             f.rate = new_rate;
             self.versions[id] = self.versions[id].wrapping_add(1);
-            if new_rate > 0.0 {
+            if new_rate > 0.0 && !rebuild {
                 let t = if new_rate.is_infinite() { now } else { now + f.remaining / new_rate };
                 self.completions.push(Reverse((T(t), id as u32, self.versions[id])));
             }
         }
         self.changed = changed;
+        if rebuild {
+            let mut entries = std::mem::take(&mut self.completions).into_vec();
+            entries.clear();
+            for (id, f) in self.flows.iter().enumerate() {
+                let Some(f) = f else { continue };
+                if f.rate > 0.0 {
+                    // Flows that did not change were settled earlier: their remaining bytes
+                    // count from their own t0.
+                    let t = if f.rate.is_infinite() { f.t0 } else { f.t0 + f.remaining / f.rate };
+                    entries.push(Reverse((T(t), id as u32, self.versions[id])));
+                }
+            }
+            self.completions = BinaryHeap::from(entries);
+        }
         // Rate changes leave stale completion entries behind; drop them when they dominate.
         if self.completions.len() > 64 + 4 * self.flows.len() {
             let flows = &self.flows;
@@ -934,7 +955,9 @@ impl<'a> Engine<'a> {
                 reported = total - self.jobs_left;
                 progress(reported);
             }
-            self.reshare();
+            if !std::mem::take(&mut self.defer_reshare) {
+                self.reshare();
+            }
             let next_done = self.next_completion();
             let next_timer = self.timers.peek().map_or(f64::INFINITY, |Reverse((t, _, _))| t.0);
             let t = next_done.min(next_timer);
@@ -956,17 +979,30 @@ impl<'a> Engine<'a> {
                 self.sharing.remove(id);
                 done.push(f);
             }
+            // Only fluid repairs whose pipelines now drain ended: their links are shared out
+            // again when the drain ends (or at any earlier event), not twice per repair. A
+            // draining pipeline frees its hops one by one; holding them for the drain (one
+            // slice per stage) errs as much as freeing them all at once, at half the cost
+            // when every repair otherwise makes two full recomputes of dense sharing.
+            let drain_only = !done.is_empty()
+                && done.iter().all(|f| match f.kind {
+                    FlowKind::Fluid { job } => self.st[job as usize].fluid.as_ref().is_some_and(|fl| fl.fill > 0.0),
+                    _ => false,
+                });
             for f in done.drain(..) {
                 self.complete(f);
             }
             self.done = done;
+            let mut fired = false;
             while let Some(Reverse((t, _, _))) = self.timers.peek() {
                 if t.0 > horizon {
                     break;
                 }
                 let Reverse((_, _, what)) = self.timers.pop().expect("peeked");
                 self.fire(what);
+                fired = true;
             }
+            self.defer_reshare = drain_only && !fired;
         }
         Ok(())
     }
