@@ -22,6 +22,9 @@ pub enum BenchCmd {
     DegradedRead(crate::bench_degraded::DegradedArgs),
     /// Planning time of a full-node scheduler and of ECPipe's weighted path search.
     Planner(crate::bench_planner::PlannerArgs),
+    /// The simulator's cost curve: CPU and memory of full-node repair as chunks and nodes
+    /// grow (each point a child `sim full-node` process).
+    SimScale(crate::bench_sim::SimScaleArgs),
 }
 
 #[derive(Args, Debug)]
@@ -61,6 +64,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Codec(a) => codec(&a),
         BenchCmd::DegradedRead(a) => crate::bench_degraded::run(a),
         BenchCmd::Planner(a) => crate::bench_planner::run(a),
+        BenchCmd::SimScale(a) => crate::bench_sim::run(a),
     }
 }
 

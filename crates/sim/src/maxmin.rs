@@ -55,10 +55,11 @@ impl FlowResources {
     }
 }
 
+/// A resource in the filling order: the rate its unfrozen flows would get if it filled now.
 #[derive(PartialEq)]
-struct Entry {
-    share: f64,
-    res: u32,
+pub(crate) struct Entry {
+    pub share: f64,
+    pub res: u32,
 }
 impl Eq for Entry {}
 impl PartialOrd for Entry {

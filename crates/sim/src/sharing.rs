@@ -5,7 +5,8 @@
 //! flow gets more). At that fixpoint the allocation is the unique max-min fair one, so the
 //! result equals a full recompute (checked by property tests against [`MaxMin`]).
 
-use crate::maxmin::{FlowResources, MaxMin};
+use crate::maxmin::{Entry, FlowResources, MaxMin};
+use std::collections::BinaryHeap;
 
 /// Flows, resources and their current fair rates.
 pub struct Sharing {
@@ -49,6 +50,13 @@ pub struct Sharing {
     local_entries: Vec<(u32, f64)>,
     local_rates: Vec<f64>,
     full: MaxMin,
+    // Scratch for [`Sharing::fill_all`].
+    all_rem: Vec<f64>,
+    all_wsum: Vec<f64>,
+    all_count: Vec<u32>,
+    all_heap: BinaryHeap<Entry>,
+    frozen: Vec<u64>,
+    frozen_tag: u64,
     /// Recompute everything at every update (the reference, for tests).
     pub always_full: bool,
     /// Updates done by full recompute / incrementally (for tests and tuning).
@@ -96,6 +104,12 @@ impl Sharing {
             local_entries: Vec::new(),
             local_rates: Vec::new(),
             full: MaxMin::default(),
+            all_rem: Vec::new(),
+            all_wsum: Vec::new(),
+            all_count: Vec::new(),
+            all_heap: BinaryHeap::new(),
+            frozen: Vec::new(),
+            frozen_tag: 0,
             always_full: false,
             full_updates: 0,
             local_updates: 0,
@@ -175,16 +189,9 @@ impl Sharing {
             true => self.local_updates += 1,
             false => {
                 self.full_updates += 1;
-                let ids: Vec<u32> = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].is_some()).collect();
                 old.clear();
-                old.extend(ids.iter().map(|&f| (f, self.rate[f as usize])));
-                let mut rates = Vec::new();
-                let flows = &self.flows;
-                let res = |i: usize| flows[ids[i] as usize].as_ref().expect("live").as_slice();
-                self.full.allocate_by(&self.caps, ids.len(), res, &mut rates);
-                for (&f, r) in ids.iter().zip(rates) {
-                    self.rate[f as usize] = r;
-                }
+                old.extend((0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].is_some()).map(|f| (f, self.rate[f as usize])));
+                self.fill_all();
                 self.stat_ok.iter_mut().for_each(|ok| *ok = false);
             }
         }
@@ -294,6 +301,69 @@ impl Sharing {
                 return true;
             }
         }
+    }
+
+    /// Progressive filling of every live flow, in place: the resources' own flow lists
+    /// are the adjacency, so nothing is copied (a full recompute among a thousand fluid
+    /// repairs visits twenty thousand entries; rebuilding them cost as much as filling).
+    fn fill_all(&mut self) {
+        let nr = self.caps.len();
+        self.all_rem.clear();
+        self.all_rem.extend_from_slice(&self.caps);
+        self.all_wsum.clear();
+        self.all_wsum.resize(nr, 0.0);
+        self.all_count.clear();
+        self.all_count.resize(nr, 0);
+        let mut entries = std::mem::take(&mut self.all_heap).into_vec();
+        entries.clear();
+        for (r, list) in self.res_flows.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            let w: f64 = list.iter().map(|e| e.1).sum();
+            self.all_wsum[r] = w;
+            self.all_count[r] = list.len() as u32;
+            entries.push(Entry { share: self.caps[r].max(0.0) / w + 0.0, res: r as u32 });
+        }
+        let mut heap = BinaryHeap::from(entries);
+        self.frozen_tag += 1;
+        let tag = self.frozen_tag;
+        if self.frozen.len() < self.flows.len() {
+            self.frozen.resize(self.flows.len(), 0);
+        }
+        for (f, res) in self.flows.iter().enumerate() {
+            if res.as_ref().is_some_and(|r| r.is_empty()) {
+                self.rate[f] = f64::INFINITY;
+            }
+        }
+        let share_of = |rem: &[f64], wsum: &[f64], r: usize| rem[r].max(0.0) / wsum[r].max(f64::MIN_POSITIVE) + 0.0;
+        while let Some(Entry { share, res }) = heap.pop() {
+            let r = res as usize;
+            if self.all_count[r] == 0 {
+                continue;
+            }
+            // Lazy keys, as in [`MaxMin`]: shares only rise as flows freeze elsewhere.
+            let current = share_of(&self.all_rem, &self.all_wsum, r);
+            if current != share {
+                heap.push(Entry { share: current, res });
+                continue;
+            }
+            for m in 0..self.res_flows[r].len() {
+                let f = self.res_flows[r][m].0 as usize;
+                if self.frozen[f] == tag {
+                    continue;
+                }
+                self.frozen[f] = tag;
+                self.rate[f] = share;
+                for &(r2, w) in self.flows[f].as_ref().expect("listed flows are live").as_slice() {
+                    let r2 = r2 as usize;
+                    self.all_rem[r2] -= w * share;
+                    self.all_wsum[r2] -= w;
+                    self.all_count[r2] -= 1;
+                }
+            }
+        }
+        self.all_heap = heap;
     }
 
     fn flow_len(&self, f: u32) -> usize {
