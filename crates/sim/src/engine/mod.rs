@@ -424,23 +424,33 @@ impl JobState {
         let g = &j.graph;
         let lanes = g.lanes;
         let bad = |e: kintsugi_plan::PlanError| SimError::BadScenario(e.to_string());
-        let slices = g.slices(j.chunk_len, j.slice_len).map_err(bad)?;
-        let slice_window = slices.iter().map(|w| w.len()).max().unwrap_or(0) as f64;
+        // Slice j of each sub-chunk travels in lane j mod lanes (RepairGraph::slices); only
+        // lengths matter here, so count them rather than list 2048 ranges per repair.
+        let sub = kintsugi_codes::sub_len(g.equation.sub_chunks, j.chunk_len).map_err(|e| SimError::BadScenario(e.to_string()))?;
+        if j.slice_len == 0 {
+            return Err(bad(kintsugi_plan::PlanError::Invalid("slice size must be at least 1 byte".into())));
+        }
+        let n_slices = sub.div_ceil(j.slice_len);
+        let slice_window = j.slice_len.min(sub) as f64;
+        let lane_total = |l: usize| -> u64 {
+            if l >= n_slices {
+                return 0;
+            }
+            let count = (n_slices - 1 - l) / lanes + 1;
+            let short = if (n_slices - 1) % lanes == l { n_slices * j.slice_len - sub } else { 0 };
+            (count * j.slice_len - short) as u64
+        };
         // Bytes of each unit per lane: a slice, or the whole lane for store-and-forward graphs
         // (the very units the network executor moves). Fluid and overlapped jobs move each
         // lane as one unit too: only its total matters.
-        let windows: Vec<Vec<u32>> = if mode == JobMode::Slice {
+        let windows: Vec<Vec<u32>> = if mode == JobMode::Slice && g.pipelined {
             g.lane_units(j.chunk_len, j.slice_len)
                 .map_err(bad)?
                 .iter()
                 .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
                 .collect()
         } else {
-            let mut totals = vec![0u64; lanes];
-            for (i, w) in slices.iter().enumerate() {
-                totals[i % lanes] += w.len() as u64;
-            }
-            totals.into_iter().map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
+            (0..lanes).map(|l| lane_total(l)).map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
         };
         let nv = g.vertices.len();
         let mut sink_inputs = vec![Vec::new(); lanes];
