@@ -75,6 +75,70 @@ impl Ord for Entry {
     }
 }
 
+/// A monotone priority queue (a radix heap) over non-negative f64 keys: every key pushed
+/// is at least the last one popped, as progressive filling's shares are. Keys compare by
+/// their bit patterns, which order non-negative floats; an item lives in the bucket of the
+/// highest bit where it differs from the last key popped, so a pop moves each item down a
+/// few times at most instead of sifting through a binary heap.
+pub(crate) struct RadixHeap {
+    last: u64,
+    len: usize,
+    buckets: Vec<Vec<(u64, u32)>>,
+}
+
+impl Default for RadixHeap {
+    fn default() -> Self {
+        RadixHeap { last: 0, len: 0, buckets: vec![Vec::new(); 65] }
+    }
+}
+
+impl RadixHeap {
+    pub fn clear(&mut self) {
+        self.buckets.iter_mut().for_each(Vec::clear);
+        self.last = 0;
+        self.len = 0;
+    }
+
+    fn bucket(&self, key: u64) -> usize {
+        if key == self.last {
+            0
+        } else {
+            64 - (key ^ self.last).leading_zeros() as usize
+        }
+    }
+
+    /// Adds an item; `key` must not be below the last key popped.
+    pub fn push(&mut self, key: f64, item: u32) {
+        let bits = (key + 0.0).to_bits();
+        debug_assert!(bits >= self.last, "radix heap keys must not decrease");
+        let b = self.bucket(bits.max(self.last));
+        self.buckets[b].push((bits.max(self.last), item));
+        self.len += 1;
+    }
+
+    /// Removes an item with the smallest key.
+    pub fn pop(&mut self) -> Option<(f64, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        if self.buckets[0].is_empty() {
+            let i = (1..65).find(|&i| !self.buckets[i].is_empty()).expect("a non-empty bucket");
+            let items = std::mem::take(&mut self.buckets[i]);
+            self.last = items.iter().map(|e| e.0).min().expect("non-empty");
+            for &(k, v) in &items {
+                let b = self.bucket(k);
+                self.buckets[b].push((k, v));
+            }
+            // Keep the emptied bucket's allocation for next time.
+            let mut items = items;
+            items.clear();
+            self.buckets[i] = items;
+        }
+        self.len -= 1;
+        self.buckets[0].pop().map(|(k, v)| (f64::from_bits(k), v))
+    }
+}
+
 /// Reusable buffers so that repeated allocations do not reallocate.
 #[derive(Default)]
 pub struct MaxMin {
@@ -270,6 +334,29 @@ mod tests {
         MaxMin::default().allocate(&[9.0, 4.0], &[chain, FlowResources::weighted([(0, 2.0)])], &mut rates);
         // Now r1 fills first at 2; the star takes the rest of r0: (9 - 2) / 2.
         assert_eq!(rates, vec![2.0, 3.5]);
+    }
+
+    /// The radix heap pops in key order while keys only rise, as a sorted list would.
+    #[test]
+    fn radix_heap_pops_in_order() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut h = RadixHeap::default();
+        let mut reference: Vec<f64> = Vec::new();
+        let mut last = 0.0;
+        for _ in 0..5000 {
+            if rng.random_bool(0.6) || reference.is_empty() {
+                let k = last + rng.random_range(0.0..10.0) * rng.random_range(0.0..1.0f64).powi(3);
+                h.push(k, 0);
+                reference.push(k);
+            } else {
+                reference.sort_by(|a, b| b.total_cmp(a));
+                let want = reference.pop().unwrap();
+                let (got, _) = h.pop().unwrap();
+                assert_eq!(got, want);
+                last = got;
+            }
+        }
     }
 
     #[test]

@@ -5,8 +5,7 @@
 //! flow gets more). At that fixpoint the allocation is the unique max-min fair one, so the
 //! result equals a full recompute (checked by property tests against [`MaxMin`]).
 
-use crate::maxmin::{Entry, FlowResources, MaxMin};
-use std::collections::BinaryHeap;
+use crate::maxmin::{FlowResources, MaxMin, RadixHeap};
 
 /// Flows, resources and their current fair rates.
 pub struct Sharing {
@@ -54,7 +53,7 @@ pub struct Sharing {
     all_rem: Vec<f64>,
     all_wsum: Vec<f64>,
     all_count: Vec<u32>,
-    all_heap: BinaryHeap<Entry>,
+    all_heap: RadixHeap,
     frozen: Vec<u64>,
     frozen_tag: u64,
     /// Recompute everything at every update (the reference, for tests).
@@ -107,7 +106,7 @@ impl Sharing {
             all_rem: Vec::new(),
             all_wsum: Vec::new(),
             all_count: Vec::new(),
-            all_heap: BinaryHeap::new(),
+            all_heap: RadixHeap::default(),
             frozen: Vec::new(),
             frozen_tag: 0,
             always_full: false,
@@ -314,8 +313,8 @@ impl Sharing {
         self.all_wsum.resize(nr, 0.0);
         self.all_count.clear();
         self.all_count.resize(nr, 0);
-        let mut entries = std::mem::take(&mut self.all_heap).into_vec();
-        entries.clear();
+        let mut heap = std::mem::take(&mut self.all_heap);
+        heap.clear();
         for (r, list) in self.res_flows.iter().enumerate() {
             if list.is_empty() {
                 continue;
@@ -323,9 +322,8 @@ impl Sharing {
             let w: f64 = list.iter().map(|e| e.1).sum();
             self.all_wsum[r] = w;
             self.all_count[r] = list.len() as u32;
-            entries.push(Entry { share: self.caps[r].max(0.0) / w + 0.0, res: r as u32 });
+            heap.push(self.caps[r].max(0.0) / w, r as u32);
         }
-        let mut heap = BinaryHeap::from(entries);
         self.frozen_tag += 1;
         let tag = self.frozen_tag;
         if self.frozen.len() < self.flows.len() {
@@ -337,15 +335,16 @@ impl Sharing {
             }
         }
         let share_of = |rem: &[f64], wsum: &[f64], r: usize| rem[r].max(0.0) / wsum[r].max(f64::MIN_POSITIVE) + 0.0;
-        while let Some(Entry { share, res }) = heap.pop() {
+        while let Some((key, res)) = heap.pop() {
             let r = res as usize;
             if self.all_count[r] == 0 {
                 continue;
             }
-            // Lazy keys, as in [`MaxMin`]: shares only rise as flows freeze elsewhere.
-            let current = share_of(&self.all_rem, &self.all_wsum, r);
-            if current != share {
-                heap.push(Entry { share: current, res });
+            // Lazy keys, as in [`MaxMin`]: shares only rise as flows freeze elsewhere. A
+            // share a rounding below its key fills now, at its own value.
+            let share = share_of(&self.all_rem, &self.all_wsum, r);
+            if share > key {
+                heap.push(share, res);
                 continue;
             }
             for m in 0..self.res_flows[r].len() {

@@ -583,13 +583,9 @@ impl<'a> Engine<'a> {
                 self.up_bytes[f.src as usize] += moved;
                 self.down_bytes[f.dst as usize] += moved;
             }
-            FlowKind::Fluid { job } => {
-                let fl = self.st[job as usize].fluid.as_ref().expect("fluid jobs carry their flow");
-                for &(node, up, w) in &fl.links {
-                    let bytes = if up { &mut self.up_bytes } else { &mut self.down_bytes };
-                    bytes[node as usize] += moved * w;
-                }
-            }
+            // Counted once, when the flow ends (its links' weights never change), rather
+            // than over twenty links at every rate change.
+            FlowKind::Fluid { .. } => {}
             _ => {}
         }
     }
@@ -597,23 +593,22 @@ impl<'a> Engine<'a> {
     /// Adds `delta` (bytes/s of the flow) to the link rates of the nodes flow f crosses,
     /// noting them for the utilisation log.
     fn shift_node_rates(&mut self, kind: FlowKind, src: NodeId, dst: NodeId, delta: f64, touched: &mut Vec<NodeId>) {
-        let log = self.rates_log.is_some();
+        // Node rates feed only the utilisation log.
+        if self.rates_log.is_none() {
+            return;
+        }
         match kind {
             FlowKind::Net { .. } => {
                 self.node_up[src as usize] += delta;
                 self.node_down[dst as usize] += delta;
-                if log {
-                    touched.extend([src, dst]);
-                }
+                touched.extend([src, dst]);
             }
             FlowKind::Fluid { job } => {
                 let fl = self.st[job as usize].fluid.as_ref().expect("fluid jobs carry their flow");
                 for &(node, up, w) in &fl.links {
                     let rates = if up { &mut self.node_up } else { &mut self.node_down };
                     rates[node as usize] += delta * w;
-                    if log {
-                        touched.push(node);
-                    }
+                    touched.push(node);
                 }
             }
             _ => {}
