@@ -450,7 +450,7 @@ impl JobState {
                 .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
                 .collect()
         } else {
-            (0..lanes).map(|l| lane_total(l)).map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
+            (0..lanes).map(lane_total).map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
         };
         let nv = g.vertices.len();
         let mut sink_inputs = vec![Vec::new(); lanes];
