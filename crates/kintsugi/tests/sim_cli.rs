@@ -114,3 +114,65 @@ fn balance_json_reports_lb_degree() {
     // is near 1.
     assert!(ran > 1.3 && (1.0..1.15).contains(&rb), "ran {ran}, repairboost {rb}");
 }
+
+/// `--model` picks the model; full-node defaults to fluid and agrees with the slice model
+/// on a small pipelined scenario, in far fewer events.
+#[test]
+fn full_node_models() {
+    let run = |model: Option<&str>| {
+        let mut args = vec!["sim", "full-node", "--nodes", "20", "--chunks", "12", "--code", "rs:6,3", "--method", "ecpipe"];
+        args.extend(["--chunk", "4MiB", "--slice", "64KiB", "--json"]);
+        if let Some(m) = model {
+            args.extend(["--model", m]);
+        }
+        let out = kintsugi(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (default, fluid, slice) = (run(None), run(Some("fluid")), run(Some("slice")));
+    assert_eq!(default["model"], "fluid");
+    assert_eq!(slice["model"], "slice");
+    let (f, s) = (fluid["repair_seconds"].as_f64().unwrap(), slice["repair_seconds"].as_f64().unwrap());
+    assert!((f / s - 1.0).abs() < 0.03, "fluid {f} s, slice {s} s");
+    assert!(fluid["events"].as_u64().unwrap() * 10 < slice["events"].as_u64().unwrap());
+    let out = kintsugi(&["sim", "full-node", "--model", "quantum"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected slice or fluid"));
+}
+
+#[test]
+fn sim_scale_bench_reports_every_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plot = tmp.path().join("cost.svg");
+    let out = kintsugi(&[
+        "bench",
+        "sim-scale",
+        "--points",
+        "20:10,40:20",
+        "--methods",
+        "ecpipe,ppr",
+        "--schedulers",
+        "random",
+        "--code",
+        "rs:4,2",
+        "--chunk",
+        "1MiB",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "two points, two methods");
+    for r in rows {
+        assert!(r["cpu_seconds"].as_f64().unwrap() >= 0.0 && r["events"].as_u64().unwrap() > 0);
+        assert!(r["repair_seconds"].as_f64().unwrap() > 0.0 && r["max_rss_mib"].as_f64().unwrap() > 0.0);
+    }
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    let csv = std::fs::read_to_string(plot.with_extension("csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5);
+    let out = kintsugi(&["bench", "sim-scale", "--points", "20x10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NODES:CHUNKS"));
+}
