@@ -8,7 +8,6 @@
 //! is matched.
 
 use crate::graph::{NodeId, RepairGraph};
-use std::collections::HashMap;
 
 /// Which of several candidate transfers a sender prefers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,9 +48,9 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
             }
         }
     }
-    settle(graphs, &mut pending, &mut ready);
+    settle(graphs, &mut pending, &mut ready, 0);
     let mut t: u32 = 0;
-    let mut node_index: HashMap<NodeId, usize> = HashMap::new();
+    let mut node_index = NodeIndex::default();
     while !ready.is_empty() {
         // Candidate transfers of this slot.
         let mut cands: Vec<Ready> = ready
@@ -68,7 +67,7 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
                 }
             })
             .collect();
-        cands.sort_by_key(|c| (pref == Preference::NewLeaves && !c.completes, c.graph, c.vertex));
+        cands.sort_unstable_by_key(|c| (pref == Preference::NewLeaves && !c.completes, c.graph, c.vertex));
         let chosen = max_matching(&cands, &mut node_index);
         ready.clear();
         let mut delivered = Vec::with_capacity(chosen.len());
@@ -84,6 +83,8 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
                 ready.push((c.graph, c.vertex));
             }
         }
+        // Only vertices made ready now can hand over on their own node: the rest were settled.
+        let fresh = ready.len();
         for (gi, v) in delivered {
             let g = graphs[gi as usize];
             let o = g.vertices[v as usize].output.expect("sent vertices have outputs").index();
@@ -92,15 +93,16 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
                 ready.push((gi, o as u32));
             }
         }
-        settle(graphs, &mut pending, &mut ready);
+        settle(graphs, &mut pending, &mut ready, fresh);
         t += 1;
     }
     Timeslots { slots, timeslots: t }
 }
 
-/// Passes on at once what a vertex sends to a vertex on its own node (no network).
-fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(u32, u32)>) {
-    let mut i = 0;
+/// Passes on at once what a vertex sends to a vertex on its own node (no network), for
+/// the ready vertices from index `from` on.
+fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(u32, u32)>, from: usize) {
+    let mut i = from;
     while i < ready.len() {
         let (gi, v) = ready[i];
         let g = graphs[gi as usize];
@@ -120,12 +122,9 @@ fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(
 /// A maximum set of candidates with distinct senders and distinct receivers. Candidates
 /// come in preference order: a greedy pass takes preferred ones first, then augmenting
 /// paths (Kuhn) grow it to maximum without unmatching any sender.
-fn max_matching(cands: &[Ready], index: &mut HashMap<NodeId, usize>) -> Vec<usize> {
+fn max_matching(cands: &[Ready], index: &mut NodeIndex) -> Vec<usize> {
     index.clear();
-    let id = |n: NodeId, index: &mut HashMap<NodeId, usize>| {
-        let l = index.len();
-        *index.entry(n).or_insert(l)
-    };
+    let id = |n: NodeId, index: &mut NodeIndex| index.get_or_insert(n);
     let mut adj: Vec<Vec<(usize, usize)>> = Vec::new(); // sender -> (receiver, candidate)
     let mut senders = Vec::new();
     for (i, c) in cands.iter().enumerate() {
@@ -143,7 +142,7 @@ fn max_matching(cands: &[Ready], index: &mut HashMap<NodeId, usize>) -> Vec<usiz
     let mut recv_of = vec![usize::MAX; n]; // sender -> candidate
     let mut owner = vec![usize::MAX; n]; // receiver -> sender
     for (i, c) in cands.iter().enumerate() {
-        let (s, r) = (index[&c.from], index[&c.to]);
+        let (s, r) = (index.get(c.from), index.get(c.to));
         if recv_of[s] == usize::MAX && owner[r] == usize::MAX {
             recv_of[s] = i;
             owner[r] = s;
@@ -161,6 +160,39 @@ fn max_matching(cands: &[Ready], index: &mut HashMap<NodeId, usize>) -> Vec<usiz
     let mut out: Vec<usize> = recv_of.into_iter().filter(|&i| i != usize::MAX).collect();
     out.sort_unstable();
     out
+}
+
+/// Dense local ids for the nodes of one slot's candidates (node ids are small integers, so
+/// a vector with generation tags replaces a hash map in this hot loop).
+#[derive(Default)]
+struct NodeIndex {
+    slot: Vec<(u32, usize)>,
+    generation: u32,
+    len: usize,
+}
+
+impl NodeIndex {
+    fn clear(&mut self) {
+        self.generation += 1;
+        self.len = 0;
+    }
+
+    fn get_or_insert(&mut self, n: NodeId) -> usize {
+        let n = n as usize;
+        if self.slot.len() <= n {
+            self.slot.resize(n + 1, (0, 0));
+        }
+        if self.slot[n].0 != self.generation {
+            self.slot[n] = (self.generation, self.len);
+            self.len += 1;
+        }
+        self.slot[n].1
+    }
+
+    fn get(&self, n: NodeId) -> usize {
+        debug_assert_eq!(self.slot[n as usize].0, self.generation);
+        self.slot[n as usize].1
+    }
 }
 
 /// Finds an augmenting path from sender s (Kuhn's algorithm).
@@ -187,6 +219,7 @@ mod tests {
     use crate::graph::{RepairTask, Shape};
     use crate::shapes;
     use kintsugi_codes::{HelperTerm, RepairEquation};
+    use std::collections::HashMap;
 
     fn graph(shape: Shape, helpers: &[NodeId], dest: NodeId) -> RepairGraph {
         let terms = (0..helpers.len()).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
@@ -280,7 +313,7 @@ mod tests {
             let cands: Vec<Ready> = (0..m)
                 .map(|i| Ready { graph: i, vertex: 0, from: rng.random_range(0..n), to: rng.random_range(0..n), completes: false })
                 .collect();
-            let got = max_matching(&cands, &mut HashMap::new());
+            let got = max_matching(&cands, &mut NodeIndex::default());
             let mut best = 0;
             for mask in 0u32..1 << m {
                 let pick: Vec<&Ready> = (0..m as usize).filter(|&i| mask >> i & 1 == 1).map(|i| &cands[i]).collect();
