@@ -13,7 +13,7 @@ for code in ["rs:6,3","lrc:6,2,2"]:
     for m in ["cr","ppr","ecpipe"]:
         base=None
         for s in ["random","repairboost","repairboost-rtb","repairboost-ts"]:
-            t=[run(["sim","full-node","--nodes","16","--chunks","100","--code",code,"--method",m,"--scheduler",s,"--max-active","all","--chunk","64MiB","--slice","1MiB","--link","1gbit","--seed",str(seed)])["repair_seconds"] for seed in (1,2,3,4,5)]
+            t=[run(["sim","full-node","--model","slice","--nodes","16","--chunks","100","--code",code,"--method",m,"--scheduler",s,"--max-active","all","--chunk","64MiB","--slice","1MiB","--link","1gbit","--seed",str(seed)])["repair_seconds"] for seed in (1,2,3,4,5)]
             med=statistics.median(t)
             if s=="random": base=med
             print(f"{code},{m},{s},{med:.2f},{min(t):.2f},{max(t):.2f},{(base/med-1)*100:.1f}", flush=True)
