@@ -27,7 +27,10 @@ proptest! {
         slice in 1024usize..=65536,
         short in 0usize..1024,
     ) {
-        let chunk = s * slice - short.min(slice - 1);
+        // The closed forms take every slice as chunk/s; a short last slice leaves the fill at
+        // full slices, (k-1) * short / (s * slice) off: keep that under 0.5%.
+        let short = if s >= 512 { short.min(slice - 1) } else { 0 };
+        let chunk = s * slice - short;
         let link = 125e6;
         let single = Single { code: format!("rs:{k},3").parse().unwrap(), method, link, chunk, slice, lost: 0 };
         let (net, jobs) = single.build().unwrap();
