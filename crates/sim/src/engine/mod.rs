@@ -1,128 +1,28 @@
 //! The discrete-event engine. In the slice model every graph edge streams its lane's slices
 //! in order, one slice in flight per edge (a TCP stream); a vertex sends slice j once slice
 //! j has arrived on all its inputs (and its own disk read of slice j is done); a
-//! store-and-forward graph (PPR) moves each lane as one unit. The fluid model ([`fluid`])
+//! store-and-forward graph (PPR) moves each lane as one unit. The fluid model (`fluid`)
 //! moves a whole pipelined repair as one flow instead, and a timeslot-gated one edge by
-//! edge ([`overlap`]), so events scale with repairs, not slices. Concurrent transfers
+//! edge (`overlap`), so events scale with repairs, not slices. Concurrent transfers
 //! share links max-min fairly, recomputed at every event; time jumps from event to event
 //! (transfer completions, timers).
 
+mod api;
 mod fluid;
 mod gates;
+mod job;
 mod overlap;
+mod vertex;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
 use crate::network::{res_disk_read, res_disk_write, res_down, res_up, Direction, Network};
 use crate::sharing::Sharing;
-use kintsugi_plan::{NodeId, RepairGraph, VertexId};
-use serde::Serialize;
+use kintsugi_plan::{NodeId, VertexId};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-/// Units a relay receives ahead of what it has forwarded: the executor's bounded input
-/// queue (`node::input::INPUT_AHEAD`). Without a bound an upstream hop would run
-/// arbitrarily far ahead of a slower downstream one, which no real relay allows.
-pub const RELAY_WINDOW: u32 = 4;
-
-/// One repair to run: a graph, the chunk and slice sizes, and the earliest start.
-#[derive(Clone, Debug)]
-pub struct Job {
-    pub graph: RepairGraph,
-    pub chunk_len: usize,
-    pub slice_len: usize,
-    /// Seconds after the start of the simulation before which the job may not start.
-    pub release: f64,
-    /// A transmission schedule across jobs (RepairBoost's timeslots): per vertex, the slot
-    /// of its send. A node sends a scheduled transfer only when all its sends of earlier
-    /// slots have finished, and a node receives it only when all its receives of earlier
-    /// slots have. Empty: no schedule.
-    pub timeslots: Vec<Option<u32>>,
-}
-
-/// Which jobs run at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Admission {
-    /// Every job starts at its release time.
-    All,
-    /// Each destination node runs at most this many repairs at a time, in job order
-    /// (like Ceph's osd_recovery_max_active or HDFS's replication streams).
-    PerDestination(usize),
-}
-
-/// How pipelined repairs are modelled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Model {
-    /// Every slice of every edge is a transfer: the reference, exact for the executors'
-    /// schedule, with cost proportional to chunk/slice per edge.
-    #[default]
-    Slice,
-    /// A pipelined repair is one flow at one rate on all its edges (its weight on a link is
-    /// the number of its edges there), plus its pipeline's fill; a timeslot-gated one moves
-    /// edge by edge, each edge following its inputs. Store-and-forward graphs, and repairs
-    /// reading from disks with a seek cost, run as in the slice model.
-    Fluid,
-}
-
-impl std::str::FromStr for Model {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "slice" => Ok(Model::Slice),
-            "fluid" => Ok(Model::Fluid),
-            _ => Err(format!("unknown model '{s}': expected slice or fluid")),
-        }
-    }
-}
-
-/// Knobs of one run.
-#[derive(Clone, Debug)]
-pub struct SimOptions {
-    pub admission: Admission,
-    pub model: Model,
-    /// Keep each node's link rates over time (for utilisation CSVs and plots).
-    pub track_utilization: bool,
-    /// Recompute all fair shares at every event instead of only the affected flows
-    /// (same result, much slower: the reference the incremental path is tested against).
-    pub full_recompute: bool,
-}
-
-impl Default for SimOptions {
-    fn default() -> Self {
-        SimOptions { admission: Admission::All, model: Model::Slice, track_utilization: false, full_recompute: false }
-    }
-}
-
-/// When a job started and finished.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobResult {
-    pub start: f64,
-    pub end: f64,
-}
-
-/// Rate changes of one node: (time, uplink bytes/s, downlink bytes/s) from then on.
-pub type RateLog = Vec<(f64, f64, f64)>;
-
-/// The outcome of a run.
-#[derive(Clone, Debug)]
-pub struct SimResult {
-    /// Time when the last job finished.
-    pub makespan: f64,
-    pub jobs: Vec<JobResult>,
-    /// Bytes each node sent / received over the network.
-    pub upload_bytes: Vec<f64>,
-    pub download_bytes: Vec<f64>,
-    /// Events processed and transfers simulated (the cost drivers).
-    pub events: u64,
-    pub transfers: u64,
-    /// Fair-share updates done incrementally, and by full recompute.
-    pub local_updates: u64,
-    pub full_updates: u64,
-    /// Per node, when tracking was asked for.
-    pub rates: Option<Vec<RateLog>>,
-}
+pub use api::*;
 
 #[derive(Clone, Copy, Debug)]
 enum FlowKind {
@@ -294,7 +194,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         if !(j.release >= 0.0 && j.release.is_finite()) {
             return Err(SimError::BadScenario(format!("job {i} has release time {}", j.release)));
         }
-        st.push(JobState::new(j, job_mode(net, j, opts.model))?);
+        st.push(JobState::new(j, job::job_mode(net, j, opts.model))?);
     }
     if let Admission::PerDestination(0) = opts.admission {
         return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
@@ -397,113 +297,6 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         full_updates: e.sharing.full_updates,
         rates: e.rates_log,
     })
-}
-
-/// The mode a job runs in under `model`.
-fn job_mode(net: &Network, j: &Job, model: Model) -> JobMode {
-    let g = &j.graph;
-    if model == Model::Slice || !g.pipelined {
-        return JobMode::Slice;
-    }
-    // A seek per slice read is a latency the fluid flow cannot carry: keep those slices.
-    let seeks = g.vertices.iter().any(|v| {
-        let n = &net.nodes[v.node as usize];
-        v.local.is_some() && n.disk_read.is_some() && n.seek > 0.0
-    });
-    if seeks {
-        JobMode::Slice
-    } else if j.timeslots.iter().any(Option::is_some) {
-        JobMode::Overlap
-    } else {
-        JobMode::Fluid
-    }
-}
-
-impl JobState {
-    fn new(j: &Job, mode: JobMode) -> Result<Self> {
-        let g = &j.graph;
-        let lanes = g.lanes;
-        let bad = |e: kintsugi_plan::PlanError| SimError::BadScenario(e.to_string());
-        // Slice j of each sub-chunk travels in lane j mod lanes (RepairGraph::slices); only
-        // lengths matter here, so count them rather than list 2048 ranges per repair.
-        let sub = kintsugi_codes::sub_len(g.equation.sub_chunks, j.chunk_len).map_err(|e| SimError::BadScenario(e.to_string()))?;
-        if j.slice_len == 0 {
-            return Err(bad(kintsugi_plan::PlanError::Invalid("slice size must be at least 1 byte".into())));
-        }
-        let n_slices = sub.div_ceil(j.slice_len);
-        let slice_window = j.slice_len.min(sub) as f64;
-        let lane_total = |l: usize| -> u64 {
-            if l >= n_slices {
-                return 0;
-            }
-            let count = (n_slices - 1 - l) / lanes + 1;
-            let short = if (n_slices - 1) % lanes == l { n_slices * j.slice_len - sub } else { 0 };
-            (count * j.slice_len - short) as u64
-        };
-        // Bytes of each unit per lane: a slice, or the whole lane for store-and-forward graphs
-        // (the very units the network executor moves). Fluid and overlapped jobs move each
-        // lane as one unit too: only its total matters.
-        let windows: Vec<Vec<u32>> = if mode == JobMode::Slice && g.pipelined {
-            g.lane_units(j.chunk_len, j.slice_len)
-                .map_err(bad)?
-                .iter()
-                .map(|lane| lane.iter().map(|ws| ws.iter().map(|w| w.len() as u32).sum()).collect())
-                .collect()
-        } else {
-            (0..lanes).map(lane_total).map(|t| if t == 0 { Vec::new() } else { vec![t as u32] }).collect()
-        };
-        let nv = g.vertices.len();
-        let mut sink_inputs = vec![Vec::new(); lanes];
-        for &i in &g.vertex(g.sink).inputs {
-            sink_inputs[g.vertex(i).lane].push(i);
-        }
-        let units_total = windows.iter().map(|w| w.len()).sum();
-        let mut pending_slots: HashMap<NodeId, std::collections::BTreeSet<u64>> = HashMap::new();
-        let mut node_vertices: HashMap<NodeId, Vec<u32>> = HashMap::new();
-        // Slot rules order a node's slices across lanes (ECPipe cyclic); with whole-lane
-        // units fair sharing stands in for that interleaving. A timeslot schedule across
-        // repairs (RepairBoost) replaces them: obeying both can deadlock, a node's next
-        // slice by rule waiting behind a gate that only a later slice can open.
-        let gated = j.timeslots.iter().any(Option::is_some);
-        let slot_rules = mode == JobMode::Slice && !gated;
-        for (v, rule) in g.slots.iter().enumerate() {
-            let Some(rule) = rule.filter(|_| slot_rules) else { continue };
-            let vx = &g.vertices[v];
-            node_vertices.entry(vx.node).or_default().push(v as u32);
-            let set = pending_slots.entry(vx.node).or_default();
-            for u in 0..windows[vx.lane].len() as u64 {
-                set.insert(rule.slot(u));
-            }
-        }
-        let overlap = mode == JobMode::Overlap;
-        Ok(JobState {
-            mode,
-            slot_rules,
-            gated,
-            windows,
-            slice_window,
-            alpha: g.equation.sub_chunks as f64,
-            width: (0..nv).map(|v| g.payload_width(VertexId(v as u32)) as f64).collect(),
-            delivered: vec![0; nv],
-            sending: vec![false; nv],
-            read_done: vec![0; nv],
-            reading: vec![false; nv],
-            sink_next: vec![0; lanes],
-            sink_inputs,
-            write_queue: VecDeque::new(),
-            writing: false,
-            units_done: 0,
-            units_total,
-            started: false,
-            finished: false,
-            pending_slots,
-            node_vertices,
-            started_v: if overlap { vec![false; nv] } else { Vec::new() },
-            flow_done: if overlap { vec![false; nv] } else { Vec::new() },
-            delivered_at: if overlap { vec![0.0; nv] } else { Vec::new() },
-            fluid: None,
-        })
-    }
 }
 
 impl<'a> Engine<'a> {
@@ -617,220 +410,6 @@ impl<'a> Engine<'a> {
 
     fn read_modeled(&self, node: NodeId) -> bool {
         self.net.nodes[node as usize].disk_read.is_some()
-    }
-
-    /// Whether non-sink vertex v can send its lane-local unit u.
-    fn ready(&self, j: u32, v: u32, u: u32) -> bool {
-        let g = &self.jobs[j as usize].graph;
-        let s = &self.st[j as usize];
-        let vx = &g.vertices[v as usize];
-        if s.mode == JobMode::Overlap {
-            return self.overlap_ready(j, v);
-        }
-        if vx.local.is_some() && self.read_modeled(vx.node) && s.read_done[v as usize] <= u {
-            return false;
-        }
-        // Back-pressure: a vertex holds at most RELAY_WINDOW units per input that it has
-        // not used yet (a sink uses unit u once every input has sent it). Not under a
-        // timeslot schedule, whose relays hold whole chunks between slots.
-        if let (Some(out), false) = (vx.output, s.gated) {
-            let used = if out == g.sink { s.sink_next[vx.lane] } else { s.delivered[out.index()] };
-            if u >= used + RELAY_WINDOW && g.vertex(out).node != vx.node {
-                return false;
-            }
-        }
-        vx.inputs.iter().all(|i| s.delivered[i.index()] > u)
-    }
-
-    fn try_vertex(&mut self, j: u32, v: u32) {
-        let jobs = self.jobs;
-        let g = &jobs[j as usize].graph;
-        if VertexId(v) == g.sink {
-            return self.try_sink(j);
-        }
-        let vx = &g.vertices[v as usize];
-        let lane = vx.lane;
-        let n_units = self.st[j as usize].windows[lane].len() as u32;
-        // Disk reads run ahead of sending, one I/O per unit.
-        if vx.local.is_some() {
-            let s = &self.st[j as usize];
-            if self.read_modeled(vx.node) && !s.reading[v as usize] && s.read_done[v as usize] < n_units {
-                self.st[j as usize].reading[v as usize] = true;
-                let seek = self.net.nodes[vx.node as usize].seek;
-                if seek > 0.0 {
-                    self.timer(self.now + seek, Timer::StartRead { job: j, vertex: v });
-                } else {
-                    self.start_read(j, v);
-                }
-            }
-        }
-        let out = vx.output.expect("non-sink vertices have an output");
-        loop {
-            let s = &self.st[j as usize];
-            let u = s.delivered[v as usize];
-            let overlap = s.mode == JobMode::Overlap;
-            if s.sending[v as usize] || u >= n_units || (overlap && s.started_v[v as usize]) || !self.ready(j, v, u) {
-                return;
-            }
-            // A slot schedule lets a node send only its earliest outstanding slot.
-            let slot = self.slot_of(j, v, u);
-            if let Some(slot) = slot {
-                if s.pending_slots.get(&vx.node).and_then(|p| p.first()) != Some(&slot) {
-                    return;
-                }
-            }
-            let to = g.vertex(out).node;
-            if to == vx.node && overlap {
-                self.overlap_started(j, v, true);
-                return;
-            }
-            if to == vx.node {
-                // Same node: handed over at once.
-                self.st[j as usize].delivered[v as usize] += 1;
-                self.slot_done(j, vx.node, slot);
-                self.try_vertex(j, out.0);
-                continue;
-            }
-            if let Some(&Some(ts)) = jobs[j as usize].timeslots.get(v as usize) {
-                if !self.gates.admit(j, v, vx.node, to, ts) {
-                    return;
-                }
-            }
-            let bytes = self.st[j as usize].width[v as usize] * self.st[j as usize].windows[lane][u as usize] as f64;
-            self.st[j as usize].sending[v as usize] = true;
-            let mut res = [res_up(vx.node), res_down(to), 0];
-            let mut len = 2;
-            if let Some(p) = self.pair_res(vx.node, to) {
-                res[2] = p;
-                len = 3;
-            }
-            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, FlowResources::new(&res[..len]), vx.node, to);
-            if overlap {
-                self.overlap_started(j, v, false);
-            }
-            return;
-        }
-    }
-
-    /// The pair-cap resource of traffic from `a` to `b`, if it is capped.
-    fn pair_res(&self, a: NodeId, b: NodeId) -> Option<u32> {
-        if self.pair_ids.is_empty() {
-            return None;
-        }
-        self.pair_ids.get(&(a, b)).copied()
-    }
-
-    /// The slot of vertex v's unit u under its graph's slot rule (slice model only).
-    fn slot_of(&self, j: u32, v: u32, u: u32) -> Option<u64> {
-        if !self.st[j as usize].slot_rules {
-            return None;
-        }
-        self.jobs[j as usize].graph.slots.get(v as usize).copied().flatten().map(|r| r.slot(u as u64))
-    }
-
-    /// Marks a scheduled send as done and wakes the node's other vertices, whose turn it may be.
-    fn slot_done(&mut self, j: u32, node: NodeId, slot: Option<u64>) {
-        let Some(slot) = slot else { return };
-        let s = &mut self.st[j as usize];
-        if let Some(p) = s.pending_slots.get_mut(&node) {
-            p.remove(&slot);
-        }
-        let others = s.node_vertices.get(&node).cloned().unwrap_or_default();
-        for v in others {
-            self.try_vertex(j, v);
-        }
-    }
-
-    /// A scheduled transfer of slot `ts` from `from` to `to` has finished: later slots at
-    /// those nodes may go once nothing earlier is left.
-    fn gate_passed(&mut self, from: NodeId, to: NodeId, ts: u32) {
-        for (j, v) in self.gates.pass(from, to, ts) {
-            self.try_vertex(j, v);
-        }
-    }
-
-    fn start_read(&mut self, j: u32, v: u32) {
-        let g = &self.jobs[j as usize].graph;
-        let vx = &g.vertices[v as usize];
-        let s = &self.st[j as usize];
-        let w = s.windows[vx.lane][s.read_done[v as usize] as usize] as f64;
-        let reads = g.equation.terms[vx.local.expect("reading vertices have a term")].read_count() as f64;
-        self.add_flow(FlowKind::Read { job: j, vertex: v }, reads * w, FlowResources::new(&[res_disk_read(vx.node)]), vx.node, vx.node);
-    }
-
-    fn try_sink(&mut self, j: u32) {
-        let g = &self.jobs[j as usize].graph;
-        let dest = g.vertex(g.sink).node;
-        let writes = self.net.nodes[dest as usize].disk_write.is_some();
-        let s = &mut self.st[j as usize];
-        // Overlapped: the sink writes as its inputs stream in, and is done once they are.
-        let overlap = s.mode == JobMode::Overlap;
-        let mut advanced = false;
-        for lane in 0..s.windows.len() {
-            while (s.sink_next[lane] as usize) < s.windows[lane].len() {
-                let u = s.sink_next[lane];
-                if !s.sink_inputs[lane].iter().all(|i| if overlap { s.started_v[i.index()] } else { s.delivered[i.index()] > u }) {
-                    break;
-                }
-                s.sink_next[lane] += 1;
-                advanced = true;
-                let bytes = s.alpha * s.windows[lane][u as usize] as f64;
-                if writes {
-                    s.write_queue.push_back(bytes);
-                } else {
-                    s.units_done += 1;
-                }
-            }
-        }
-        if !s.writing {
-            if let Some(bytes) = s.write_queue.pop_front() {
-                s.writing = true;
-                self.add_flow(FlowKind::Write { job: j }, bytes, FlowResources::new(&[res_disk_write(dest)]), dest, dest);
-            }
-        }
-        let s = &self.st[j as usize];
-        let arrived = || !overlap || s.sink_inputs.iter().flatten().all(|i| s.delivered[i.index()] > 0);
-        if s.units_done == s.units_total && !s.writing && s.write_queue.is_empty() && arrived() {
-            return self.finish_job(j);
-        }
-        // Room in the sink's window: its inputs may send again.
-        if advanced && s.mode == JobMode::Slice && !s.gated {
-            let g = &self.jobs[j as usize].graph;
-            for &i in &g.vertex(g.sink).inputs {
-                self.try_vertex(j, i.0);
-            }
-        }
-    }
-
-    /// Vertex v's next unit has reached its output vertex.
-    fn deliver(&mut self, job: u32, vertex: u32) {
-        self.st[job as usize].delivered[vertex as usize] += 1;
-        let g = &self.jobs[job as usize].graph;
-        let vx = &g.vertices[vertex as usize];
-        let out = vx.output.expect("delivering vertices have an output");
-        let slot = self.slot_of(job, vertex, self.st[job as usize].delivered[vertex as usize] - 1);
-        self.slot_done(job, vx.node, slot);
-        let lane_units = self.st[job as usize].windows[vx.lane].len() as u32;
-        if self.st[job as usize].delivered[vertex as usize] == lane_units {
-            if let Some(&Some(ts)) = self.jobs[job as usize].timeslots.get(vertex as usize) {
-                let to = g.vertex(out).node;
-                if to != vx.node {
-                    self.gate_passed(vx.node, to, ts);
-                }
-            }
-        }
-        self.try_vertex(job, vertex);
-        self.try_vertex(job, out.0);
-        // Room in this vertex's window: its inputs may send again.
-        for &i in &g.vertices[vertex as usize].inputs {
-            self.try_vertex(job, i.0);
-        }
-        if self.st[job as usize].mode == JobMode::Overlap {
-            self.st[job as usize].delivered_at[vertex as usize] = self.now;
-            if out != g.sink {
-                self.try_deliver(job, out.0);
-            }
-        }
     }
 
     fn complete(&mut self, f: Flow) {
