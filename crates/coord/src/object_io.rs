@@ -6,10 +6,8 @@ use crate::client::Client;
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
-use kintsugi_proto::{
-    read_frame_timeout, recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Frame, Kind, NodeRequest, NodeResponse,
-    ObjectLayout,
-};
+use kintsugi_proto::frame::{read_body, read_head};
+use kintsugi_proto::{recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, ObjectLayout};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -319,19 +317,35 @@ pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -
         NodeResponse::Error { message } => return Err(format!("node {}: {message}", loc.node)),
         other => return Err(format!("node {}: unexpected answer {other:?}", loc.node)),
     }
+    // Frames are read through a buffer and their bodies straight into the chunk: few
+    // system calls, no zeroing, one copy.
+    let mut s = tokio::io::BufReader::with_capacity(256 * 1024, s);
     let mut out = Vec::with_capacity(len as usize);
+    let node_err = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);
     while (out.len() as u64) < len {
-        match read_frame_timeout(&mut s, t).await.map_err(|e| format!("node {}: {e}", loc.node))? {
-            Frame::Data(d) => {
-                shaper.recv(d.len()).await;
-                out.extend_from_slice(&d);
+        let (kind, n) = tokio::time::timeout(t, read_head(&mut s))
+            .await
+            .map_err(|_| format!("node {}: no data for {t:?}", loc.node))?
+            .map_err(node_err)?;
+        if kind == Kind::Data {
+            if out.len() as u64 + n as u64 > len {
+                return Err(format!("node {} sent more than the {len} bytes of the chunk", loc.node));
             }
-            Frame::Control(c) => {
-                return Err(match serde_json::from_slice::<NodeResponse>(&c) {
-                    Ok(NodeResponse::Error { message }) => format!("node {}: {message}", loc.node),
-                    _ => format!("node {} interrupted the chunk", loc.node),
-                })
-            }
+            tokio::time::timeout(t, read_body(&mut s, n, &mut out))
+                .await
+                .map_err(|_| format!("node {}: stalled mid-frame", loc.node))?
+                .map_err(node_err)?;
+            shaper.recv(n).await;
+        } else {
+            let mut c = Vec::new();
+            tokio::time::timeout(t, read_body(&mut s, n, &mut c))
+                .await
+                .map_err(|_| format!("node {}: stalled mid-frame", loc.node))?
+                .map_err(node_err)?;
+            return Err(match serde_json::from_slice::<NodeResponse>(&c) {
+                Ok(NodeResponse::Error { message }) => format!("node {}: {message}", loc.node),
+                _ => format!("node {} interrupted the chunk", loc.node),
+            });
         }
     }
     if out.len() as u64 != len {

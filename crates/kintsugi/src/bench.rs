@@ -25,6 +25,9 @@ pub enum BenchCmd {
     /// The simulator's cost curve: CPU and memory of full-node repair as chunks and nodes
     /// grow (each point a child `sim full-node` process).
     SimScale(crate::bench_sim::SimScaleArgs),
+    /// CPU per byte of a repair source, relay and sink (node processes on loopback) beside a
+    /// plain TCP forwarder moving the same bytes.
+    Relay(crate::bench_relay::RelayArgs),
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +68,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::DegradedRead(a) => crate::bench_degraded::run(a),
         BenchCmd::Planner(a) => crate::bench_planner::run(a),
         BenchCmd::SimScale(a) => crate::bench_sim::run(a),
+        BenchCmd::Relay(a) => crate::bench_relay::run(a),
     }
 }
 

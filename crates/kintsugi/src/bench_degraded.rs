@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::client::get_chunk;
-use kintsugi_plan::{Shape, ALL_SHAPES};
+use kintsugi_plan::Shape;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -27,6 +27,9 @@ pub struct DegradedArgs {
     pub chunk: usize,
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
+    /// Methods to time, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', default_value = "cr,ppr,ecpipe,ecpipe-cyclic")]
+    pub methods: Vec<Shape>,
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
@@ -41,6 +44,29 @@ struct MethodTime {
     /// seconds / direct_seconds.
     ratio: f64,
     all_runs: Vec<f64>,
+    /// Whole-machine CPU busy while this method ran, in cores (median over runs): every
+    /// process of the cluster and the reader, kernel included.
+    cpu_cores: f64,
+}
+
+/// Busy and total jiffies of the whole machine (/proc/stat), and its core count.
+fn machine_jiffies() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = text.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let total: u64 = f.iter().take(8).sum();
+    // idle and iowait are not busy.
+    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// Cores busy between two `machine_jiffies` readings.
+fn cores_busy(a: (u64, u64), b: (u64, u64)) -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let total = b.1.saturating_sub(a.1) as f64;
+    if total == 0.0 {
+        return 0.0;
+    }
+    b.0.saturating_sub(a.0) as f64 / total * cores
 }
 
 #[derive(Serialize)]
@@ -52,6 +78,7 @@ struct Report {
     runs: usize,
     testbed: bool,
     direct_seconds: f64,
+    direct_cpu_cores: f64,
     direct_runs: Vec<f64>,
     methods: Vec<MethodTime>,
 }
@@ -97,11 +124,18 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             r
         })?
     };
-    let d = median(&direct);
-    let methods: Vec<MethodTime> = ALL_SHAPES
+    let d = median(&direct.0);
+    let methods: Vec<MethodTime> = a
+        .methods
         .iter()
         .zip(times)
-        .map(|(m, t): (&Shape, Vec<f64>)| MethodTime { method: m.to_string(), seconds: median(&t), ratio: median(&t) / d, all_runs: t })
+        .map(|(m, (t, cpu)): (&Shape, (Vec<f64>, Vec<f64>))| MethodTime {
+            method: m.to_string(),
+            seconds: median(&t),
+            ratio: median(&t) / d,
+            all_runs: t,
+            cpu_cores: median(&cpu),
+        })
         .collect();
     let report = Report {
         code: a.code.to_string(),
@@ -111,7 +145,8 @@ pub fn run(a: DegradedArgs) -> Result<()> {
         runs: a.runs,
         testbed: a.testbed,
         direct_seconds: d,
-        direct_runs: direct,
+        direct_cpu_cores: median(&direct.1),
+        direct_runs: direct.0,
         methods,
     };
     if a.json {
@@ -126,36 +161,42 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             a.link * 8.0 / 1e6,
             a.runs
         );
-        println!("{:<14} {:>10} {:>12}", "read", "seconds", "x direct");
-        println!("{:<14} {:>10.3} {:>12.2}", "direct", d, 1.0);
+        println!("{:<14} {:>10} {:>12} {:>10}", "read", "seconds", "x direct", "CPU cores");
+        println!("{:<14} {:>10.3} {:>12.2} {:>10.2}", "direct", d, 1.0, report.direct_cpu_cores);
         for m in &report.methods {
-            println!("{:<14} {:>10.3} {:>12.2}", m.method, m.seconds, m.ratio);
+            println!("{:<14} {:>10.3} {:>12.2} {:>10.2}", m.method, m.seconds, m.ratio, m.cpu_cores);
         }
     }
     Ok(())
 }
 
 /// Stores one stripe, then alternates a direct read of chunk 0 with a degraded read of it
-/// by every method; returns the direct times and, per method, its times.
-async fn measure(client: &kintsugi_coord::Client, a: &DegradedArgs, k: usize) -> Result<(Vec<f64>, Vec<Vec<f64>>)> {
+/// by every method; returns the direct times and, per method, its times, each with the
+/// machine's busy cores during the read.
+async fn measure(client: &kintsugi_coord::Client, a: &DegradedArgs, k: usize) -> Result<Runs> {
     let size = k * a.chunk;
     client.put("bench", &pattern(size, 1), a.code, a.chunk as u64).await.map_err(|e| anyhow!(e))?;
     let layout = client.stat("bench").await.map_err(|e| anyhow!(e))?;
     let loc = layout.stripes[0].chunks[0].clone();
     let want = loc.crc32c;
-    let mut direct = Vec::new();
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); ALL_SHAPES.len()];
+    let mut direct = (Vec::new(), Vec::new());
+    let mut times: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); a.methods.len()];
     for _ in 0..a.runs {
-        let t = Instant::now();
+        let (t, j) = (Instant::now(), machine_jiffies());
         let c = get_chunk(&loc, a.chunk as u64, client.io_timeout, &client.shaper).await.map_err(|e| anyhow!(e))?;
-        direct.push(t.elapsed().as_secs_f64());
+        direct.0.push(t.elapsed().as_secs_f64());
+        direct.1.push(cores_busy(j, machine_jiffies()));
         anyhow::ensure!(Some(crc32c::crc32c(&c)) == want, "direct read returned wrong bytes");
-        for (mi, m) in ALL_SHAPES.iter().enumerate() {
-            let t = Instant::now();
+        for (mi, m) in a.methods.iter().enumerate() {
+            let (t, j) = (Instant::now(), machine_jiffies());
             let c = client.degraded_read("bench", 0, 0, *m, a.slice as u64).await.map_err(|e| anyhow!(e))?;
-            times[mi].push(t.elapsed().as_secs_f64());
+            times[mi].0.push(t.elapsed().as_secs_f64());
+            times[mi].1.push(cores_busy(j, machine_jiffies()));
             anyhow::ensure!(Some(crc32c::crc32c(&c)) == want, "degraded read with {m} returned wrong bytes");
         }
     }
     Ok((direct, times))
 }
+
+/// Per read kind: seconds and busy cores of every run.
+type Runs = ((Vec<f64>, Vec<f64>), Vec<(Vec<f64>, Vec<f64>)>);

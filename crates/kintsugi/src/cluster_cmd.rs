@@ -55,6 +55,10 @@ pub struct NodeArgs {
     pub uplink: Option<f64>,
     #[arg(long, value_parser = parse_rate)]
     pub downlink: Option<f64>,
+    /// Threads of the node's runtime [default: one per core]; the testbed gives each of its
+    /// nodes cores/nodes of them, at least one.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
 }
 
 /// What `kintsugi node` does besides running a node.
@@ -180,8 +184,18 @@ pub fn node(a: NodeArgs) -> Result<()> {
     }
     cfg.uplink = a.uplink.or(a.link).or(cfg.uplink);
     cfg.downlink = a.downlink.or(a.link).or(cfg.downlink);
+    if let Some(w) = a.worker_threads {
+        cfg.worker_threads = Some(w as usize);
+    }
+    if cfg.worker_threads == Some(0) {
+        bail!("worker_threads must be at least 1");
+    }
     use_secret_file(cfg.secret_file.as_deref())?;
-    runtime()?.block_on(async {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(w) = cfg.worker_threads {
+        rt.worker_threads(w);
+    }
+    rt.enable_all().build().context("cannot start the async runtime")?.block_on(async {
         let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
         tokio::select! {

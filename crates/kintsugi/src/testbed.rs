@@ -205,6 +205,10 @@ fn build(a: &UpArgs) -> Result<State> {
     }
     state.pids.push(spawn(&mut coord_cmd, "coordinator")?);
     save(&a.dir, &state)?;
+    // Every node is a process on this one host: a runtime thread per core in each would
+    // put dozens of threads on a few cores and make every wake-up a cross-thread one.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cores / a.nodes.max(1)).max(1);
     for i in 0..a.nodes {
         let (ns, v, p) = (format!("{n}n{i}"), format!("{n}v{i}"), format!("{n}p{i}"));
         let ip = format!("{net}.{}", 10 + i);
@@ -226,7 +230,8 @@ fn build(a: &UpArgs) -> Result<State> {
                 .args(["netns", "exec", &ns, &exe, "--secret-file", &secret_arg, "node", "--id", &i.to_string()])
                 .args(["--listen", &format!("{ip}:7500"), "--data-dir"])
                 .arg(&data)
-                .args(["--coordinator", &coordinator]),
+                .args(["--coordinator", &coordinator])
+                .args(["--worker-threads", &workers.to_string()]),
             &format!("node{i:03}"),
         )?;
         state.pids.push(pid);

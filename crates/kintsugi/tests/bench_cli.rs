@@ -46,3 +46,22 @@ fn planner_json_has_required_fields() {
     assert!(v["timeslots"].as_u64().unwrap() > 0, "RepairBoost plans carry timeslots");
     assert_eq!(v["weighted_path_k"], 10);
 }
+
+/// `bench relay` runs three real node processes and a plain forwarder and reports CPU per
+/// byte for each role; every repair it times is checked against the parity it rebuilds.
+#[test]
+fn relay_json_reports_every_role() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "relay", "--chunk", "4MiB", "--bytes", "8MiB", "--runs", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["bytes_per_run"], 8 << 20);
+    let roles: Vec<&str> = v["roles"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["source", "relay", "sink"]);
+    assert!(v["chain_gbps"]["median"].as_f64().unwrap() > 0.0);
+    assert!(v["forwarder_gbps"]["median"].as_f64().unwrap() > 0.0);
+    let bad = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "relay", "--chunk", "1MiB", "--slice", "2MiB"]).output().unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
+}

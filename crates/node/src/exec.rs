@@ -9,7 +9,7 @@
 //! this node sends its units strictly in slot order.
 
 use crate::shaper::Shaper;
-use crate::store::{ChunkReader, ChunkStore};
+use crate::store::{ChunkStore, ReadCache};
 use kintsugi_codes::TermMatrix;
 use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
@@ -53,36 +53,62 @@ pub use crate::input::{open_input, InputStream};
 
 /// Per repair: this node's sends in slot order. If any of the node's vertices fails, the
 /// gate fails every waiter, so an error travels on instead of leaving the others waiting
-/// for a slot that will never be sent.
+/// for a slot that will never be sent. A finished slot wakes only the waiter of the next
+/// one: with one sender per lane (ECPipe cyclic: k-1 of them on a node) waking them all
+/// for every slice cost more CPU than the slices' bytes.
 pub struct SlotGate {
-    pending: Mutex<BTreeSet<u64>>,
+    state: Mutex<GateState>,
     failed: std::sync::atomic::AtomicBool,
-    notify: Notify,
+}
+
+struct GateState {
+    pending: BTreeSet<u64>,
+    waiters: HashMap<u64, Vec<Arc<Notify>>>,
 }
 
 impl SlotGate {
+    fn new(pending: BTreeSet<u64>) -> Self {
+        SlotGate { state: Mutex::new(GateState { pending, waiters: HashMap::new() }), failed: Default::default() }
+    }
+
     /// Waits until `slot` is the earliest unsent slot of this node.
     pub async fn turn(&self, slot: u64) -> Result<(), String> {
         loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.failed.load(Ordering::Acquire) {
-                return Err("another part of this repair failed on this node".into());
-            }
-            if self.pending.lock().expect("gate lock").first() == Some(&slot) {
-                return Ok(());
-            }
-            notified.await;
+            let wake = {
+                let mut st = self.state.lock().expect("gate lock");
+                if self.failed.load(Ordering::Acquire) {
+                    return Err("another part of this repair failed on this node".into());
+                }
+                if st.pending.first() == Some(&slot) {
+                    return Ok(());
+                }
+                let n = Arc::new(Notify::new());
+                st.waiters.entry(slot).or_default().push(n.clone());
+                n
+            };
+            // notify_one keeps a permit when it comes before this await: no lost wake-up.
+            wake.notified().await;
         }
     }
+
     pub fn done(&self, slot: u64) {
-        self.pending.lock().expect("gate lock").remove(&slot);
-        self.notify.notify_waiters();
+        let mut st = self.state.lock().expect("gate lock");
+        st.pending.remove(&slot);
+        if let Some(next) = st.pending.first().copied() {
+            for w in st.waiters.remove(&next).unwrap_or_default() {
+                w.notify_one();
+            }
+        }
     }
+
     pub fn fail(&self) {
         self.failed.store(true, Ordering::Release);
-        self.notify.notify_waiters();
+        let mut st = self.state.lock().expect("gate lock");
+        for (_, ws) in st.waiters.drain() {
+            for w in ws {
+                w.notify_one();
+            }
+        }
     }
 }
 
@@ -97,6 +123,8 @@ pub struct Run {
     /// until the time limit.
     done: watch::Sender<Option<Result<u32, String>>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Read caches of the helper chunks this node reads, by term.
+    caches: Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
 }
 
 /// The repairs a node is running.
@@ -160,10 +188,17 @@ impl Executor {
                 }
             }
         }
-        let gate =
-            (!pending.is_empty()).then(|| SlotGate { pending: Mutex::new(pending), failed: Default::default(), notify: Notify::new() });
+        let gate = (!pending.is_empty()).then(|| SlotGate::new(pending));
         let (done, _) = watch::channel(None);
-        let run = Arc::new(Run { assignment: a, units, outputs: Mutex::new(HashMap::new()), gate, done, tasks: Mutex::new(Vec::new()) });
+        let run = Arc::new(Run {
+            assignment: a,
+            units,
+            outputs: Mutex::new(HashMap::new()),
+            gate,
+            done,
+            tasks: Mutex::new(Vec::new()),
+            caches: Mutex::default(),
+        });
         // Every output queue exists before the run is visible to `Pull`s.
         let mut senders = HashMap::new();
         for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
@@ -301,24 +336,36 @@ impl Executor {
             })
             .collect();
         let local = match vx.local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone())?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
             None => None,
         };
         let raw_out = g.sends_raw(v);
         let rule = g.slots.get(v.index()).copied().flatten();
+        if !g.pipelined && rule.is_none() {
+            let widths: Vec<usize> = vx.inputs.iter().map(|&i| g.payload_width(i)).collect();
+            return store_and_forward(units, alpha, &mut inputs, &widths, local.as_ref(), raw_out, tx).await;
+        }
         let mut held = Vec::new();
         for (u, windows) in units.iter().enumerate() {
-            let mut acc = vec![0u8; sizes[u]];
-            if let Some(l) = &local {
-                if raw_out {
-                    acc = l.raw(windows)?;
-                } else {
-                    l.add(windows, alpha, &mut acc)?;
-                }
-            }
+            let mut acc = match local.as_ref() {
+                Some(l) if raw_out => Some(l.raw(windows)?),
+                _ => None,
+            };
             for (rx, raw) in inputs.iter_mut() {
                 let data = rx.recv().await.ok_or("an input stream ended early")??;
-                add_input(raw.as_ref(), windows, alpha, &data, &mut acc)?;
+                match (&mut acc, raw) {
+                    // The first summed input's buffer becomes the sum: no zeroing, no pass.
+                    (None, None) => acc = Some(data),
+                    (acc, raw) => {
+                        let acc = acc.get_or_insert_with(|| crate::pool::zeroed(sizes[u]));
+                        add_input(raw.as_ref(), windows, alpha, &data, acc)?;
+                        crate::pool::give(data);
+                    }
+                }
+            }
+            let mut acc = acc.unwrap_or_else(|| crate::pool::zeroed(sizes[u]));
+            if let Some(l) = local.as_ref().filter(|_| !raw_out) {
+                l.add(windows, alpha, &mut acc)?;
             }
             let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
             if g.pipelined {
@@ -338,21 +385,50 @@ impl Executor {
         let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
         self.check_space(a.chunk_len)?;
         let local = match a.graph.vertex(a.graph.sink).local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone())?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
             None => None,
         };
-        let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
-        // Writing, fsync and rename block: off the async runtime. The chunk counts as
-        // repaired only once it is durable (the caller waits for this).
         let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), spec.crc32c);
-        tokio::task::spawn_blocking(move || {
-            let mut w = store.writer(&chunk)?;
-            w.write(&data)?;
-            w.finish(Some(crc))
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
+        if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
+            let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
+            // Writing, fsync and rename block: off the async runtime. The chunk counts as
+            // repaired only once it is durable (the caller waits for this).
+            return tokio::task::spawn_blocking(move || {
+                let mut w = store.writer(&chunk)?;
+                w.write(&data)?;
+                w.finish(Some(crc))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string());
+        }
+        // Units come in chunk order: a writer thread appends each as it is rebuilt, so the
+        // file is written while the rest still arrives and no chunk-sized buffer is held.
+        // The chunk is renamed into place, durable, only once every byte is in and its
+        // checksum matches; an early end leaves nothing (the temporary file is removed).
+        let len = a.chunk_len;
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
+            let mut w = store.writer(&chunk).map_err(|e| e.to_string())?;
+            while let Some(buf) = rx.blocking_recv() {
+                w.write(&buf).map_err(|e| e.to_string())?;
+                crate::pool::give(buf);
+            }
+            if w.len() != len {
+                return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
+            }
+            w.finish(Some(crc)).map_err(|e| e.to_string())
+        });
+        let out = SinkOutput::Stream(&tx);
+        let r = sink_units(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
+        drop(tx);
+        let written = writer.await.map_err(|e| e.to_string())?;
+        match r {
+            // The writer's own error says why it stopped taking units.
+            Err(_) if written.is_err() && tx_closed_early(&written) => written,
+            Err(e) => Err(e),
+            Ok(()) => written,
+        }
     }
 }
 
@@ -428,33 +504,65 @@ fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha: usize, dat
     Ok(())
 }
 
+/// Bytes of verified read-ahead a helper keeps per term, shared among its sub-chunk reads.
+const READ_AHEAD: usize = 512 * 1024;
+
 /// A helper chunk on this node and its term of the equation.
 pub struct LocalTerm {
-    reader: ChunkReader,
     term: kintsugi_codes::HelperTerm,
     matrix: TermMatrix,
     sub: usize,
     counters: Arc<Counters>,
+    /// Verified read windows, shared by every vertex of this node reading the same term.
+    cache: Arc<Mutex<ReadCache>>,
 }
 
 impl LocalTerm {
-    pub fn open(store: &ChunkStore, a: &Assignment, t: usize, counters: Arc<Counters>) -> Result<Self, String> {
-        let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
-        if reader.len() != a.chunk_len {
-            return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
-        }
+    /// Opens term `t` for one vertex; `shared` holds the caches of the run's terms on this
+    /// node, so lanes reading the same chunk read and verify each block once.
+    pub fn open(
+        store: &ChunkStore,
+        a: &Assignment,
+        t: usize,
+        counters: Arc<Counters>,
+        shared: &Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
+        node: NodeId,
+    ) -> Result<Self, String> {
         let term = a.graph.equation.terms[t].clone();
         let alpha = a.graph.equation.sub_chunks;
-        Ok(LocalTerm { matrix: term.matrix(alpha), term, reader, sub: a.chunk_len as usize / alpha, counters })
+        let reads = term.read_count().max(1);
+        let cache = match shared.lock().expect("cache lock").entry(t) {
+            std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
+                if reader.len() != a.chunk_len {
+                    return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
+                }
+                // A window per read stream per lane here, one spare; READ_AHEAD in all.
+                let lanes = a.graph.vertices.iter().filter(|v| v.node == node && v.local == Some(t)).count().max(1);
+                let count = (reads * lanes).min(64) + 1;
+                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, READ_AHEAD / (reads * lanes))));
+                e.insert(c.clone());
+                c
+            }
+        };
+        Ok(LocalTerm { matrix: term.matrix(alpha), term, sub: a.chunk_len as usize / alpha, counters, cache })
+    }
+
+    /// Offsets of this term's sub-chunk reads for window `w`.
+    fn offsets(&self, w: &Range<usize>) -> Vec<u64> {
+        self.term.reads.iter().flat_map(|r| r.clone()).map(|r| (r * self.sub + w.start) as u64).collect()
     }
 
     /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by
     /// window (what a raw sender sends).
     fn raw(&self, windows: &[Range<usize>]) -> Result<Vec<u8>, String> {
-        let mut out = Vec::with_capacity(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
+        let mut out = crate::pool::take(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
+        let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
-            for r in self.term.reads.iter().flat_map(|r| r.clone()) {
-                out.extend(self.reader.read((r * self.sub + w.start) as u64, w.len() as u64).map_err(|e| e.to_string())?);
+            for off in self.offsets(w) {
+                cache.fetch(off, w.len()).map_err(|e| e.to_string())?;
+                out.extend_from_slice(cache.peek(off, w.len()));
             }
         }
         self.counters.read.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -462,25 +570,117 @@ impl LocalTerm {
     }
 
     /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
-    /// `RepairGraph::lane_units`).
+    /// `RepairGraph::lane_units`), multiplying straight out of the verified read windows.
     fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
         let mut pos = 0;
+        let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
             let n = w.len();
-            let mut srcs = Vec::with_capacity(self.term.read_count());
-            for r in self.term.reads.iter().flat_map(|r| r.clone()) {
-                srcs.push(self.reader.read((r * self.sub + w.start) as u64, n as u64).map_err(|e| e.to_string())?);
-                self.counters.read.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            let src_refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
-            let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n.max(1)).take(alpha).collect();
             if n > 0 {
-                self.matrix.apply_add(&src_refs, &mut dsts);
+                let offsets = self.offsets(w);
+                // Fetch every range first (the cache has a window more than there are
+                // reads), then borrow them all at once for the kernel.
+                for &off in &offsets {
+                    cache.fetch(off, n).map_err(|e| e.to_string())?;
+                }
+                let srcs: Vec<&[u8]> = offsets.iter().map(|&off| cache.peek(off, n)).collect();
+                let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n).take(alpha).collect();
+                self.matrix.apply_add(&srcs, &mut dsts);
+                self.counters.read.fetch_add((n * offsets.len()) as u64, Ordering::Relaxed);
             }
             pos += alpha * n;
         }
         Ok(())
     }
+}
+
+/// Output bytes a store-and-forward vertex computes and sends at a time.
+const FORWARD_GROUP: usize = 1 << 20;
+
+/// A store-and-forward vertex (PPR): each unit (its whole lane) from every input first, as
+/// the published method's timesteps require; then the output computed a group of windows
+/// at a time and each group sent as soon as it is ready, so sending starts after the
+/// first megabyte is computed instead of after the whole lane.
+async fn store_and_forward(
+    units: &[Vec<Range<usize>>],
+    alpha: usize,
+    inputs: &mut [(InputStream, Option<RawInput>)],
+    widths: &[usize],
+    local: Option<&LocalTerm>,
+    raw_out: bool,
+    tx: &mpsc::Sender<UnitResult>,
+) -> Result<(), String> {
+    for windows in units {
+        let mut datas = Vec::with_capacity(inputs.len());
+        for (rx, _) in inputs.iter_mut() {
+            datas.push(rx.recv().await.ok_or("an input stream ended early")??);
+        }
+        let mut offs = vec![0usize; inputs.len()];
+        let mut start = 0;
+        while start < windows.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < windows.len() && (end == start || bytes < FORWARD_GROUP) {
+                bytes += alpha * windows[end].len();
+                end += 1;
+            }
+            let group = &windows[start..end];
+            let span: usize = group.iter().map(|w| w.len()).sum();
+            let acc = match local {
+                Some(l) if raw_out => l.raw(group)?,
+                _ => {
+                    let mut acc = crate::pool::zeroed(alpha * span);
+                    for (j, ((_, raw), data)) in inputs.iter().zip(&datas).enumerate() {
+                        let n = widths[j] * span;
+                        let part = data.get(offs[j]..offs[j] + n).ok_or("an input unit is shorter than its windows")?;
+                        add_input(raw.as_ref(), group, alpha, part, &mut acc)?;
+                        offs[j] += n;
+                    }
+                    if let Some(l) = local {
+                        l.add(group, alpha, &mut acc)?;
+                    }
+                    acc
+                }
+            };
+            tx.send(Ok(Unit { bytes: acc, slot: None })).await.map_err(|_| "nobody pulled the output".to_string())?;
+            start = end;
+        }
+    }
+    Ok(())
+}
+
+/// A writer error other than the one an early end of the units causes.
+fn tx_closed_early(written: &Result<u32, String>) -> bool {
+    written.as_ref().is_err_and(|e| !e.starts_with("the rebuilt chunk ended after"))
+}
+
+/// Where a sink's rebuilt units go.
+enum SinkOutput<'a> {
+    /// Placed into the whole chunk in memory (a degraded read returns it).
+    Buffer(&'a mut Vec<u8>),
+    /// Passed on in chunk order (a full-node repair writing as it goes).
+    Stream(&'a mpsc::Sender<Vec<u8>>),
+}
+
+/// The sink's units in the order it rebuilds them: by where their first window lies.
+fn sink_order(units: &[Vec<Vec<Range<usize>>>]) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = (0..units.len()).flat_map(|l| (0..units[l].len()).map(move |u| (l, u))).collect();
+    order.sort_by_key(|&(l, u)| units[l][u].first().map_or(0, |w| w.start));
+    order
+}
+
+/// True when the sink's units, in its order, are the chunk's bytes in order: one sub-chunk
+/// (a scalar code) and windows that follow each other.
+fn streams_in_order(units: &[Vec<Vec<Range<usize>>>], alpha: usize) -> bool {
+    let mut next = 0;
+    alpha == 1
+        && sink_order(units).iter().all(|&(l, u)| {
+            units[l][u].iter().all(|w| {
+                let ok = w.start == next;
+                next = w.end;
+                ok
+            })
+        })
 }
 
 /// Runs a sink: pulls every input, adds each unit per lane, places the windows, and returns
@@ -493,6 +693,20 @@ pub async fn run_sink(
     counters: Arc<Counters>,
     io_timeout: Duration,
 ) -> Result<Vec<u8>, String> {
+    let mut out = vec![0u8; a.chunk_len as usize];
+    sink_units(a, units, local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
+    Ok(out)
+}
+
+async fn sink_units(
+    a: &Assignment,
+    units: &[Vec<Vec<Range<usize>>>],
+    local: Option<&LocalTerm>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+    mut out: SinkOutput<'_>,
+) -> Result<(), String> {
     let g = &a.graph;
     let sink = g.vertex(g.sink);
     let alpha = g.equation.sub_chunks;
@@ -504,29 +718,40 @@ pub async fn run_sink(
         let stream = open_input(a, i, unit_sizes(&units[lane], g.payload_width(i)), shaper.clone(), counters.clone(), io_timeout);
         by_lane[lane].push((stream, RawInput::of(g, i)));
     }
-    // Units in the order their first window appears in the chunk: slice order.
-    let mut order: Vec<(usize, usize)> = (0..g.lanes).flat_map(|l| (0..units[l].len()).map(move |u| (l, u))).collect();
-    order.sort_by_key(|&(l, u)| units[l][u].first().map_or(0, |w| w.start));
-    let mut out = vec![0u8; a.chunk_len as usize];
-    for (lane, u) in order {
-        let mut acc = vec![0u8; sizes[lane][u]];
+    for (lane, u) in sink_order(units) {
+        let windows = &units[lane][u];
+        let mut acc: Option<Vec<u8>> = None;
         for (rx, raw) in by_lane[lane].iter_mut() {
             let data = rx.recv().await.ok_or("an input stream ended early")??;
-            add_input(raw.as_ref(), &units[lane][u], alpha, &data, &mut acc)?;
+            match (&mut acc, raw) {
+                (None, None) => acc = Some(data),
+                (acc, raw) => {
+                    let acc = acc.get_or_insert_with(|| crate::pool::zeroed(sizes[lane][u]));
+                    add_input(raw.as_ref(), windows, alpha, &data, acc)?;
+                    crate::pool::give(data);
+                }
+            }
         }
+        let mut acc = acc.unwrap_or_else(|| crate::pool::zeroed(sizes[lane][u]));
         if let Some(l) = local {
-            l.add(&units[lane][u], alpha, &mut acc)?;
+            l.add(windows, alpha, &mut acc)?;
         }
-        let mut pos = 0;
-        for w in &units[lane][u] {
-            let n = w.len();
-            for s in 0..alpha {
-                out[s * sub + w.start..s * sub + w.end].copy_from_slice(&acc[pos..pos + n]);
-                pos += n;
+        match &mut out {
+            SinkOutput::Stream(tx) => tx.send(acc).await.map_err(|_| "the chunk writer stopped".to_string())?,
+            SinkOutput::Buffer(out) => {
+                let mut pos = 0;
+                for w in windows {
+                    let n = w.len();
+                    for s in 0..alpha {
+                        out[s * sub + w.start..s * sub + w.end].copy_from_slice(&acc[pos..pos + n]);
+                        pos += n;
+                    }
+                }
+                crate::pool::give(acc);
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Reads a node's response to a request on an open connection.

@@ -1,10 +1,11 @@
 //! The input side of a repair vertex: pulling an upstream vertex's output over TCP, unit
 //! by unit, with bounded buffering and liveness that tells a slow upstream from a dead one.
 
-use crate::exec::{Counters, WIRE_PIECE};
+use crate::exec::Counters;
 use crate::shaper::Shaper;
 use kintsugi_plan::{NodeId, VertexId};
-use kintsugi_proto::{read_frame, send, Assignment, Frame, NodeRequest, NodeResponse};
+use kintsugi_proto::frame::{read_body, read_head};
+use kintsugi_proto::{send, Assignment, Kind, NodeRequest, NodeResponse};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,24 +19,44 @@ pub type InputStream = mpsc::Receiver<Result<Vec<u8>, String>>;
 /// buffering the chunk.
 const INPUT_AHEAD: usize = 4;
 
-/// The next data frame from an upstream vertex. `Working` frames say the upstream is alive
-/// and waiting on its own inputs: waited through, up to ten I/O timeouts without data.
-async fn next_piece(s: &mut tokio::net::TcpStream, node: NodeId, io_timeout: Duration) -> Result<Vec<u8>, String> {
+/// Reads the next data frame from an upstream vertex onto the end of `data`, refusing one
+/// longer than `room`; returns its length. `Working` frames say the upstream is alive and
+/// waiting on its own inputs: waited through, up to ten I/O timeouts without data.
+async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: &mut Vec<u8>, room: usize) -> Result<usize, String> {
     let started = tokio::time::Instant::now();
     loop {
-        match tokio::time::timeout(io_timeout, read_frame(s)).await {
+        let read = async {
+            let (kind, len) = read_head(s).await?;
+            if kind == Kind::Data && len <= room {
+                read_body(s, len, data).await?;
+                return Ok(Ok(len));
+            }
+            let mut body = Vec::new();
+            if kind == Kind::Data {
+                return Ok(Err(format!("node {node} sent a data frame of {len} bytes where at most {room} fit the unit")));
+            }
+            read_body(s, len, &mut body).await?;
+            Ok::<_, kintsugi_proto::FrameError>(Err(String::from_utf8_lossy(&body).into_owned()))
+        };
+        let control = match tokio::time::timeout(io_timeout, read).await {
             Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
             Ok(Err(e)) => return Err(format!("node {node}: {e}")),
-            Ok(Ok(Frame::Data(d))) => return Ok(d),
-            Ok(Ok(Frame::Control(c))) => match serde_json::from_slice::<NodeResponse>(&c) {
-                Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
-                Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
-                Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
-                _ => return Err(format!("node {node} sent a control message instead of data: {}", String::from_utf8_lossy(&c))),
-            },
+            Ok(Ok(Ok(n))) => return Ok(n),
+            Ok(Ok(Err(c))) => c,
+        };
+        match serde_json::from_str::<NodeResponse>(&control) {
+            Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
+            Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
+            Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
+            _ => return Err(format!("node {node} sent a control message instead of data: {control}")),
         }
     }
 }
+
+/// An upstream connection, read through a buffer: a frame's header and body, and often
+/// several frames, come in one system call.
+type Upstream = tokio::io::BufReader<tokio::net::TcpStream>;
+const UPSTREAM_BUFFER: usize = 256 * 1024;
 
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
 /// each unit's size and passes it on (downlink shaped, counted).
@@ -56,16 +77,19 @@ pub fn open_input(
             let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             let _ = s.set_nodelay(true);
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
+            let mut s = tokio::io::BufReader::with_capacity(UPSTREAM_BUFFER, s);
             for (u, &size) in sizes.iter().enumerate() {
-                let mut data = Vec::with_capacity(size);
+                let mut data = crate::pool::take(size);
                 loop {
-                    let piece = next_piece(&mut s, node, io_timeout).await?;
-                    if data.len() + piece.len() > size || (piece.len() < WIRE_PIECE && data.len() + piece.len() < size) {
-                        return Err(format!("node {node} sent a malformed unit {u} (expected {size} bytes)"));
+                    let room = size - data.len();
+                    // A unit may come in frames of any size (a store-and-forward sender
+                    // sends its lane as it computes it); none may run past the unit's end.
+                    let n = next_piece(&mut s, node, io_timeout, &mut data, room).await?;
+                    if n == 0 && data.len() < size {
+                        return Err(format!("node {node} sent an empty frame inside unit {u} (expected {size} bytes)"));
                     }
-                    shaper.recv(piece.len()).await;
-                    counters.received.fetch_add(piece.len() as u64, Ordering::Relaxed);
-                    data.extend_from_slice(&piece);
+                    shaper.recv(n).await;
+                    counters.received.fetch_add(n as u64, Ordering::Relaxed);
                     if data.len() == size {
                         break;
                     }

@@ -4,6 +4,7 @@
 pub mod exec;
 mod input;
 mod inventory;
+pub mod pool;
 pub mod server;
 pub mod shaper;
 pub mod store;

@@ -49,6 +49,9 @@ pub struct NodeConfig {
     pub capacity_bytes: Option<u64>,
     /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
     pub secret_file: Option<PathBuf>,
+    /// Threads of the node's async runtime (default: one per core). Many nodes on one
+    /// host (the testbed) run best with one each: wake-ups stay on the thread.
+    pub worker_threads: Option<usize>,
 }
 
 impl Default for NodeConfig {
@@ -68,6 +71,7 @@ impl Default for NodeConfig {
             scrub_bytes_per_s: 64e6,
             capacity_bytes: None,
             secret_file: None,
+            worker_threads: None,
         }
     }
 }
@@ -365,28 +369,27 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         }
         NodeRequest::GetChunk { chunk } => {
             let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
-            // Streamed piece by piece, each verified as it is read (memory: one piece); a
-            // corrupt block found mid-way ends the stream with an error frame, and the
+            // Streamed piece by piece out of a verified read window (memory: one window);
+            // a corrupt block found mid-way ends the stream with an error frame, and the
             // reader's whole-chunk checksum catches anything else.
             const PIECE: u64 = crate::exec::WIRE_PIECE as u64;
-            let first = if r.is_empty() { Vec::new() } else { r.read(0, PIECE.min(r.len())).map_err(|e| e.to_string())? };
+            let mut window = crate::store::Window::new(1 << 20);
+            if !r.is_empty() {
+                window.get(&r, 0, PIECE.min(r.len()) as usize).map_err(|e| e.to_string())?;
+            }
             send(sock, &NodeResponse::Chunk { len: r.len(), crc32c: r.crc32c() }).await.map_err(io)?;
-            let mut off = first.len() as u64;
-            let mut piece = first;
-            while !piece.is_empty() {
-                exec.shaper.send(piece.len()).await;
-                write_frame(sock, Kind::Data, &piece).await.map_err(io)?;
-                if off >= r.len() {
-                    break;
-                }
+            let mut off = 0;
+            while off < r.len() {
                 let n = PIECE.min(r.len() - off);
-                piece = match r.read(off, n) {
+                let piece = match window.get(&r, off, n as usize) {
                     Ok(p) => p,
                     Err(e) => {
                         send(sock, &NodeResponse::Error { message: e.to_string() }).await.map_err(io)?;
                         return Ok(false);
                     }
                 };
+                exec.shaper.send(piece.len()).await;
+                write_frame(sock, Kind::Data, piece).await.map_err(io)?;
                 off += n;
             }
             sock.flush().await.map_err(|e| e.to_string())?;
@@ -452,6 +455,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 }
                 sent.map_err(io)?;
                 exec.counters.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                crate::pool::give(bytes);
             }
             sock.flush().await.map_err(|e| e.to_string())?;
             return Ok(false);

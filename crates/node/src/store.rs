@@ -187,20 +187,26 @@ pub struct ChunkWriter {
 impl ChunkWriter {
     pub fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
         self.file.as_mut().expect("open until finish").write_all(data).map_err(io(&self.tmp))?;
-        self.crc = crc32c::crc32c_append(self.crc, data);
         self.len += data.len() as u64;
+        // Two hardware CRC passes over cached data (whole chunk, per block) cost less than
+        // combining block CRCs into the whole one (crc32c_combine: ~2 instructions a byte).
+        self.crc = crc32c::crc32c_append(self.crc, data);
         while !data.is_empty() {
             let take = (BLOCK - self.block_fill).min(data.len());
             self.block_crc = crc32c::crc32c_append(self.block_crc, &data[..take]);
             self.block_fill += take;
             data = &data[take..];
             if self.block_fill == BLOCK {
-                self.blocks.push(self.block_crc);
-                self.block_crc = 0;
-                self.block_fill = 0;
+                self.close_block();
             }
         }
         Ok(())
+    }
+
+    fn close_block(&mut self) {
+        self.blocks.push(self.block_crc);
+        self.block_crc = 0;
+        self.block_fill = 0;
     }
 
     /// Bytes written so far.
@@ -216,13 +222,13 @@ impl ChunkWriter {
     /// Checks the CRC against `expected` (if given), then makes the chunk durable and
     /// visible. Returns its CRC.
     pub fn finish(mut self, expected: Option<u32>) -> Result<u32, StoreError> {
+        if self.block_fill > 0 {
+            self.close_block();
+        }
         if let Some(want) = expected {
             if want != self.crc {
                 return Err(StoreError::Mismatch { chunk: self.id.clone(), got: self.crc, want });
             }
-        }
-        if self.block_fill > 0 {
-            self.blocks.push(self.block_crc);
         }
         let footer = Footer { len: self.len, block: BLOCK, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
         let fbytes = serde_json::to_vec(&footer).expect("footer serialises");
@@ -267,6 +273,44 @@ impl ChunkReader {
         self.footer.crc32c
     }
 
+    /// Reads whole blocks from the one holding `off`, `max` bytes rounded up to blocks
+    /// block), into `buf` (resized to them, contents replaced), verifying each. Returns the offset of
+    /// the first byte read. Sequential readers keep such a window and serve many small
+    /// ranges from it: one read call and one checksum pass per byte.
+    pub fn read_window(&self, off: u64, max: usize, buf: &mut Vec<u8>) -> Result<u64, StoreError> {
+        let size = self.footer.len;
+        if off >= size {
+            return Err(StoreError::OutOfRange { chunk: self.id.clone(), off, len: 1, size });
+        }
+        let start = off / BLOCK as u64 * BLOCK as u64;
+        let want = max.div_ceil(BLOCK).max(1) as u64 * BLOCK as u64;
+        let end = (start + want).min(size);
+        // Reused buffers keep their length: the read overwrites every byte, so nothing is
+        // zeroed except when the window grows.
+        buf.resize((end - start) as usize, 0);
+        self.file
+            .read_exact_at(buf, start)
+            .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
+        self.verify(start, buf)?;
+        Ok(start)
+    }
+
+    /// Checks the blocks of `buf`, which starts at block-aligned `start`.
+    fn verify(&self, start: u64, buf: &[u8]) -> Result<(), StoreError> {
+        let b0 = (start / BLOCK as u64) as usize;
+        for (i, block) in buf.chunks(BLOCK).enumerate() {
+            let b = b0 + i;
+            let got = crc32c::crc32c(block);
+            if got != self.footer.blocks[b] {
+                return Err(StoreError::Corrupt {
+                    chunk: self.id.clone(),
+                    detail: format!("block {b} has crc32c {got:08x}, expected {:08x}", self.footer.blocks[b]),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Reads [off, off+len), verifying every block it touches.
     pub fn read(&self, off: u64, len: u64) -> Result<Vec<u8>, StoreError> {
         let size = self.footer.len;
@@ -284,18 +328,96 @@ impl ChunkReader {
         self.file
             .read_exact_at(&mut buf, start)
             .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
-        for (i, block) in buf.chunks(BLOCK).enumerate() {
-            let b = b0 as usize + i;
-            let got = crc32c::crc32c(block);
-            if got != self.footer.blocks[b] {
-                return Err(StoreError::Corrupt {
-                    chunk: self.id.clone(),
-                    detail: format!("block {b} has crc32c {got:08x}, expected {:08x}", self.footer.blocks[b]),
-                });
-            }
-        }
+        self.verify(start, &buf)?;
         let s = (off - start) as usize;
         Ok(buf[s..s + len as usize].to_vec())
+    }
+}
+
+/// A verified window of one chunk for a reader that moves forward through it (a repair
+/// helper reading slice after slice): ranges inside the window are served without a read
+/// call or a checksum pass; a range outside it refills the window from its first block.
+pub struct Window {
+    start: u64,
+    buf: Vec<u8>,
+    max: usize,
+}
+
+impl Window {
+    /// A window of about `max` bytes (whole blocks, at least one).
+    pub fn new(max: usize) -> Self {
+        Window { start: 0, buf: Vec::new(), max }
+    }
+
+    /// The verified bytes [off, off+len) of `r`'s chunk.
+    pub fn get(&mut self, r: &ChunkReader, off: u64, len: usize) -> Result<&[u8], StoreError> {
+        let size = r.len();
+        if off.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(StoreError::OutOfRange { chunk: r.id.clone(), off, len: len as u64, size });
+        }
+        if len == 0 {
+            return Ok(&[]);
+        }
+        if !self.holds(off, len) {
+            let need = (off % BLOCK as u64) as usize + len;
+            self.start = r.read_window(off, self.max.max(need), &mut self.buf)?;
+        }
+        Ok(self.peek(off, len))
+    }
+
+    /// Whether [off, off+len) is in the window.
+    pub fn holds(&self, off: u64, len: usize) -> bool {
+        len == 0 || (off >= self.start && off + len as u64 <= self.start + self.buf.len() as u64)
+    }
+
+    /// Bytes [off, off+len) that a successful `get` of that range just made present.
+    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
+        if len == 0 {
+            return &[];
+        }
+        let s = (off - self.start) as usize;
+        &self.buf[s..s + len]
+    }
+}
+
+/// Several verified windows of one chunk, least recently used replaced first: for readers
+/// at several places at once (a Clay helper reading several sub-chunk runs, the lanes of
+/// an ECPipe-cyclic repair on one node reading interleaved slices of the same chunk).
+pub struct ReadCache {
+    reader: ChunkReader,
+    windows: Vec<(Window, u64)>,
+    tick: u64,
+}
+
+impl ReadCache {
+    /// `count` windows (at least one) of about `size` bytes each.
+    pub fn new(reader: ChunkReader, count: usize, size: usize) -> Self {
+        ReadCache { reader, windows: (0..count.max(1)).map(|_| (Window::new(size), 0)).collect(), tick: 0 }
+    }
+
+    pub fn reader(&self) -> &ChunkReader {
+        &self.reader
+    }
+
+    /// Makes [off, off+len) present and verified. Fewer ranges than windows stay present
+    /// together until the next `fetch` of a range outside all of them.
+    pub fn fetch(&mut self, off: u64, len: usize) -> Result<(), StoreError> {
+        self.tick += 1;
+        if let Some(w) = self.windows.iter_mut().find(|(w, _)| w.holds(off, len)) {
+            w.1 = self.tick;
+            return Ok(());
+        }
+        let lru = self.windows.iter_mut().min_by_key(|(_, t)| *t).expect("at least one window");
+        lru.1 = self.tick;
+        lru.0.get(&self.reader, off, len).map(|_| ())
+    }
+
+    /// The bytes of a range fetched before (and not evicted since).
+    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
+        match self.windows.iter().find(|(w, _)| w.holds(off, len)) {
+            Some((w, _)) => w.peek(off, len),
+            None => panic!("range {off}+{len} was not fetched"),
+        }
     }
 }
 
@@ -323,6 +445,21 @@ mod tests {
         assert_eq!(r.read(0, data.len() as u64).unwrap(), data);
         assert_eq!(r.read(65_530, 20).unwrap(), &data[65_530..65_550]);
         assert!(matches!(r.read(200_000, 5), Err(StoreError::OutOfRange { .. })));
+        // A window serves forward ranges of any size, across its refills.
+        let mut w = Window::new(BLOCK);
+        for (off, len) in [(0usize, 10usize), (100, 70_000), (65_535, 2), (130_000, 70_001), (199_999, 2), (5, 1)] {
+            assert_eq!(w.get(&r, off as u64, len).unwrap(), &data[off..off + len], "{off}+{len}");
+        }
+        assert!(matches!(w.get(&r, 199_999, 3), Err(StoreError::OutOfRange { .. })));
+        // Two interleaved readers share a cache of two windows.
+        let mut c = ReadCache::new(store.reader(&id("c1")).unwrap(), 2, BLOCK);
+        for i in 0..6u64 {
+            let (a, b) = (i * 10_000, 100_000 + i * 15_000);
+            c.fetch(a, 5000).unwrap();
+            c.fetch(b, 5000).unwrap();
+            assert_eq!(c.peek(a, 5000), &data[a as usize..a as usize + 5000]);
+            assert_eq!(c.peek(b, 5000), &data[b as usize..b as usize + 5000]);
+        }
         assert_eq!(store.usage().0, 1);
 
         // Flip one byte in block 2: reads touching it fail, others still work.
@@ -334,6 +471,9 @@ mod tests {
         assert!(r.read(0, 100).is_ok());
         let err = r.read(2 * BLOCK as u64, 10).unwrap_err();
         assert!(err.to_string().contains("corrupt chunk c1"), "{err}");
+        let mut w = Window::new(4 * BLOCK);
+        let err = w.get(&r, 0, 100).unwrap_err();
+        assert!(err.to_string().contains("block 2"), "a window verifies every block it holds: {err}");
 
         // A wrong expected checksum stores nothing; a truncated file is corrupt, not a panic.
         let mut w = store.writer(&id("c2")).unwrap();

@@ -52,8 +52,9 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one frame. `Closed` when the peer closed cleanly between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
+/// Reads a frame's header: its kind and body length, checked against the limits. The
+/// caller reads the body (into a buffer of its choosing: no copy for data frames).
+pub async fn read_head<R: AsyncRead + Unpin>(r: &mut R) -> Result<(Kind, usize), FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len[..1]).await {
         Ok(_) => {}
@@ -79,7 +80,27 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameE
     if kind == Kind::Control && body_len > MAX_CONTROL {
         return Err(FrameError::TooLarge { len: body_len, max: MAX_CONTROL });
     }
-    let mut body = vec![0u8; body_len as usize];
+    Ok((kind, body_len as usize))
+}
+
+/// Reads `len` body bytes onto the end of `buf`, into its spare room (nothing is zeroed
+/// first, nothing copied twice).
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize, buf: &mut Vec<u8>) -> Result<(), FrameError> {
+    use bytes::BufMut;
+    buf.reserve(len);
+    let mut limited = buf.limit(len);
+    while limited.has_remaining_mut() {
+        if r.read_buf(&mut limited).await? == 0 {
+            return Err(FrameError::Truncated("stream ended inside the body".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Reads one frame. `Closed` when the peer closed cleanly between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Frame, FrameError> {
+    let (kind, body_len) = read_head(r).await?;
+    let mut body = vec![0u8; body_len];
     r.read_exact(&mut body).await.map_err(|e| truncated(e, "body"))?;
     Ok(match kind {
         Kind::Control => Frame::Control(body),
@@ -109,8 +130,20 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u
     let mut head = [0u8; 5];
     head[..4].copy_from_slice(&(len as u32).to_be_bytes());
     head[4] = kind as u8;
-    w.write_all(&head).await?;
-    w.write_all(body).await?;
+    // Header and body in one vectored write: one system call per frame, not two.
+    let (mut h, mut b) = (&head[..], body);
+    while !h.is_empty() {
+        let n = w.write_vectored(&[std::io::IoSlice::new(h), std::io::IoSlice::new(b)]).await?;
+        if n == 0 {
+            return Err(FrameError::Io(std::io::ErrorKind::WriteZero.into()));
+        }
+        let from_head = n.min(h.len());
+        h = &h[from_head..];
+        b = &b[n - from_head..];
+    }
+    if !b.is_empty() {
+        w.write_all(b).await?;
+    }
     Ok(())
 }
 
@@ -168,6 +201,18 @@ mod tests {
         assert!(matches!(read_frame(&mut &half_len[..]).await, Err(FrameError::Truncated(_))));
         let zero = [0, 0, 0, 0];
         assert!(matches!(read_frame(&mut &zero[..]).await, Err(FrameError::Empty)));
+        // Header and body read apart append the body to what the buffer holds.
+        let mut two = Vec::new();
+        write_frame(&mut two, Kind::Data, b"abc").await.unwrap();
+        let mut r = &two[..];
+        let (kind, len) = read_head(&mut r).await.unwrap();
+        assert_eq!((kind, len), (Kind::Data, 3));
+        let mut buf = b"xy".to_vec();
+        read_body(&mut r, len, &mut buf).await.unwrap();
+        assert_eq!(buf, b"xyabc");
+        let mut r = &two[..6];
+        let (_, len) = read_head(&mut r).await.unwrap();
+        assert!(matches!(read_body(&mut r, len, &mut Vec::new()).await, Err(FrameError::Truncated(_))));
         let mut bad_json = Vec::new();
         write_frame(&mut bad_json, Kind::Control, b"{nope").await.unwrap();
         assert!(matches!(recv::<_, serde_json::Value>(&mut &bad_json[..]).await, Err(FrameError::BadMessage(_))));

@@ -1,0 +1,379 @@
+//! `kintsugi bench relay`: CPU per byte of the repair data path, role by role, beside a plain
+//! TCP forwarder moving the same bytes in the same slices in the same run.
+//!
+//! Three real node processes on loopback, unshaped, run an ECPipe chain of RS(2,1) again and
+//! again: node 0 is a source (reads and multiplies its chunk, sends), node 1 a relay (receives,
+//! reads its own chunk, multiplies and adds, sends), node 2 the sink (receives, adds, writes the
+//! chunk durably). Each process's user + system CPU comes from /proc/PID/stat, so the kernel's
+//! share of TCP and disk is counted too. The forwarder is three threads of this process:
+//! write, read-and-write, read; its CPU comes from getrusage(RUSAGE_THREAD). The ratio
+//! node/forwarder per role is what this benchmark is for: perf's cycle counters are not
+//! available on every machine (not here), and callgrind does not see the kernel's work.
+//!
+//! To see where a role's user-space instructions go, run its node under valgrind:
+//! `KINTSUGI_WRAP1="--tool=callgrind --callgrind-out-file=relay.cg" kintsugi bench relay`
+//! (0 source, 1 relay, 2 sink); its CPU figures are then valgrind's, not the node's.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use kintsugi_codes::{Code, CodeSpec};
+use kintsugi_node::exec;
+use kintsugi_node::ChunkStore;
+use kintsugi_plan::{shapes, RepairTask, Shape};
+use kintsugi_proto::{Assignment, ChunkId, NodeRequest, NodeResponse, StoreSpec};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::units::parse_nonzero_size;
+
+#[derive(Args, Debug)]
+pub struct RelayArgs {
+    /// Chunk size of each repair.
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
+    pub chunk: usize,
+    /// Slice size (the unit of pipelining and of the forwarder's reads and writes).
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+    /// Bytes every role moves per run (whole chunks: rounded up).
+    #[arg(long, default_value = "512MiB", value_parser = parse_nonzero_size)]
+    pub bytes: usize,
+    /// Repetitions; medians and the spread are reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct RoleSummary {
+    role: &'static str,
+    node_ns_per_byte: crate::bench::Stat,
+    forwarder_ns_per_byte: crate::bench::Stat,
+    node_cycles_per_byte: f64,
+    forwarder_cycles_per_byte: f64,
+    /// node / forwarder, per run, summarised.
+    ratio: crate::bench::Stat,
+}
+
+#[derive(Serialize)]
+struct Report {
+    chunk_bytes: usize,
+    slice_bytes: usize,
+    bytes_per_run: usize,
+    runs: usize,
+    cpu_mhz: f64,
+    /// Throughput of the unshaped chain and of the forwarder (GB/s of chunk data).
+    chain_gbps: crate::bench::Stat,
+    forwarder_gbps: crate::bench::Stat,
+    roles: Vec<RoleSummary>,
+}
+
+const ROLES: [&str; 3] = ["source", "relay", "sink"];
+
+pub fn run(a: RelayArgs) -> Result<()> {
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if a.slice > a.chunk {
+        bail!("--slice ({}) must not exceed --chunk ({})", a.slice, a.chunk);
+    }
+    let repairs = a.bytes.div_ceil(a.chunk).max(1);
+    let bytes = repairs * a.chunk;
+    let mhz = cpu_mhz();
+    let dir = tempfile::tempdir()?;
+    let nodes = NodeProcs::start(dir.path(), a.chunk)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let mut node_runs: Vec<[f64; 3]> = Vec::new();
+    let mut fwd_runs: Vec<[f64; 3]> = Vec::new();
+    let (mut chain_gbps, mut fwd_gbps) = (Vec::new(), Vec::new());
+    let mut next_repair = 1u64;
+    for run in 0..a.runs {
+        let before = nodes.cpu()?;
+        let t = Instant::now();
+        rt.block_on(nodes.repairs(&mut next_repair, repairs, a.slice))?;
+        let secs = t.elapsed().as_secs_f64();
+        let after = nodes.cpu()?;
+        chain_gbps.push(bytes as f64 / secs / 1e9);
+        node_runs.push(std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / bytes as f64));
+        let (cpu, secs) = forwarder(bytes, a.slice)?;
+        fwd_gbps.push(bytes as f64 / secs / 1e9);
+        fwd_runs.push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
+        if !a.json {
+            eprintln!("run {}/{}: chain {:.2} GB/s, forwarder {:.2} GB/s", run + 1, a.runs, chain_gbps[run], fwd_gbps[run]);
+        }
+    }
+    drop(nodes);
+    let roles: Vec<RoleSummary> = ROLES
+        .iter()
+        .enumerate()
+        .map(|(i, &role)| {
+            let node: Vec<f64> = node_runs.iter().map(|r| r[i]).collect();
+            let fwd: Vec<f64> = fwd_runs.iter().map(|r| r[i]).collect();
+            let ratio: Vec<f64> = node.iter().zip(&fwd).map(|(n, f)| n / f.max(1e-12)).collect();
+            let (ns, fs) = (crate::bench::stat(&node), crate::bench::stat(&fwd));
+            RoleSummary {
+                role,
+                node_cycles_per_byte: ns.median * mhz / 1e3,
+                forwarder_cycles_per_byte: fs.median * mhz / 1e3,
+                node_ns_per_byte: ns,
+                forwarder_ns_per_byte: fs,
+                ratio: crate::bench::stat(&ratio),
+            }
+        })
+        .collect();
+    let report = Report {
+        chunk_bytes: a.chunk,
+        slice_bytes: a.slice,
+        bytes_per_run: bytes,
+        runs: a.runs,
+        cpu_mhz: mhz,
+        chain_gbps: crate::bench::stat(&chain_gbps),
+        forwarder_gbps: crate::bench::stat(&fwd_gbps),
+        roles,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "ECPipe chain of RS(2,1) on loopback, {} B chunks in {} B slices, {} B per role per run, {} run(s), CPU at {:.0} MHz",
+        a.chunk, a.slice, bytes, a.runs, mhz
+    );
+    println!("throughput: chain {:.2} GB/s, plain forwarder {:.2} GB/s (medians)", report.chain_gbps.median, report.forwarder_gbps.median);
+    println!("{:<8} {:>12} {:>12} {:>14} {:>14} {:>10}", "role", "node ns/B", "fwd ns/B", "node cycles/B", "fwd cycles/B", "node/fwd");
+    for r in &report.roles {
+        println!(
+            "{:<8} {:>12.3} {:>12.3} {:>14.2} {:>14.2} {:>10.2}",
+            r.role,
+            r.node_ns_per_byte.median,
+            r.forwarder_ns_per_byte.median,
+            r.node_cycles_per_byte,
+            r.forwarder_cycles_per_byte,
+            r.ratio.median
+        );
+    }
+    Ok(())
+}
+
+/// The CPU's clock rate from /proc/cpuinfo (the first core's), 1000 MHz when unknown.
+fn cpu_mhz() -> f64 {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("cpu MHz")).and_then(|l| l.split(':').nth(1)).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(1000.0)
+}
+
+/// User + system CPU seconds of a process, all its threads, live and exited.
+fn process_cpu(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("no /proc entry for process {pid}"))?;
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("unreadable /proc/{pid}/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the file are the 12th and 13th after the name.
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = field(11) + field(12);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks / hz.max(1.0))
+}
+
+/// User + system CPU seconds of the calling thread.
+fn thread_cpu() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a rusage the call fills in.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Three node processes holding chunks 0 and 1 of an RS(2,1) stripe.
+struct NodeProcs {
+    children: Vec<Child>,
+    peers: BTreeMap<u32, String>,
+    code: std::sync::Arc<dyn Code>,
+    parity: Vec<u8>,
+    chunk: usize,
+}
+
+impl Drop for NodeProcs {
+    fn drop(&mut self) {
+        // A clean stop first (SIGINT, as Ctrl-C), so a wrapped profiler writes its output.
+        for c in &self.children {
+            // SAFETY: signalling our own child by its pid.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+        }
+        for c in &mut self.children {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl NodeProcs {
+    fn start(dir: &Path, chunk: usize) -> Result<NodeProcs> {
+        let code = "rs:2,1".parse::<CodeSpec>().expect("a valid spec").build()?;
+        let mut shards: Vec<Option<Vec<u8>>> = (0..2).map(|i| Some(crate::embedded::pattern(chunk, 7 + i))).collect();
+        shards.push(None);
+        code.decode(&mut shards).map_err(|e| anyhow!("{e}"))?;
+        let secret = kintsugi_proto::auth::Secret::random();
+        let secret_file = dir.join("secret");
+        std::fs::write(&secret_file, secret.expose())?;
+        kintsugi_proto::auth::set_secret(Some(secret));
+        let exe = std::env::current_exe().context("cannot find the kintsugi executable")?;
+        let mut procs = NodeProcs { children: Vec::new(), peers: BTreeMap::new(), code, parity: Vec::new(), chunk };
+        for i in 0..3u32 {
+            let data = dir.join(format!("node{i}"));
+            if let Some(Some(s)) = shards.get(i as usize).filter(|_| i < 2) {
+                ChunkStore::open(&data)?.put(&ChunkId::new(1, i as usize), s)?;
+            }
+            let log = dir.join(format!("node{i}.log"));
+            // KINTSUGI_WRAP<role>: valgrind arguments to profile that role's node with.
+            let wrap = std::env::var(format!("KINTSUGI_WRAP{i}")).ok();
+            let mut cmd = match &wrap {
+                Some(w) => {
+                    let mut c = Command::new("valgrind");
+                    c.args(w.split_whitespace()).arg(&exe);
+                    c
+                }
+                None => Command::new(&exe),
+            };
+            let child = cmd
+                .args(["node", "--id", &i.to_string(), "--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(&data)
+                .arg("--secret-file")
+                .arg(&secret_file)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log)?)
+                .spawn()
+                .context("cannot start a node process")?;
+            procs.children.push(child);
+            procs.peers.insert(i, wait_listening(&log)?);
+        }
+        procs.parity = shards[2].take().expect("decoded");
+        Ok(procs)
+    }
+
+    fn cpu(&self) -> Result<[f64; 3]> {
+        let v: Vec<f64> = self.children.iter().map(|c| process_cpu(c.id())).collect::<Result<_>>()?;
+        Ok([v[0], v[1], v[2]])
+    }
+
+    /// Rebuilds the parity chunk on node 2 `count` times, checking each result.
+    async fn repairs(&self, next: &mut u64, count: usize, slice: usize) -> Result<()> {
+        let t = Duration::from_secs(120);
+        let avail = [0usize, 1];
+        let helpers = self.code.choose_helpers(2, &avail).map_err(|e| anyhow!("{e}"))?;
+        let eq = self.code.repair_equation(2, &helpers).map_err(|e| anyhow!("{e}"))?;
+        let term_chunks: Vec<ChunkId> = eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect();
+        let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
+        let want = crc32c::crc32c(&self.parity);
+        for _ in 0..count {
+            let repair = *next;
+            *next += 1;
+            let task = RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination: 2 };
+            let graph = shapes::build(Shape::Ecpipe, &task)?;
+            let target = ChunkId::new(1000 + repair, 2);
+            let a = Assignment {
+                repair,
+                graph,
+                chunk_len: self.chunk as u64,
+                slice_len: slice as u64,
+                term_chunks: term_chunks.clone(),
+                peers: self.peers.clone(),
+                store: Some(StoreSpec { chunk: target.clone(), crc32c: want }),
+            };
+            for addr in self.peers.values() {
+                let r =
+                    exec::request(addr, &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, t).await.map_err(|e| anyhow!(e))?;
+                anyhow::ensure!(r == NodeResponse::Ok, "a node refused the plan: {r:?}");
+            }
+            let r = exec::request(&self.peers[&2], &NodeRequest::WaitRepair { repair, timeout_ms: 120_000 }, t)
+                .await
+                .map_err(|e| anyhow!(e))?;
+            anyhow::ensure!(r == NodeResponse::RepairDone { crc32c: want }, "repair {repair} rebuilt the wrong bytes: {r:?}");
+            let r = exec::request(&self.peers[&2], &NodeRequest::DeleteChunk { chunk: target }, t).await.map_err(|e| anyhow!(e))?;
+            anyhow::ensure!(r == NodeResponse::Ok, "cannot delete the rebuilt chunk: {r:?}");
+        }
+        Ok(())
+    }
+}
+
+/// Waits for a node's "listening on ADDR" line in its log.
+fn wait_listening(log: &Path) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(addr) = text.lines().find_map(|l| l.split_once("listening on ").map(|(_, r)| r.split_whitespace().next().unwrap_or("")))
+        {
+            return Ok(addr.to_string());
+        }
+        if Instant::now() > deadline {
+            bail!("a node did not start within 20 s; its log ({}):\n{text}", log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A plain forwarder on loopback: a source thread writes `bytes` in `slice` writes, a relay
+/// thread reads slices and writes them on, a sink thread reads them. Returns each thread's
+/// CPU seconds and the wall time.
+fn forwarder(bytes: usize, slice: usize) -> Result<([f64; 3], f64)> {
+    let l1 = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let l2 = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let (a1, a2) = (l1.local_addr()?, l2.local_addr()?);
+    let start = Instant::now();
+    let sink = std::thread::spawn(move || -> std::io::Result<f64> {
+        let (mut s, _) = l2.accept()?;
+        let c0 = thread_cpu();
+        let mut buf = vec![0u8; slice];
+        let mut got = 0;
+        while got < bytes {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            got += n;
+        }
+        Ok(thread_cpu() - c0)
+    });
+    let relay = std::thread::spawn(move || -> std::io::Result<f64> {
+        let (mut up, _) = l1.accept()?;
+        let mut down = std::net::TcpStream::connect(a2)?;
+        let c0 = thread_cpu();
+        let mut buf = vec![0u8; slice];
+        let mut moved = 0;
+        while moved < bytes {
+            let want = slice.min(bytes - moved);
+            up.read_exact(&mut buf[..want])?;
+            down.write_all(&buf[..want])?;
+            moved += want;
+        }
+        Ok(thread_cpu() - c0)
+    });
+    let source = std::thread::spawn(move || -> std::io::Result<f64> {
+        let mut s = std::net::TcpStream::connect(a1)?;
+        let c0 = thread_cpu();
+        let buf = crate::embedded::pattern(slice, 3);
+        let mut sent = 0;
+        while sent < bytes {
+            let n = slice.min(bytes - sent);
+            s.write_all(&buf[..n])?;
+            sent += n;
+        }
+        Ok(thread_cpu() - c0)
+    });
+    let join = |h: std::thread::JoinHandle<std::io::Result<f64>>| -> Result<f64> {
+        h.join().map_err(|_| anyhow!("a forwarder thread panicked"))?.context("forwarder")
+    };
+    let (s, r, k) = (join(source)?, join(relay)?, join(sink)?);
+    Ok(([s, r, k], start.elapsed().as_secs_f64()))
+}
