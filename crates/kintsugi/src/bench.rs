@@ -28,6 +28,9 @@ pub enum BenchCmd {
     /// CPU per byte of a repair source, relay and sink (node processes on loopback) beside a
     /// plain TCP forwarder moving the same bytes.
     Relay(crate::bench_relay::RelayArgs),
+    /// Full-node repair time against the network's lower bound, every object verified
+    /// (embedded cluster, or the netns testbed with --testbed).
+    FullNode(crate::bench_fullnode::FullNodeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -69,6 +72,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Planner(a) => crate::bench_planner::run(a),
         BenchCmd::SimScale(a) => crate::bench_sim::run(a),
         BenchCmd::Relay(a) => crate::bench_relay::run(a),
+        BenchCmd::FullNode(a) => crate::bench_fullnode::run(a),
     }
 }
 

@@ -104,6 +104,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             octet: 215,
             dir: std::env::temp_dir().join("kintsugi-bench-testbed"),
             coordinator_config: None,
+            host_link: None,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_coord::Client::new(&state.coordinator);

@@ -4,6 +4,7 @@ mod atomic_file;
 mod bench;
 mod bench_clay;
 mod bench_degraded;
+mod bench_fullnode;
 mod bench_planner;
 mod bench_relay;
 mod bench_sim;

@@ -1,0 +1,255 @@
+//! `kintsugi bench full-node`: full-node repair time against the network's lower bound.
+//! Each method gets a fresh cluster (the netns testbed with tc-shaped links, or an embedded
+//! one on loopback with token buckets): the objects are written, node 0 fails, every lost
+//! chunk is rebuilt with the method and scheduler, and every object is read back and
+//! compared byte for byte. The bound is what the surviving nodes' downlinks must carry at
+//! least: f lost chunks, each needing k chunks' worth of traffic, into n-1 downlinks of B,
+//! f*k*C / ((n-1)*B) (Clay: d/q chunks each instead of k).
+
+use crate::embedded::{pattern, Embedded};
+use crate::units::{parse_nonzero_size, parse_rate};
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::Client;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct FullNodeArgs {
+    /// Run on the network-namespace testbed (needs root); default: an embedded cluster on
+    /// loopback with token-bucket links.
+    #[arg(long)]
+    pub testbed: bool,
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+    #[arg(long, default_value = "rs:6,3")]
+    pub code: CodeSpec,
+    /// Every node's uplink and downlink.
+    #[arg(long, default_value = "200mbit", value_parser = parse_rate)]
+    pub link: f64,
+    #[arg(long, default_value_t = 44)]
+    pub objects: usize,
+    #[arg(long, default_value = "48MiB", value_parser = parse_nonzero_size)]
+    pub size: usize,
+    #[arg(long, default_value = "8MiB", value_parser = parse_nonzero_size)]
+    pub chunk: usize,
+    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
+    pub slice: usize,
+    /// Methods, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "cr,ppr,ecpipe")]
+    pub methods: Vec<Shape>,
+    #[arg(long, default_value = "repairboost")]
+    pub scheduler: Scheduler,
+    /// Chunks repaired at once [default: every lost chunk].
+    #[arg(long)]
+    pub parallel: Option<usize>,
+    /// Repetitions per method (a fresh cluster each); medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct MethodRow {
+    method: String,
+    lost_chunks: usize,
+    repair_seconds: f64,
+    bound_seconds: f64,
+    /// repair_seconds / bound_seconds, median over runs.
+    ratio: f64,
+    all_ratios: Vec<f64>,
+    /// Every rebuilt chunk matched its checksum and every object read back exactly, in
+    /// every run.
+    verified: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    testbed: bool,
+    nodes: usize,
+    code: String,
+    link_bytes_per_s: f64,
+    objects: usize,
+    object_bytes: usize,
+    chunk_bytes: usize,
+    slice_bytes: usize,
+    scheduler: String,
+    runs: usize,
+    methods: Vec<MethodRow>,
+}
+
+/// One run's outcome.
+struct Run {
+    lost: usize,
+    seconds: f64,
+    bound: f64,
+    verified: bool,
+}
+
+pub fn run(a: FullNodeArgs) -> Result<()> {
+    let code = a.code.build()?;
+    if a.nodes < code.n() + 1 {
+        bail!("{} needs at least {} nodes (a stripe plus a destination outside it)", a.code, code.n() + 1);
+    }
+    if a.runs == 0 || a.objects == 0 || a.parallel == Some(0) {
+        bail!("--runs, --objects and --parallel must be at least 1");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut rows = Vec::new();
+    for &method in &a.methods {
+        let mut runs = Vec::new();
+        for r in 0..a.runs {
+            if !a.json {
+                eprintln!("{method}: run {}/{}", r + 1, a.runs);
+            }
+            runs.push(if a.testbed { on_testbed(&a, method, &rt)? } else { rt.block_on(embedded(&a, method))? });
+        }
+        let mut ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
+        let all_ratios = ratios.clone();
+        ratios.sort_by(|x, y| x.total_cmp(y));
+        let mid = runs.len() / 2;
+        let mut secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+        secs.sort_by(|x, y| x.total_cmp(y));
+        rows.push(MethodRow {
+            method: method.to_string(),
+            lost_chunks: runs[0].lost,
+            repair_seconds: secs[mid],
+            bound_seconds: runs[0].bound,
+            ratio: ratios[mid],
+            all_ratios,
+            verified: runs.iter().all(|r| r.verified),
+        });
+    }
+    let report = Report {
+        testbed: a.testbed,
+        nodes: a.nodes,
+        code: a.code.to_string(),
+        link_bytes_per_s: a.link,
+        objects: a.objects,
+        object_bytes: a.size,
+        chunk_bytes: a.chunk,
+        slice_bytes: a.slice,
+        scheduler: a.scheduler.to_string(),
+        runs: a.runs,
+        methods: rows,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let how = if a.testbed { "netns testbed, tc tbf" } else { "loopback, token buckets" };
+        println!(
+            "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}), scheduler {}, node 0 fails",
+            a.nodes,
+            a.code,
+            a.objects,
+            a.size,
+            a.chunk,
+            a.link * 8.0 / 1e6,
+            a.scheduler
+        );
+        println!("{:<14} {:>6} {:>10} {:>10} {:>8} {:>9}", "method", "lost", "repair s", "bound s", "x bound", "verified");
+        for m in &report.methods {
+            println!(
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>8.2} {:>9}",
+                m.method,
+                m.lost_chunks,
+                m.repair_seconds,
+                m.bound_seconds,
+                m.ratio,
+                if m.verified { "yes" } else { "NO" }
+            );
+        }
+    }
+    if report.methods.iter().any(|m| !m.verified) {
+        bail!("some repairs did not verify");
+    }
+    Ok(())
+}
+
+async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
+    let dir = tempfile::tempdir()?;
+    let cluster = Embedded::start(dir.path(), a.nodes, Some(a.link)).await?;
+    let r = scenario(&cluster.client, a, method).await;
+    cluster.stop().await;
+    r
+}
+
+fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> Result<Run> {
+    let dir = std::env::temp_dir().join("kintsugi-bench-fullnode");
+    std::fs::create_dir_all(&dir)?;
+    let conf = dir.join("coordinator.toml");
+    // Repairs are started (and timed) by this benchmark, not by the coordinator.
+    std::fs::write(&conf, "auto_repair = false\n")?;
+    let up = crate::testbed::UpArgs {
+        nodes: a.nodes,
+        link: a.link,
+        name: "kfull".into(),
+        octet: 216,
+        dir: dir.join("tb"),
+        coordinator_config: Some(conf),
+        // The benchmark's writes and verifying reads are not what is measured.
+        host_link: Some(a.link * 50.0),
+    };
+    let state = crate::testbed::up(&up)?;
+    let mut client = Client::new(&state.coordinator);
+    client.io_timeout = Duration::from_secs(120);
+    let r = rt.block_on(scenario(&client, a, method));
+    crate::testbed::down(&up.name, &up.dir)?;
+    r
+}
+
+/// Writes the objects, fails node 0, repairs, verifies.
+async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Run> {
+    // Writes and verification reads pass no emulated link of the client's own.
+    let mut plain = client.clone();
+    plain.shaper = Default::default();
+    wait_alive(&plain, a.nodes).await?;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..a.objects {
+        if writes.len() >= 4 {
+            writes.join_next().await.expect("a write in flight")??;
+        }
+        let (c, code, chunk, size) = (plain.clone(), a.code, a.chunk as u64, a.size);
+        writes.spawn(async move { c.put(&format!("object-{i:04}"), &pattern(size, i as u64), code, chunk).await.map_err(|e| anyhow!(e)) });
+    }
+    while let Some(w) = writes.join_next().await {
+        w??;
+    }
+    plain.fail(0).await.map_err(|e| anyhow!(e))?;
+    wait_alive(&plain, a.nodes - 1).await?;
+    let lost = plain.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
+    if lost == 0 {
+        bail!("node 0 held no chunk: nothing to repair");
+    }
+    let parallel = a.parallel.unwrap_or(lost);
+    let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
+    let mut verified = report.failed == 0 && report.repaired + report.skipped == lost;
+    for i in 0..a.objects {
+        let (data, r) = plain.get(&format!("object-{i:04}"), Shape::Cr, a.slice as u64).await.map_err(|e| anyhow!(e))?;
+        verified &= data == pattern(a.size, i as u64) && r.degraded.is_empty();
+    }
+    // Chunks' worth a lost chunk's repair reads: k for RS, d/q for Clay (its equation's reads).
+    let code = a.code.build()?;
+    let avail: Vec<usize> = (1..code.n()).collect();
+    let helpers = code.choose_helpers(0, &avail).map_err(|e| anyhow!("{e}"))?;
+    let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
+    let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
+    let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
+    Ok(Run { lost, seconds: report.seconds, bound, verified })
+}
+
+async fn wait_alive(c: &Client, n: usize) -> Result<()> {
+    for _ in 0..600 {
+        if let Ok(s) = c.status().await {
+            if s.nodes.iter().filter(|x| x.alive).count() == n {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("the cluster never reached {n} live nodes")
+}
