@@ -50,7 +50,7 @@ struct MethodTime {
 }
 
 /// Busy and total jiffies of the whole machine (/proc/stat), and its core count.
-fn machine_jiffies() -> (u64, u64) {
+pub(crate) fn machine_jiffies() -> (u64, u64) {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let f: Vec<u64> = text.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
     let total: u64 = f.iter().take(8).sum();
@@ -60,7 +60,7 @@ fn machine_jiffies() -> (u64, u64) {
 }
 
 /// Cores busy between two `machine_jiffies` readings.
-fn cores_busy(a: (u64, u64), b: (u64, u64)) -> f64 {
+pub(crate) fn cores_busy(a: (u64, u64), b: (u64, u64)) -> f64 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let total = b.1.saturating_sub(a.1) as f64;
     if total == 0.0 {

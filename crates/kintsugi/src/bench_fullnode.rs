@@ -59,6 +59,11 @@ struct MethodRow {
     lost_chunks: usize,
     repair_seconds: f64,
     bound_seconds: f64,
+    /// The most bytes one node sent or received during the repair, over the link rate:
+    /// the plan's own bound (balance), where bound_seconds assumes perfect balance.
+    busiest_link_seconds: f64,
+    /// Whole-machine CPU busy during the repair, in cores (every process, kernel included).
+    cpu_cores: f64,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -87,6 +92,10 @@ struct Run {
     lost: usize,
     seconds: f64,
     bound: f64,
+    /// Seconds the busiest node's uplink or downlink needs for the bytes it moved.
+    busiest: f64,
+    /// Whole-machine CPU busy during the repair, in cores.
+    cpu: f64,
     verified: bool,
 }
 
@@ -119,6 +128,8 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             lost_chunks: runs[0].lost,
             repair_seconds: secs[mid],
             bound_seconds: runs[0].bound,
+            busiest_link_seconds: runs[0].busiest,
+            cpu_cores: runs[0].cpu,
             ratio: ratios[mid],
             all_ratios,
             verified: runs.iter().all(|r| r.verified),
@@ -151,16 +162,21 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.link * 8.0 / 1e6,
             a.scheduler
         );
-        println!("{:<14} {:>6} {:>10} {:>10} {:>8} {:>9}", "method", "lost", "repair s", "bound s", "x bound", "verified");
+        println!(
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>10}",
+            "method", "lost", "repair s", "bound s", "busiest s", "x bound", "verified", "CPU cores"
+        );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>8.2} {:>9}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>9} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
                 m.bound_seconds,
+                m.busiest_link_seconds,
                 m.ratio,
-                if m.verified { "yes" } else { "NO" }
+                if m.verified { "yes" } else { "NO" },
+                m.cpu_cores
             );
         }
     }
@@ -226,7 +242,13 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         bail!("node 0 held no chunk: nothing to repair");
     }
     let parallel = a.parallel.unwrap_or(lost);
+    let before = node_stats(&plain).await?;
+    let jiffies = crate::bench_degraded::machine_jiffies();
     let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
+    let cpu = crate::bench_degraded::cores_busy(jiffies, crate::bench_degraded::machine_jiffies());
+    let after = node_stats(&plain).await?;
+    // The busiest link of the plan: what no data path can beat.
+    let busiest = after.iter().filter_map(|(n, (up, down))| before.get(n).map(|(u0, d0)| (up - u0).max(down - d0))).max().unwrap_or(0);
     let mut verified = report.failed == 0 && report.repaired + report.skipped == lost;
     for i in 0..a.objects {
         let (data, r) = plain.get(&format!("object-{i:04}"), Shape::Cr, a.slice as u64).await.map_err(|e| anyhow!(e))?;
@@ -239,7 +261,19 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
-    Ok(Run { lost, seconds: report.seconds, bound, verified })
+    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, verified })
+}
+
+/// Repair bytes sent and received so far by every live node.
+async fn node_stats(c: &Client) -> Result<std::collections::BTreeMap<u32, (u64, u64)>> {
+    let mut m = std::collections::BTreeMap::new();
+    for n in c.status().await.map_err(|e| anyhow!(e))?.nodes.into_iter().filter(|n| n.alive) {
+        let r = kintsugi_node::exec::request(&n.addr, &kintsugi_proto::NodeRequest::Stat, c.io_timeout).await.map_err(|e| anyhow!(e))?;
+        if let kintsugi_proto::NodeResponse::Stat(s) = r {
+            m.insert(n.id, (s.repair_sent, s.repair_received));
+        }
+    }
+    Ok(m)
 }
 
 async fn wait_alive(c: &Client, n: usize) -> Result<()> {
