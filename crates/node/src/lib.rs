@@ -7,7 +7,10 @@ mod inventory;
 pub mod pool;
 pub mod server;
 pub mod shaper;
+mod sink;
+mod slot_gate;
 pub mod store;
+mod terms;
 
 pub use exec::{run_sink, Counters, Executor};
 pub use server::{start, NodeConfig, NodeHandle};

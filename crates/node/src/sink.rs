@@ -1,0 +1,172 @@
+//! Sinks: the vertex that rebuilds the chunk. A node's sink (full-node repair) stores it;
+//! a reader's sink (degraded read) returns it. Also the store-and-forward vertex, which
+//! like a sink waits for whole lanes.
+
+use crate::exec::{open_input, unit_sizes, Counters, InputStream, Unit, UnitResult};
+use crate::shaper::Shaper;
+use crate::terms::{add_input, LocalTerm, RawInput};
+use kintsugi_proto::Assignment;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Output bytes a store-and-forward vertex computes and sends at a time.
+const FORWARD_GROUP: usize = 1 << 20;
+
+/// A store-and-forward vertex (PPR): each unit (its whole lane) from every input first, as
+/// the published method's timesteps require; then the output computed a group of windows
+/// at a time and each group sent as soon as it is ready, so sending starts after the
+/// first megabyte is computed instead of after the whole lane.
+pub(crate) async fn store_and_forward(
+    units: &[Vec<Range<usize>>],
+    alpha: usize,
+    inputs: &mut [(InputStream, Option<RawInput>)],
+    widths: &[usize],
+    local: Option<&LocalTerm>,
+    raw_out: bool,
+    tx: &mpsc::Sender<UnitResult>,
+) -> Result<(), String> {
+    for windows in units {
+        let mut datas = Vec::with_capacity(inputs.len());
+        for (rx, _) in inputs.iter_mut() {
+            datas.push(rx.recv().await.ok_or("an input stream ended early")??);
+        }
+        let mut offs = vec![0usize; inputs.len()];
+        let mut start = 0;
+        while start < windows.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < windows.len() && (end == start || bytes < FORWARD_GROUP) {
+                bytes += alpha * windows[end].len();
+                end += 1;
+            }
+            let group = &windows[start..end];
+            let span: usize = group.iter().map(|w| w.len()).sum();
+            let acc = match local {
+                Some(l) if raw_out => l.raw(group)?,
+                _ => {
+                    let mut acc = crate::pool::zeroed(alpha * span);
+                    for (j, ((_, raw), data)) in inputs.iter().zip(&datas).enumerate() {
+                        let n = widths[j] * span;
+                        let part = data.get(offs[j]..offs[j] + n).ok_or("an input unit is shorter than its windows")?;
+                        add_input(raw.as_ref(), group, alpha, part, &mut acc)?;
+                        offs[j] += n;
+                    }
+                    if let Some(l) = local {
+                        l.add(group, alpha, &mut acc)?;
+                    }
+                    acc
+                }
+            };
+            tx.send(Ok(Unit { bytes: acc, slot: None })).await.map_err(|_| "nobody pulled the output".to_string())?;
+            start = end;
+        }
+    }
+    Ok(())
+}
+
+/// A writer error other than the one an early end of the units causes.
+pub(crate) fn tx_closed_early(written: &Result<u32, String>) -> bool {
+    written.as_ref().is_err_and(|e| !e.starts_with("the rebuilt chunk ended after"))
+}
+
+/// Where a sink's rebuilt units go.
+pub(crate) enum SinkOutput<'a> {
+    /// Placed into the whole chunk in memory (a degraded read returns it).
+    Buffer(&'a mut Vec<u8>),
+    /// Passed on in chunk order (a full-node repair writing as it goes).
+    Stream(&'a mpsc::Sender<Vec<u8>>),
+}
+
+/// The sink's units in the order it rebuilds them: by where their first window lies.
+fn sink_order(units: &[Vec<Vec<Range<usize>>>]) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = (0..units.len()).flat_map(|l| (0..units[l].len()).map(move |u| (l, u))).collect();
+    order.sort_by_key(|&(l, u)| units[l][u].first().map_or(0, |w| w.start));
+    order
+}
+
+/// True when the sink's units, in its order, are the chunk's bytes in order: one sub-chunk
+/// (a scalar code) and windows that follow each other.
+pub(crate) fn streams_in_order(units: &[Vec<Vec<Range<usize>>>], alpha: usize) -> bool {
+    let mut next = 0;
+    alpha == 1
+        && sink_order(units).iter().all(|&(l, u)| {
+            units[l][u].iter().all(|w| {
+                let ok = w.start == next;
+                next = w.end;
+                ok
+            })
+        })
+}
+
+/// Runs a sink: pulls every input, adds each unit per lane, places the windows, and returns
+/// the rebuilt chunk. Used by a node (full-node repair) and by a reader (degraded read).
+pub async fn run_sink(
+    a: &Assignment,
+    units: &[Vec<Vec<Range<usize>>>],
+    local: Option<&LocalTerm>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    let mut out = vec![0u8; a.chunk_len as usize];
+    sink_units(a, units, local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
+    Ok(out)
+}
+
+pub(crate) async fn sink_units(
+    a: &Assignment,
+    units: &[Vec<Vec<Range<usize>>>],
+    local: Option<&LocalTerm>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+    mut out: SinkOutput<'_>,
+) -> Result<(), String> {
+    let g = &a.graph;
+    let sink = g.vertex(g.sink);
+    let alpha = g.equation.sub_chunks;
+    let sub = a.chunk_len as usize / alpha;
+    let sizes: Vec<Vec<usize>> = units.iter().map(|lane| unit_sizes(lane, alpha)).collect();
+    let mut by_lane: Vec<Vec<(InputStream, Option<RawInput>)>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    for &i in &sink.inputs {
+        let lane = g.vertex(i).lane;
+        let stream = open_input(a, i, unit_sizes(&units[lane], g.payload_width(i)), shaper.clone(), counters.clone(), io_timeout);
+        by_lane[lane].push((stream, RawInput::of(g, i)));
+    }
+    for (lane, u) in sink_order(units) {
+        let windows = &units[lane][u];
+        let mut acc: Option<Vec<u8>> = None;
+        for (rx, raw) in by_lane[lane].iter_mut() {
+            let data = rx.recv().await.ok_or("an input stream ended early")??;
+            match (&mut acc, raw) {
+                (None, None) => acc = Some(data),
+                (acc, raw) => {
+                    let acc = acc.get_or_insert_with(|| crate::pool::zeroed(sizes[lane][u]));
+                    add_input(raw.as_ref(), windows, alpha, &data, acc)?;
+                    crate::pool::give(data);
+                }
+            }
+        }
+        let mut acc = acc.unwrap_or_else(|| crate::pool::zeroed(sizes[lane][u]));
+        if let Some(l) = local {
+            l.add(windows, alpha, &mut acc)?;
+        }
+        match &mut out {
+            SinkOutput::Stream(tx) => tx.send(acc).await.map_err(|_| "the chunk writer stopped".to_string())?,
+            SinkOutput::Buffer(out) => {
+                let mut pos = 0;
+                for w in windows {
+                    let n = w.len();
+                    for s in 0..alpha {
+                        out[s * sub + w.start..s * sub + w.end].copy_from_slice(&acc[pos..pos + n]);
+                        pos += n;
+                    }
+                }
+                crate::pool::give(acc);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! A vertex's two sources of bytes besides summed inputs: raw sub-chunk reads sent by a
+//! Clay helper (multiplied by the receiver), and the helper chunk on this node (read through
+//! verified windows and multiplied straight out of them).
+
+use crate::exec::Counters;
+use crate::store::{ChunkStore, ReadCache};
+use kintsugi_codes::TermMatrix;
+use kintsugi_gf::mul_add;
+use kintsugi_plan::{NodeId, RepairGraph, VertexId};
+use kintsugi_proto::Assignment;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// An input that sends raw reads (a Clay helper): its coefficients, applied here.
+pub struct RawInput {
+    matrix: TermMatrix,
+    reads: usize,
+}
+
+impl RawInput {
+    pub(crate) fn of(g: &RepairGraph, v: VertexId) -> Option<Self> {
+        let t = g.vertex(v).local.filter(|_| g.sends_raw(v))?;
+        let term = &g.equation.terms[t];
+        Some(RawInput { matrix: term.matrix(g.equation.sub_chunks), reads: term.read_count() })
+    }
+}
+
+/// Adds one input's unit into `acc` (alpha windows per unit window): summed as it is, or
+/// multiplied by the sender's coefficients when it carries raw reads.
+pub(crate) fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha: usize, data: &[u8], acc: &mut [u8]) -> Result<(), String> {
+    let Some(raw) = raw else {
+        mul_add(1, data, acc);
+        return Ok(());
+    };
+    let (mut pos_in, mut pos_out) = (0, 0);
+    for w in windows {
+        let n = w.len();
+        if n > 0 {
+            let srcs: Vec<&[u8]> = data[pos_in..pos_in + raw.reads * n].chunks(n).collect();
+            let mut dsts: Vec<&mut [u8]> = acc[pos_out..pos_out + alpha * n].chunks_mut(n).collect();
+            raw.matrix.apply_add(&srcs, &mut dsts);
+        }
+        pos_in += raw.reads * n;
+        pos_out += alpha * n;
+    }
+    Ok(())
+}
+
+/// Bytes of verified read-ahead a helper keeps per term, shared among its sub-chunk reads.
+const READ_AHEAD: usize = 512 * 1024;
+
+/// A helper chunk on this node and its term of the equation.
+pub struct LocalTerm {
+    term: kintsugi_codes::HelperTerm,
+    matrix: TermMatrix,
+    sub: usize,
+    counters: Arc<Counters>,
+    /// Verified read windows, shared by every vertex of this node reading the same term.
+    cache: Arc<Mutex<ReadCache>>,
+}
+
+impl LocalTerm {
+    /// Opens term `t` for one vertex; `shared` holds the caches of the run's terms on this
+    /// node, so lanes reading the same chunk read and verify each block once.
+    pub fn open(
+        store: &ChunkStore,
+        a: &Assignment,
+        t: usize,
+        counters: Arc<Counters>,
+        shared: &Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
+        node: NodeId,
+    ) -> Result<Self, String> {
+        let term = a.graph.equation.terms[t].clone();
+        let alpha = a.graph.equation.sub_chunks;
+        let reads = term.read_count().max(1);
+        let cache = match shared.lock().expect("cache lock").entry(t) {
+            std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
+                if reader.len() != a.chunk_len {
+                    return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
+                }
+                // A window per read stream per lane here, one spare; READ_AHEAD in all.
+                let lanes = a.graph.vertices.iter().filter(|v| v.node == node && v.local == Some(t)).count().max(1);
+                let count = (reads * lanes).min(64) + 1;
+                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, READ_AHEAD / (reads * lanes))));
+                e.insert(c.clone());
+                c
+            }
+        };
+        Ok(LocalTerm { matrix: term.matrix(alpha), term, sub: a.chunk_len as usize / alpha, counters, cache })
+    }
+
+    /// Offsets of this term's sub-chunk reads for window `w`.
+    fn offsets(&self, w: &Range<usize>) -> Vec<u64> {
+        self.term.reads.iter().flat_map(|r| r.clone()).map(|r| (r * self.sub + w.start) as u64).collect()
+    }
+
+    /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by
+    /// window (what a raw sender sends).
+    pub(crate) fn raw(&self, windows: &[Range<usize>]) -> Result<Vec<u8>, String> {
+        let mut out = crate::pool::take(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
+        let mut cache = self.cache.lock().expect("cache lock");
+        for w in windows {
+            for off in self.offsets(w) {
+                cache.fetch(off, w.len()).map_err(|e| e.to_string())?;
+                out.extend_from_slice(cache.peek(off, w.len()));
+            }
+        }
+        self.counters.read.fetch_add(out.len() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
+    /// `RepairGraph::lane_units`), multiplying straight out of the verified read windows.
+    pub(crate) fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
+        let mut pos = 0;
+        let mut cache = self.cache.lock().expect("cache lock");
+        for w in windows {
+            let n = w.len();
+            if n > 0 {
+                let offsets = self.offsets(w);
+                // Fetch every range first (the cache has a window more than there are
+                // reads), then borrow them all at once for the kernel.
+                for &off in &offsets {
+                    cache.fetch(off, n).map_err(|e| e.to_string())?;
+                }
+                let srcs: Vec<&[u8]> = offsets.iter().map(|&off| cache.peek(off, n)).collect();
+                let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n).take(alpha).collect();
+                self.matrix.apply_add(&srcs, &mut dsts);
+                self.counters.read.fetch_add((n * offsets.len()) as u64, Ordering::Relaxed);
+            }
+            pos += alpha * n;
+        }
+        Ok(())
+    }
+}
