@@ -109,6 +109,8 @@ pub struct Coordinator {
     pub(crate) started: Instant,
     /// Each node's last reported (used, capacity) bytes.
     pub(crate) space: Mutex<HashMap<NodeId, (u64, u64)>>,
+    /// Each node's latest traffic report (bandwidth monitoring).
+    pub(crate) links: Mutex<HashMap<NodeId, kintsugi_proto::LinkReport>>,
     /// Inventories being received and orphans seen.
     pub(crate) inventories: crate::inventory::Inventories,
     /// What the last automatic repair did, for `status`.
@@ -165,6 +167,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         started: Instant::now(),
         inventories: Default::default(),
         space: Mutex::new(HashMap::new()),
+        links: Mutex::new(HashMap::new()),
         last_auto: Mutex::new(None),
         epoch,
     });
@@ -248,7 +251,7 @@ impl Coordinator {
     /// Serves one request.
     pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
         match req {
-            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster } => {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link } => {
                 if cluster != 0 && cluster != self.cluster_id {
                     return bad(format!(
                         "node {node}'s data directory belongs to cluster {cluster:016x}; this is cluster {:016x}",
@@ -258,6 +261,9 @@ impl Coordinator {
                 self.heartbeat(node, addr, boot)?;
                 if capacity_bytes > 0 {
                     self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
+                }
+                if let Some(l) = link {
+                    self.links.lock().expect("links lock").insert(node, l);
                 }
                 Ok(CoordResponse::Welcome { cluster: self.cluster_id })
             }
@@ -459,6 +465,7 @@ impl Coordinator {
         }
         self.meta.apply(vec![Change::DeleteNode(node)])?;
         self.space.lock().expect("space lock").remove(&node);
+        self.links.lock().expect("links lock").remove(&node);
         tracing::info!("node {node} removed after {} chunk(s) were rebuilt elsewhere", report.repaired);
         Ok(report)
     }
@@ -485,6 +492,8 @@ impl Coordinator {
             .map(|n| {
                 let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
                 let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
+                let link = self.links.lock().expect("links lock").get(&n.id).copied();
+                let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
                 NodeInfo {
                     alive: alive.contains_key(&n.id) && !n.failed,
                     chunks: chunks.get(&n.id).copied().unwrap_or(0),
@@ -494,6 +503,9 @@ impl Coordinator {
                     capacity_bytes: cap,
                     nearfull: over(self.cfg.nearfull_ratio),
                     full: over(self.cfg.full_ratio),
+                    link,
+                    residual_up: residual.map(|r| r.0),
+                    residual_down: residual.map(|r| r.1),
                 }
             })
             .collect();

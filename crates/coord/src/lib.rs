@@ -2,6 +2,7 @@
 //! and the client that talks to it and to the nodes.
 
 mod auto_repair;
+pub mod bandwidth;
 pub mod client;
 pub mod coordinator;
 mod inventory;

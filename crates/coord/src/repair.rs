@@ -279,7 +279,9 @@ impl Coordinator {
     pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<HashMap<(u64, usize), Choice>, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
-        let cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
+        let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
+        // Every scheduler plans with live bandwidth: each node's residual, and its user load.
+        crate::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));
         // One plan per code and method: a scheduler balances over chunks of one kind.
         let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
         let mut stripes = HashMap::new();

@@ -253,3 +253,49 @@ async fn node_killed_during_repair_and_coordinator_restart() {
         c.kill(i).await;
     }
 }
+
+/// Bandwidth monitoring: nodes report their foreground and repair traffic with every
+/// heartbeat, and `status` shows each node's residual bandwidth by ChameleonEC's rule.
+/// Clients read an object over 20 MB/s node uplinks; the nodes serving it must report
+/// foreground upload near what they sent, and a residual of max(0.3 x 20, 20 - fg) MB/s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_foreground_traffic_and_residual_bandwidth() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 20e6;
+    let c = cluster(dir.path(), 4, Some(cap)).await;
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 31 + 7) as u8).collect();
+    c.client.put("fg", &data, "rs:2,1".parse().unwrap(), 1 << 20).await.unwrap();
+    let layout = c.client.stat("fg").await.unwrap();
+    let servers: Vec<u32> = layout.stripes.iter().flat_map(|s| s.chunks.iter().take(2).map(|ch| ch.node)).collect();
+    // Readers keep the serving nodes' uplinks busy while status is sampled.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (client, stop, want) = (c.client.clone(), stop.clone(), data.clone());
+        readers.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (got, _) = client.get("fg", Shape::Cr, 32 << 10).await.unwrap();
+                assert!(got == want, "a read returned other bytes");
+            }
+        }));
+    }
+    let mut best_fg = 0.0f64;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let st = c.client.status().await.unwrap();
+        for n in st.nodes.iter().filter(|n| servers.contains(&n.id)) {
+            let Some(l) = n.link else { continue };
+            assert_eq!((l.capacity_up, l.capacity_down), (cap, cap));
+            let want = (cap - l.fg_up).max(0.3 * cap);
+            let got = n.residual_up.expect("capacity known, residual shown");
+            assert!((got - want).abs() < 1.0, "residual {got} for foreground {} on a {cap} link", l.fg_up);
+            assert!(l.fg_up <= cap * 1.3, "node {} reports {} B/s up on a {cap} B/s link", n.id, l.fg_up);
+            best_fg = best_fg.max(l.fg_up);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        r.await.unwrap();
+    }
+    assert!(best_fg > 0.3 * cap, "serving nodes never reported foreground upload near their link rate: {best_fg}");
+}

@@ -55,6 +55,10 @@ pub struct NodeArgs {
     pub uplink: Option<f64>,
     #[arg(long, value_parser = parse_rate)]
     pub downlink: Option<f64>,
+    /// The node's link rate, both directions (e.g. 10gbit), for the coordinator's
+    /// residual-bandwidth accounting [default: --link/--uplink/--downlink when given].
+    #[arg(long, value_parser = parse_rate)]
+    pub link_capacity: Option<f64>,
     /// Threads of the node's runtime [default: one per core]; the testbed gives each of its
     /// nodes cores/nodes of them, at least one.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -186,6 +190,12 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.downlink = a.downlink.or(a.link).or(cfg.downlink);
     if let Some(w) = a.worker_threads {
         cfg.worker_threads = Some(w as usize);
+    }
+    if let Some(c) = a.link_capacity {
+        cfg.link_capacity = Some(c);
+    }
+    if cfg.link_capacity.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+        bail!("link_capacity must be a positive number of bytes per second");
     }
     if cfg.worker_threads == Some(0) {
         bail!("worker_threads must be at least 1");
@@ -469,9 +479,31 @@ pub fn status(t: &Target) -> Result<()> {
                 "{} object(s), {} stripe(s), {} lost chunk(s), {} repair(s) pending",
                 s.objects, s.stripes, s.lost_chunks, s.pending_repairs
             );
-            println!("{:>6} {:<24} {:>6} {:>8}", "node", "address", "alive", "chunks");
+            // Traffic in MB/s over each node's last period; residual = what repair may use.
+            println!(
+                "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17}",
+                "node", "address", "alive", "chunks", "fg up/down MB/s", "repair up/down", "residual up/down"
+            );
+            let mb = |v: f64| format!("{:.1}", v / 1e6);
             for n in s.nodes {
-                println!("{:>6} {:<24} {:>6} {:>8}", n.id, n.addr, if n.alive { "yes" } else { "no" }, n.chunks);
+                let (fg, rep) = match &n.link {
+                    Some(l) => (format!("{}/{}", mb(l.fg_up), mb(l.fg_down)), format!("{}/{}", mb(l.repair_up), mb(l.repair_down))),
+                    None => ("-".into(), "-".into()),
+                };
+                let res = match (n.residual_up, n.residual_down) {
+                    (Some(u), Some(d)) => format!("{}/{}", mb(u), mb(d)),
+                    _ => "-".into(),
+                };
+                println!(
+                    "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17}",
+                    n.id,
+                    n.addr,
+                    if n.alive { "yes" } else { "no" },
+                    n.chunks,
+                    fg,
+                    rep,
+                    res
+                );
             }
         }
         Ok(())

@@ -235,7 +235,9 @@ fn build(a: &UpArgs) -> Result<State> {
                 .args(["--listen", &format!("{ip}:7500"), "--data-dir"])
                 .arg(&data)
                 .args(["--coordinator", &coordinator])
-                .args(["--worker-threads", &workers.to_string()]),
+                .args(["--worker-threads", &workers.to_string()])
+                // tc shapes the links: the node is told their rate for residual bandwidth.
+                .args(["--link-capacity", &format!("{}B/s", a.link)]),
             &format!("node{i:03}"),
         )?;
         state.pids.push(pid);

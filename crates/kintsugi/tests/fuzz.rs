@@ -82,7 +82,16 @@ fn seeds() -> Vec<Vec<u8>> {
         push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
     }
     for r in [
-        CoordRequest::Heartbeat { node: 1, addr: "127.0.0.1:1".into(), chunks: 3, boot: 9, used_bytes: 5, capacity_bytes: 10, cluster: 0 },
+        CoordRequest::Heartbeat {
+            node: 1,
+            addr: "127.0.0.1:1".into(),
+            chunks: 3,
+            boot: 9,
+            used_bytes: 5,
+            capacity_bytes: 10,
+            cluster: 0,
+            link: Some(kintsugi_proto::LinkReport { period_ms: 500, fg_up: 1.0, capacity_up: 2.0, ..Default::default() }),
+        },
         CoordRequest::CreateObject { name: "o".into(), size: 1000, code: "clay:4,2,5".parse().unwrap(), chunk_size: 4096 },
         CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]] },
         CoordRequest::DeleteObject { name: "o".into() },

@@ -33,8 +33,12 @@ pub const WIRE_PIECE: usize = 64 * 1024;
 /// Traffic counters of a node.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Repair traffic: repair graphs' edges and degraded reads.
     pub sent: AtomicU64,
     pub received: AtomicU64,
+    /// Foreground traffic: clients' chunk writes (received) and reads (sent).
+    pub fg_sent: AtomicU64,
+    pub fg_received: AtomicU64,
     /// Helper bytes read from the local store.
     pub read: AtomicU64,
     pub active: AtomicU64,

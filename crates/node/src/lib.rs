@@ -4,6 +4,7 @@
 pub mod exec;
 mod input;
 mod inventory;
+pub mod monitor;
 pub mod pool;
 pub mod server;
 pub mod shaper;

@@ -49,6 +49,9 @@ pub struct NodeConfig {
     pub capacity_bytes: Option<u64>,
     /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
     pub secret_file: Option<PathBuf>,
+    /// The node's link rate in bytes per second (both directions), for the coordinator's
+    /// residual-bandwidth accounting; default: the emulated uplink and downlink, if any.
+    pub link_capacity: Option<f64>,
     /// Threads of the node's async runtime (default: one per core). Many nodes on one
     /// host (the testbed) run best with one each: wake-ups stay on the thread.
     pub worker_threads: Option<usize>,
@@ -72,6 +75,7 @@ impl Default for NodeConfig {
             capacity_bytes: None,
             secret_file: None,
             worker_threads: None,
+            link_capacity: None,
         }
     }
 }
@@ -210,7 +214,8 @@ async fn serve(
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
-        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), cluster), stop.clone()));
+        let capacity = (cfg.link_capacity.or(cfg.uplink).unwrap_or(0.0), cfg.link_capacity.or(cfg.downlink).unwrap_or(0.0));
+        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), cluster), capacity, stop.clone()));
         conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), stop.clone()));
         if cfg.scrub_interval_ms > 0 {
             conns.spawn(crate::inventory::scrub(coord, exec.clone(), cfg.clone(), stop.clone()));
@@ -242,10 +247,12 @@ async fn heartbeats(
     advertise: String,
     every: Duration,
     identity: (std::path::PathBuf, u64),
+    capacity: (f64, f64),
     mut stop: watch::Receiver<bool>,
 ) {
     let (data_dir, mut cluster) = identity;
     let mut conn: Option<TcpStream> = None;
+    let mut monitor = crate::monitor::Monitor::new(capacity);
     let boot = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -262,7 +269,9 @@ async fn heartbeats(
         })
         .await
         .unwrap_or((0, 0, 0));
-        let msg = CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes, cluster };
+        let link = Some(monitor.report(&exec.counters));
+        let msg =
+            CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes, cluster, link };
         if conn.is_none() {
             conn = match kintsugi_proto::auth::connect(&coord, every * 4).await {
                 Ok(c) => Some(c),
@@ -361,6 +370,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     return Err(format!("more than the announced {len} bytes"));
                 }
                 exec.shaper.recv(data.len()).await;
+                exec.counters.fg_received.fetch_add(data.len() as u64, Ordering::Relaxed);
                 w.write(&data).map_err(|e| e.to_string())?;
             }
             // The fsync and rename block: off the async runtime.
@@ -390,6 +400,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 };
                 exec.shaper.send(piece.len()).await;
                 write_frame(sock, Kind::Data, piece).await.map_err(io)?;
+                exec.counters.fg_sent.fetch_add(n, Ordering::Relaxed);
                 off += n;
             }
             sock.flush().await.map_err(|e| e.to_string())?;

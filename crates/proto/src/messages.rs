@@ -190,6 +190,9 @@ pub enum CoordRequest {
         /// The cluster this node's data directory joined (0: none yet).
         #[serde(default)]
         cluster: u64,
+        /// Traffic over the node's last monitoring period (absent from older nodes).
+        #[serde(default)]
+        link: Option<LinkReport>,
     },
     CreateObject {
         name: String,
@@ -353,6 +356,20 @@ pub struct RepairReport {
     pub errors: Vec<String>,
 }
 
+/// A node's traffic over its last monitoring period, in bytes per second, split into
+/// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
+/// and its link's capacity (0: unknown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkReport {
+    pub period_ms: u64,
+    pub fg_up: f64,
+    pub fg_down: f64,
+    pub repair_up: f64,
+    pub repair_down: f64,
+    pub capacity_up: f64,
+    pub capacity_down: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub id: NodeId,
@@ -369,6 +386,15 @@ pub struct NodeInfo {
     pub nearfull: bool,
     #[serde(default)]
     pub full: bool,
+    /// The node's last traffic report.
+    #[serde(default)]
+    pub link: Option<LinkReport>,
+    /// Bandwidth left for repair per direction (bytes/s): max(0.3 x capacity, capacity -
+    /// foreground), ChameleonEC's rule; absent while the capacity is unknown.
+    #[serde(default)]
+    pub residual_up: Option<f64>,
+    #[serde(default)]
+    pub residual_down: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
