@@ -25,6 +25,10 @@ impl Coordinator {
         target: Target<'_>,
         avoid: &BTreeSet<NodeId>,
     ) -> Result<Assignment, String> {
+        let target_kind = match &target {
+            Target::Reader => Target::Reader,
+            Target::Rebuild(c) => Target::Rebuild(*c),
+        };
         let (dest, scheduled) = match target {
             Target::Reader => (Some(READER), None),
             Target::Rebuild(choice) => (None, choice),
@@ -43,6 +47,14 @@ impl Coordinator {
                 && !avoid.contains(&c.destination)
                 && !s.nodes.contains(&c.destination)
         });
+        if let (Target::Rebuild(Some(c)), None) = (&target_kind, scheduled) {
+            tracing::info!(
+                "chunk {}: the scheduler's choice (helpers {:?}, destination {}) no longer holds; planning anew",
+                ChunkId::new(s.id, index),
+                c.helpers,
+                c.destination
+            );
+        }
         let dest = dest.or(scheduled.map(|c| c.destination));
         let helpers = match scheduled {
             Some(c) => c.helpers.clone(),
@@ -73,7 +85,12 @@ impl Coordinator {
         };
         let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
         let task = RepairTask { equation, helper_nodes, destination };
-        let graph = shapes::build(method, &task).map_err(|e| e.to_string())?;
+        // A scheduler-drawn tree (ChameleonEC) is built as drawn; else the method's shape.
+        let graph = match scheduled.and_then(|c| c.tree.as_ref()) {
+            Some(parents) => shapes::tree::from_parents(&task, parents),
+            None => shapes::build(method, &task),
+        }
+        .map_err(|e| e.to_string())?;
         let mut peers = BTreeMap::new();
         for v in &graph.vertices {
             if v.node != READER {
@@ -282,6 +299,7 @@ impl Coordinator {
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
         // Every scheduler plans with live bandwidth: each node's residual, and its user load.
         crate::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));
+        tracing::debug!(scheduler = %scheduler, "planning with residual bandwidth (up, down) per node: {:?}", cluster.bandwidth);
         // One plan per code and method: a scheduler balances over chunks of one kind.
         let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
         let mut stripes = HashMap::new();
@@ -291,6 +309,8 @@ impl Coordinator {
             groups.entry((s.code.to_string(), p.method.name())).or_default().push(i);
             stripes.insert(p.stripe, s);
         }
+        // Schedulers that plan in time (ChameleonEC's phases) need the chunk size.
+        cluster.chunk_bytes = stripes.values().map(|s| s.chunk_len).max().unwrap_or(0) as f64;
         let mut out = HashMap::new();
         let mut first_slot = HashMap::new();
         for (_, idx) in groups {
@@ -310,11 +330,12 @@ impl Coordinator {
             let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;
             for (&i, r) in idx.iter().zip(&plan.repairs) {
                 let key = (todo[i].stripe, todo[i].index);
-                out.insert(key, Choice { helpers: r.helpers(), destination: r.destination() });
-                first_slot.insert(key, r.first_slot());
+                out.insert(key, Choice { helpers: r.helpers(), destination: r.destination(), tree: r.tree_parents() });
+                first_slot.insert(key, (r.phase, r.first_slot()));
             }
         }
-        todo.sort_by_key(|p| first_slot.get(&(p.stripe, p.index)).copied().unwrap_or(0));
+        // ChameleonEC's phases first, then RepairBoost's timeslots.
+        todo.sort_by_key(|p| first_slot.get(&(p.stripe, p.index)).copied().unwrap_or((0, 0)));
         Ok(out)
     }
 

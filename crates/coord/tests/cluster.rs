@@ -299,3 +299,32 @@ async fn status_reports_foreground_traffic_and_residual_bandwidth() {
     }
     assert!(best_fg > 0.3 * cap, "serving nodes never reported foreground upload near their link rate: {best_fg}");
 }
+
+/// ChameleonEC's planner on the cluster: the coordinator plans with the nodes' residual
+/// bandwidth (their links are emulated, so their capacity is known), each lost chunk is
+/// rebuilt through the tree its tasks were paired into, and every object reads back
+/// byte for byte, RS and LRC alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chameleon_trees_rebuild_every_lost_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster(dir.path(), 10, Some(50e6)).await;
+    let objects = [("r", 700_003usize, "rs:4,2"), ("l", 300_000, "lrc:4,2,1"), ("s", 5, "rs:4,2")];
+    for (name, len, code) in objects {
+        c.client.put(name, &data(len, len as u64 + 1), code.parse().unwrap(), 65_536).await.unwrap();
+    }
+    c.kill(0).await;
+    c.wait_alive(9).await;
+    let lost = c.client.status().await.unwrap().lost_chunks;
+    assert!(lost > 0, "node 0 held chunks");
+    let r = c.client.repair(Shape::Cr, 4096, 8, Scheduler::Chameleon).await.unwrap();
+    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+    for (name, len, _) in objects {
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert_eq!(got, data(len, len as u64 + 1), "{name}");
+        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+    }
+    c.coord.take().unwrap().stop().await;
+    for i in 0..c.nodes.len() {
+        c.kill(i).await;
+    }
+}

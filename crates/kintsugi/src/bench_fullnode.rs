@@ -64,6 +64,8 @@ struct MethodRow {
     busiest_link_seconds: f64,
     /// Whole-machine CPU busy during the repair, in cores (every process, kernel included).
     cpu_cores: f64,
+    /// The first run's repair traffic per node: (node, chunks sent, chunks received).
+    node_loads: Vec<(u32, f64, f64)>,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -96,6 +98,8 @@ struct Run {
     busiest: f64,
     /// Whole-machine CPU busy during the repair, in cores.
     cpu: f64,
+    /// Per node: chunks' worth of repair traffic sent and received.
+    loads: Vec<(u32, f64, f64)>,
     verified: bool,
 }
 
@@ -130,6 +134,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             bound_seconds: runs[0].bound,
             busiest_link_seconds: runs[0].busiest,
             cpu_cores: runs[0].cpu,
+            node_loads: runs[0].loads.clone(),
             ratio: ratios[mid],
             all_ratios,
             verified: runs.iter().all(|r| r.verified),
@@ -235,6 +240,10 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     while let Some(w) = writes.join_next().await {
         w??;
     }
+    // The nodes report their traffic every heartbeat: wait until the reports no longer
+    // show the writes, or bandwidth-aware schedulers would plan around foreground traffic
+    // that has ended (ChameleonEC plans with the last period's rates).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     plain.fail(0).await.map_err(|e| anyhow!(e))?;
     wait_alive(&plain, a.nodes - 1).await?;
     let lost = plain.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
@@ -247,6 +256,12 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
     let cpu = crate::bench_degraded::cores_busy(jiffies, crate::bench_degraded::machine_jiffies());
     let after = node_stats(&plain).await?;
+    let loads: Vec<(u32, f64, f64)> = after
+        .iter()
+        .filter_map(|(n, (up, down))| {
+            before.get(n).map(|(u0, d0)| (*n, (up - u0) as f64 / a.chunk as f64, (down - d0) as f64 / a.chunk as f64))
+        })
+        .collect();
     // The busiest link of the plan: what no data path can beat.
     let busiest = after.iter().filter_map(|(n, (up, down))| before.get(n).map(|(u0, d0)| (up - u0).max(down - d0))).max().unwrap_or(0);
     let mut verified = report.failed == 0 && report.repaired + report.skipped == lost;
@@ -261,7 +276,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
-    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, verified })
+    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, loads, verified })
 }
 
 /// Repair bytes sent and received so far by every live node.

@@ -51,6 +51,8 @@ pub enum Shape {
     Ecpipe,
     /// ECPipe's cyclic variant: k-1 rotated chains, the destination reads from k-1 helpers.
     EcpipeCyclic,
+    /// A pipelined tree of any shape, drawn by a scheduler (ChameleonEC's tunable plans).
+    Tree,
 }
 
 /// Every shape, in the order the demos report them.
@@ -64,6 +66,7 @@ impl Shape {
             Shape::Ppr => "ppr",
             Shape::Ecpipe => "ecpipe",
             Shape::EcpipeCyclic => "ecpipe-cyclic",
+            Shape::Tree => "tree",
         }
     }
 }

@@ -53,6 +53,8 @@ pub fn closed_form(method: Shape, k: usize, chunk: usize, slice: usize, link: f6
         Shape::Cr => k as f64 * t,
         Shape::Ppr => ((k + 1) as f64).log2().ceil() * t,
         Shape::Ecpipe | Shape::EcpipeCyclic => (1.0 + (k as f64 - 1.0) / s) * t,
+        // A scheduler-drawn tree has no one formula.
+        Shape::Tree => f64::NAN,
     }
 }
 

@@ -17,7 +17,7 @@ pub fn index(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluste
         by_node.sort_by_key(|&s| c.placement[s]);
         let mut helpers = by_node[..*need].to_vec();
         helpers.sort_unstable();
-        out.push(Choice { helpers, destination: random_or_requestor(c, cluster, i, rng)? });
+        out.push(Choice { helpers, destination: random_or_requestor(c, cluster, i, rng)?, tree: None });
     }
     Ok(out)
 }
@@ -28,7 +28,7 @@ pub fn random(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Clust
     for (i, (c, (pool, need))) in lost.iter().zip(pools).enumerate() {
         let mut helpers: Vec<usize> = pool.choose_multiple(rng, *need).copied().collect();
         helpers.shuffle(rng);
-        out.push(Choice { helpers, destination: random_or_requestor(c, cluster, i, rng)? });
+        out.push(Choice { helpers, destination: random_or_requestor(c, cluster, i, rng)?, tree: None });
     }
     Ok(out)
 }
@@ -88,7 +88,7 @@ pub fn lru(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster)
         let d = argmin_by(&dests, |&n| (rec.get(n), n)).ok_or_else(|| no_destination(c))?;
         rec.clock += 1;
         rec.stamp.insert(dests[d], rec.clock);
-        out.push(Choice { helpers, destination: dests[d] });
+        out.push(Choice { helpers, destination: dests[d], tree: None });
     }
     Ok(out)
 }
@@ -110,7 +110,7 @@ pub fn greedy(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Clust
             in_turn(c, cluster, i).ok_or_else(|| no_destination(c))?
         };
         *received.entry(destination).or_default() += 1;
-        out.push(Choice { helpers, destination });
+        out.push(Choice { helpers, destination, tree: None });
     }
     Ok(out)
 }

@@ -15,6 +15,7 @@
 //! | `mppr` (PPR §5) | best source weight (Eq. 2) | best destination weight (Eq. 3) | FIFO |
 
 pub mod baseline;
+pub mod chameleon;
 pub mod lb_degree;
 pub mod mppr;
 pub mod repairboost;
@@ -72,6 +73,11 @@ pub struct Cluster {
     pub links: BTreeMap<(NodeId, NodeId), f64>,
     /// Foreground (user) traffic per node in MB, for m-PPR's weights.
     pub user_load_mb: BTreeMap<NodeId, f64>,
+    /// Bytes of a chunk, for schedulers that plan in time (ChameleonEC's phases); 0: 64 MiB.
+    pub chunk_bytes: f64,
+    /// ChameleonEC's phase length in seconds; 0: the paper's 20 s at 10 Gb/s, scaled to the
+    /// cluster's mean bandwidth (a phase moves as many bytes per link).
+    pub phase_seconds: f64,
 }
 
 impl Cluster {
@@ -123,10 +129,11 @@ pub enum Scheduler {
     RepairboostRtb,
     RepairboostTs,
     Mppr,
+    Chameleon,
 }
 
 /// Every scheduler, in the order reports list them.
-pub const ALL_SCHEDULERS: [Scheduler; 8] = [
+pub const ALL_SCHEDULERS: [Scheduler; 9] = [
     Scheduler::Index,
     Scheduler::Random,
     Scheduler::Lru,
@@ -135,6 +142,7 @@ pub const ALL_SCHEDULERS: [Scheduler; 8] = [
     Scheduler::RepairboostRtb,
     Scheduler::RepairboostTs,
     Scheduler::Mppr,
+    Scheduler::Chameleon,
 ];
 
 impl Scheduler {
@@ -148,6 +156,7 @@ impl Scheduler {
             Scheduler::RepairboostRtb => "repairboost-rtb",
             Scheduler::RepairboostTs => "repairboost-ts",
             Scheduler::Mppr => "mppr",
+            Scheduler::Chameleon => "chameleon",
         }
     }
 
@@ -192,6 +201,9 @@ impl std::str::FromStr for Scheduler {
 pub struct Choice {
     pub helpers: Vec<usize>,
     pub destination: NodeId,
+    /// For a scheduler-drawn tree (ChameleonEC): the term each helper term sends to (None:
+    /// the destination), in the order of `helpers`. None: the method's own shape.
+    pub tree: Option<Vec<Option<usize>>>,
 }
 
 /// One planned repair: its graph (which holds the equation, and where every vertex sits).
@@ -202,6 +214,8 @@ pub struct ScheduledRepair {
     /// scheduling); `None` for the sink and for vertices whose output stays on their node.
     /// Empty when the scheduler does not order transfers.
     pub slots: Vec<Option<u32>>,
+    /// The phase this repair belongs to (ChameleonEC; 0 for every other scheduler).
+    pub phase: u32,
 }
 
 impl ScheduledRepair {
@@ -224,6 +238,21 @@ impl ScheduledRepair {
     /// Where the rebuilt chunk goes.
     pub fn destination(&self) -> NodeId {
         self.graph.vertex(self.graph.sink).node
+    }
+
+    /// For a scheduler-drawn tree: the term each helper term sends to (None: the sink).
+    pub fn tree_parents(&self) -> Option<Vec<Option<usize>>> {
+        if self.graph.shape != Shape::Tree {
+            return None;
+        }
+        let g = &self.graph;
+        let mut parents = vec![None; g.equation.terms.len()];
+        for (i, v) in g.vertices.iter().enumerate() {
+            if let (Some(t), true) = (v.local, i != g.sink.index()) {
+                parents[t] = v.output.and_then(|o| g.vertex(o).local.filter(|_| o != g.sink));
+            }
+        }
+        Some(parents)
     }
 
     /// The first timeslot in which this repair sends anything (0 without timeslots).
@@ -290,6 +319,9 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         }
         pools.push(helper_pool(code, c)?);
     }
+    if scheduler == Scheduler::Chameleon {
+        return plan_chameleon(code, lost, &pools, cluster);
+    }
     let choices: Vec<Choice> = match scheduler {
         Scheduler::Index => baseline::index(lost, &pools, cluster, &mut rng)?,
         Scheduler::Random | Scheduler::RepairboostTs => baseline::random(lost, &pools, cluster, &mut rng)?,
@@ -297,6 +329,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         Scheduler::Greedy => baseline::greedy(lost, &pools, cluster)?,
         Scheduler::Repairboost | Scheduler::RepairboostRtb => repairboost::balance::plan(shape, lost, &pools, cluster)?,
         Scheduler::Mppr => mppr::plan(lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
+        Scheduler::Chameleon => unreachable!("planned above"),
     };
     let mut equations: HashMap<(usize, Vec<usize>), RepairEquation> = HashMap::new();
     let mut repairs = Vec::with_capacity(lost.len());
@@ -319,7 +352,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         };
         let helper_nodes = eq.helpers().iter().map(|&h| c.placement[h].expect("helpers are available shards")).collect();
         let graph = shapes::build(shape, &RepairTask { equation: eq, helper_nodes, destination: choice.destination })?;
-        repairs.push(ScheduledRepair { graph, slots: Vec::new() });
+        repairs.push(ScheduledRepair { graph, slots: Vec::new(), phase: 0 });
     }
     let mut timeslots = 0;
     if scheduler.timeslots() {
@@ -331,6 +364,41 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         }
     }
     Ok(Schedule { repairs, timeslots })
+}
+
+/// ChameleonEC: trees drawn by its task dispatch and Algorithm 1, in phases. The shape
+/// asked for is not used: the scheduler chooses each chunk's.
+fn plan_chameleon(code: &dyn Code, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster) -> Result<Schedule> {
+    let chunk_bytes = if cluster.chunk_bytes > 0.0 { cluster.chunk_bytes } else { 64.0 * 1024.0 * 1024.0 };
+    let phase_seconds = if cluster.phase_seconds > 0.0 {
+        cluster.phase_seconds
+    } else {
+        // 20 s on the paper's 10 Gb/s (1.25 GB/s) links: 25 GB per link and phase.
+        let mean = if cluster.bandwidth.is_empty() {
+            cluster.default_bandwidth.max(f64::MIN_POSITIVE)
+        } else {
+            cluster.bandwidth.values().map(|(u, d)| (u + d) / 2.0).sum::<f64>() / cluster.bandwidth.len() as f64
+        };
+        20.0 * 1.25e9 / mean
+    };
+    let trees = chameleon::plan(lost, pools, cluster, chameleon::Config { phase_seconds, chunk_bytes })?;
+    let mut repairs = Vec::with_capacity(lost.len());
+    for (c, t) in lost.iter().zip(trees) {
+        let eq = code.repair_equation(c.lost, &t.helpers)?;
+        // Terms follow the helpers given, less any with zero coefficients: map by shard.
+        let term_of = |shard: usize| eq.terms.iter().position(|term| term.helper == shard);
+        let mut parents = vec![None; eq.terms.len()];
+        for (i, &h) in t.helpers.iter().enumerate() {
+            if let Some(ti) = term_of(h) {
+                // A parent whose term was dropped passes its children to the destination.
+                parents[ti] = t.parents[i].and_then(|p| term_of(t.helpers[p]));
+            }
+        }
+        let helper_nodes = eq.helpers().iter().map(|&h| c.placement[h].expect("helpers are available shards")).collect();
+        let graph = shapes::tree::from_parents(&RepairTask { equation: eq, helper_nodes, destination: t.destination }, &parents)?;
+        repairs.push(ScheduledRepair { graph, slots: Vec::new(), phase: t.phase });
+    }
+    Ok(Schedule { repairs, timeslots: 0 })
 }
 
 /// `chunks` lost chunks of a failed node 0: each stripe puts its n shards on n distinct

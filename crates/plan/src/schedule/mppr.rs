@@ -59,7 +59,7 @@ pub fn plan(lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster
             *reconstructions.entry(n).or_default() += 1.0;
         }
         *repair_dsts.entry(destination).or_default() += 1.0;
-        out.push(Choice { helpers: sources.into_iter().map(|(_, _, s)| s).collect(), destination });
+        out.push(Choice { helpers: sources.into_iter().map(|(_, _, s)| s).collect(), destination, tree: None });
     }
     Ok(out)
 }

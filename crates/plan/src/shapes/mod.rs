@@ -5,6 +5,7 @@
 pub mod cr;
 pub mod ecpipe;
 pub mod ppr_tree;
+pub mod tree;
 
 use crate::error::{PlanError, Result};
 use crate::graph::{RepairGraph, RepairTask, Shape, Vertex, VertexId};
@@ -23,6 +24,7 @@ pub fn build(shape: Shape, task: &RepairTask) -> Result<RepairGraph> {
         Shape::Ppr => ppr_tree::tree(task),
         Shape::Ecpipe => ecpipe::chain(task),
         Shape::EcpipeCyclic => ecpipe::cyclic(task),
+        Shape::Tree => Err(PlanError::Invalid("a tree's edges come from its scheduler (--scheduler chameleon)".into())),
     }
 }
 

@@ -125,7 +125,7 @@ pub fn plan(shape: Shape, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], clu
         .map(|(c, ns)| {
             let k = ns.len() - 1;
             let helpers = ns[..k].iter().map(|&n| c.placement.iter().position(|&p| p == Some(n)).expect("helper holds a shard")).collect();
-            Choice { helpers, destination: ns[k] }
+            Choice { helpers, destination: ns[k], tree: None }
         })
         .collect())
 }
