@@ -41,7 +41,7 @@ pub struct DemoArgs {
     /// Chunks repaired at once.
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
-    /// Who picks helpers and destinations (index, random, lru, greedy, repairboost, mppr, ...).
+    /// Who picks helpers and destinations (index, random, lru, greedy, repairboost, mppr, chameleon, ...).
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
     /// Only these methods (default: all).

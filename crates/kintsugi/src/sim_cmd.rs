@@ -265,7 +265,7 @@ pub struct FullNodeArgs {
     #[arg(long, default_value = "1", value_parser = parse_max_active)]
     pub max_active: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
-    /// repairboost-rtb, repairboost-ts or mppr.
+    /// repairboost-rtb, repairboost-ts, mppr or chameleon (which draws its own trees).
     #[arg(long, default_value = "random")]
     pub scheduler: Scheduler,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn

@@ -176,3 +176,35 @@ fn sim_scale_bench_reports_every_point() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NODES:CHUNKS"));
 }
+
+/// `--scheduler chameleon` draws its own trees: on uniform links it balances every node's
+/// upload and download, so 24 lost chunks on 15 survivors finish within 10% of the network
+/// bound f*k*C/((n-1)*B) (RepairBoost with ECPipe chains: 1.46x in the same scenario).
+#[test]
+fn full_node_chameleon_comes_near_the_network_bound() {
+    let out = kintsugi(&[
+        "sim",
+        "full-node",
+        "--nodes",
+        "16",
+        "--code",
+        "rs:6,3",
+        "--chunks",
+        "24",
+        "--chunk",
+        "8MiB",
+        "--link",
+        "200mbit",
+        "--scheduler",
+        "chameleon",
+        "--max-active",
+        "all",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["lost_chunks"], 24);
+    let bound = 24.0 * 6.0 * (8u64 << 20) as f64 / (15.0 * 25e6);
+    let t = v["repair_seconds"].as_f64().unwrap();
+    assert!(t >= bound * 0.999 && t < bound * 1.10, "{t} s against a bound of {bound} s");
+}
