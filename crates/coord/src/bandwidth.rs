@@ -9,13 +9,7 @@ use kintsugi_plan::NodeId;
 use kintsugi_proto::LinkReport;
 use std::collections::HashMap;
 
-/// The share of a link repair may always count on.
-pub const RESIDUAL_FLOOR: f64 = 0.3;
-
-/// Residual bandwidth of a link of `capacity` carrying `foreground` (bytes/s).
-pub fn residual(capacity: f64, foreground: f64) -> f64 {
-    (capacity - foreground.max(0.0)).max(RESIDUAL_FLOOR * capacity)
-}
+pub use kintsugi_plan::schedule::{residual, RESIDUAL_FLOOR};
 
 /// A node's residual (up, down), when its report gives its link's capacity.
 pub fn residual_of(r: &LinkReport) -> Option<(f64, f64)> {

@@ -324,7 +324,15 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 scheduler: a.scheduler,
                 requestors: a.requestors,
             };
-            let (net, jobs, admission) = s.build()?;
+            // With a network file, schedulers plan with its residual bandwidth at the start.
+            let custom = match &c.network {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
+                    Some(NetworkFile::parse(&text)?)
+                }
+                None => None,
+            };
+            let (net, jobs, admission) = s.build_on(custom.as_ref())?;
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
         }

@@ -84,6 +84,14 @@ pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
 impl FullNode {
     /// The lost chunks, the cluster and the scheduler's plan, as jobs.
     pub fn build(&self) -> Result<(Network, Vec<Job>, Admission)> {
+        self.build_on(None)
+    }
+
+    /// As [`FullNode::build`], the schedulers planning with the residual bandwidth `net`
+    /// leaves at time 0: each node's links less the foreground traffic then, never below
+    /// 30% (ChameleonEC's rule, the coordinator's too). The monitoring lag is the whole
+    /// repair: the plan is made once, from the start.
+    pub fn build_on(&self, net: Option<&Network>) -> Result<(Network, Vec<Job>, Admission)> {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
         let n = code.n();
@@ -101,6 +109,22 @@ impl FullNode {
         let mut cluster = Cluster::homogeneous((1..total as NodeId).collect());
         cluster.default_bandwidth = self.link;
         cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
+        cluster.chunk_bytes = self.chunk as f64;
+        if let Some(net) = net {
+            let fg_at_start = |n: usize, d: crate::network::Direction| -> f64 {
+                net.foreground
+                    .iter()
+                    .filter(|f| f.node as usize == n && f.direction == d)
+                    .map(|f| f.points.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1))
+                    .sum()
+            };
+            for n in 1..total.min(net.nodes.len()) {
+                let spec = &net.nodes[n];
+                let up = schedule::residual(spec.up, fg_at_start(n, crate::network::Direction::Up));
+                let down = schedule::residual(spec.down, fg_at_start(n, crate::network::Direction::Down));
+                cluster.bandwidth.insert(n as NodeId, (up, down));
+            }
+        }
         let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
         let jobs = plan
             .repairs
@@ -176,4 +200,48 @@ fn check_common(link: f64, chunk: usize, slice: usize) -> Result<()> {
         return Err(SimError::BadScenario("chunk and slice sizes must be at least 1 byte".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::{Direction, Foreground};
+
+    /// Downloads planned onto each node by the scheduler's graphs.
+    fn downloads(jobs: &[Job], nodes: usize) -> Vec<f64> {
+        let mut d = vec![0.0; nodes];
+        for j in jobs {
+            for (n, v) in j.graph.traffic().download {
+                d[n as usize] += v;
+            }
+        }
+        d
+    }
+
+    /// A node whose downlink users fill at the start gets fewer repair downloads from
+    /// ChameleonEC's planner: it plans with the residual bandwidth, here 30% of the link.
+    #[test]
+    fn chameleon_plans_around_foreground_traffic_at_the_start() {
+        let s = FullNode {
+            nodes: 16,
+            chunks: 40,
+            code: "rs:6,3".parse().unwrap(),
+            method: Shape::Ecpipe,
+            link: 25e6,
+            chunk: 8 << 20,
+            slice: 1 << 20,
+            seed: 3,
+            max_active: usize::MAX,
+            scheduler: Scheduler::Chameleon,
+            requestors: 0,
+        };
+        let (_, plain, _) = s.build().unwrap();
+        let mut net = Network::homogeneous(16, 25e6);
+        let busy = 5u32;
+        net.foreground.push(Foreground { node: busy, direction: Direction::Down, points: vec![(0.0, 24e6), (10.0, 0.0)] });
+        let (_, aware, _) = s.build_on(Some(&net)).unwrap();
+        let (before, after) = (downloads(&plain, 16)[busy as usize], downloads(&aware, 16)[busy as usize]);
+        assert!(before >= 8.0, "without foreground node {busy} takes its share: {before}");
+        assert!(after * 2.5 < before, "with its downlink 96% busy node {busy} takes {after} downloads, {before} without");
+    }
 }

@@ -117,6 +117,16 @@ impl Cluster {
     }
 }
 
+/// The share of a link repair may always count on (ChameleonEC's rule).
+pub const RESIDUAL_FLOOR: f64 = 0.3;
+
+/// Residual bandwidth of a link of `capacity` carrying `foreground` (bytes/s): what the
+/// foreground leaves, never below 30% of the link, so repair always gets a share and a busy
+/// node is not planned out entirely (ChameleonEC: max(0.3 x capacity, capacity - foreground)).
+pub fn residual(capacity: f64, foreground: f64) -> f64 {
+    (capacity - foreground.max(0.0)).max(RESIDUAL_FLOOR * capacity)
+}
+
 /// The schedulers, by the names `--scheduler` takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
