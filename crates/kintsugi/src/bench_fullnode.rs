@@ -23,24 +23,31 @@ pub struct FullNodeArgs {
     /// loopback with token-bucket links.
     #[arg(long)]
     pub testbed: bool,
+    /// Storage nodes (node 0 fails).
     #[arg(long, default_value_t = 16)]
     pub nodes: usize,
+    /// Code of every object.
     #[arg(long, default_value = "rs:6,3")]
     pub code: CodeSpec,
     /// Every node's uplink and downlink.
     #[arg(long, default_value = "200mbit", value_parser = parse_rate)]
     pub link: f64,
+    /// Objects written before node 0 fails.
     #[arg(long, default_value_t = 44)]
     pub objects: usize,
+    /// Size of each object.
     #[arg(long, default_value = "48MiB", value_parser = parse_nonzero_size)]
     pub size: usize,
+    /// Chunk size.
     #[arg(long, default_value = "8MiB", value_parser = parse_nonzero_size)]
     pub chunk: usize,
+    /// Slice size of pipelined methods.
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
     /// Methods, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "cr,ppr,ecpipe")]
     pub methods: Vec<Shape>,
+    /// Who picks helpers and destinations (index, random, repairboost, mppr, chameleon, ...).
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
     /// Chunks repaired at once [default: every lost chunk].
@@ -49,6 +56,7 @@ pub struct FullNodeArgs {
     /// Repetitions per method (a fresh cluster each); medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
 }

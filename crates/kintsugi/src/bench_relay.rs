@@ -44,6 +44,7 @@ pub struct RelayArgs {
     /// Repetitions; medians and the spread are reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
 }
