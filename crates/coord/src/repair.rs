@@ -25,10 +25,6 @@ impl Coordinator {
         target: Target<'_>,
         avoid: &BTreeSet<NodeId>,
     ) -> Result<Assignment, String> {
-        let target_kind = match &target {
-            Target::Reader => Target::Reader,
-            Target::Rebuild(c) => Target::Rebuild(*c),
-        };
         let (dest, scheduled) = match target {
             Target::Reader => (Some(READER), None),
             Target::Rebuild(choice) => (None, choice),
@@ -40,6 +36,7 @@ impl Coordinator {
             .collect();
         // A scheduler's choice holds while its helpers and destination are still usable.
         let roomy = |n: &NodeId| self.has_room(*n, s.chunk_len, self.cfg.backfillfull_ratio);
+        let asked = scheduled;
         let scheduled = scheduled.filter(|c| {
             c.helpers.iter().all(|h| avail.contains(h))
                 && roomy(&c.destination)
@@ -47,7 +44,7 @@ impl Coordinator {
                 && !avoid.contains(&c.destination)
                 && !s.nodes.contains(&c.destination)
         });
-        if let (Target::Rebuild(Some(c)), None) = (&target_kind, scheduled) {
+        if let (Some(c), None) = (asked, scheduled) {
             tracing::info!(
                 "chunk {}: the scheduler's choice (helpers {:?}, destination {}) no longer holds; planning anew",
                 ChunkId::new(s.id, index),

@@ -129,21 +129,17 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             }
             runs.push(if a.testbed { on_testbed(&a, method, &rt)? } else { rt.block_on(embedded(&a, method))? });
         }
-        let mut ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
-        let all_ratios = ratios.clone();
-        ratios.sort_by(|x, y| x.total_cmp(y));
-        let mid = runs.len() / 2;
-        let mut secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
-        secs.sort_by(|x, y| x.total_cmp(y));
+        let all_ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
+        let secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
         rows.push(MethodRow {
             method: method.to_string(),
             lost_chunks: runs[0].lost,
-            repair_seconds: secs[mid],
+            repair_seconds: crate::bench::stat(&secs).median,
             bound_seconds: runs[0].bound,
             busiest_link_seconds: runs[0].busiest,
             cpu_cores: runs[0].cpu,
             node_loads: runs[0].loads.clone(),
-            ratio: ratios[mid],
+            ratio: crate::bench::stat(&all_ratios).median,
             all_ratios,
             verified: runs.iter().all(|r| r.verified),
         });

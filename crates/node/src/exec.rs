@@ -55,7 +55,7 @@ pub use crate::input::{open_input, InputStream};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
 pub use crate::slot_gate::SlotGate;
-use crate::terms::add_input;
+use crate::terms::sum_inputs;
 pub use crate::terms::{LocalTerm, RawInput};
 
 /// A repair registered on this node.
@@ -293,23 +293,11 @@ impl Executor {
         }
         let mut held = Vec::new();
         for (u, windows) in units.iter().enumerate() {
-            let mut acc = match local.as_ref() {
+            let start = match local.as_ref() {
                 Some(l) if raw_out => Some(l.raw(windows)?),
                 _ => None,
             };
-            for (rx, raw) in inputs.iter_mut() {
-                let data = rx.recv().await.ok_or("an input stream ended early")??;
-                match (&mut acc, raw) {
-                    // The first summed input's buffer becomes the sum: no zeroing, no pass.
-                    (None, None) => acc = Some(data),
-                    (acc, raw) => {
-                        let acc = acc.get_or_insert_with(|| crate::pool::zeroed(sizes[u]));
-                        add_input(raw.as_ref(), windows, alpha, &data, acc)?;
-                        crate::pool::give(data);
-                    }
-                }
-            }
-            let mut acc = acc.unwrap_or_else(|| crate::pool::zeroed(sizes[u]));
+            let mut acc = sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?;
             if let Some(l) = local.as_ref().filter(|_| !raw_out) {
                 l.add(windows, alpha, &mut acc)?;
             }

@@ -4,7 +4,7 @@
 
 use crate::exec::{open_input, unit_sizes, Counters, InputStream, Unit, UnitResult};
 use crate::shaper::Shaper;
-use crate::terms::{add_input, LocalTerm, RawInput};
+use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
 use kintsugi_proto::Assignment;
 use std::ops::Range;
 use std::sync::Arc;
@@ -137,19 +137,7 @@ pub(crate) async fn sink_units(
     }
     for (lane, u) in sink_order(units) {
         let windows = &units[lane][u];
-        let mut acc: Option<Vec<u8>> = None;
-        for (rx, raw) in by_lane[lane].iter_mut() {
-            let data = rx.recv().await.ok_or("an input stream ended early")??;
-            match (&mut acc, raw) {
-                (None, None) => acc = Some(data),
-                (acc, raw) => {
-                    let acc = acc.get_or_insert_with(|| crate::pool::zeroed(sizes[lane][u]));
-                    add_input(raw.as_ref(), windows, alpha, &data, acc)?;
-                    crate::pool::give(data);
-                }
-            }
-        }
-        let mut acc = acc.unwrap_or_else(|| crate::pool::zeroed(sizes[lane][u]));
+        let mut acc = sum_inputs(&mut by_lane[lane], windows, alpha, sizes[lane][u], None).await?;
         if let Some(l) = local {
             l.add(windows, alpha, &mut acc)?;
         }

@@ -51,6 +51,31 @@ pub(crate) fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha:
 /// Bytes of verified read-ahead a helper keeps per term, shared among its sub-chunk reads.
 const READ_AHEAD: usize = 512 * 1024;
 
+/// Receives one unit from every input and sums them into `start` (if given) or a unit of
+/// `size` bytes. The first summed input's buffer becomes the sum: no zeroing, no pass over
+/// it. Raw inputs (Clay helpers) are multiplied by their coefficients on the way in.
+pub(crate) async fn sum_inputs(
+    inputs: &mut [(crate::exec::InputStream, Option<RawInput>)],
+    windows: &[Range<usize>],
+    alpha: usize,
+    size: usize,
+    start: Option<Vec<u8>>,
+) -> Result<Vec<u8>, String> {
+    let mut acc = start;
+    for (rx, raw) in inputs.iter_mut() {
+        let data = rx.recv().await.ok_or("an input stream ended early")??;
+        match (&mut acc, raw) {
+            (None, None) => acc = Some(data),
+            (acc, raw) => {
+                let acc = acc.get_or_insert_with(|| crate::pool::zeroed(size));
+                add_input(raw.as_ref(), windows, alpha, &data, acc)?;
+                crate::pool::give(data);
+            }
+        }
+    }
+    Ok(acc.unwrap_or_else(|| crate::pool::zeroed(size)))
+}
+
 /// A helper chunk on this node and its term of the equation.
 pub struct LocalTerm {
     term: kintsugi_codes::HelperTerm,
