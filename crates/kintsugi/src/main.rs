@@ -12,6 +12,7 @@ mod cluster_cmd;
 mod codec;
 mod demo;
 mod embedded;
+mod geo_cmd;
 mod load;
 mod plot;
 mod progress;
@@ -53,6 +54,9 @@ enum Cmd {
     /// One-host testbed: a network namespace per node, tc-shaped links (root).
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
+    /// Geometric Partitioning: the partitioner and the trace workloads' figures.
+    #[command(subcommand)]
+    Geo(geo_cmd::GeoCmd),
     /// Run a storage node.
     Node(cluster_cmd::NodeArgs),
     /// Run the coordinator.
@@ -142,6 +146,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Sim(s) => sim_cmd::run(s),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Testbed(t) => testbed::run(t),
+        Cmd::Geo(g) => geo_cmd::run(g),
         Cmd::Node(a) => cluster_cmd::node(a),
         Cmd::Coordinator(a) => cluster_cmd::coordinator(a),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),

@@ -1,0 +1,18 @@
+//! Geometric Partitioning (Shan et al., SOSP'21): objects cut into chunks whose sizes grow
+//! geometrically, so that a degraded read can stream chunk i while chunk i+1 is being
+//! repaired and recovery still reads large, disk-efficient chunks.
+//!
+//! - [`partition`]: Algorithm 1, the 2-pass scan, with the 256 MiB cap.
+//! - [`trace`]: the Alibaba OSS object-size CDF and inverse-CDF sampling from it.
+//! - [`workload`]: the paper's W1/W2 workloads and the figures that follow from the trace
+//!   alone (small-bucket share, average chunk size, chunk size against q).
+//! - [`disk`]: the HDD model (positioning cost plus sequential bandwidth) that the node
+//!   store's emulation and the simulator share.
+
+pub mod disk;
+pub mod partition;
+pub mod trace;
+pub mod workload;
+
+pub use disk::HddModel;
+pub use partition::{partition, Partition, PartitionError, DEFAULT_MAX_CHUNK};
