@@ -39,7 +39,7 @@ impl SizeCdf {
                 _ if rows.is_empty() && n == 0 => continue, // header
                 _ => return Err(format!("line {}: '{line}' is not two numbers", n + 1)),
             };
-            if !(size >= 1.0 && size.is_finite()) || !(0.0..=1.0).contains(&cdf) {
+            if !(size >= 1.0 && size.is_finite() && (0.0..=1.0).contains(&cdf)) {
                 return Err(format!("line {}: size must be >= 1 and the cdf within [0, 1], got '{line}'", n + 1));
             }
             if let Some(&(ps, pc)) = rows.last() {
