@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn contiguous_reads_pay_one_seek() {
         let d = HddModel::default();
-        assert!((d.request_time(&[(0..180_000_000)]) - 1.008).abs() < 1e-9);
+        assert!((d.request_time(std::slice::from_ref(&(0..180_000_000))) - 1.008).abs() < 1e-9);
         assert!((d.request_time(&[0..10, 10..20]) - (0.008 + 20.0 / 180e6)).abs() < 1e-12);
         assert!((d.batched(8 * MIB, 4 * MIB) - (0.016 + (8 * MIB) as f64 / 180e6)).abs() < 1e-12);
     }
