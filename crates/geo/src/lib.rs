@@ -6,11 +6,18 @@
 //! - [`trace`]: the Alibaba OSS object-size CDF and inverse-CDF sampling from it.
 //! - [`workload`]: the paper's W1/W2 workloads and the figures that follow from the trace
 //!   alone (small-bucket share, average chunk size, chunk size against q).
+//! - [`layout`]: the layouts the paper compares (Geo, Stripe, Stripe-Max, Contiguous) and
+//!   the repair units a lost disk's share of them needs.
+//! - [`recovery`]: recovery of a lost disk simulated on HDD models.
+//! - [`degraded`]: degraded (and range) reads pipelined chunk by chunk, per layout.
 //! - [`disk`]: the HDD model (positioning cost plus sequential bandwidth) that the node
 //!   store's emulation and the simulator share.
 
+pub mod degraded;
 pub mod disk;
+pub mod layout;
 pub mod partition;
+pub mod recovery;
 pub mod trace;
 pub mod workload;
 

@@ -18,6 +18,9 @@ pub enum GeoCmd {
     /// Sample the paper's W1 or W2 workload from the Alibaba trace and report what the
     /// partitioner makes of it: small-size bucket share of capacity, average chunk size.
     Workload(WorkloadArgs),
+    /// Simulate a disk's recovery and degraded reads for each layout on HDD models at the
+    /// paper's scale (Figures 9/10/13, Table 3, range reads), beside the paper's figures.
+    Sim(crate::geo_sim::SimArgs),
 }
 
 #[derive(Args, Debug)]
@@ -74,6 +77,7 @@ pub fn run(cmd: GeoCmd) -> Result<()> {
     match cmd {
         GeoCmd::Partition(a) => run_partition(a),
         GeoCmd::Workload(a) => run_workload(a),
+        GeoCmd::Sim(a) => crate::geo_sim::run(a),
     }
 }
 

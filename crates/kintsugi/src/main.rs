@@ -13,6 +13,7 @@ mod codec;
 mod demo;
 mod embedded;
 mod geo_cmd;
+mod geo_sim;
 mod load;
 mod plot;
 mod progress;
