@@ -118,9 +118,11 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.cmd, Cmd::Node(_) | Cmd::Coordinator(_) | Cmd::Testbed(_)) {
+    if matches!(cli.cmd, Cmd::Codec(_) | Cmd::Sim(_) | Cmd::Geo(_) | Cmd::Ls { .. } | Cmd::Stat { .. } | Cmd::Status { .. }) {
         // Like other Unix tools, stop quietly when whoever reads our output goes away
-        // (`kintsugi status | head -1`). Services keep Rust's default (writes fail instead).
+        // (`kintsugi status | head -1`). Everything that holds connections (services, the
+        // embedded clusters of demo and bench, clients moving data) keeps Rust's default:
+        // a write to a closed socket fails instead of killing the process.
         // SAFETY: restoring a signal's default disposition at start-up, before any thread.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
