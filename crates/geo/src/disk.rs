@@ -37,16 +37,21 @@ impl HddModel {
         Ok(HddModel { seek, bandwidth })
     }
 
+    /// Seconds of positioning before an I/O at `start` when the head was left at `end` of
+    /// the same file (`None`: elsewhere): a full positioning, or less for a short forward gap.
+    pub fn positioning(&self, end: Option<u64>, start: u64) -> f64 {
+        match end {
+            Some(e) if start >= e => self.seek.min((start - e) as f64 / self.bandwidth),
+            _ => self.seek,
+        }
+    }
+
     /// Seconds to serve one request: `runs` are byte ranges of one file, ascending.
     pub fn request_time(&self, runs: &[Range<u64>]) -> f64 {
         let mut t = 0.0;
         let mut end: Option<u64> = None;
         for r in runs {
-            t += match end {
-                Some(e) if r.start >= e => self.seek.min((r.start - e) as f64 / self.bandwidth),
-                _ => self.seek,
-            };
-            t += (r.end - r.start) as f64 / self.bandwidth;
+            t += self.positioning(end, r.start) + (r.end - r.start) as f64 / self.bandwidth;
             end = Some(r.end);
         }
         t

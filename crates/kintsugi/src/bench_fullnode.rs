@@ -56,6 +56,13 @@ pub struct FullNodeArgs {
     /// Repetitions per method (a fresh cluster each); medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// Put every node's chunk store on an emulated HDD with this many milliseconds of
+    /// positioning per I/O (embedded cluster only; see --hdd-bw).
+    #[arg(long)]
+    pub hdd_seek_ms: Option<f64>,
+    /// The emulated HDD's sequential rate [default with --hdd-seek-ms: 180MB/s].
+    #[arg(long, value_parser = parse_rate)]
+    pub hdd_bw: Option<f64>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -94,6 +101,8 @@ struct Report {
     slice_bytes: usize,
     scheduler: String,
     runs: usize,
+    /// The emulated HDD under every chunk store: (positioning seconds, bytes per second).
+    hdd: Option<(f64, f64)>,
     methods: Vec<MethodRow>,
 }
 
@@ -118,6 +127,12 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     }
     if a.runs == 0 || a.objects == 0 || a.parallel == Some(0) {
         bail!("--runs, --objects and --parallel must be at least 1");
+    }
+    if a.testbed && (a.hdd_seek_ms.is_some() || a.hdd_bw.is_some()) {
+        bail!("--hdd-seek-ms and --hdd-bw apply to the embedded cluster; start testbed nodes with `kintsugi node --hdd-seek-ms` instead");
+    }
+    if a.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
+        bail!("--hdd-seek-ms must be a number of milliseconds >= 0");
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut rows = Vec::new();
@@ -155,6 +170,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         slice_bytes: a.slice,
         scheduler: a.scheduler.to_string(),
         runs: a.runs,
+        hdd: (a.hdd_seek_ms.is_some() || a.hdd_bw.is_some()).then(|| (a.hdd_seek_ms.unwrap_or(8.0) / 1e3, a.hdd_bw.unwrap_or(180e6))),
         methods: rows,
     };
     if a.json {
@@ -197,7 +213,11 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
 
 async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
     let dir = tempfile::tempdir()?;
-    let cluster = Embedded::start(dir.path(), a.nodes, Some(a.link)).await?;
+    let hdd = match (a.hdd_seek_ms, a.hdd_bw) {
+        (None, None) => None,
+        (s, b) => Some((s.unwrap_or(8.0), b.unwrap_or(180e6))),
+    };
+    let cluster = Embedded::start_with(dir.path(), a.nodes, Some(a.link), hdd).await?;
     let r = scenario(&cluster.client, a, method).await;
     cluster.stop().await;
     r

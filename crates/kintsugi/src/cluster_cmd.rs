@@ -63,6 +63,16 @@ pub struct NodeArgs {
     /// nodes cores/nodes of them, at least one.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: Option<u16>,
+    /// Emulate an HDD under the chunk store: milliseconds of positioning per I/O (less for a
+    /// short forward gap) [default when --hdd-bw is given: 8].
+    #[arg(long)]
+    pub hdd_seek_ms: Option<f64>,
+    /// Emulated HDD's sequential rate (e.g. 180MB/s) [default when --hdd-seek-ms is given: 180MB/s].
+    #[arg(long, value_parser = parse_rate)]
+    pub hdd_bw: Option<f64>,
+    /// Verified read-ahead per chunk a repair helper reads [default: 512KiB, 4MiB with an emulated HDD].
+    #[arg(long, value_parser = crate::units::parse_nonzero_size)]
+    pub read_ahead: Option<usize>,
 }
 
 /// What `kintsugi node` does besides running a node.
@@ -193,6 +203,12 @@ pub fn node(a: NodeArgs) -> Result<()> {
     }
     if let Some(c) = a.link_capacity {
         cfg.link_capacity = Some(c);
+    }
+    cfg.hdd_seek_ms = a.hdd_seek_ms.or(cfg.hdd_seek_ms);
+    cfg.hdd_bandwidth = a.hdd_bw.or(cfg.hdd_bandwidth);
+    cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
+    if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
+        bail!("hdd_seek_ms must be a number of milliseconds >= 0");
     }
     if cfg.link_capacity.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
         bail!("link_capacity must be a positive number of bytes per second");

@@ -18,6 +18,12 @@ pub struct Embedded {
 impl Embedded {
     /// Starts the cluster under `dir` and waits until every node has reported in.
     pub async fn start(dir: &Path, nodes: usize, link: Option<f64>) -> Result<Embedded> {
+        Self::start_with(dir, nodes, link, None).await
+    }
+
+    /// Like [`start`](Self::start), with every node's chunk store on an emulated HDD
+    /// (positioning milliseconds, bytes per second) when `hdd` is given.
+    pub async fn start_with(dir: &Path, nodes: usize, link: Option<f64>, hdd: Option<(f64, f64)>) -> Result<Embedded> {
         // The embedded cluster makes its own secret, so it runs authenticated like a real one.
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
@@ -25,7 +31,9 @@ impl Embedded {
         let cfg = CoordConfig {
             listen: "127.0.0.1:0".into(),
             data_dir: dir.join("coordinator"),
-            dead_after_ms: 1000,
+            // Failures are injected with `fail` (immediate); liveness only has to survive this
+            // process encoding hundreds of MiB on two cores without a heartbeat for a while.
+            dead_after_ms: 5000,
             io_timeout_ms: 30_000,
             // The demo and benchmarks time the repairs they start themselves.
             auto_repair: false,
@@ -43,6 +51,8 @@ impl Embedded {
                 downlink: link,
                 heartbeat_ms: 200,
                 io_timeout_ms: 30_000,
+                hdd_seek_ms: hdd.map(|h| h.0),
+                hdd_bandwidth: hdd.map(|h| h.1),
                 ..Default::default()
             };
             handles.push(Some(kintsugi_node::start(c).await.map_err(|e| anyhow!(e))?));

@@ -65,3 +65,30 @@ fn relay_json_reports_every_role() {
     let bad = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "relay", "--chunk", "1MiB", "--slice", "2MiB"]).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
 }
+
+/// Full-node repair on chunk stores over emulated HDDs: every rebuilt chunk verified, and the
+/// repair takes at least what the disks must do (each of k helper reads per lost chunk pays
+/// a positioning and the chunk at the sequential rate, spread over the n-1 survivors).
+#[test]
+fn full_node_on_emulated_hdds_is_exact_and_pays_the_disks() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
+        .args(["--methods", "cr", "--link", "1gbit", "--hdd-seek-ms", "30", "--hdd-bw", "20MB/s", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &v["methods"][0];
+    assert_eq!(m["verified"], true);
+    let lost = m["lost_chunks"].as_f64().unwrap();
+    assert!(lost >= 1.0);
+    let disk_bound = lost * 3.0 * (0.030 + (1 << 20) as f64 / 20e6) / 7.0;
+    let secs = m["repair_seconds"].as_f64().unwrap();
+    assert!(secs >= disk_bound, "{secs} s < the disks' {disk_bound} s");
+    assert_eq!(v["hdd"][0].as_f64(), Some(0.030));
+    for bad in [&["--hdd-seek-ms", "-1"][..], &["--testbed", "--hdd-seek-ms", "8"], &["--hdd-bw", "0MB/s"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "full-node"]).args(bad).output().unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}

@@ -285,6 +285,7 @@ impl Executor {
             Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
             None => None,
         };
+        crate::disk_emulation::settle().await;
         let raw_out = g.sends_raw(v);
         let rule = g.slots.get(v.index()).copied().flatten();
         if !g.pipelined && rule.is_none() {
@@ -297,9 +298,11 @@ impl Executor {
                 Some(l) if raw_out => Some(l.raw(windows)?),
                 _ => None,
             };
+            crate::disk_emulation::settle().await;
             let mut acc = sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?;
             if let Some(l) = local.as_ref().filter(|_| !raw_out) {
                 l.add(windows, alpha, &mut acc)?;
+                crate::disk_emulation::settle().await;
             }
             let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
             if g.pipelined {
@@ -322,6 +325,7 @@ impl Executor {
             Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
             None => None,
         };
+        crate::disk_emulation::settle().await;
         let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), spec.crc32c);
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
             let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;

@@ -86,6 +86,7 @@ pub async fn scrub(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop
                 while off < r.len() {
                     let n = step.min(r.len() - off);
                     r.read(off, n).map_err(|e| e.to_string())?;
+                    crate::disk_emulation::settle_blocking();
                     off += n;
                 }
                 Ok(r.len())

@@ -55,6 +55,13 @@ pub struct NodeConfig {
     /// Threads of the node's async runtime (default: one per core). Many nodes on one
     /// host (the testbed) run best with one each: wake-ups stay on the thread.
     pub worker_threads: Option<usize>,
+    /// HDD emulation of the chunk store: positioning milliseconds per I/O and sequential
+    /// bytes per second (either one turns it on; the other defaults to 8 ms or 180 MB/s).
+    pub hdd_seek_ms: Option<f64>,
+    pub hdd_bandwidth: Option<f64>,
+    /// Verified read-ahead per chunk a repair helper reads (default 512 KiB, 4 MiB on an
+    /// emulated HDD).
+    pub read_ahead_bytes: Option<usize>,
 }
 
 impl Default for NodeConfig {
@@ -75,6 +82,9 @@ impl Default for NodeConfig {
             capacity_bytes: None,
             secret_file: None,
             worker_threads: None,
+            hdd_seek_ms: None,
+            hdd_bandwidth: None,
+            read_ahead_bytes: None,
             link_capacity: None,
         }
     }
@@ -177,7 +187,20 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
             }
         }
     }
-    let store = Arc::new(ChunkStore::open(&cfg.data_dir).map_err(|e| e.to_string())?);
+    let store = match (cfg.hdd_seek_ms, cfg.hdd_bandwidth) {
+        (None, None) => ChunkStore::open(&cfg.data_dir),
+        (seek, bw) => {
+            let d = kintsugi_geo::HddModel::default();
+            let hdd = kintsugi_geo::HddModel::new(seek.map(|ms| ms / 1e3).unwrap_or(d.seek), bw.unwrap_or(d.bandwidth))?;
+            tracing::info!(seek_ms = hdd.seek * 1e3, bandwidth = hdd.bandwidth, "chunk store on an emulated HDD");
+            ChunkStore::open_emulating(&cfg.data_dir, hdd)
+        }
+    };
+    let mut store = store.map_err(|e| e.to_string())?;
+    if let Some(r) = cfg.read_ahead_bytes {
+        store.set_read_ahead(r);
+    }
+    let store = Arc::new(store);
     let cluster = claim_data_dir(&cfg)?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -387,6 +410,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             if !r.is_empty() {
                 window.get(&r, 0, PIECE.min(r.len()) as usize).map_err(|e| e.to_string())?;
             }
+            crate::disk_emulation::settle().await;
             send(sock, &NodeResponse::Chunk { len: r.len(), crc32c: r.crc32c() }).await.map_err(io)?;
             let mut off = 0;
             while off < r.len() {
@@ -398,6 +422,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                         return Ok(false);
                     }
                 };
+                crate::disk_emulation::settle().await;
                 exec.shaper.send(piece.len()).await;
                 write_frame(sock, Kind::Data, piece).await.map_err(io)?;
                 exec.counters.fg_sent.fetch_add(n, Ordering::Relaxed);

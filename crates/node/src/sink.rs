@@ -59,6 +59,7 @@ pub(crate) async fn store_and_forward(
                     acc
                 }
             };
+            crate::disk_emulation::settle().await;
             tx.send(Ok(Unit { bytes: acc, slot: None })).await.map_err(|_| "nobody pulled the output".to_string())?;
             start = end;
         }
@@ -140,6 +141,7 @@ pub(crate) async fn sink_units(
         let mut acc = sum_inputs(&mut by_lane[lane], windows, alpha, sizes[lane][u], None).await?;
         if let Some(l) = local {
             l.add(windows, alpha, &mut acc)?;
+            crate::disk_emulation::settle().await;
         }
         match &mut out {
             SinkOutput::Stream(tx) => tx.send(acc).await.map_err(|_| "the chunk writer stopped".to_string())?,

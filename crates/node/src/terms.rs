@@ -48,9 +48,6 @@ pub(crate) fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha:
     Ok(())
 }
 
-/// Bytes of verified read-ahead a helper keeps per term, shared among its sub-chunk reads.
-const READ_AHEAD: usize = 512 * 1024;
-
 /// Receives one unit from every input and sums them into `start` (if given) or a unit of
 /// `size` bytes. The first summed input's buffer becomes the sum: no zeroing, no pass over
 /// it. Raw inputs (Clay helpers) are multiplied by their coefficients on the way in.
@@ -107,10 +104,11 @@ impl LocalTerm {
                 if reader.len() != a.chunk_len {
                     return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
                 }
-                // A window per read stream per lane here, one spare; READ_AHEAD in all.
+                // A window per read stream per lane here, one spare; the store's read-ahead
+                // in all.
                 let lanes = a.graph.vertices.iter().filter(|v| v.node == node && v.local == Some(t)).count().max(1);
                 let count = (reads * lanes).min(64) + 1;
-                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, READ_AHEAD / (reads * lanes))));
+                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, store.read_ahead() / (reads * lanes))));
                 e.insert(c.clone());
                 c
             }
