@@ -4,7 +4,7 @@
 //! server for W2).
 
 use crate::units::{parse_rate, parse_size};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use kintsugi_geo::degraded::{degraded_pieces, normal_pieces, pipeline, Range, ReadModel};
 use kintsugi_geo::layout::{lost_units, Scheme};
@@ -50,6 +50,13 @@ pub struct SimArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Write one CSV row per scheme (recovery and read figures) to FILE.
+    #[arg(long)]
+    pub csv: Option<std::path::PathBuf>,
+    /// Draw degraded read time against recovery time per scheme (the paper's Figures 9/10)
+    /// as SVG to FILE.
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -170,6 +177,32 @@ pub fn run(a: SimArgs) -> Result<()> {
         rows,
         pipelining_gain: gains,
     };
+    if let Some(path) = &a.csv {
+        let mut out = String::from("scheme,lost_bytes,recovery_seconds,throughput_bytes_per_s,read_traffic,disk_read_per_disk,disk_busy_share,degraded_read_s,degraded_over_normal,range_read_s\n");
+        for r in &report.rows {
+            let o = &r.recovery;
+            out += &format!(
+                "{},{},{},{},{},{},{},{},{},{}\n",
+                r.scheme,
+                o.lost_bytes,
+                o.seconds,
+                o.throughput,
+                o.read_traffic,
+                o.disk_read_per_disk,
+                o.disk_busy_share,
+                r.degraded_read_s,
+                r.degraded_over_normal,
+                r.range_read_s
+            );
+        }
+        std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.plot {
+        let pts: Vec<(String, f64, f64)> =
+            report.rows.iter().map(|r| (r.scheme.clone(), r.degraded_read_s * 1e3, r.recovery.seconds)).collect();
+        let title = format!("{}: recovery of {:.0} GB against degraded reads (lower left is better)", w.name(), disk_bytes as f64 / 1e9);
+        crate::plot::scatter_svg(&pts, "mean degraded read (ms)", "recovery time (s)", &title, path)?;
+    }
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());

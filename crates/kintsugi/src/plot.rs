@@ -49,3 +49,28 @@ pub fn utilization_svg(rows: &[UtilRow], nodes: &[u32], title: &str, path: &Path
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
+
+/// One labelled point per scheme: the paper's Figures 9 and 10 (degraded read time against
+/// recovery time, both lower-left better).
+pub fn scatter_svg(points: &[(String, f64, f64)], x_desc: &str, y_desc: &str, title: &str, path: &Path) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("cannot draw {}: {e}", path.display());
+    let xmax = points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.15 + f64::MIN_POSITIVE;
+    let ymax = points.iter().map(|p| p.2).fold(0.0, f64::max) * 1.15 + f64::MIN_POSITIVE;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(|e| err(&e))?;
+    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(|e| err(&e))?;
+    chart
+        .draw_series(points.iter().map(|(label, x, y)| {
+            EmptyElement::at((*x, *y)) + Circle::new((0, 0), 4, BLUE.filled()) + Text::new(label.clone(), (6, -14), ("sans-serif", 14))
+        }))
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

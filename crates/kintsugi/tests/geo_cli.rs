@@ -40,7 +40,27 @@ fn workload_json_reports_the_trace_figures() {
 /// does not.
 #[test]
 fn sim_orders_the_layouts_as_the_paper_does() {
-    let v = json(&["geo", "sim", "--disk-bytes", "25GB", "--schemes", "geo-4m,rs,lrc,stripe-max,con-256m", "--reads", "300", "--json"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (csv, svg) = (tmp.path().join("geo.csv"), tmp.path().join("geo.svg"));
+    let v = json(&[
+        "geo",
+        "sim",
+        "--disk-bytes",
+        "25GB",
+        "--schemes",
+        "geo-4m,rs,lrc,stripe-max,con-256m",
+        "--reads",
+        "300",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with("geo-4m,"));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("stripe-max"));
     let rows = v["rows"].as_array().unwrap();
     let get = |n: &str| rows.iter().find(|r| r["scheme"] == n).unwrap();
     let tp = |n: &str| get(n)["throughput"].as_f64().unwrap();
