@@ -1,7 +1,7 @@
 //! `kintsugi geo ...`: Geometric Partitioning's partitioner and the trace-only workload
 //! figures (small-size bucket share, average chunk size, chunk size against q).
 
-use crate::units::parse_nonzero_size;
+use crate::units::{human_bytes as human, parse_nonzero_size};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use kintsugi_geo::partition;
@@ -149,20 +149,4 @@ fn run_workload(a: WorkloadArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Bytes in the largest binary unit that keeps a value of at least 1.
-fn human(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < U.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", U[u])
-    }
 }
