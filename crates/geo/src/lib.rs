@@ -10,6 +10,7 @@
 //!   the repair units a lost disk's share of them needs.
 //! - [`recovery`]: recovery of a lost disk simulated on HDD models.
 //! - [`degraded`]: degraded (and range) reads pipelined chunk by chunk, per layout.
+//! - [`tension`]: the chunk-size tension of Figure 4 (recovery reads against degraded reads).
 //! - [`disk`]: the HDD model (positioning cost plus sequential bandwidth) that the node
 //!   store's emulation and the simulator share.
 
@@ -18,6 +19,7 @@ pub mod disk;
 pub mod layout;
 pub mod partition;
 pub mod recovery;
+pub mod tension;
 pub mod trace;
 pub mod workload;
 

@@ -21,6 +21,28 @@ pub enum GeoCmd {
     /// Simulate a disk's recovery and degraded reads for each layout on HDD models at the
     /// paper's scale (Figures 9/10/13, Table 3, range reads), beside the paper's figures.
     Sim(crate::geo_sim::SimArgs),
+    /// The chunk-size tension of Clay on HDDs (the paper's Figure 4): a recovery helper's
+    /// disk bandwidth and a degraded read's time, for chunks from 4 MiB to 256 MiB.
+    ChunkSize(ChunkSizeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ChunkSizeArgs {
+    /// Object read by the degraded read.
+    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
+    pub object: usize,
+    /// Client link.
+    #[arg(long, default_value = "1gbit", value_parser = crate::units::parse_rate)]
+    pub client: f64,
+    /// Disk positioning time per request, milliseconds.
+    #[arg(long, default_value_t = 8.0)]
+    pub seek_ms: f64,
+    /// Disk sequential bandwidth.
+    #[arg(long, default_value = "180MB/s", value_parser = crate::units::parse_rate)]
+    pub disk_bw: f64,
+    /// Print one JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -78,6 +100,7 @@ pub fn run(cmd: GeoCmd) -> Result<()> {
         GeoCmd::Partition(a) => run_partition(a),
         GeoCmd::Workload(a) => run_workload(a),
         GeoCmd::Sim(a) => crate::geo_sim::run(a),
+        GeoCmd::ChunkSize(a) => run_chunk_size(a),
     }
 }
 
@@ -148,5 +171,31 @@ fn run_workload(a: WorkloadArgs) -> Result<()> {
             println!("{:>3} {:>14} {:>11.1}%", s.q, human(s.avg_chunk_bytes as u64), 100.0 * s.small_bucket_share);
         }
     }
+    Ok(())
+}
+
+fn run_chunk_size(a: ChunkSizeArgs) -> Result<()> {
+    if a.object as u64 > 1 << 40 {
+        bail!("--object is limited to 1 TiB");
+    }
+    let disk = kintsugi_geo::HddModel::new(a.seek_ms / 1e3, a.disk_bw).map_err(anyhow::Error::msg)?;
+    let m = kintsugi_geo::degraded::ReadModel { disk, ..kintsugi_geo::degraded::ReadModel::paper(a.client) };
+    let pts: Vec<_> = (2..=8).map(|e| kintsugi_geo::tension::point(&m, a.object as u64, 1u64 << (20 + e))).collect();
+    if a.json {
+        println!("{}", serde_json::to_string(&pts)?);
+        return Ok(());
+    }
+    println!(
+        "Clay(10,4,13), disk {} ms + {:.0} MB/s, {} object over {:.2} Gbit/s",
+        a.seek_ms,
+        a.disk_bw / 1e6,
+        human(a.object as u64),
+        a.client * 8.0 / 1e9
+    );
+    println!("{:>10} {:>18} {:>18}", "chunk", "recovery MB/s", "degraded read ms");
+    for p in &pts {
+        println!("{:>10} {:>18.1} {:>18.0}", human(p.chunk_bytes), p.recovery_read_bw / 1e6, p.degraded_read_s * 1e3);
+    }
+    println!("paper (Figure 4): 40 -> 170 MB/s and 700 -> 1300 ms from 4 MB to 256 MB chunks");
     Ok(())
 }

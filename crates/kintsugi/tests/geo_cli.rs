@@ -72,6 +72,20 @@ fn sim_orders_the_layouts_as_the_paper_does() {
     assert_eq!(v["pipelining_gain"].as_array().unwrap().len(), 3);
 }
 
+/// Figure 4's trend from the command: recovery bandwidth and degraded read time both grow
+/// with the chunk, from 4 MiB to 256 MiB.
+#[test]
+fn chunk_size_json_shows_figure_4s_tension() {
+    let v = json(&["geo", "chunk-size", "--json"]);
+    let pts = v.as_array().unwrap();
+    assert_eq!(pts.len(), 7);
+    let first = &pts[0];
+    let last = &pts[6];
+    assert_eq!(first["chunk_bytes"].as_u64(), Some(4 << 20));
+    assert!(last["recovery_read_bw"].as_f64().unwrap() > 2.5 * first["recovery_read_bw"].as_f64().unwrap());
+    assert!(last["degraded_read_s"].as_f64().unwrap() > 1.5 * first["degraded_read_s"].as_f64().unwrap());
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
     for args in [
@@ -86,6 +100,8 @@ fn bad_input_is_a_clear_error() {
         &["geo", "sim", "--nodes", "8"],
         &["geo", "sim", "--seek-ms", "-1"],
         &["geo", "sim", "--reads", "0"],
+        &["geo", "chunk-size", "--seek-ms", "-3"],
+        &["geo", "chunk-size", "--disk-bw", "0MB/s"],
     ] {
         let out = kintsugi(args);
         assert!(!out.status.success(), "{args:?} should fail");
