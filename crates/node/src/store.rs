@@ -17,7 +17,8 @@ use thiserror::Error;
 
 use crate::disk_emulation::{file_key, DiskEmulation};
 use kintsugi_geo::HddModel;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 const MAGIC: &[u8; 8] = b"KSCHNK01";
 /// Checksum granularity.
@@ -58,7 +59,37 @@ pub struct ChunkStore {
     /// When set, every read and write first waits for the emulated HDD.
     disk: Option<Arc<DiskEmulation>>,
     read_ahead: usize,
+    /// Footers of recently opened chunks, each with the stamp of the file it came from:
+    /// reopening an unchanged file skips the footer read (a positioning on an HDD) and its
+    /// parse. Any rewrite, rename or truncation changes the stamp and reloads it.
+    footers: Mutex<HashMap<ChunkId, (FileStamp, Arc<Footer>)>>,
 }
+
+/// What identifies one version of a chunk file without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    ino: u64,
+    dev: u64,
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            ino: m.ino(),
+            dev: m.dev(),
+            len: m.len(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+        }
+    }
+}
+
+/// Footers kept at most; the cache starts over beyond (a footer is ~10 bytes per 64 KiB).
+const FOOTER_CACHE: usize = 4096;
 
 /// Bytes of verified read-ahead a repair helper keeps per chunk it reads (shared among its
 /// sub-chunk reads and lanes): enough for SSDs and the page cache.
@@ -76,7 +107,7 @@ impl ChunkStore {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        Ok(ChunkStore { dir: dir.to_path_buf(), disk: None, read_ahead: READ_AHEAD })
+        Ok(ChunkStore { dir: dir.to_path_buf(), disk: None, read_ahead: READ_AHEAD, footers: Mutex::new(HashMap::new()) })
     }
 
     /// Opens the store with every I/O going through an emulated HDD.
@@ -155,7 +186,15 @@ impl ChunkStore {
             Err(e) => return Err(io(&path)(e)),
         };
         let corrupt = |detail: String| StoreError::Corrupt { chunk: id.clone(), detail };
-        let size = f.metadata().map_err(io(&path))?.len();
+        let meta = f.metadata().map_err(io(&path))?;
+        let stamp = FileStamp::of(&meta);
+        let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
+        if let Some((st, footer)) = self.footers.lock().expect("footer cache").get(id) {
+            if *st == stamp {
+                return Ok(ChunkReader { id: id.clone(), file: f, footer: footer.clone(), disk });
+            }
+        }
+        let size = meta.len();
         if size < 12 {
             return Err(corrupt(format!("file of {size} bytes has no footer")));
         }
@@ -179,12 +218,19 @@ impl ChunkStore {
         {
             return Err(corrupt("footer does not match the file".into()));
         }
-        let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
+        let footer = Arc::new(footer);
+        let mut cache = self.footers.lock().expect("footer cache");
+        if cache.len() >= FOOTER_CACHE {
+            cache.clear();
+        }
+        cache.insert(id.clone(), (stamp, footer.clone()));
+        drop(cache);
         Ok(ChunkReader { id: id.clone(), file: f, footer, disk })
     }
 
     /// Removes a chunk (absent is fine).
     pub fn delete(&self, id: &ChunkId) -> Result<(), StoreError> {
+        self.footers.lock().expect("footer cache").remove(id);
         let p = self.path(id);
         match std::fs::remove_file(&p) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&p)(e)),
@@ -319,7 +365,7 @@ impl Drop for ChunkWriter {
 pub struct ChunkReader {
     id: ChunkId,
     file: File,
-    footer: Footer,
+    footer: Arc<Footer>,
     disk: Option<(Arc<DiskEmulation>, u64)>,
 }
 
@@ -556,6 +602,43 @@ mod tests {
         assert!(matches!(store.reader(&id("c4")), Err(StoreError::Corrupt { .. })));
         // No temporary files are left behind.
         assert!(std::fs::read_dir(dir.path()).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")));
+    }
+}
+
+#[cfg(test)]
+mod footer_cache_tests {
+    use super::*;
+
+    /// A cached footer serves reopens of the same file only: a file changed in place (its
+    /// footer or its data) or replaced is read and checked again.
+    #[test]
+    fn changed_files_are_checked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ChunkStore::open(dir.path()).unwrap();
+        let id = ChunkId::try_from("c9".to_string()).unwrap();
+        let data = vec![7u8; 200_000];
+        store.put(&id, &data).unwrap();
+        assert_eq!(store.reader(&id).unwrap().read(0, 10).unwrap(), vec![7u8; 10]);
+        let path = dir.path().join("c9.chunk");
+        let len = std::fs::metadata(&path).unwrap().len();
+        // Corrupt the footer's JSON in place: the next open must see it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(b"}", len - 12 - 20).unwrap();
+        drop(f);
+        assert!(matches!(store.reader(&id), Err(StoreError::Corrupt { .. })));
+        // Replaced by a new version: the new footer.
+        store.put(&id, &[1u8; 1000]).unwrap();
+        assert_eq!(store.reader(&id).unwrap().len(), 1000);
+        // Data corrupted under a cached footer: the block checksum catches it.
+        let r = store.reader(&id).unwrap();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&[9], 10).unwrap();
+        drop(f);
+        assert!(matches!(r.read(0, 100), Err(StoreError::Corrupt { .. })));
+        assert!(matches!(store.reader(&id).and_then(|r| r.read(0, 100)), Err(StoreError::Corrupt { .. })));
+        store.delete(&id).unwrap();
+        assert!(matches!(store.reader(&id), Err(StoreError::NotFound(_))));
     }
 }
 
