@@ -81,6 +81,8 @@ pub struct LocalTerm {
     counters: Arc<Counters>,
     /// Verified read windows, shared by every vertex of this node reading the same term.
     cache: Arc<Mutex<ReadCache>>,
+    /// The largest span read in one go (the store's read-ahead).
+    span: usize,
 }
 
 impl LocalTerm {
@@ -113,7 +115,24 @@ impl LocalTerm {
                 c
             }
         };
-        Ok(LocalTerm { matrix: term.matrix(alpha), term, sub: a.chunk_len as usize / alpha, counters, cache })
+        Ok(LocalTerm { matrix: term.matrix(alpha), term, sub: a.chunk_len as usize / alpha, counters, cache, span: store.read_ahead() })
+    }
+
+    /// Reads the whole span of a window's sub-chunk ranges in one I/O when it fits the
+    /// read-ahead: a Clay helper's ranges for one lost node are runs with short gaps, and
+    /// one read through them beats a read per run that other repairs' reads can get between
+    /// (a positioning each on an HDD). Spans larger than the read-ahead keep one window per
+    /// range.
+    fn prefetch_span(&self, cache: &mut ReadCache, offsets: &[u64], n: usize) -> Result<(), String> {
+        if offsets.len() < 2 {
+            return Ok(());
+        }
+        let lo = *offsets.iter().min().expect("non-empty");
+        let hi = offsets.iter().max().expect("non-empty") + n as u64;
+        if hi - lo <= self.span as u64 {
+            cache.fetch(lo, (hi - lo) as usize).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Offsets of this term's sub-chunk reads for window `w`.
@@ -127,7 +146,9 @@ impl LocalTerm {
         let mut out = crate::pool::take(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
-            for off in self.offsets(w) {
+            let offsets = self.offsets(w);
+            self.prefetch_span(&mut cache, &offsets, w.len())?;
+            for off in offsets {
                 cache.fetch(off, w.len()).map_err(|e| e.to_string())?;
                 out.extend_from_slice(cache.peek(off, w.len()));
             }
@@ -145,6 +166,7 @@ impl LocalTerm {
             let n = w.len();
             if n > 0 {
                 let offsets = self.offsets(w);
+                self.prefetch_span(&mut cache, &offsets, n)?;
                 // Fetch every range first (the cache has a window more than there are
                 // reads), then borrow them all at once for the kernel.
                 for &off in &offsets {
