@@ -83,6 +83,8 @@ pub struct LocalTerm {
     cache: Arc<Mutex<ReadCache>>,
     /// The largest span read in one go (the store's read-ahead).
     span: usize,
+    /// Whether a read may cover the gaps between ranges (an HDD: cheaper than positioning).
+    read_through: bool,
 }
 
 impl LocalTerm {
@@ -115,24 +117,49 @@ impl LocalTerm {
                 c
             }
         };
-        Ok(LocalTerm { matrix: term.matrix(alpha), term, sub: a.chunk_len as usize / alpha, counters, cache, span: store.read_ahead() })
+        Ok(LocalTerm {
+            matrix: term.matrix(alpha),
+            term,
+            sub: a.chunk_len as usize / alpha,
+            counters,
+            cache,
+            span: store.read_ahead(),
+            read_through: store.disk().is_some(),
+        })
     }
 
-    /// Reads the whole span of a window's sub-chunk ranges in one I/O when it fits the
-    /// read-ahead: a Clay helper's ranges for one lost node are runs with short gaps, and
-    /// one read through them beats a read per run that other repairs' reads can get between
-    /// (a positioning each on an HDD). Spans larger than the read-ahead keep one window per
-    /// range.
-    fn prefetch_span(&self, cache: &mut ReadCache, offsets: &[u64], n: usize) -> Result<(), String> {
-        if offsets.len() < 2 {
+    /// Reads a window's sub-chunk ranges in as few I/Os as the read-ahead allows: the
+    /// ranges, in offset order, are cut into groups spanning at most the read-ahead, and a
+    /// group of two or more is read in one go. A Clay helper's ranges for one lost node are
+    /// runs; read one by one, other repairs' reads get between them (a positioning each on
+    /// an HDD). On an HDD a group may read through the gaps between runs (cheaper than
+    /// positioning, as the disk model says); elsewhere only touching ranges are merged, so
+    /// nothing is read that is not needed.
+    fn prefetch_runs(&self, cache: &mut ReadCache, offsets: &[u64], n: usize) -> Result<(), String> {
+        if offsets.len() < 2 || n == 0 {
             return Ok(());
         }
-        let lo = *offsets.iter().min().expect("non-empty");
-        let hi = offsets.iter().max().expect("non-empty") + n as u64;
-        if hi - lo <= self.span as u64 {
-            cache.fetch(lo, (hi - lo) as usize).map_err(|e| e.to_string())?;
+        let mut sorted = offsets.to_vec();
+        sorted.sort_unstable();
+        let (mut lo, mut hi, mut count) = (sorted[0], sorted[0] + n as u64, 1);
+        let flush = |lo: u64, hi: u64, count: usize, cache: &mut ReadCache| -> Result<(), String> {
+            if count > 1 {
+                cache.fetch(lo, (hi - lo) as usize).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        };
+        for &off in &sorted[1..] {
+            let end = off + n as u64;
+            let joins = (self.read_through || off <= hi) && end - lo <= self.span as u64;
+            if joins {
+                hi = hi.max(end);
+                count += 1;
+            } else {
+                flush(lo, hi, count, cache)?;
+                (lo, hi, count) = (off, end, 1);
+            }
         }
-        Ok(())
+        flush(lo, hi, count, cache)
     }
 
     /// Offsets of this term's sub-chunk reads for window `w`.
@@ -147,7 +174,7 @@ impl LocalTerm {
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
             let offsets = self.offsets(w);
-            self.prefetch_span(&mut cache, &offsets, w.len())?;
+            self.prefetch_runs(&mut cache, &offsets, w.len())?;
             for off in offsets {
                 cache.fetch(off, w.len()).map_err(|e| e.to_string())?;
                 out.extend_from_slice(cache.peek(off, w.len()));
@@ -166,7 +193,7 @@ impl LocalTerm {
             let n = w.len();
             if n > 0 {
                 let offsets = self.offsets(w);
-                self.prefetch_span(&mut cache, &offsets, n)?;
+                self.prefetch_runs(&mut cache, &offsets, n)?;
                 // Fetch every range first (the cache has a window more than there are
                 // reads), then borrow them all at once for the kernel.
                 for &off in &offsets {

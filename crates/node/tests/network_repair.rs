@@ -206,6 +206,12 @@ async fn clay_repair_moves_d_over_q_chunks() {
             let units = exec::check_assignment(&a).unwrap();
             let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
             assert_eq!(got, shards[lost], "{spec} lost {lost}");
+            // A helper counts what it sent after the write returns, which can be after the
+            // sink has everything: give the counters a moment to settle.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while count(|c| c.sent.load(Ordering::Relaxed)) - sent0 < expect as u64 && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             let read = count(|c| c.read.load(Ordering::Relaxed)) - read0;
             let sent = count(|c| c.sent.load(Ordering::Relaxed)) - sent0;
             assert_eq!(read as usize, expect, "{spec} lost {lost}: bytes read by helpers");
