@@ -3,10 +3,12 @@
 
 pub mod disk_emulation;
 pub mod exec;
+mod footer_cache;
 mod input;
 mod inventory;
 pub mod monitor;
 pub mod pool;
+mod read_window;
 pub mod server;
 pub mod shaper;
 mod sink;

@@ -20,6 +20,9 @@ use kintsugi_geo::HddModel;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::footer_cache::{remember, FileStamp, FooterCache};
+pub use crate::read_window::{ReadCache, Window};
+
 const MAGIC: &[u8; 8] = b"KSCHNK01";
 /// Checksum granularity.
 pub const BLOCK: usize = 64 * 1024;
@@ -45,7 +48,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct Footer {
+pub(crate) struct Footer {
     len: u64,
     block: usize,
     crc32c: u32,
@@ -64,42 +67,6 @@ pub struct ChunkStore {
     /// parse. Any rewrite, rename or truncation changes the stamp and reloads it.
     footers: FooterCache,
 }
-
-type FooterCache = Arc<Mutex<HashMap<ChunkId, (FileStamp, Arc<Footer>)>>>;
-
-fn remember(cache: &FooterCache, id: &ChunkId, stamp: FileStamp, footer: Arc<Footer>) {
-    let mut c = cache.lock().expect("footer cache");
-    if c.len() >= FOOTER_CACHE {
-        c.clear();
-    }
-    c.insert(id.clone(), (stamp, footer));
-}
-
-/// What identifies one version of a chunk file without reading it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileStamp {
-    ino: u64,
-    dev: u64,
-    len: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
-
-impl FileStamp {
-    fn of(m: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        FileStamp {
-            ino: m.ino(),
-            dev: m.dev(),
-            len: m.len(),
-            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
-        }
-    }
-}
-
-/// Footers kept at most; the cache starts over beyond (a footer is ~10 bytes per 64 KiB).
-const FOOTER_CACHE: usize = 4096;
 
 /// Bytes of verified read-ahead a repair helper keeps per chunk it reads (shared among its
 /// sub-chunk reads and lanes): enough for SSDs and the page cache.
@@ -376,7 +343,7 @@ impl Drop for ChunkWriter {
 
 /// Verified reads of one chunk.
 pub struct ChunkReader {
-    id: ChunkId,
+    pub(crate) id: ChunkId,
     file: File,
     footer: Arc<Footer>,
     disk: Option<(Arc<DiskEmulation>, u64)>,
@@ -460,93 +427,6 @@ impl ChunkReader {
         self.verify(start, &buf)?;
         let s = (off - start) as usize;
         Ok(buf[s..s + len as usize].to_vec())
-    }
-}
-
-/// A verified window of one chunk for a reader that moves forward through it (a repair
-/// helper reading slice after slice): ranges inside the window are served without a read
-/// call or a checksum pass; a range outside it refills the window from its first block.
-pub struct Window {
-    start: u64,
-    buf: Vec<u8>,
-    max: usize,
-}
-
-impl Window {
-    /// A window of about `max` bytes (whole blocks, at least one).
-    pub fn new(max: usize) -> Self {
-        Window { start: 0, buf: Vec::new(), max }
-    }
-
-    /// The verified bytes [off, off+len) of `r`'s chunk.
-    pub fn get(&mut self, r: &ChunkReader, off: u64, len: usize) -> Result<&[u8], StoreError> {
-        let size = r.len();
-        if off.checked_add(len as u64).is_none_or(|end| end > size) {
-            return Err(StoreError::OutOfRange { chunk: r.id.clone(), off, len: len as u64, size });
-        }
-        if len == 0 {
-            return Ok(&[]);
-        }
-        if !self.holds(off, len) {
-            let need = (off % BLOCK as u64) as usize + len;
-            self.start = r.read_window(off, self.max.max(need), &mut self.buf)?;
-        }
-        Ok(self.peek(off, len))
-    }
-
-    /// Whether [off, off+len) is in the window.
-    pub fn holds(&self, off: u64, len: usize) -> bool {
-        len == 0 || (off >= self.start && off + len as u64 <= self.start + self.buf.len() as u64)
-    }
-
-    /// Bytes [off, off+len) that a successful `get` of that range just made present.
-    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
-        if len == 0 {
-            return &[];
-        }
-        let s = (off - self.start) as usize;
-        &self.buf[s..s + len]
-    }
-}
-
-/// Several verified windows of one chunk, least recently used replaced first: for readers
-/// at several places at once (a Clay helper reading several sub-chunk runs, the lanes of
-/// an ECPipe-cyclic repair on one node reading interleaved slices of the same chunk).
-pub struct ReadCache {
-    reader: ChunkReader,
-    windows: Vec<(Window, u64)>,
-    tick: u64,
-}
-
-impl ReadCache {
-    /// `count` windows (at least one) of about `size` bytes each.
-    pub fn new(reader: ChunkReader, count: usize, size: usize) -> Self {
-        ReadCache { reader, windows: (0..count.max(1)).map(|_| (Window::new(size), 0)).collect(), tick: 0 }
-    }
-
-    pub fn reader(&self) -> &ChunkReader {
-        &self.reader
-    }
-
-    /// Makes [off, off+len) present and verified. Fewer ranges than windows stay present
-    /// together until the next `fetch` of a range outside all of them.
-    pub fn fetch(&mut self, off: u64, len: usize) -> Result<(), StoreError> {
-        self.tick += 1;
-        if let Some(w) = self.windows.iter_mut().find(|(w, _)| w.holds(off, len)) {
-            w.1 = self.tick;
-            return Ok(());
-        }
-        let lru = self.windows.iter_mut().min_by_key(|(_, t)| *t).expect("at least one window");
-        lru.1 = self.tick;
-        lru.0.get(&self.reader, off, len).map(|_| ())
-    }
-
-    /// The bytes of a range fetched before (and not evicted since).
-    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
-        match self.windows.iter().find(|(w, _)| w.holds(off, len)) {
-            Some((w, _)) => w.peek(off, len),
-            None => panic!("range {off}+{len} was not fetched"),
-        }
     }
 }
 

@@ -1,0 +1,92 @@
+//! Verified read windows over a chunk: a reader that moves forward through a chunk (a
+//! repair helper reading slice after slice) reads and checks each block once and serves
+//! many small ranges from memory.
+
+use crate::store::{ChunkReader, StoreError, BLOCK};
+
+/// A verified window of one chunk for a reader that moves forward through it (a repair
+/// helper reading slice after slice): ranges inside the window are served without a read
+/// call or a checksum pass; a range outside it refills the window from its first block.
+pub struct Window {
+    start: u64,
+    buf: Vec<u8>,
+    max: usize,
+}
+
+impl Window {
+    /// A window of about `max` bytes (whole blocks, at least one).
+    pub fn new(max: usize) -> Self {
+        Window { start: 0, buf: Vec::new(), max }
+    }
+
+    /// The verified bytes [off, off+len) of `r`'s chunk.
+    pub fn get(&mut self, r: &ChunkReader, off: u64, len: usize) -> Result<&[u8], StoreError> {
+        let size = r.len();
+        if off.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(StoreError::OutOfRange { chunk: r.id.clone(), off, len: len as u64, size });
+        }
+        if len == 0 {
+            return Ok(&[]);
+        }
+        if !self.holds(off, len) {
+            let need = (off % BLOCK as u64) as usize + len;
+            self.start = r.read_window(off, self.max.max(need), &mut self.buf)?;
+        }
+        Ok(self.peek(off, len))
+    }
+
+    /// Whether [off, off+len) is in the window.
+    pub fn holds(&self, off: u64, len: usize) -> bool {
+        len == 0 || (off >= self.start && off + len as u64 <= self.start + self.buf.len() as u64)
+    }
+
+    /// Bytes [off, off+len) that a successful `get` of that range just made present.
+    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
+        if len == 0 {
+            return &[];
+        }
+        let s = (off - self.start) as usize;
+        &self.buf[s..s + len]
+    }
+}
+
+/// Several verified windows of one chunk, least recently used replaced first: for readers
+/// at several places at once (a Clay helper reading several sub-chunk runs, the lanes of
+/// an ECPipe-cyclic repair on one node reading interleaved slices of the same chunk).
+pub struct ReadCache {
+    reader: ChunkReader,
+    windows: Vec<(Window, u64)>,
+    tick: u64,
+}
+
+impl ReadCache {
+    /// `count` windows (at least one) of about `size` bytes each.
+    pub fn new(reader: ChunkReader, count: usize, size: usize) -> Self {
+        ReadCache { reader, windows: (0..count.max(1)).map(|_| (Window::new(size), 0)).collect(), tick: 0 }
+    }
+
+    pub fn reader(&self) -> &ChunkReader {
+        &self.reader
+    }
+
+    /// Makes [off, off+len) present and verified. Fewer ranges than windows stay present
+    /// together until the next `fetch` of a range outside all of them.
+    pub fn fetch(&mut self, off: u64, len: usize) -> Result<(), StoreError> {
+        self.tick += 1;
+        if let Some(w) = self.windows.iter_mut().find(|(w, _)| w.holds(off, len)) {
+            w.1 = self.tick;
+            return Ok(());
+        }
+        let lru = self.windows.iter_mut().min_by_key(|(_, t)| *t).expect("at least one window");
+        lru.1 = self.tick;
+        lru.0.get(&self.reader, off, len).map(|_| ())
+    }
+
+    /// The bytes of a range fetched before (and not evicted since).
+    pub fn peek(&self, off: u64, len: usize) -> &[u8] {
+        match self.windows.iter().find(|(w, _)| w.holds(off, len)) {
+            Some((w, _)) => w.peek(off, len),
+            None => panic!("range {off}+{len} was not fetched"),
+        }
+    }
+}
