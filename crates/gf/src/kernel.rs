@@ -119,6 +119,13 @@ impl Kernel {
     /// dsts[r] (^)= sum_c coefs[r][c] * srcs[c] for a precomputed coefficient matrix.
     /// Each source is read once per group of up to four outputs.
     pub fn apply<const XOR: bool>(self, m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
+        self.apply_with::<XOR, false>(m, srcs, dsts)
+    }
+
+    /// [`Kernel::apply`], prefetching each source ahead when `PF`: for many short source
+    /// runs scattered in memory (a window of each of many sub-chunks), whose starts the
+    /// hardware prefetchers are slow to pick up. Long sequential sources gain nothing.
+    pub fn apply_with<const XOR: bool, const PF: bool>(self, m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
         assert!(self.is_available(), "kernel {self} is not available on this CPU");
         assert_eq!(srcs.len(), m.cols, "source count differs from matrix columns");
         assert_eq!(dsts.len(), m.rows, "destination count differs from matrix rows");
@@ -136,14 +143,21 @@ impl Kernel {
         for group in &m.groups {
             let n = group.len() / m.cols;
             let out = &mut dsts[row..row + n];
-            let done = self.dot_simd::<XOR>(n, group, srcs, out, len);
+            let done = self.dot_simd::<XOR, PF>(n, group, srcs, out, len);
             scalar_dot::<XOR>(n, group, srcs, out, done, len);
             row += n;
         }
     }
 
     #[allow(unused_variables)]
-    fn dot_simd<const XOR: bool>(self, n: usize, tabs: &[CoefTable], srcs: &[&[u8]], out: &mut [&mut [u8]], len: usize) -> usize {
+    fn dot_simd<const XOR: bool, const PF: bool>(
+        self,
+        n: usize,
+        tabs: &[CoefTable],
+        srcs: &[&[u8]],
+        out: &mut [&mut [u8]],
+        len: usize,
+    ) -> usize {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::simd::*;
@@ -153,10 +167,10 @@ impl Kernel {
                     // tabs.len() == srcs.len() * n by CoefMatrix's construction.
                     unsafe {
                         match n {
-                            1 => $m::dot_region::<1, 4, XOR>(tabs, srcs, out, len),
-                            2 => $m::dot_region::<2, 2, XOR>(tabs, srcs, out, len),
-                            3 => $m::dot_region::<3, 2, XOR>(tabs, srcs, out, len),
-                            4 => $m::dot_region::<4, 2, XOR>(tabs, srcs, out, len),
+                            1 => $m::dot_region::<1, 4, XOR, PF>(tabs, srcs, out, len),
+                            2 => $m::dot_region::<2, 2, XOR, PF>(tabs, srcs, out, len),
+                            3 => $m::dot_region::<3, 2, XOR, PF>(tabs, srcs, out, len),
+                            4 => $m::dot_region::<4, 2, XOR, PF>(tabs, srcs, out, len),
                             _ => unreachable!("groups hold 1 to 4 rows"),
                         }
                     }

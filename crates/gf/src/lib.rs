@@ -52,6 +52,12 @@ pub fn apply(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
     Kernel::active().apply::<false>(m, srcs, dsts)
 }
 
+/// [`apply`] for sources that are short runs scattered in memory: prefetches each ahead
+/// (see [`Kernel::apply_with`]).
+pub fn apply_gathered(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
+    Kernel::active().apply_with::<false, true>(m, srcs, dsts)
+}
+
 /// dsts[r] ^= sum_c m[r][c] * srcs[c]. Panics if the counts or lengths differ.
 pub fn apply_add(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
     Kernel::active().apply::<true>(m, srcs, dsts)
@@ -134,6 +140,16 @@ mod tests {
             let want = (0..5).fold(0u8, |a, i| a ^ mul(coefs[i], srcs[i][j + 1]));
             assert_eq!(dst[j], want, "byte {j}");
         }
+        // The prefetching variant computes the same, for every kernel.
+        let m = CoefMatrix::new(1, 5, &coefs);
+        for k in Kernel::available() {
+            let mut again = vec![0x5Au8; len - 1];
+            k.apply_with::<false, true>(&m, &refs, &mut [&mut again]);
+            assert!(again == dst, "kernel {k}");
+        }
+        let mut again = vec![0u8; len - 1];
+        apply_gathered(&m, &refs, &mut [&mut again]);
+        assert!(again == dst);
     }
 
     #[test]

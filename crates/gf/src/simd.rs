@@ -8,6 +8,9 @@
 
 /// Generic bodies, expanded inside a module that defines `V`, `P`, `W`, `load`, `store`,
 /// `vxor`, `zero`, `prep` and `mulv`, all with the module's target features.
+/// How far ahead of the current position each source is prefetched (`PF` kernels).
+const PREFETCH: usize = 1024;
+
 macro_rules! kernel_bodies {
     ($feat:literal) => {
         /// dst (^)= c * src over the vector-aligned prefix; returns the bytes done.
@@ -38,7 +41,7 @@ macro_rules! kernel_bodies {
         /// source once per position (ISA-L's multi-vector dot product). U vectors per
         /// position step keep enough independent work in flight when N is small.
         #[target_feature(enable = $feat)]
-        pub unsafe fn dot_region<const N: usize, const U: usize, const XOR: bool>(
+        pub unsafe fn dot_region<const N: usize, const U: usize, const XOR: bool, const PF: bool>(
             tabs: &[CoefTable],
             srcs: &[&[u8]],
             dsts: &mut [&mut [u8]],
@@ -64,6 +67,9 @@ macro_rules! kernel_bodies {
                 }
                 for (i, src) in srcs.iter().enumerate() {
                     let sp = src.as_ptr().add(pos);
+                    if PF && pos + super::PREFETCH < len {
+                        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(sp.add(super::PREFETCH) as *const i8);
+                    }
                     let mut pv = [prep(zero()); U];
                     for u in 0..U {
                         pv[u] = prep(load(sp.add(u * W)));
