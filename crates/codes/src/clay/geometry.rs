@@ -102,6 +102,11 @@ impl Geometry {
         i / self.q
     }
 
+    /// The weight of column y's digit in a plane index: q^(t-1-y).
+    pub fn weight(&self, y: usize) -> usize {
+        self.weight[y]
+    }
+
     /// Digit y of plane z.
     pub fn digit(&self, z: usize, y: usize) -> usize {
         (z / self.weight[y]) % self.q

@@ -249,6 +249,44 @@ impl Scratch {
     }
 }
 
+/// One thread's working buffers, kept between calls: a repair or decode of 1 MiB chunks
+/// needs a few MiB, and allocating them per call let the allocator hand them back to the
+/// kernel each time, so every call paid page faults and zeroing (measured: repair 3x
+/// slower after an unrelated change to what ran before it).
+#[derive(Default)]
+pub struct Buffers {
+    pub scratch: Scratch,
+    pub staging: Staging,
+    pub plain: Vec<u8>,
+}
+
+impl Buffers {
+    fn bytes(&self) -> usize {
+        let s = &self.scratch;
+        s.u.capacity() + s.c.capacity() + s.part.capacity() + s.zero.capacity() + self.staging.buf.capacity() + self.plain.capacity()
+    }
+}
+
+/// A thread keeps at most this much between calls; bigger buffers are freed after use, so
+/// a pool of many threads stays bounded.
+const KEEP_BYTES: usize = 32 << 20;
+
+thread_local! {
+    static BUFFERS: std::cell::RefCell<Buffers> = std::cell::RefCell::default();
+}
+
+/// Runs `f` with this thread's buffers (fresh ones if a caller up the stack holds them).
+pub fn with_buffers<R>(f: impl FnOnce(&mut Buffers) -> R) -> R {
+    BUFFERS.with(|cell| {
+        let mut taken = std::mem::take(&mut *cell.borrow_mut());
+        let r = f(&mut taken);
+        if taken.bytes() <= KEEP_BYTES {
+            *cell.borrow_mut() = taken;
+        }
+        r
+    })
+}
+
 /// C of node i at plane z: computed (unknown nodes), zero (virtual) or read (known).
 #[allow(clippy::too_many_arguments)] // the engine's state, passed apart to keep borrows disjoint
 fn coupled<'s>(

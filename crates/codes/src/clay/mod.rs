@@ -8,7 +8,7 @@
 //! - [`repair`]: single-node repair from d helpers, and its repair equation.
 
 pub mod coupling;
-mod fused_encode;
+mod fused;
 pub mod geometry;
 pub mod layered;
 mod repair;
@@ -18,9 +18,9 @@ use crate::linear::LinearCode;
 use crate::spec::CodeSpec;
 use crate::{Code, Decoder, RepairEquation};
 use coupling::Coupling;
-use fused_encode::FusedEncoder;
+use fused::FusedColumns;
 use geometry::Geometry;
-use layered::{Known, LayeredPlan, Outs, Scratch, Staging};
+use layered::{Known, LayeredPlan, Outs};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -54,7 +54,7 @@ pub(crate) struct Core {
     /// Fixed window (benchmarks), or 0: chosen from the sub-chunk size.
     window: usize,
     /// The one-pass encoder, when the parities fill whole columns.
-    fused: Option<FusedEncoder>,
+    fused: Option<FusedColumns>,
 }
 
 impl Core {
@@ -103,7 +103,7 @@ impl ClayCode {
         let mds = LinearCode::rs(k + geo.nu, m)?;
         let identity = (0..geo.alpha).collect();
         let coupling = Coupling::new();
-        let fused = FusedEncoder::new(&geo, &mds, &coupling)?;
+        let fused = Self::fused_encoder(&geo, &mds, &coupling)?;
         let core = Core { geo, mds, coupling, identity, plans: Mutex::new(HashMap::new()), window: 0, fused };
         Ok(ClayCode { core: Arc::new(core) })
     }
@@ -113,7 +113,7 @@ impl ClayCode {
         let c = &self.core;
         let mds = LinearCode::rs(c.geo.k + c.geo.nu, c.geo.m).expect("valid before");
         let coupling = Coupling::new();
-        let fused = FusedEncoder::new(&c.geo, &mds, &coupling).expect("valid before");
+        let fused = Self::fused_encoder(&c.geo, &mds, &coupling).expect("valid before");
         let core = Core {
             geo: c.geo.clone(),
             mds,
@@ -124,6 +124,12 @@ impl ClayCode {
             fused,
         };
         ClayCode { core: Arc::new(core) }
+    }
+
+    /// The fused encode: parities from data shards, when the parities fill whole columns.
+    fn fused_encoder(geo: &Geometry, mds: &LinearCode, coupling: &Coupling) -> Result<Option<FusedColumns>> {
+        let parities: Vec<usize> = (geo.k..geo.k + geo.m).map(|s| geo.node_of(s)).collect();
+        FusedColumns::new(geo, mds, coupling, &parities, &(0..geo.k).collect::<Vec<_>>())
     }
 
     /// Grid, planes and pairs.
@@ -166,24 +172,25 @@ impl ClayCode {
             known[geo.node_of(s)] = Some(buf);
         }
         let slots: Vec<usize> = targets.iter().map(|&t| plan.erased_index(geo.node_of(t)).expect("targets are unknown")).collect();
-        let mut scratch = Scratch::default();
-        let mut staging = Staging::default();
-        let mut off = 0;
-        while off < sub {
-            let w = self.core.window_for(sub).min(sub - off);
-            let kn = if !stage {
-                Known { known: known.clone(), slot: &self.core.identity, stride: sub, off }
-            } else {
-                staging.fill(&known, geo.alpha, sub, off, w);
-                Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 }
-            };
-            let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
-            for (out, &e) in outs.iter_mut().zip(&slots) {
-                bufs[e] = Some(&mut out[..]);
+        layered::with_buffers(|b| {
+            let (scratch, staging) = (&mut b.scratch, &mut b.staging);
+            let mut off = 0;
+            while off < sub {
+                let w = self.core.window_for(sub).min(sub - off);
+                let kn = if !stage {
+                    Known { known: known.clone(), slot: &self.core.identity, stride: sub, off }
+                } else {
+                    staging.fill(&known, geo.alpha, sub, off, w);
+                    Known { known: staging.nodes(), slot: &self.core.identity, stride: staging.stride, off: 0 }
+                };
+                let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
+                for (out, &e) in outs.iter_mut().zip(&slots) {
+                    bufs[e] = Some(&mut out[..]);
+                }
+                layered::run(geo, &self.core.coupling, plan, &kn, w, scratch, &mut Outs { bufs, stride: sub, off });
+                off += w;
             }
-            layered::run(geo, &self.core.coupling, plan, &kn, w, &mut scratch, &mut Outs { bufs, stride: sub, off });
-            off += w;
-        }
+        });
         Ok(())
     }
 }
@@ -207,6 +214,8 @@ impl ClayCode {
 pub struct ClayDecoder {
     code: ClayCode,
     plan: Arc<LayeredPlan>,
+    /// The one-pass decode, when the unknown nodes fill whole columns and are all targets.
+    fused: Option<FusedColumns>,
     sources: Vec<usize>,
     targets: Vec<usize>,
 }
@@ -214,6 +223,22 @@ pub struct ClayDecoder {
 impl ClayDecoder {
     /// targets from sources, over whole chunks (or gathered windows: alpha equal pieces).
     pub fn apply(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) -> Result<()> {
+        if let Some(fused) = &self.fused {
+            let len = srcs.first().map(|s| s.len()).unwrap_or(0);
+            if let Some(l) = srcs.iter().map(|s| s.len()).chain(dsts.iter().map(|d| d.len())).find(|&l| l != len) {
+                return Err(CodeError::UnequalLengths(len, l));
+            }
+            if srcs.len() != self.sources.len() || dsts.len() != self.targets.len() {
+                return Err(CodeError::WrongCount {
+                    what: "decoder regions",
+                    expected: self.sources.len() + self.targets.len(),
+                    got: srcs.len() + dsts.len(),
+                });
+            }
+            let sub = crate::sub_len(self.code.core.geo.alpha, len)?;
+            fused.run(srcs, dsts, sub, self.code.core.fused_window_for(sub));
+            return Ok(());
+        }
         let pairs: Vec<(usize, &[u8])> = self.sources.iter().copied().zip(srcs.iter().copied()).collect();
         self.code.layered(&self.plan, &pairs, &self.targets, dsts, true)
     }
@@ -256,7 +281,7 @@ impl Code for ClayCode {
                 return Err(CodeError::UnequalLengths(len, l));
             }
             let sub = crate::sub_len(self.core.geo.alpha, len)?;
-            fused.encode(data, parity, sub, self.core.fused_window_for(sub));
+            fused.run(data, parity, sub, self.core.fused_window_for(sub));
             return Ok(());
         }
         self.encode_layered(data, parity)
@@ -278,7 +303,14 @@ impl Code for ClayCode {
         }
         let nodes: Vec<usize> = unknown.iter().map(|&s| self.core.geo.node_of(s)).collect();
         let plan = self.core.plan(&nodes, &nodes, usize::MAX)?;
-        let dec = ClayDecoder { code: self.clone(), plan, sources: sources.clone(), targets: targets.clone() };
+        let geo = &self.core.geo;
+        let fused = if unknown.len() == targets.len() {
+            let source_nodes: Vec<usize> = sources.iter().map(|&s| geo.node_of(s)).collect();
+            FusedColumns::new(geo, &self.core.mds, &self.core.coupling, &nodes, &source_nodes)?
+        } else {
+            None
+        };
+        let dec = ClayDecoder { code: self.clone(), plan, fused, sources: sources.clone(), targets: targets.clone() };
         Ok(Decoder::layered(sources, targets, Arc::new(dec)))
     }
 
@@ -328,5 +360,53 @@ mod tests {
             }
         }
         assert!(ClayCode::new(5, 3, 6).unwrap().core.fused.is_none(), "parity shares column 2 with data node 4");
+    }
+
+    /// Losing whole columns (of data, parity or both) decodes in one pass: against the
+    /// original bytes and against the layered decoder, which a decoder falls back to
+    /// otherwise.
+    #[test]
+    fn whole_columns_decode_fused_and_layered_alike() {
+        for (k, m, d) in [(10, 4, 13), (6, 3, 8), (6, 4, 7), (8, 4, 9), (4, 2, 5)] {
+            let code = ClayCode::new(k, m, d).unwrap();
+            let geo = code.geometry().clone();
+            let (n, alpha, sub) = (code.n(), geo.alpha, 9);
+            let data: Vec<Vec<u8>> = (0..k).map(|i| random(sub * alpha, (i * 7 + 3) as u64)).collect();
+            let mut all = data.clone();
+            all.extend((0..m).map(|_| vec![0u8; sub * alpha]));
+            let (dp, pp) = all.split_at_mut(k);
+            let dr: Vec<&[u8]> = dp.iter().map(|x| x.as_slice()).collect();
+            code.encode(&dr, &mut pp.iter_mut().map(|x| x.as_mut_slice()).collect::<Vec<_>>()).unwrap();
+            // Every set of whole real columns with at most m nodes.
+            let real_cols: Vec<usize> = (0..geo.t).filter(|&y| (0..geo.q).all(|x| geo.shard_of(y * geo.q + x).is_some())).collect();
+            for mask in 1u32..(1 << real_cols.len()) {
+                let cols: Vec<usize> = real_cols.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, &y)| y).collect();
+                if cols.len() * geo.q > m {
+                    continue;
+                }
+                let lost: Vec<usize> =
+                    cols.iter().flat_map(|&y| (0..geo.q).map(move |x| y * geo.q + x)).filter_map(|i| geo.shard_of(i)).collect();
+                let avail: Vec<usize> = (0..n).filter(|i| !lost.contains(i)).collect();
+                let dec = code.decoder(&lost, &avail).unwrap();
+                let crate::DecoderKind::Layered(clay) = &dec.kind else { panic!("clay decodes in layers") };
+                assert!(clay.fused.is_some(), "clay:{k},{m},{d} lost columns {cols:?}");
+                let srcs: Vec<&[u8]> = avail.iter().map(|&i| all[i].as_slice()).collect();
+                let mut fused = vec![vec![0u8; sub * alpha]; lost.len()];
+                clay.apply(&srcs, &mut fused.iter_mut().map(|x| x.as_mut_slice()).collect::<Vec<_>>()).unwrap();
+                let layered_only = ClayDecoder {
+                    fused: None,
+                    plan: clay.plan.clone(),
+                    code: code.clone(),
+                    sources: clay.sources.clone(),
+                    targets: clay.targets.clone(),
+                };
+                let mut layered = vec![vec![0u8; sub * alpha]; lost.len()];
+                layered_only.apply(&srcs, &mut layered.iter_mut().map(|x| x.as_mut_slice()).collect::<Vec<_>>()).unwrap();
+                for (j, &i) in lost.iter().enumerate() {
+                    assert!(fused[j] == all[i], "clay:{k},{m},{d} lost {lost:?}: fused shard {i}");
+                    assert!(layered[j] == all[i], "clay:{k},{m},{d} lost {lost:?}: layered shard {i}");
+                }
+            }
+        }
     }
 }

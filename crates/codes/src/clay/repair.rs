@@ -10,7 +10,7 @@
 //! coefficient each helper sub-chunk carries) that repair graphs evaluate.
 
 use super::coupling::positions;
-use super::layered::{self, Known, Outs, Scratch, Staging};
+use super::layered::{self, Known, Outs};
 use super::ClayCode;
 use crate::equation::{HelperTerm, RepairEquation};
 use crate::error::{CodeError, Result};
@@ -93,35 +93,36 @@ impl ClayCode {
             known[g.node_of(h)] = Some(r);
         }
         let le = plan.erased_index(ln).expect("the lost node is decoded");
-        let mut scratch = Scratch::default();
-        let mut staging = Staging::default();
-        let mut off = 0;
-        while off < sub {
-            let w = core.window_for(sub).min(sub - off);
-            staging.fill(&known, g.beta(), sub, off, w);
-            let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
-            let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
-            bufs[le] = Some(&mut out[..]);
-            layered::run(g, &core.coupling, &plan, &kn, w, &mut scratch, &mut Outs { bufs, stride: sub, off });
-            // The other planes: the lost node is coupled with a companion there.
-            let zero = vec![0u8; w];
-            for &c in &column {
-                let ci = plan.erased_index(c).expect("companions are decoded");
-                let (cc, uc) = positions(g.x(c), g.x(ln));
-                let (cl, _) = positions(g.x(ln), g.x(c));
-                let m = core.coupling.matrix((cc, uc), cl);
-                for &z in &planes {
-                    let (_, zl) = g.partner(c, z).expect("a companion is paired in the lost node's planes");
-                    let cv: &[u8] = match kn.known[c] {
-                        Some(buf) => &buf[slot[z] * kn.stride..slot[z] * kn.stride + w],
-                        None => &zero,
-                    };
-                    let uv = scratch.u_at(ci, z, g.alpha);
-                    kintsugi_gf::apply(m, &[cv, uv], &mut [&mut out[zl * sub + off..zl * sub + off + w]]);
+        layered::with_buffers(|b| {
+            let (scratch, staging) = (&mut b.scratch, &mut b.staging);
+            let mut off = 0;
+            while off < sub {
+                let w = core.window_for(sub).min(sub - off);
+                staging.fill(&known, g.beta(), sub, off, w);
+                let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
+                let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
+                bufs[le] = Some(&mut out[..]);
+                layered::run(g, &core.coupling, &plan, &kn, w, scratch, &mut Outs { bufs, stride: sub, off });
+                // The other planes: the lost node is coupled with a companion there.
+                let zero = vec![0u8; w];
+                for &c in &column {
+                    let ci = plan.erased_index(c).expect("companions are decoded");
+                    let (cc, uc) = positions(g.x(c), g.x(ln));
+                    let (cl, _) = positions(g.x(ln), g.x(c));
+                    let m = core.coupling.matrix((cc, uc), cl);
+                    for &z in &planes {
+                        let (_, zl) = g.partner(c, z).expect("a companion is paired in the lost node's planes");
+                        let cv: &[u8] = match kn.known[c] {
+                            Some(buf) => &buf[slot[z] * kn.stride..slot[z] * kn.stride + w],
+                            None => &zero,
+                        };
+                        let uv = scratch.u_at(ci, z, g.alpha);
+                        kintsugi_gf::apply(m, &[cv, uv], &mut [&mut out[zl * sub + off..zl * sub + off + w]]);
+                    }
                 }
+                off += w;
             }
-            off += w;
-        }
+        });
         Ok(())
     }
 }
