@@ -4,7 +4,9 @@
 //!
 //! - [`geometry`]: the node grid, planes and pairs;
 //! - [`coupling`]: the pairwise transform between coupled and uncoupled sub-chunks;
-//! - [`layered`]: the plane-by-plane decoder that encode, decode and repair all run on;
+//! - [`layered`]: the plane-by-plane decoder that decode and repair run on;
+//! - `fused`: one pass per plane when the unknowns fill whole columns (encode when m is a
+//!   multiple of q, and decode of lost whole columns);
 //! - [`repair`]: single-node repair from d helpers, and its repair equation.
 
 pub mod coupling;
