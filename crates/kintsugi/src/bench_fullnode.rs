@@ -4,7 +4,9 @@
 //! chunk is rebuilt with the method and scheduler, and every object is read back and
 //! compared byte for byte. The bound is what the surviving nodes' downlinks must carry at
 //! least: f lost chunks, each needing k chunks' worth of traffic, into n-1 downlinks of B,
-//! f*k*C / ((n-1)*B) (Clay: d/q chunks each instead of k).
+//! f*k*C / ((n-1)*B) (Clay: d/q chunks each instead of k). Beside it, the simulator's
+//! time for the very same lost chunks and scheduler, so the two can be held against each
+//! other (the simulator assumes every chunk at once: `--parallel` limits only the cluster).
 
 use crate::embedded::{pattern, Embedded};
 use crate::units::{parse_nonzero_size, parse_rate};
@@ -81,6 +83,21 @@ struct MethodRow {
     cpu_cores: f64,
     /// The first run's repair traffic per node: (node, chunks sent, chunks received).
     node_loads: Vec<(u32, f64, f64)>,
+    /// The simulator's time for the same lost chunks and scheduler (slice model, uniform
+    /// links, every chunk at once, each transfer as soon as its inputs allow, as the
+    /// nodes run it), median over runs.
+    /// Absent with emulated disks, which the simulator does not model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_seconds: Option<f64>,
+    /// repair_seconds / sim_seconds, median over runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    over_sim: Option<f64>,
+    /// The simulator with the scheduler's timeslots gating transfers (RepairBoost), median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_slotted_seconds: Option<f64>,
+    /// The busiest link of the simulator's plan (first run), seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_busiest_link_seconds: Option<f64>,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -115,6 +132,9 @@ struct Run {
     busiest: f64,
     /// Whole-machine CPU busy during the repair, in cores.
     cpu: f64,
+    /// The simulator on the same lost chunks (slice model, same scheduler); not with
+    /// emulated disks, which it does not model.
+    sim: Option<SimSame>,
     /// Per node: chunks' worth of repair traffic sent and received.
     loads: Vec<(u32, f64, f64)>,
     verified: bool,
@@ -146,6 +166,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         }
         let all_ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
         let secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+        let sims: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.seconds)).collect();
+        let over_sim: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.seconds)).collect();
+        let slotted: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.slotted)).collect();
         rows.push(MethodRow {
             method: method.to_string(),
             lost_chunks: runs[0].lost,
@@ -153,6 +176,10 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             bound_seconds: runs[0].bound,
             busiest_link_seconds: runs[0].busiest,
             cpu_cores: runs[0].cpu,
+            sim_seconds: sims.map(|v| crate::bench::stat(&v).median),
+            over_sim: over_sim.map(|v| crate::bench::stat(&v).median),
+            sim_slotted_seconds: slotted.map(|v| crate::bench::stat(&v).median),
+            sim_busiest_link_seconds: runs[0].sim.map(|s| s.busiest),
             node_loads: runs[0].loads.clone(),
             ratio: crate::bench::stat(&all_ratios).median,
             all_ratios,
@@ -188,18 +215,21 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.scheduler
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>10}",
-            "method", "lost", "repair s", "bound s", "busiest s", "x bound", "verified", "CPU cores"
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>12} {:>9} {:>10}",
+            "method", "lost", "repair s", "bound s", "busiest s", "x bound", "sim s", "x sim", "sim slots s", "verified", "CPU cores"
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>9} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>12} {:>9} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
                 m.bound_seconds,
                 m.busiest_link_seconds,
                 m.ratio,
+                m.sim_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
+                m.over_sim.map_or("-".to_string(), |s| format!("{s:.2}")),
+                m.sim_slotted_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 if m.verified { "yes" } else { "NO" },
                 m.cpu_cores
             );
@@ -275,6 +305,10 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         bail!("node 0 held no chunk: nothing to repair");
     }
     let parallel = a.parallel.unwrap_or(lost);
+    let sim = match a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() {
+        true => Some(simulate_same(&plain, a, method).await?),
+        false => None,
+    };
     let before = node_stats(&plain).await?;
     let jiffies = crate::bench_degraded::machine_jiffies();
     let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
@@ -300,7 +334,61 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
-    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, loads, verified })
+    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, verified })
+}
+
+/// The cluster's own lost chunks (each stripe's placement, node 0 failed), planned by the
+/// same scheduler and run through the simulator's reference (slice) model on uniform links
+/// of the benchmark's rate: the prediction the measurement is held against (issue #13).
+async fn simulate_same(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<SimSame> {
+    use kintsugi_plan::schedule::{self, Cluster, LostChunk};
+    let mut lost = Vec::new();
+    for i in 0..a.objects {
+        let layout = client.stat(&format!("object-{i:04}")).await.map_err(|e| anyhow!(e))?;
+        for st in &layout.stripes {
+            let mut nodes = vec![0u32; st.chunks.len()];
+            for c in &st.chunks {
+                let (_, index) = c.chunk.parts().ok_or_else(|| anyhow!("unexpected chunk name {}", c.chunk.as_str()))?;
+                *nodes.get_mut(index).ok_or_else(|| anyhow!("chunk index {index} out of range"))? = c.node;
+            }
+            if let Some(index) = nodes.iter().position(|&n| n == 0) {
+                let placement = nodes.iter().map(|&n| (n != 0).then_some(n)).collect();
+                lost.push(LostChunk { placement, lost: index, avoid: nodes.clone() });
+            }
+        }
+    }
+    let code = a.code.build()?;
+    let mut cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
+    cluster.default_bandwidth = a.link;
+    cluster.chunk_bytes = a.chunk as f64;
+    let plan = schedule::plan(code.as_ref(), method, a.scheduler, &lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
+    let jobs: Vec<kintsugi_sim::Job> = plan
+        .repairs
+        .into_iter()
+        .map(|r| kintsugi_sim::Job { graph: r.graph, chunk_len: a.chunk, slice_len: a.slice, release: 0.0, timeslots: r.slots })
+        .collect();
+    let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
+    let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };
+    let free: Vec<kintsugi_sim::Job> = jobs.iter().cloned().map(|j| kintsugi_sim::Job { timeslots: Vec::new(), ..j }).collect();
+    let free = kintsugi_sim::run(&net, &free, &opts).map_err(|e| anyhow!("{e}"))?;
+    let slotted = match jobs.iter().any(|j| !j.timeslots.is_empty()) {
+        true => Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan),
+        false => None,
+    };
+    let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
+    Ok(SimSame { seconds: free.makespan, slotted, busiest })
+}
+
+/// The simulator's view of the benchmark's own lost chunks.
+#[derive(Clone, Copy)]
+struct SimSame {
+    /// As the nodes run the plan: every transfer as soon as its inputs allow.
+    seconds: f64,
+    /// With the scheduler's timeslots gating the transfers (RepairBoost), as the simulator
+    /// runs them in `sim full-node`; `None` for schedulers without slots.
+    slotted: Option<f64>,
+    /// The busiest link of the simulator's plan, seconds at the link rate.
+    busiest: f64,
 }
 
 /// Repair bytes sent and received so far by every live node.

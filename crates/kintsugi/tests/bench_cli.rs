@@ -66,6 +66,30 @@ fn relay_json_reports_every_role() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
 }
 
+/// Full-node repair on loopback beside the simulator's run of the same lost chunks: both
+/// verified against the network's lower bound, which neither may beat, and the simulated
+/// plan's busiest link, which the simulated repair may not beat either.
+#[test]
+fn full_node_reports_the_simulator_on_the_same_chunks() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
+        .args(["--methods", "cr,ecpipe", "--link", "400mbit", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in v["methods"].as_array().unwrap() {
+        assert_eq!(m["verified"], true);
+        let bound = m["bound_seconds"].as_f64().unwrap();
+        let sim = m["sim_seconds"].as_f64().unwrap();
+        let busiest = m["sim_busiest_link_seconds"].as_f64().unwrap();
+        assert!(busiest >= bound * 0.999, "{m}");
+        assert!(sim >= busiest * 0.999, "{m}");
+        assert!(m["repair_seconds"].as_f64().unwrap() >= bound * 0.999, "{m}");
+        assert!(m["sim_slotted_seconds"].as_f64().unwrap() >= busiest * 0.999, "repairboost has timeslots: {m}");
+    }
+}
+
 /// Full-node repair on chunk stores over emulated HDDs: every rebuilt chunk verified, and the
 /// repair takes at least what the disks must do (each of k helper reads per lost chunk pays
 /// a positioning and the chunk at the sequential rate, spread over the n-1 survivors).
@@ -86,6 +110,7 @@ fn full_node_on_emulated_hdds_is_exact_and_pays_the_disks() {
     let secs = m["repair_seconds"].as_f64().unwrap();
     assert!(secs >= disk_bound, "{secs} s < the disks' {disk_bound} s");
     assert_eq!(v["hdd"][0].as_f64(), Some(0.030));
+    assert!(m.get("sim_seconds").is_none(), "the simulator does not model the disks");
     for bad in [&["--hdd-seek-ms", "-1"][..], &["--testbed", "--hdd-seek-ms", "8"], &["--hdd-bw", "0MB/s"]] {
         let out = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "full-node"]).args(bad).output().unwrap();
         assert!(!out.status.success(), "{bad:?}");
