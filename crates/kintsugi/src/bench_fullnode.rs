@@ -65,9 +65,38 @@ pub struct FullNodeArgs {
     /// The emulated HDD's sequential rate [default with --hdd-seek-ms: 180MB/s].
     #[arg(long, value_parser = parse_rate)]
     pub hdd_bw: Option<f64>,
+    /// Foreground clients running YCSB workload A (50% reads, 50% overwrites, zipfian
+    /// 0.99) during the repair, and for a baseline without repair before it; 0: no load.
+    #[arg(long, default_value_t = 0)]
+    pub load_clients: usize,
+    /// Records of the foreground workload (written after node 0 fails, so the repair
+    /// moves only the benchmark's objects).
+    #[arg(long, default_value_t = 64)]
+    pub load_records: u64,
+    /// Bytes per foreground record.
+    #[arg(long, default_value = "512KiB", value_parser = parse_nonzero_size)]
+    pub load_value: usize,
+    /// Seconds of the foreground baseline (node 0 down, no repair running).
+    #[arg(long, default_value_t = 5.0)]
+    pub load_baseline: f64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The foreground workload before and during the repair (ChameleonEC's interference).
+#[derive(Clone, Debug, Serialize)]
+struct LoadRow {
+    baseline_ops_per_s: f64,
+    baseline_p50_ms: f64,
+    baseline_p99_ms: f64,
+    during_ops_per_s: f64,
+    during_p50_ms: f64,
+    during_p99_ms: f64,
+    /// T*/T - 1 (ChameleonEC): how much longer a fixed set of operations takes while the
+    /// repair runs, from the two throughputs.
+    interference: f64,
+    errors: u64,
 }
 
 #[derive(Serialize)]
@@ -98,6 +127,12 @@ struct MethodRow {
     /// The busiest link of the simulator's plan (first run), seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_busiest_link_seconds: Option<f64>,
+    /// Rebuilt bytes per second of repair, median over runs.
+    repair_mb_per_s: f64,
+    /// The foreground workload before and during the repair (medians over runs), with
+    /// --load-clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreground: Option<LoadRow>,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -137,6 +172,8 @@ struct Run {
     sim: Option<SimSame>,
     /// Per node: chunks' worth of repair traffic sent and received.
     loads: Vec<(u32, f64, f64)>,
+    /// The foreground workload, with --load-clients.
+    fg: Option<LoadRow>,
     verified: bool,
 }
 
@@ -147,6 +184,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     }
     if a.runs == 0 || a.objects == 0 || a.parallel == Some(0) {
         bail!("--runs, --objects and --parallel must be at least 1");
+    }
+    if a.load_clients > 0 && (a.load_records == 0 || !(a.load_baseline > 0.0 && a.load_baseline.is_finite())) {
+        bail!("with --load-clients, --load-records must be at least 1 and --load-baseline a positive number of seconds");
     }
     if a.testbed && (a.hdd_seek_ms.is_some() || a.hdd_bw.is_some()) {
         bail!("--hdd-seek-ms and --hdd-bw apply to the embedded cluster; start testbed nodes with `kintsugi node --hdd-seek-ms` instead");
@@ -181,6 +221,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             sim_slotted_seconds: slotted.map(|v| crate::bench::stat(&v).median),
             sim_busiest_link_seconds: runs[0].sim.map(|s| s.busiest),
             node_loads: runs[0].loads.clone(),
+            repair_mb_per_s: crate::bench::stat(&runs.iter().map(|r| r.lost as f64 * a.chunk as f64 / r.seconds / 1e6).collect::<Vec<_>>())
+                .median,
+            foreground: median_load(runs.iter().filter_map(|r| r.fg.clone()).collect()),
             ratio: crate::bench::stat(&all_ratios).median,
             all_ratios,
             verified: runs.iter().all(|r| r.verified),
@@ -233,6 +276,31 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
                 if m.verified { "yes" } else { "NO" },
                 m.cpu_cores
             );
+        }
+    }
+    if !a.json && report.methods.iter().any(|m| m.foreground.is_some()) {
+        println!(
+            "foreground: {} clients, YCSB A, {} records of {} B; baseline with node 0 down and no repair",
+            a.load_clients, a.load_records, a.load_value
+        );
+        println!(
+            "{:<14} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",
+            "method", "repair MB/s", "base ops/s", "base p99 ms", "ops/s", "p99 ms", "interference", "errors"
+        );
+        for m in &report.methods {
+            if let Some(f) = &m.foreground {
+                println!(
+                    "{:<14} {:>10.1} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>12.3} {:>8}",
+                    m.method,
+                    m.repair_mb_per_s,
+                    f.baseline_ops_per_s,
+                    f.baseline_p99_ms,
+                    f.during_ops_per_s,
+                    f.during_p99_ms,
+                    f.interference,
+                    f.errors
+                );
+            }
         }
     }
     if report.methods.iter().any(|m| !m.verified) {
@@ -305,14 +373,58 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         bail!("node 0 held no chunk: nothing to repair");
     }
     let parallel = a.parallel.unwrap_or(lost);
-    let sim = match a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() {
+    // The simulator knows no disks and no foreground: only the plain runs are compared.
+    let sim = match a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0 {
         true => Some(simulate_same(&plain, a, method).await?),
         false => None,
     };
+    let workload = (a.load_clients > 0).then(|| crate::load::Workload {
+        clients: a.load_clients,
+        records: a.load_records,
+        value_size: a.load_value,
+        read_fraction: 0.5,
+        zipf: 0.99,
+        code: a.code,
+        prefix: "ycsb".into(),
+        seed: 1,
+    });
+    let mut baseline = None;
+    if let Some(w) = &workload {
+        // Foreground clients go through the client's own link (on the testbed, the host's).
+        w.load(&plain, false).await?;
+        baseline = Some(w.run(&plain, Default::default(), Duration::from_secs_f64(a.load_baseline)).await?);
+    }
+    if let Some(w) = &workload {
+        // The monitoring reports show the foreground before the schedulers plan: two
+        // seconds of it first, not counted.
+        w.run(&plain, Default::default(), Duration::from_secs(2)).await?;
+    }
+    // Counted from here to the repair's end.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fg_task = workload.map(|w| {
+        let (c, stop) = (plain.clone(), stop.clone());
+        tokio::spawn(async move { w.run(&c, stop, Duration::from_secs(3600)).await })
+    });
     let before = node_stats(&plain).await?;
     let jiffies = crate::bench_degraded::machine_jiffies();
-    let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
+    let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e));
     let cpu = crate::bench_degraded::cores_busy(jiffies, crate::bench_degraded::machine_jiffies());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let during = match fg_task {
+        Some(t) => Some(t.await.map_err(|e| anyhow!("the foreground clients failed: {e}"))??),
+        None => None,
+    };
+    let report = report?;
+    let fg = baseline.zip(during).map(|(b, d)| LoadRow {
+        baseline_ops_per_s: b.ops_per_s,
+        baseline_p50_ms: b.all.p50_ms,
+        baseline_p99_ms: b.all.p99_ms,
+        during_ops_per_s: d.ops_per_s,
+        during_p50_ms: d.all.p50_ms,
+        during_p99_ms: d.all.p99_ms,
+        interference: b.ops_per_s / d.ops_per_s.max(1e-9) - 1.0,
+        errors: b.errors + d.errors,
+    });
     let after = node_stats(&plain).await?;
     let loads: Vec<(u32, f64, f64)> = after
         .iter()
@@ -334,7 +446,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
-    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, verified })
+    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, fg, verified })
 }
 
 /// The cluster's own lost chunks (each stripe's placement, node 0 failed), planned by the
@@ -377,6 +489,24 @@ async fn simulate_same(client: &Client, a: &FullNodeArgs, method: Shape) -> Resu
     };
     let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
     Ok(SimSame { seconds: free.makespan, slotted, busiest })
+}
+
+/// Field by field medians of the runs' foreground rows.
+fn median_load(rows: Vec<LoadRow>) -> Option<LoadRow> {
+    if rows.is_empty() {
+        return None;
+    }
+    let m = |f: fn(&LoadRow) -> f64| crate::bench::stat(&rows.iter().map(f).collect::<Vec<_>>()).median;
+    Some(LoadRow {
+        baseline_ops_per_s: m(|r| r.baseline_ops_per_s),
+        baseline_p50_ms: m(|r| r.baseline_p50_ms),
+        baseline_p99_ms: m(|r| r.baseline_p99_ms),
+        during_ops_per_s: m(|r| r.during_ops_per_s),
+        during_p50_ms: m(|r| r.during_p50_ms),
+        during_p99_ms: m(|r| r.during_p99_ms),
+        interference: m(|r| r.interference),
+        errors: rows.iter().map(|r| r.errors).sum(),
+    })
 }
 
 /// The simulator's view of the benchmark's own lost chunks.

@@ -187,78 +187,129 @@ pub fn run(a: LoadArgs) -> Result<()> {
     Ok(())
 }
 
+/// What the clients run: the workload's shape, without where or for how long.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub clients: usize,
+    pub records: u64,
+    pub value_size: usize,
+    pub read_fraction: f64,
+    pub zipf: f64,
+    pub code: CodeSpec,
+    pub prefix: String,
+    pub seed: u64,
+}
+
+impl Workload {
+    fn of(a: &LoadArgs) -> Self {
+        Workload {
+            clients: a.clients,
+            records: a.records,
+            value_size: a.value_size,
+            read_fraction: a.read_fraction,
+            zipf: a.zipf,
+            code: a.code,
+            prefix: a.prefix.clone(),
+            seed: a.seed,
+        }
+    }
+
+    fn name(&self, k: u64) -> String {
+        format!("{}{k:08}", self.prefix)
+    }
+
+    /// The load phase: writes every record once.
+    pub async fn load(&self, client: &Client, progress: bool) -> Result<()> {
+        let bar = progress.then(|| crate::progress::Progress::count("load: records written", self.records));
+        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x10ad);
+        for k in 0..self.records {
+            let v = value(&mut rng, self.value_size);
+            client.put(&self.name(k), &v, self.code, 0).await.map_err(|e| anyhow!("loading {}: {e}", self.name(k)))?;
+            if let Some(b) = &bar {
+                b.set(k + 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The run phase: the clients issue operations until `stop` is set or `limit` passes.
+    pub async fn run(&self, client: &Client, stop: Arc<std::sync::atomic::AtomicBool>, limit: Duration) -> Result<LoadReport> {
+        use std::sync::atomic::Ordering;
+        let zipf = Arc::new(Zipfian::new(self.records, self.zipf));
+        let start = Instant::now();
+        let deadline = start + limit;
+        let rec = Arc::new(Mutex::new(Recorder { start, read: histogram(), update: histogram(), per_second: Vec::new() }));
+        let cpu0 = cpu_seconds();
+        let names: Arc<Vec<String>> = Arc::new((0..self.records).map(|k| self.name(k)).collect());
+        let mut tasks = Vec::new();
+        for c in 0..self.clients {
+            let (client, zipf, rec, names, stop) = (client.clone(), zipf.clone(), rec.clone(), names.clone(), stop.clone());
+            let (read_fraction, value_size, code, seed) = (self.read_fraction, self.value_size, self.code, self.seed);
+            tasks.push(tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ c as u64);
+                while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                    let key = &names[zipf.key(&mut rng) as usize];
+                    let read = rng.random_bool(read_fraction);
+                    let t0 = Instant::now();
+                    let ok = if read {
+                        client.get(key, Shape::Ecpipe, 32 << 10).await.is_ok()
+                    } else {
+                        let v = value(&mut rng, value_size);
+                        client.put(key, &v, code, 0).await.is_ok()
+                    };
+                    rec.lock().expect("recorder").record(read, t0, t0.elapsed(), ok);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.map_err(|e| anyhow!("a client failed: {e}"))?;
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
+        let r = rec.lock().expect("recorder");
+        let mut all = histogram();
+        all.add(&r.read).expect("same bounds");
+        all.add(&r.update).expect("same bounds");
+        let errors: u64 = r.per_second.iter().map(|s| s.1).sum();
+        let per_second = r
+            .per_second
+            .iter()
+            .enumerate()
+            .map(|(i, (h, e))| {
+                let l = Latency::of(h);
+                Second { second: i as u64, ops_per_s: h.len() as f64, p50_ms: l.p50_ms, p99_ms: l.p99_ms, p999_ms: l.p999_ms, errors: *e }
+            })
+            .collect();
+        let ops = all.len();
+        Ok(LoadReport {
+            workload: format!(
+                "ycsb read {:.0}% / update {:.0}%, zipfian {}",
+                self.read_fraction * 100.0,
+                (1.0 - self.read_fraction) * 100.0,
+                self.zipf
+            ),
+            clients: self.clients,
+            records: self.records,
+            value_size: self.value_size,
+            seconds: elapsed,
+            ops_per_s: ops as f64 / elapsed,
+            mb_per_s: ops as f64 * self.value_size as f64 / elapsed / 1e6,
+            errors,
+            all: Latency::of(&all),
+            read: Latency::of(&r.read),
+            update: Latency::of(&r.update),
+            per_second,
+            client_cpu_us_per_op: cpu / ops.max(1) as f64 * 1e6,
+        })
+    }
+}
+
 async fn run_async(a: &LoadArgs) -> Result<LoadReport> {
     let mut client = Client::new(&a.target.coordinator);
     client.io_timeout = Duration::from_secs(30);
-    let name = |k: u64| format!("{}{k:08}", a.prefix);
+    let w = Workload::of(a);
     if !a.no_load {
-        let progress = crate::progress::Progress::count("load: records written", a.records);
-        let mut rng = StdRng::seed_from_u64(a.seed ^ 0x10ad);
-        for k in 0..a.records {
-            let v = value(&mut rng, a.value_size);
-            client.put(&name(k), &v, a.code, 0).await.map_err(|e| anyhow!("loading {}: {e}", name(k)))?;
-            progress.set(k + 1);
-        }
+        w.load(&client, true).await?;
     }
-    let zipf = Arc::new(Zipfian::new(a.records, a.zipf));
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(a.seconds);
-    let rec = Arc::new(Mutex::new(Recorder { start, read: histogram(), update: histogram(), per_second: Vec::new() }));
-    let cpu0 = cpu_seconds();
-    let mut tasks = Vec::new();
-    for c in 0..a.clients {
-        let (client, zipf, rec) = (client.clone(), zipf.clone(), rec.clone());
-        let (read_fraction, value_size, code, seed) = (a.read_fraction, a.value_size, a.code, a.seed);
-        let names: Vec<String> = (0..a.records).map(name).collect();
-        tasks.push(tokio::spawn(async move {
-            let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ c as u64);
-            while Instant::now() < deadline {
-                let key = &names[zipf.key(&mut rng) as usize];
-                let read = rng.random_bool(read_fraction);
-                let t0 = Instant::now();
-                let ok = if read {
-                    client.get(key, Shape::Ecpipe, 32 << 10).await.is_ok()
-                } else {
-                    let v = value(&mut rng, value_size);
-                    client.put(key, &v, code, 0).await.is_ok()
-                };
-                rec.lock().expect("recorder").record(read, t0, t0.elapsed(), ok);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| anyhow!("a client failed: {e}"))?;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu0;
-    let r = rec.lock().expect("recorder");
-    let mut all = histogram();
-    all.add(&r.read).expect("same bounds");
-    all.add(&r.update).expect("same bounds");
-    let errors: u64 = r.per_second.iter().map(|s| s.1).sum();
-    let per_second = r
-        .per_second
-        .iter()
-        .enumerate()
-        .map(|(i, (h, e))| {
-            let l = Latency::of(h);
-            Second { second: i as u64, ops_per_s: h.len() as f64, p50_ms: l.p50_ms, p99_ms: l.p99_ms, p999_ms: l.p999_ms, errors: *e }
-        })
-        .collect();
-    let ops = all.len();
-    Ok(LoadReport {
-        workload: format!("ycsb read {:.0}% / update {:.0}%, zipfian {}", a.read_fraction * 100.0, (1.0 - a.read_fraction) * 100.0, a.zipf),
-        clients: a.clients,
-        records: a.records,
-        value_size: a.value_size,
-        seconds: elapsed,
-        ops_per_s: ops as f64 / elapsed,
-        mb_per_s: ops as f64 * a.value_size as f64 / elapsed / 1e6,
-        errors,
-        all: Latency::of(&all),
-        read: Latency::of(&r.read),
-        update: Latency::of(&r.update),
-        per_second,
-        client_cpu_us_per_op: cpu / ops.max(1) as f64 * 1e6,
-    })
+    w.run(&client, Default::default(), Duration::from_secs_f64(a.seconds)).await
 }

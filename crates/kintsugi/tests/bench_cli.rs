@@ -90,6 +90,34 @@ fn full_node_reports_the_simulator_on_the_same_chunks() {
     }
 }
 
+/// Full-node repair under a YCSB-A foreground: the clients' operations before and during the
+/// repair are counted, none fails, every object verifies; bad load flags are refused.
+#[test]
+fn full_node_under_foreground_load_reports_interference() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
+        .args(["--methods", "ecpipe", "--link", "200mbit", "--load-clients", "2", "--load-records", "8", "--load-value", "64KiB"])
+        .args(["--load-baseline", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &v["methods"][0];
+    assert_eq!(m["verified"], true);
+    let f = &m["foreground"];
+    assert!(f["baseline_ops_per_s"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(f["during_ops_per_s"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(f["interference"].as_f64().unwrap().is_finite(), "{f}");
+    assert_eq!(f["errors"], 0, "{f}");
+    assert!(m.get("sim_seconds").is_none(), "the simulator has no foreground");
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "full-node", "--load-clients", "1", "--load-records", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--load-records"));
+}
+
 /// Full-node repair on chunk stores over emulated HDDs: every rebuilt chunk verified, and the
 /// repair takes at least what the disks must do (each of k helper reads per lost chunk pays
 /// a positioning and the chunk at the sequential rate, spread over the n-1 survivors).
