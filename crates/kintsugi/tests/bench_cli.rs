@@ -66,18 +66,24 @@ fn relay_json_reports_every_role() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
 }
 
+/// `bench full-node --json` on a small embedded cluster (8 nodes, RS(3,2), six 3 MiB objects
+/// in 1 MiB chunks) with `extra` flags (separated by spaces); its report.
+fn small_full_node(extra: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
+        .args(extra.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Full-node repair on loopback beside the simulator's run of the same lost chunks: both
 /// verified against the network's lower bound, which neither may beat, and the simulated
 /// plan's busiest link, which the simulated repair may not beat either.
 #[test]
 fn full_node_reports_the_simulator_on_the_same_chunks() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
-        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
-        .args(["--methods", "cr,ecpipe", "--link", "400mbit", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = small_full_node("--methods cr,ecpipe --link 400mbit --json");
     for m in v["methods"].as_array().unwrap() {
         assert_eq!(m["verified"], true);
         let bound = m["bound_seconds"].as_f64().unwrap();
@@ -94,14 +100,8 @@ fn full_node_reports_the_simulator_on_the_same_chunks() {
 /// repair are counted, none fails, every object verifies; bad load flags are refused.
 #[test]
 fn full_node_under_foreground_load_reports_interference() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
-        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
-        .args(["--methods", "ecpipe", "--link", "200mbit", "--load-clients", "2", "--load-records", "8", "--load-value", "64KiB"])
-        .args(["--load-baseline", "1", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v =
+        small_full_node("--methods ecpipe --link 200mbit --load-clients 2 --load-records 8 --load-value 64KiB --load-baseline 1 --json");
     let m = &v["methods"][0];
     assert_eq!(m["verified"], true);
     let f = &m["foreground"];
@@ -123,13 +123,7 @@ fn full_node_under_foreground_load_reports_interference() {
 /// a positioning and the chunk at the sequential rate, spread over the n-1 survivors).
 #[test]
 fn full_node_on_emulated_hdds_is_exact_and_pays_the_disks() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
-        .args(["bench", "full-node", "--nodes", "8", "--code", "rs:3,2", "--objects", "6", "--size", "3MiB", "--chunk", "1MiB"])
-        .args(["--methods", "cr", "--link", "1gbit", "--hdd-seek-ms", "30", "--hdd-bw", "20MB/s", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = small_full_node("--methods cr --link 1gbit --hdd-seek-ms 30 --hdd-bw 20MB/s --json");
     let m = &v["methods"][0];
     assert_eq!(m["verified"], true);
     let lost = m["lost_chunks"].as_f64().unwrap();
