@@ -6,6 +6,7 @@
 
 use crate::coordinator::Coordinator;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::RepairReport;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +36,8 @@ impl Coordinator {
         tracing::info!("automatic repair of {} lost chunks ({} with {})", lost.len(), c.repair_method, c.repair_scheduler);
         let r = self.repair_locked(lost, c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
         tracing::info!("automatic repair: {} repaired, {} skipped, {} failed in {:.1} s", r.repaired, r.skipped, r.failed, r.seconds);
-        *self.last_auto.lock().expect("last auto lock") = Some(r.clone());
+        // `status` shows the counts, not the graphs.
+        *self.last_auto.lock().expect("last auto lock") = Some(RepairReport { graphs: Vec::new(), ..r.clone() });
         Ok(Some(r))
     }
 }

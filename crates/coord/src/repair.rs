@@ -7,7 +7,7 @@ use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, PendingRepair, StripeRecord};
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
-use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
+use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, NodeResponse, RepairReport, StoreSpec, READER};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -178,14 +178,20 @@ impl Coordinator {
 
     /// Rebuilds one lost chunk onto a new node; Ok(attempts used), Ok(0) when the chunk
     /// turned out not to be lost (its node reported in again).
-    pub(crate) async fn repair_one(self: &Arc<Self>, p: &PendingRepair, scheduled: Option<Choice>) -> Result<usize, String> {
+    /// Rebuilds one chunk: the attempts it took and the graph that succeeded, or 0 attempts
+    /// when there was nothing to do.
+    pub(crate) async fn repair_one(
+        self: &Arc<Self>,
+        p: &PendingRepair,
+        scheduled: Option<Choice>,
+    ) -> Result<(usize, Option<RepairGraph>), String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
         for attempt in 1..=self.cfg.repair_attempts.max(1) {
             let Some(s) = self.meta.stripe(p.stripe)? else {
                 // Its version was replaced or deleted: nothing to repair.
                 self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
-                return Ok(0);
+                return Ok((0, None));
             };
             if s.crcs[p.index].is_none() {
                 return bad(format!("chunk {} was never committed", ChunkId::new(s.id, p.index)));
@@ -195,7 +201,7 @@ impl Coordinator {
                 !s.bad[p.index] && self.alive().contains_key(&holder) && !self.meta.nodes()?.iter().any(|n| n.id == holder && n.failed);
             if holder_ok {
                 self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
-                return Ok(0);
+                return Ok((0, None));
             }
             // The scheduler's choice on the first attempt; re-planned after a failure.
             let choice = if attempt == 1 { scheduled.as_ref() } else { None };
@@ -243,7 +249,7 @@ impl Coordinator {
                         }
                         Ok(())
                     })?;
-                    let Some(old) = old else { return Ok(attempt) };
+                    let Some(old) = old else { return Ok((attempt, Some(a.graph))) };
                     // A corrupt copy left on another live node is removed (best effort).
                     let old_addr = if old == dest { None } else { self.alive().get(&old).cloned() };
                     if let Some(addr) = old_addr {
@@ -251,7 +257,7 @@ impl Coordinator {
                             request(&addr, &NodeRequest::DeleteChunk { chunk: ChunkId::new(p.stripe, p.index) }, Duration::from_secs(2))
                                 .await;
                     }
-                    return Ok(attempt);
+                    return Ok((attempt, Some(a.graph)));
                 }
                 Err(e) => {
                     tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));
@@ -414,11 +420,14 @@ impl Coordinator {
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
         while let Some(r) = set.join_next().await {
             match r.map_err(|e| e.to_string())? {
-                (Ok(0), _) => report.skipped += 1,
-                (Ok(attempts), len) => {
+                (Ok((0, _)), _) => report.skipped += 1,
+                (Ok((attempts, graph)), len) => {
                     report.repaired += 1;
                     report.retries += attempts - 1;
                     report.bytes += len;
+                    if let Some(g) = graph.filter(|_| report.graphs.len() < REPORTED_GRAPHS) {
+                        report.graphs.push(g);
+                    }
                 }
                 (Err(e), _) => {
                     tracing::warn!("repair failed: {e}");
@@ -432,6 +441,9 @@ impl Coordinator {
         Ok(report)
     }
 }
+
+/// Graphs a repair report carries at most (what ran, for replaying it in the simulator).
+const REPORTED_GRAPHS: usize = 1024;
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

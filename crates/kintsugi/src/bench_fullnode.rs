@@ -5,8 +5,9 @@
 //! compared byte for byte. The bound is what the surviving nodes' downlinks must carry at
 //! least: f lost chunks, each needing k chunks' worth of traffic, into n-1 downlinks of B,
 //! f*k*C / ((n-1)*B) (Clay: d/q chunks each instead of k). Beside it, the simulator's
-//! time for the very same lost chunks and scheduler, so the two can be held against each
-//! other (the simulator assumes every chunk at once: `--parallel` limits only the cluster).
+//! time for the very graphs the coordinator ran (from its report), so the two can be held
+//! against each other (the simulator starts every chunk at once: `--parallel` limits only
+//! the cluster).
 
 use crate::embedded::{pattern, Embedded};
 use crate::units::{parse_nonzero_size, parse_rate};
@@ -112,9 +113,9 @@ struct MethodRow {
     cpu_cores: f64,
     /// The first run's repair traffic per node: (node, chunks sent, chunks received).
     node_loads: Vec<(u32, f64, f64)>,
-    /// The simulator's time for the same lost chunks and scheduler (slice model, uniform
-    /// links, every chunk at once, each transfer as soon as its inputs allow, as the
-    /// nodes run it), median over runs.
+    /// The simulator's time for the graphs the coordinator ran (slice model, uniform links,
+    /// every chunk at once, each transfer as soon as its inputs allow, as the nodes run
+    /// it), median over runs.
     /// Absent with emulated disks, which the simulator does not model.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_seconds: Option<f64>,
@@ -124,7 +125,8 @@ struct MethodRow {
     /// The simulator with the scheduler's timeslots gating transfers (RepairBoost), median.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_slotted_seconds: Option<f64>,
-    /// The busiest link of the simulator's plan (first run), seconds.
+    /// The busiest link of the replayed graphs (first run), seconds: equal to
+    /// busiest_link_seconds when the replay is what ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_busiest_link_seconds: Option<f64>,
     /// Rebuilt bytes per second of repair, median over runs.
@@ -374,8 +376,9 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     }
     let parallel = a.parallel.unwrap_or(lost);
     // The simulator knows no disks and no foreground: only the plain runs are compared.
-    let sim = match a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0 {
-        true => Some(simulate_same(&plain, a, method).await?),
+    let compare = a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0;
+    let lost_chunks = match compare {
+        true => Some(lost_chunks(&plain, a).await?),
         false => None,
     };
     let workload = (a.load_clients > 0).then(|| crate::load::Workload {
@@ -415,6 +418,10 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         None => None,
     };
     let report = report?;
+    let sim = match lost_chunks {
+        Some(lost) => Some(simulate_same(a, method, &lost, &report.graphs)?),
+        None => None,
+    };
     let fg = baseline.zip(during).map(|(b, d)| LoadRow {
         baseline_ops_per_s: b.ops_per_s,
         baseline_p50_ms: b.all.p50_ms,
@@ -452,8 +459,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
 /// The cluster's own lost chunks (each stripe's placement, node 0 failed), planned by the
 /// same scheduler and run through the simulator's reference (slice) model on uniform links
 /// of the benchmark's rate: the prediction the measurement is held against (issue #13).
-async fn simulate_same(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<SimSame> {
-    use kintsugi_plan::schedule::{self, Cluster, LostChunk};
+async fn lost_chunks(client: &Client, a: &FullNodeArgs) -> Result<Vec<kintsugi_plan::schedule::LostChunk>> {
     let mut lost = Vec::new();
     for i in 0..a.objects {
         let layout = client.stat(&format!("object-{i:04}")).await.map_err(|e| anyhow!(e))?;
@@ -465,30 +471,61 @@ async fn simulate_same(client: &Client, a: &FullNodeArgs, method: Shape) -> Resu
             }
             if let Some(index) = nodes.iter().position(|&n| n == 0) {
                 let placement = nodes.iter().map(|&n| (n != 0).then_some(n)).collect();
-                lost.push(LostChunk { placement, lost: index, avoid: nodes.clone() });
+                lost.push(kintsugi_plan::schedule::LostChunk { placement, lost: index, avoid: nodes.clone() });
             }
         }
     }
-    let code = a.code.build()?;
-    let mut cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
-    cluster.default_bandwidth = a.link;
-    cluster.chunk_bytes = a.chunk as f64;
-    let plan = schedule::plan(code.as_ref(), method, a.scheduler, &lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
-    let jobs: Vec<kintsugi_sim::Job> = plan
-        .repairs
-        .into_iter()
-        .map(|r| kintsugi_sim::Job { graph: r.graph, chunk_len: a.chunk, slice_len: a.slice, release: 0.0, timeslots: r.slots })
-        .collect();
+    Ok(lost)
+}
+
+/// The simulator (reference slice model, uniform links of the benchmark's rate) on what
+/// the cluster ran: the coordinator's own graphs, every transfer as soon as its inputs
+/// allow, as the nodes run them. With a scheduler that has timeslots, also the same lost
+/// chunks (`lost`, read before the repair) planned afresh and gated by their slots.
+fn simulate_same(
+    a: &FullNodeArgs,
+    method: Shape,
+    lost: &[kintsugi_plan::schedule::LostChunk],
+    ran: &[kintsugi_plan::RepairGraph],
+) -> Result<SimSame> {
+    use kintsugi_plan::schedule::{self, Cluster};
+    let job = |graph: kintsugi_plan::RepairGraph, timeslots: Vec<Option<u32>>| kintsugi_sim::Job {
+        graph,
+        chunk_len: a.chunk,
+        slice_len: a.slice,
+        release: 0.0,
+        timeslots,
+    };
     let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
     let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };
-    let free: Vec<kintsugi_sim::Job> = jobs.iter().cloned().map(|j| kintsugi_sim::Job { timeslots: Vec::new(), ..j }).collect();
-    let free = kintsugi_sim::run(&net, &free, &opts).map_err(|e| anyhow!("{e}"))?;
-    let slotted = match jobs.iter().any(|j| !j.timeslots.is_empty()) {
-        true => Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan),
+    let replay: Vec<kintsugi_sim::Job> = ran.iter().cloned().map(|g| job(g, Vec::new())).collect();
+    let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
+    let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
+    let slotted = match a.scheduler.timeslots() {
+        true => {
+            let code = a.code.build()?;
+            let mut cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
+            cluster.default_bandwidth = a.link;
+            cluster.chunk_bytes = a.chunk as f64;
+            let plan = schedule::plan(code.as_ref(), method, a.scheduler, lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
+            let jobs: Vec<kintsugi_sim::Job> = plan.repairs.into_iter().map(|r| job(r.graph, r.slots)).collect();
+            Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan)
+        }
         false => None,
     };
-    let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
     Ok(SimSame { seconds: free.makespan, slotted, busiest })
+}
+
+/// The simulator's view of the benchmark's own lost chunks.
+#[derive(Clone, Copy)]
+struct SimSame {
+    /// The coordinator's graphs replayed: every transfer as soon as its inputs allow.
+    seconds: f64,
+    /// The scheduler's plan gated by its timeslots (RepairBoost), as `sim full-node` runs
+    /// it; `None` for schedulers without slots.
+    slotted: Option<f64>,
+    /// The busiest link of the replayed graphs, seconds at the link rate.
+    busiest: f64,
 }
 
 /// Field by field medians of the runs' foreground rows.
@@ -507,18 +544,6 @@ fn median_load(rows: Vec<LoadRow>) -> Option<LoadRow> {
         interference: m(|r| r.interference),
         errors: rows.iter().map(|r| r.errors).sum(),
     })
-}
-
-/// The simulator's view of the benchmark's own lost chunks.
-#[derive(Clone, Copy)]
-struct SimSame {
-    /// As the nodes run the plan: every transfer as soon as its inputs allow.
-    seconds: f64,
-    /// With the scheduler's timeslots gating the transfers (RepairBoost), as the simulator
-    /// runs them in `sim full-node`; `None` for schedulers without slots.
-    slotted: Option<f64>,
-    /// The busiest link of the simulator's plan, seconds at the link rate.
-    busiest: f64,
 }
 
 /// Repair bytes sent and received so far by every live node.

@@ -354,6 +354,10 @@ pub struct RepairReport {
     pub bytes: u64,
     pub seconds: f64,
     pub errors: Vec<String>,
+    /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
+    /// what ran, with its helpers and destinations, for replaying it in the simulator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<RepairGraph>,
 }
 
 /// A node's traffic over its last monitoring period, in bytes per second, split into
