@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-/// A region-kernel implementation. Ordered from slowest to fastest.
+/// A region-kernel implementation, ordered by instruction set, oldest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kernel {
     /// Table lookups, one byte at a time. Always available; the reference.
@@ -19,10 +19,21 @@ pub enum Kernel {
     Gfni,
     /// 64-byte PSHUFB nibble lookups (AVX-512BW).
     Avx512,
+    /// 64-byte GFNI affine transforms (AVX-512 with GFNI).
+    Gfni512,
 }
 
-/// Every kernel, slowest first.
-pub const ALL_KERNELS: [Kernel; 5] = [Kernel::Scalar, Kernel::Ssse3, Kernel::Avx2, Kernel::Gfni, Kernel::Avx512];
+/// The two kinds of region operation, which may run fastest on different kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// dst (^)= c * src: one source, one destination (a relay's combine).
+    Mul = 0,
+    /// A matrix of coefficients times several sources (encode, decode, repair).
+    Dot = 1,
+}
+
+/// Every kernel, oldest instruction set first.
+pub const ALL_KERNELS: [Kernel; 6] = [Kernel::Scalar, Kernel::Ssse3, Kernel::Avx2, Kernel::Gfni, Kernel::Avx512, Kernel::Gfni512];
 
 impl Kernel {
     /// The kernel's name, as accepted by `KINTSUGI_GF_KERNEL`.
@@ -33,6 +44,7 @@ impl Kernel {
             Kernel::Avx2 => "avx2",
             Kernel::Gfni => "gfni",
             Kernel::Avx512 => "avx512",
+            Kernel::Gfni512 => "gfni512",
         }
     }
 
@@ -46,6 +58,9 @@ impl Kernel {
                 Kernel::Avx2 => is_x86_feature_detected!("avx2"),
                 Kernel::Gfni => is_x86_feature_detected!("gfni") && is_x86_feature_detected!("avx2"),
                 Kernel::Avx512 => is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw"),
+                Kernel::Gfni512 => {
+                    is_x86_feature_detected!("gfni") && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -59,29 +74,57 @@ impl Kernel {
         ALL_KERNELS.into_iter().filter(|k| k.is_available()).collect()
     }
 
-    /// The fastest kernel this CPU can run.
+    /// The newest kernel this CPU can run (the last of [`ALL_KERNELS`] it has).
     pub fn best() -> Kernel {
         *Kernel::available().last().expect("scalar is always available")
     }
 
-    /// The kernel used by the free functions of this crate: `KINTSUGI_GF_KERNEL` if set to
-    /// an available kernel's name, else the best one. Decided once per process.
-    pub fn active() -> Kernel {
-        static ACTIVE: OnceLock<Kernel> = OnceLock::new();
-        *ACTIVE.get_or_init(|| match std::env::var("KINTSUGI_GF_KERNEL") {
+    /// The fastest kernel this CPU can run for `op`, by measurement (`kintsugi bench codec
+    /// --isal libisal.so.2 --kernel K`, REPRODUCTION.md): 64-byte GFNI for dot products, but
+    /// 32-byte GFNI for a single multiply(-add), which is bound by loads and stores and where
+    /// 64-byte accesses to buffers not aligned to cache lines split every line.
+    pub fn fastest(op: Op) -> Kernel {
+        let order: &[Kernel] = match op {
+            Op::Dot => &[Kernel::Gfni512, Kernel::Gfni, Kernel::Avx512, Kernel::Avx2, Kernel::Ssse3],
+            Op::Mul => &[Kernel::Gfni, Kernel::Avx2, Kernel::Gfni512, Kernel::Avx512, Kernel::Ssse3],
+        };
+        order.iter().copied().find(|k| k.is_available()).unwrap_or(Kernel::Scalar)
+    }
+
+    /// The kernel forced by `KINTSUGI_GF_KERNEL`, if it names one this CPU has (a bad value
+    /// is reported once and ignored). Read once per process.
+    pub fn forced() -> Option<Kernel> {
+        static FORCED: OnceLock<Option<Kernel>> = OnceLock::new();
+        *FORCED.get_or_init(|| match std::env::var("KINTSUGI_GF_KERNEL") {
             Ok(name) => match name.parse::<Kernel>() {
-                Ok(k) if k.is_available() => k,
+                Ok(k) if k.is_available() => Some(k),
                 Ok(k) => {
-                    eprintln!("kintsugi-gf: KINTSUGI_GF_KERNEL={} is not supported by this CPU; using {}", k, Kernel::best());
-                    Kernel::best()
+                    eprintln!("kintsugi-gf: KINTSUGI_GF_KERNEL={k} is not supported by this CPU; using the fastest per operation");
+                    None
                 }
                 Err(e) => {
-                    eprintln!("kintsugi-gf: {e}; using {}", Kernel::best());
-                    Kernel::best()
+                    eprintln!("kintsugi-gf: {e}; using the fastest per operation");
+                    None
                 }
             },
-            Err(_) => Kernel::best(),
+            Err(_) => None,
         })
+    }
+
+    /// The kernel the free functions of this crate use for `op`: the forced one, or the
+    /// fastest for `op`.
+    pub fn active_for(op: Op) -> Kernel {
+        static CHOSEN: OnceLock<[Kernel; 2]> = OnceLock::new();
+        let chosen = CHOSEN.get_or_init(|| match Kernel::forced() {
+            Some(k) => [k, k],
+            None => [Kernel::fastest(Op::Mul), Kernel::fastest(Op::Dot)],
+        });
+        chosen[op as usize]
+    }
+
+    /// The kernel of dot products (encode, decode, repair): what reports name as "the" kernel.
+    pub fn active() -> Kernel {
+        Kernel::active_for(Op::Dot)
     }
 
     /// dst = c * src (`XOR` = false) or dst ^= c * src (`XOR` = true).
@@ -109,6 +152,7 @@ impl Kernel {
                 Kernel::Avx2 => avx2::mul_region::<XOR>(&t, src, dst),
                 Kernel::Gfni => gfni::mul_region::<XOR>(&t, src, dst),
                 Kernel::Avx512 => avx512::mul_region::<XOR>(&t, src, dst),
+                Kernel::Gfni512 => gfni512::mul_region::<XOR>(&t, src, dst),
             }
         };
         #[cfg(not(target_arch = "x86_64"))]
@@ -182,6 +226,7 @@ impl Kernel {
                 Kernel::Avx2 => by_n!(avx2),
                 Kernel::Gfni => by_n!(gfni),
                 Kernel::Avx512 => by_n!(avx512),
+                Kernel::Gfni512 => by_n!(gfni512),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -201,7 +246,7 @@ impl FromStr for Kernel {
         ALL_KERNELS
             .into_iter()
             .find(|k| k.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown GF kernel '{s}' (expected one of scalar, ssse3, avx2, gfni, avx512)"))
+            .ok_or_else(|| format!("unknown GF kernel '{s}' (expected one of scalar, ssse3, avx2, gfni, avx512, gfni512)"))
     }
 }
 

@@ -1,7 +1,8 @@
 //! GF(2^8) arithmetic over the polynomial 0x11d and region kernels for erasure coding.
 //!
-//! The free functions use the fastest kernel this CPU supports (or the one named by the
-//! `KINTSUGI_GF_KERNEL` environment variable); a [`Kernel`] value runs one explicitly.
+//! The free functions use the fastest kernel this CPU supports for each kind of operation
+//! ([`Kernel::fastest`]), or the one named by the `KINTSUGI_GF_KERNEL` environment variable;
+//! a [`Kernel`] value runs one explicitly.
 //!
 //! ```
 //! use kintsugi_gf::{mul, mul_add, CoefMatrix, apply};
@@ -29,38 +30,38 @@ mod simd;
 
 pub use coef::CoefTable;
 pub use field::{div, exp2, inv, mul, pow, MUL, POLY};
-pub use kernel::{CoefMatrix, Kernel, ALL_KERNELS};
+pub use kernel::{CoefMatrix, Kernel, Op, ALL_KERNELS};
 
 /// dst = c * src. Panics if the lengths differ.
 pub fn mul_slice(c: u8, src: &[u8], dst: &mut [u8]) {
-    Kernel::active().mul_region::<false>(c, src, dst)
+    Kernel::active_for(Op::Mul).mul_region::<false>(c, src, dst)
 }
 
 /// dst ^= c * src (multiply-accumulate, the relay combine step). Panics if the lengths differ.
 pub fn mul_add(c: u8, src: &[u8], dst: &mut [u8]) {
-    Kernel::active().mul_region::<true>(c, src, dst)
+    Kernel::active_for(Op::Mul).mul_region::<true>(c, src, dst)
 }
 
 /// dst = sum_i coefs[i] * srcs[i]. Panics if the counts or lengths differ.
 pub fn dot_prod(coefs: &[u8], srcs: &[&[u8]], dst: &mut [u8]) {
     let m = CoefMatrix::new(1, coefs.len(), coefs);
-    Kernel::active().apply::<false>(&m, srcs, &mut [dst])
+    Kernel::active_for(Op::Dot).apply::<false>(&m, srcs, &mut [dst])
 }
 
 /// dsts[r] = sum_c m[r][c] * srcs[c]. Panics if the counts or lengths differ.
 pub fn apply(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
-    Kernel::active().apply::<false>(m, srcs, dsts)
+    Kernel::active_for(Op::Dot).apply::<false>(m, srcs, dsts)
 }
 
 /// [`apply`] for sources that are short runs scattered in memory: prefetches each ahead
 /// (see [`Kernel::apply_with`]).
 pub fn apply_gathered(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
-    Kernel::active().apply_with::<false, true>(m, srcs, dsts)
+    Kernel::active_for(Op::Dot).apply_with::<false, true>(m, srcs, dsts)
 }
 
 /// dsts[r] ^= sum_c m[r][c] * srcs[c]. Panics if the counts or lengths differ.
 pub fn apply_add(m: &CoefMatrix, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
-    Kernel::active().apply::<true>(m, srcs, dsts)
+    Kernel::active_for(Op::Dot).apply::<true>(m, srcs, dsts)
 }
 
 #[cfg(test)]

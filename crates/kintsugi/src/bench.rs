@@ -44,13 +44,21 @@ pub struct CodecBenchArgs {
     /// Repetitions; the median and the spread are reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Force a GF kernel (scalar, ssse3, avx2, gfni, avx512); default: the fastest available.
+    /// Force a GF kernel (scalar, ssse3, avx2, gfni, avx512, gfni512); default: the fastest
+    /// available for each operation.
     #[arg(long)]
     pub kernel: Option<Kernel>,
-    /// Path to a built isal_ref (gcc -O2 ../shared/tools/isal_ref.c -lisal): run it
-    /// between our measurements and report ours/ISA-L ratios.
+    /// ISA-L to compare with, in the same run: a shared library (`libisal.so.2`, Debian's
+    /// libisal2), loaded into this process and interleaved with ours in short bursts on the
+    /// same buffers, its output checked against ours; or a built isal_ref program (gcc -O2
+    /// ../shared/tools/isal_ref.c -lisal), run between our measurements.
     #[arg(long)]
     pub isal: Option<PathBuf>,
+    /// With a loaded ISA-L library: which of its entry points to run, `auto` (its own
+    /// dispatch) or one instruction set it exports (sse, avx, avx2, avx512), e.g. `avx2` with
+    /// `--kernel avx2` for what an AVX2-only machine runs.
+    #[arg(long, default_value = "auto")]
+    pub isal_arch: String,
     /// Code to measure: rs:10,4 (GF kernels, RS encode/decode/repair, against ISA-L) or a
     /// Clay code such as clay:10,4,13 (encode, decode, repair, against Ceph).
     #[arg(long, default_value = "rs:10,4")]
@@ -108,7 +116,13 @@ pub(crate) fn rate(seconds: f64, bytes: usize, mut f: impl FnMut()) -> f64 {
 
 #[derive(Serialize)]
 struct CodecReport {
+    /// The kernel of dot products (encode, decode, repair).
     kernel: String,
+    /// The kernel of a single multiply-add (mad).
+    mul_kernel: String,
+    /// What ISA-L ran: its own dispatch ("auto") or one instruction set's entry points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isal_arch: Option<String>,
     kernels_available: Vec<String>,
     shard_bytes: usize,
     runs: usize,
@@ -152,6 +166,106 @@ fn run_isal(bin: &PathBuf, len: usize, seconds: f64) -> Result<BTreeMap<String, 
         bail!("unexpected ISA-L output: {}", String::from_utf8_lossy(&out.stdout));
     }
     Ok(m)
+}
+
+/// Whether `--isal` names a shared library (loaded in-process) rather than a program.
+fn is_shared_library(p: &std::path::Path) -> bool {
+    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".so") || n.contains(".so."))
+}
+
+/// ISA-L in this process, with its tables for the benchmark's four operations.
+struct InProcess {
+    isal: crate::bench_isal::Isal,
+    mad: crate::bench_isal::Tables,
+    encode: crate::bench_isal::Tables,
+    decode: crate::bench_isal::Tables,
+    repair: crate::bench_isal::Tables,
+}
+
+impl InProcess {
+    fn new(
+        isal: crate::bench_isal::Isal,
+        code: &dyn kintsugi_codes::Code,
+        dec: &kintsugi_codes::Decoder,
+        rep: &kintsugi_codes::Decoder,
+    ) -> Result<InProcess> {
+        let (k, m) = (code.k(), code.n() - code.k());
+        // ISA-L encodes with its own Cauchy matrix, independent of ours; check() compares.
+        let gen = isal.cauchy(k, m);
+        let coefs = |d: &kintsugi_codes::Decoder| -> Result<Vec<u8>> {
+            let mx = d.matrix().context("an RS decoder is one matrix")?;
+            Ok((0..mx.rows()).flat_map(|r| (0..mx.cols()).map(move |c| mx.coef(r, c))).collect())
+        };
+        Ok(InProcess {
+            mad: isal.tables(1, 1, &[0x5d]),
+            encode: isal.tables(k, m, &gen[k * k..]),
+            decode: isal.tables(dec.sources.len(), dec.targets.len(), &coefs(dec)?),
+            repair: isal.tables(rep.sources.len(), rep.targets.len(), &coefs(rep)?),
+            isal,
+        })
+    }
+
+    /// ISA-L's results equal ours and the original shards: an independent oracle for our
+    /// kernels, and proof that both sides do the same work.
+    fn check(&self, shards: &[Vec<u8>], k: usize, dec: &kintsugi_codes::Decoder, rep: &kintsugi_codes::Decoder, lost: &[usize]) -> Result<()> {
+        let len = shards[0].len();
+        let data: Vec<&[u8]> = shards[..k].iter().map(|x| x.as_slice()).collect();
+        let mut par = vec![vec![0u8; len]; shards.len() - k];
+        let mut pr: Vec<&mut [u8]> = par.iter_mut().map(|x| x.as_mut_slice()).collect();
+        self.isal.encode(&self.encode, &data, &mut pr);
+        if par.iter().zip(&shards[k..]).any(|(a, b)| a != b) {
+            bail!("ISA-L's parity differs from ours");
+        }
+        let src: Vec<&[u8]> = dec.sources.iter().map(|&i| shards[i].as_slice()).collect();
+        let mut out = vec![vec![0u8; len]; lost.len()];
+        let mut or: Vec<&mut [u8]> = out.iter_mut().map(|x| x.as_mut_slice()).collect();
+        self.isal.encode(&self.decode, &src, &mut or);
+        let src: Vec<&[u8]> = rep.sources.iter().map(|&i| shards[i].as_slice()).collect();
+        let mut one = vec![0u8; len];
+        self.isal.encode(&self.repair, &src, &mut [one.as_mut_slice()]);
+        if out.iter().zip(lost).any(|(o, &i)| *o != shards[i]) || one != shards[rep.targets[0]] {
+            bail!("ISA-L's decode with our decoding matrices does not give the lost shards");
+        }
+        let mut a = shards[1].clone();
+        let mut b = shards[1].clone();
+        self.isal.mad(&self.mad, &shards[0], &mut a);
+        mul_add(0x5d, &shards[0], &mut b);
+        if a != b {
+            bail!("ISA-L's multiply-add differs from ours");
+        }
+        Ok(())
+    }
+}
+
+/// GB/s of `ours` and `theirs` on `bytes` per call, alternating bursts of a few ms for about
+/// 2 x `seconds`, each side going first in turn: both see the same machine.
+fn interleaved(seconds: f64, bytes: usize, ours: &mut dyn FnMut(), theirs: &mut dyn FnMut()) -> (f64, f64) {
+    ours();
+    theirs();
+    let burst = (seconds / 25.0).max(0.002);
+    let mut time = [0f64; 2];
+    let mut calls = [0u64; 2];
+    let start = Instant::now();
+    let mut round = 0usize;
+    while start.elapsed().as_secs_f64() < 2.0 * seconds {
+        for side in [round % 2, 1 - round % 2] {
+            let t0 = Instant::now();
+            loop {
+                if side == 0 {
+                    ours()
+                } else {
+                    theirs()
+                }
+                calls[side] += 1;
+                if t0.elapsed().as_secs_f64() >= burst {
+                    break;
+                }
+            }
+            time[side] += t0.elapsed().as_secs_f64();
+        }
+        round += 1;
+    }
+    (calls[0] as f64 * bytes as f64 / time[0] / 1e9, calls[1] as f64 * bytes as f64 / time[1] / 1e9)
 }
 
 fn codec(a: &CodecBenchArgs) -> Result<()> {
@@ -201,49 +315,94 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
     let mut ours: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut theirs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut out = vec![vec![0u8; len]; 4];
+    // Ours and ISA-L write the same output buffers, so alignment and cache state are alike.
+    let out = std::cell::RefCell::new(vec![vec![0u8; len]; 4]);
+    let in_process = match &a.isal {
+        Some(p) if is_shared_library(p) => Some(InProcess::new(crate::bench_isal::Isal::open(p, &a.isal_arch)?, code.as_ref(), &dec, &rep)?),
+        _ if a.isal_arch != "auto" => bail!("--isal-arch needs --isal with ISA-L's shared library (libisal.so.2)"),
+        _ => None,
+    };
+    if let Some(ip) = &in_process {
+        ip.check(&shards, k, &dec, &rep, &lost)?;
+    }
     for _ in 0..a.runs {
         let mut r = BTreeMap::new();
-        let mut dst = vec![0u8; len];
-        r.insert("mad_gbps".to_string(), rate(a.seconds, len, || mul_add(0x5d, &shards[0], &mut dst)));
-        r.insert(
-            "encode_rs10_4_gbps".to_string(),
-            rate(a.seconds, k * len, || {
-                let dr: Vec<&[u8]> = shards[..k].iter().map(|x| x.as_slice()).collect();
-                let mut pr: Vec<&mut [u8]> = out.iter_mut().map(|x| x.as_mut_slice()).collect();
-                code.encode(&dr, &mut pr).expect("valid shapes");
+        let mut t = BTreeMap::new();
+        let dst = std::cell::RefCell::new(vec![0u8; len]);
+        let data: Vec<&[u8]> = shards[..k].iter().map(|x| x.as_slice()).collect();
+        let dec_src: Vec<&[u8]> = dec.sources.iter().map(|&i| shards[i].as_slice()).collect();
+        let rep_src: Vec<&[u8]> = rep.sources.iter().map(|&i| shards[i].as_slice()).collect();
+        let mut measure = |key: &str, bytes: usize, ours_fn: &mut dyn FnMut(), theirs_fn: Option<Box<dyn FnMut() + '_>>| match theirs_fn {
+            Some(mut f) => {
+                let (o, i) = interleaved(a.seconds, bytes, ours_fn, &mut *f);
+                r.insert(key.to_string(), o);
+                t.insert(key.to_string(), i);
+            }
+            None => {
+                r.insert(key.to_string(), rate(a.seconds, bytes, ours_fn));
+            }
+        };
+        let ip = in_process.as_ref();
+        measure(
+            "mad_gbps",
+            len,
+            &mut || mul_add(0x5d, &shards[0], &mut dst.borrow_mut()),
+            ip.map(|ip| Box::new(|| ip.isal.mad(&ip.mad, &shards[0], &mut dst.borrow_mut())) as Box<dyn FnMut()>),
+        );
+        measure(
+            "encode_rs10_4_gbps",
+            k * len,
+            &mut || {
+                let mut o = out.borrow_mut();
+                let mut pr: Vec<&mut [u8]> = o.iter_mut().map(|x| x.as_mut_slice()).collect();
+                code.encode(&data, &mut pr).expect("valid shapes");
+            },
+            ip.map(|ip| {
+                Box::new(|| {
+                    let mut o = out.borrow_mut();
+                    let mut pr: Vec<&mut [u8]> = o.iter_mut().map(|x| x.as_mut_slice()).collect();
+                    ip.isal.encode(&ip.encode, &data, &mut pr)
+                }) as Box<dyn FnMut()>
             }),
         );
-        r.insert(
-            "decode_rs10_4_gbps".to_string(),
-            rate(a.seconds, k * len, || {
-                let sr: Vec<&[u8]> = dec.sources.iter().map(|&i| shards[i].as_slice()).collect();
-                let mut dr: Vec<&mut [u8]> = out.iter_mut().map(|x| x.as_mut_slice()).collect();
-                dec.apply(&sr, &mut dr).expect("valid shapes");
+        measure(
+            "decode_rs10_4_gbps",
+            k * len,
+            &mut || {
+                let mut o = out.borrow_mut();
+                let mut dr: Vec<&mut [u8]> = o.iter_mut().map(|x| x.as_mut_slice()).collect();
+                dec.apply(&dec_src, &mut dr).expect("valid shapes");
+            },
+            ip.map(|ip| {
+                Box::new(|| {
+                    let mut o = out.borrow_mut();
+                    let mut dr: Vec<&mut [u8]> = o.iter_mut().map(|x| x.as_mut_slice()).collect();
+                    ip.isal.encode(&ip.decode, &dec_src, &mut dr)
+                }) as Box<dyn FnMut()>
             }),
         );
-        r.insert(
-            "repair_rs10_4_gbps".to_string(),
-            rate(a.seconds, k * len, || {
-                let sr: Vec<&[u8]> = rep.sources.iter().map(|&i| shards[i].as_slice()).collect();
-                rep.apply(&sr, &mut [out[0].as_mut_slice()]).expect("valid shapes");
-            }),
+        measure(
+            "repair_rs10_4_gbps",
+            k * len,
+            &mut || rep.apply(&rep_src, &mut [out.borrow_mut()[0].as_mut_slice()]).expect("valid shapes"),
+            ip.map(|ip| Box::new(|| ip.isal.encode(&ip.repair, &rep_src, &mut [out.borrow_mut()[0].as_mut_slice()])) as Box<dyn FnMut()>),
         );
         // Check the measured work was right, so a fast wrong kernel cannot pass.
         {
-            let sr: Vec<&[u8]> = dec.sources.iter().map(|&i| shards[i].as_slice()).collect();
-            let mut dr: Vec<&mut [u8]> = out.iter_mut().map(|x| x.as_mut_slice()).collect();
-            dec.apply(&sr, &mut dr)?;
-            if (0..4).any(|i| out[i] != shards[lost[i]]) {
+            let mut o = out.borrow_mut();
+            let mut dr: Vec<&mut [u8]> = o.iter_mut().map(|x| x.as_mut_slice()).collect();
+            dec.apply(&dec_src, &mut dr)?;
+            if (0..4).any(|i| o[i] != shards[lost[i]]) {
                 bail!("decode produced wrong bytes with kernel {kernel}");
             }
         }
-        let isal = match &a.isal {
-            Some(bin) => Some(run_isal(bin, len, a.seconds)?),
-            None => None,
-        };
+        if in_process.is_none() {
+            if let Some(bin) = &a.isal {
+                t = run_isal(bin, len, a.seconds)?;
+            }
+        }
         for (key, v) in r {
-            if let Some(i) = isal.as_ref().and_then(|m| m.get(&key)) {
+            if let Some(i) = t.get(&key) {
                 theirs.entry(key.clone()).or_default().push(*i);
                 ratios.entry(key.clone()).or_default().push(v / i);
             }
@@ -255,6 +414,8 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
         |m: &BTreeMap<String, Vec<f64>>| (!m.is_empty()).then(|| m.iter().map(|(k, v)| (k.clone(), stat(v))).collect::<BTreeMap<_, _>>());
     let report = CodecReport {
         kernel: kernel.to_string(),
+        mul_kernel: Kernel::active_for(kintsugi_gf::Op::Mul).to_string(),
+        isal_arch: in_process.as_ref().map(|ip| ip.isal.arch.clone()).or(a.isal.as_ref().map(|_| "auto".to_string())),
         kernels_available: Kernel::available().iter().map(|k| k.to_string()).collect(),
         shard_bytes: len,
         runs: a.runs,
@@ -271,9 +432,15 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "kernel {} (available: {}), shards of {} bytes, {} runs of {} s, one thread",
+        "kernel {} for dot products, {} for mad (available: {}){}, shards of {} bytes, {} runs of {} s, one thread",
         report.kernel,
+        report.mul_kernel,
         report.kernels_available.join(", "),
+        match (&in_process, &report.isal_arch) {
+            (Some(_), Some(arch)) => format!("; ISA-L in this process, interleaved, entry points {arch}"),
+            (None, Some(_)) => "; ISA-L's reference program between runs".to_string(),
+            _ => String::new(),
+        },
         len,
         a.runs,
         a.seconds

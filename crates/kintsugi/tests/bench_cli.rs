@@ -14,7 +14,7 @@ fn bench(extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn json_has_required_fields_for_every_kernel() {
-    for kernel in ["scalar", "ssse3", "avx2", "gfni", "avx512"] {
+    for kernel in ["scalar", "ssse3", "avx2", "gfni", "avx512", "gfni512"] {
         let out = bench(&["--kernel", kernel]);
         let available = kintsugi_gf::Kernel::available().iter().any(|k| k.name() == kernel);
         if !available {
@@ -32,6 +32,35 @@ fn json_has_required_fields_for_every_kernel() {
     }
     let out = bench(&["--kernel", "neon"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// ISA-L (Debian's libisal2) loaded into the benchmark: before timing, its encode with its
+/// own Cauchy matrix must give our parity, its products with our decoding matrices the lost
+/// shards, and its multiply-add ours, for every kernel this CPU has: an independent oracle.
+#[test]
+fn isal_in_process_agrees_with_every_kernel() {
+    let probe = bench(&["--isal", "libisal.so.2"]);
+    if !probe.status.success() && String::from_utf8_lossy(&probe.stderr).contains("cannot load ISA-L") {
+        eprintln!("note: skipping: ISA-L's library is not installed (apt-get install libisal2)");
+        return;
+    }
+    for k in kintsugi_gf::Kernel::available() {
+        for arch in ["auto", "avx2"] {
+            let out = bench(&["--isal", "libisal.so.2", "--isal-arch", arch, "--kernel", k.name()]);
+            assert!(out.status.success(), "kernel {k}, ISA-L {arch}: {}", String::from_utf8_lossy(&out.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["isal_arch"], arch);
+            for f in ["mad_gbps", "encode_rs10_4_gbps", "decode_rs10_4_gbps", "repair_rs10_4_gbps"] {
+                let r = v["ratio"][f]["median"].as_f64().unwrap_or_else(|| panic!("ratio of {f} missing"));
+                assert!(r > 0.0 && r.is_finite(), "{f}: {r}");
+            }
+        }
+    }
+    let out = bench(&["--isal", "libisal.so.2", "--isal-arch", "neon"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no symbol ec_encode_data_neon"));
+    let out = bench(&["--isal-arch", "avx2"]);
+    assert!(!out.status.success(), "--isal-arch alone must be refused");
 }
 
 #[test]
