@@ -337,8 +337,7 @@ impl Coordinator {
                 first_slot.insert(key, (r.phase, r.first_slot()));
             }
         }
-        // ChameleonEC's phases first, then RepairBoost's timeslots.
-        todo.sort_by_key(|p| first_slot.get(&(p.stripe, p.index)).copied().unwrap_or((0, 0)));
+        prioritise(todo, &first_slot);
         Ok(out)
     }
 
@@ -372,6 +371,8 @@ impl Coordinator {
             }
         }
         self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
+        // In this order also when planning fails below.
+        prioritise(&mut todo, &HashMap::new());
         let choices = match self.schedule(&mut todo, scheduler) {
             Ok(c) => c,
             Err(e) => {
@@ -442,6 +443,18 @@ impl Coordinator {
     }
 }
 
+/// The order repairs start in. First RepairBoost's multi-node priority (§3.4, option b):
+/// stripes that lost more chunks, being nearest to data loss, before those that lost fewer.
+/// Then the scheduler's order: ChameleonEC's phases, then RepairBoost's timeslots. The sort
+/// is stable, so chunks equal in both keep their listed order.
+pub(crate) fn prioritise(todo: &mut [PendingRepair], first_slot: &HashMap<(u64, usize), (u32, u32)>) {
+    let mut lost_in: HashMap<u64, usize> = HashMap::new();
+    for p in todo.iter() {
+        *lost_in.entry(p.stripe).or_default() += 1;
+    }
+    todo.sort_by_key(|p| (std::cmp::Reverse(lost_in[&p.stripe]), first_slot.get(&(p.stripe, p.index)).copied().unwrap_or((0, 0))));
+}
+
 /// Graphs a repair report carries at most (what ran, for replaying it in the simulator).
 const REPORTED_GRAPHS: usize = 1024;
 
@@ -451,4 +464,35 @@ pub(crate) enum Target<'a> {
     Reader,
     /// To a new home: the scheduler's choice when it still holds, else the least loaded node.
     Rebuild(Option<&'a Choice>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(stripe: u64, index: usize) -> PendingRepair {
+        PendingRepair { stripe, index, method: Shape::Cr, slice: 1 << 20 }
+    }
+
+    #[test]
+    fn stripes_that_lost_more_chunks_start_first_then_by_slot() {
+        // Stripe 7 lost three chunks, stripe 3 two, stripes 1 and 9 one each.
+        let mut todo = vec![pending(1, 0), pending(3, 2), pending(7, 0), pending(9, 4), pending(7, 5), pending(3, 1), pending(7, 2)];
+        let mut slots = HashMap::new();
+        slots.insert((9, 4), (0, 0));
+        slots.insert((1, 0), (0, 3));
+        slots.insert((7, 5), (0, 1));
+        slots.insert((7, 0), (0, 2));
+        slots.insert((7, 2), (0, 2));
+        slots.insert((3, 1), (1, 0)); // a later ChameleonEC phase
+        slots.insert((3, 2), (0, 9));
+        prioritise(&mut todo, &slots);
+        let order: Vec<(u64, usize)> = todo.iter().map(|p| (p.stripe, p.index)).collect();
+        assert_eq!(order, vec![(7, 5), (7, 0), (7, 2), (3, 2), (3, 1), (9, 4), (1, 0)]);
+        // Without a schedule, the priority alone, listed order within it.
+        let mut todo = vec![pending(1, 0), pending(3, 2), pending(3, 1)];
+        prioritise(&mut todo, &HashMap::new());
+        let order: Vec<(u64, usize)> = todo.iter().map(|p| (p.stripe, p.index)).collect();
+        assert_eq!(order, vec![(3, 2), (3, 1), (1, 0)]);
+    }
 }
