@@ -207,7 +207,14 @@ impl InProcess {
 
     /// ISA-L's results equal ours and the original shards: an independent oracle for our
     /// kernels, and proof that both sides do the same work.
-    fn check(&self, shards: &[Vec<u8>], k: usize, dec: &kintsugi_codes::Decoder, rep: &kintsugi_codes::Decoder, lost: &[usize]) -> Result<()> {
+    fn check(
+        &self,
+        shards: &[Vec<u8>],
+        k: usize,
+        dec: &kintsugi_codes::Decoder,
+        rep: &kintsugi_codes::Decoder,
+        lost: &[usize],
+    ) -> Result<()> {
         let len = shards[0].len();
         let data: Vec<&[u8]> = shards[..k].iter().map(|x| x.as_slice()).collect();
         let mut par = vec![vec![0u8; len]; shards.len() - k];
@@ -318,7 +325,9 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
     // Ours and ISA-L write the same output buffers, so alignment and cache state are alike.
     let out = std::cell::RefCell::new(vec![vec![0u8; len]; 4]);
     let in_process = match &a.isal {
-        Some(p) if is_shared_library(p) => Some(InProcess::new(crate::bench_isal::Isal::open(p, &a.isal_arch)?, code.as_ref(), &dec, &rep)?),
+        Some(p) if is_shared_library(p) => {
+            Some(InProcess::new(crate::bench_isal::Isal::open(p, &a.isal_arch)?, code.as_ref(), &dec, &rep)?)
+        }
         _ if a.isal_arch != "auto" => bail!("--isal-arch needs --isal with ISA-L's shared library (libisal.so.2)"),
         _ => None,
     };
