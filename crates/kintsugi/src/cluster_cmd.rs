@@ -139,7 +139,7 @@ pub struct RepairArgs {
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
-    /// repairboost-rtb, repairboost-ts, mppr or chameleon (which draws its own trees).
+    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees).
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
 }

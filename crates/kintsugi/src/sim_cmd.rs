@@ -260,12 +260,12 @@ pub struct FullNodeArgs {
     #[arg(long, default_value_t = 100)]
     pub chunks: usize,
     /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3),
-    /// or "all". Schedulers with timeslots (repairboost, repairboost-ts) start everything
+    /// or "all". Schedulers with timeslots (repairboost, repairboost-ts, repairboost-poll) start everything
     /// and order transfers by their schedule instead.
     #[arg(long, default_value = "1", value_parser = parse_max_active)]
     pub max_active: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
-    /// repairboost-rtb, repairboost-ts, mppr or chameleon (which draws its own trees).
+    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees).
     #[arg(long, default_value = "random")]
     pub scheduler: Scheduler,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn

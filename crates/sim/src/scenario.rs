@@ -124,6 +124,13 @@ impl FullNode {
                 let down = schedule::residual(spec.down, fg_at_start(n, crate::network::Direction::Down));
                 cluster.bandwidth.insert(n as NodeId, (up, down));
             }
+            // Links with caps of their own (racks, regions): what ECPipe's weighted path and
+            // RepairBoost's polling mode plan with, as they would with measured link rates.
+            for (&(a, b), &cap) in &net.pair_caps {
+                if a != 0 && b != 0 {
+                    cluster.links.insert((a, b), cap);
+                }
+            }
         }
         let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
         let jobs = plan

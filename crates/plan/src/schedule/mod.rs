@@ -12,6 +12,7 @@
 //! | `repairboost` | [`repairboost::balance`] | [`repairboost::balance`] | [`repairboost::timeslot`] |
 //! | `repairboost-rtb` | balance only | balance only | none |
 //! | `repairboost-ts` | random (RAN) | random | timeslots only |
+//! | `repairboost-poll` | [`repairboost::balance`] | [`repairboost::balance`] | [`repairboost::polling`] (§3.4, heterogeneous links) |
 //! | `mppr` (PPR §5) | best source weight (Eq. 2) | best destination weight (Eq. 3) | FIFO |
 
 pub mod baseline;
@@ -138,12 +139,13 @@ pub enum Scheduler {
     Repairboost,
     RepairboostRtb,
     RepairboostTs,
+    RepairboostPoll,
     Mppr,
     Chameleon,
 }
 
 /// Every scheduler, in the order reports list them.
-pub const ALL_SCHEDULERS: [Scheduler; 9] = [
+pub const ALL_SCHEDULERS: [Scheduler; 10] = [
     Scheduler::Index,
     Scheduler::Random,
     Scheduler::Lru,
@@ -151,6 +153,7 @@ pub const ALL_SCHEDULERS: [Scheduler; 9] = [
     Scheduler::Repairboost,
     Scheduler::RepairboostRtb,
     Scheduler::RepairboostTs,
+    Scheduler::RepairboostPoll,
     Scheduler::Mppr,
     Scheduler::Chameleon,
 ];
@@ -165,6 +168,7 @@ impl Scheduler {
             Scheduler::Repairboost => "repairboost",
             Scheduler::RepairboostRtb => "repairboost-rtb",
             Scheduler::RepairboostTs => "repairboost-ts",
+            Scheduler::RepairboostPoll => "repairboost-poll",
             Scheduler::Mppr => "mppr",
             Scheduler::Chameleon => "chameleon",
         }
@@ -172,7 +176,7 @@ impl Scheduler {
 
     /// Whether this scheduler orders transfers into timeslots.
     pub fn timeslots(self) -> bool {
-        matches!(self, Scheduler::Repairboost | Scheduler::RepairboostTs)
+        matches!(self, Scheduler::Repairboost | Scheduler::RepairboostTs | Scheduler::RepairboostPoll)
     }
 }
 
@@ -337,7 +341,9 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         Scheduler::Random | Scheduler::RepairboostTs => baseline::random(lost, &pools, cluster, &mut rng)?,
         Scheduler::Lru => baseline::lru(lost, &pools, cluster)?,
         Scheduler::Greedy => baseline::greedy(lost, &pools, cluster)?,
-        Scheduler::Repairboost | Scheduler::RepairboostRtb => repairboost::balance::plan(shape, lost, &pools, cluster)?,
+        Scheduler::Repairboost | Scheduler::RepairboostRtb | Scheduler::RepairboostPoll => {
+            repairboost::balance::plan(shape, lost, &pools, cluster)?
+        }
         Scheduler::Mppr => mppr::plan(lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
         Scheduler::Chameleon => unreachable!("planned above"),
     };
@@ -367,7 +373,12 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
     let mut timeslots = 0;
     if scheduler.timeslots() {
         let graphs: Vec<&RepairGraph> = repairs.iter().map(|r| &r.graph).collect();
-        let ts = repairboost::timeslot::schedule(&graphs, repairboost::timeslot::Preference::NewLeaves);
+        let ts = if scheduler == Scheduler::RepairboostPoll {
+            let chunk = if cluster.chunk_bytes > 0.0 { cluster.chunk_bytes } else { 64.0 * 1024.0 * 1024.0 };
+            repairboost::polling::schedule(&graphs, chunk, |a, b| cluster.link_bandwidth(a, b))
+        } else {
+            repairboost::timeslot::schedule(&graphs, repairboost::timeslot::Preference::NewLeaves)
+        };
         timeslots = ts.timeslots;
         for (r, s) in repairs.iter_mut().zip(ts.slots) {
             r.slots = s;

@@ -101,7 +101,7 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
 
 /// Passes on at once what a vertex sends to a vertex on its own node (no network), for
 /// the ready vertices from index `from` on.
-fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(u32, u32)>, from: usize) {
+pub(super) fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready: &mut Vec<(u32, u32)>, from: usize) {
     let mut i = from;
     while i < ready.len() {
         let (gi, v) = ready[i];
