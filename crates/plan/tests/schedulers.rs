@@ -73,3 +73,52 @@ fn avoided_nodes_never_receive() {
         }
     }
 }
+
+/// ChameleonEC on LRC (its §4, "LRC: dispatch k/l upload and k/l download tasks"): a lost
+/// data chunk or local parity is rebuilt from the k/l other members of its local group, so
+/// its tree has k/l uploads and k/l downloads; a global parity needs k of each. Every tree
+/// rebuilds the lost chunk's bytes.
+#[test]
+fn chameleon_dispatches_k_over_l_tasks_for_lrc_local_repairs() {
+    use kintsugi_codes::{Code, LinearCode};
+    use rand::{Rng, SeedableRng};
+    for (k, l, m) in [(8, 2, 2), (10, 2, 2), (4, 2, 2)] {
+        let code = LinearCode::lrc(k, l, m).unwrap();
+        let n = code.n();
+        let lost = random_lost_chunks(20, 60, n, 5);
+        let cluster = Cluster::homogeneous((1..20).collect());
+        let plan = schedule::plan(&code, Shape::Ecpipe, schedule::Scheduler::Chameleon, &lost, &cluster, 1).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(k as u64);
+        let len = 3000 + k;
+        let data: Vec<Vec<u8>> = (0..k).map(|_| (0..len).map(|_| rng.random()).collect()).collect();
+        let mut parity = vec![vec![0u8; len]; n - k];
+        {
+            let d: Vec<&[u8]> = data.iter().map(|x| x.as_slice()).collect();
+            let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|x| x.as_mut_slice()).collect();
+            code.encode(&d, &mut p).unwrap();
+        }
+        let shards: Vec<&[u8]> = data.iter().chain(&parity).map(|x| x.as_slice()).collect();
+        let (mut local, mut global) = (0, 0);
+        for (c, r) in lost.iter().zip(&plan.repairs) {
+            let want = match code.group_of(c.lost) {
+                Some(_) => {
+                    local += 1;
+                    k / l
+                }
+                None => {
+                    global += 1;
+                    k
+                }
+            };
+            let g = &r.graph;
+            let edges = g.network_edges().count();
+            let senders: std::collections::BTreeSet<u32> = g.network_edges().map(|(a, _)| g.vertices[a.index()].node).collect();
+            assert_eq!(edges, want, "LRC({k},{l},{m}) shard {}: {want} downloads", c.lost);
+            assert_eq!(senders.len(), want, "LRC({k},{l},{m}) shard {}: {want} sources uploading once each", c.lost);
+            let helpers: Vec<&[u8]> = g.equation.terms.iter().map(|t| shards[t.helper]).collect();
+            let rebuilt = kintsugi_plan::memory_executor::execute(g, &helpers, 512).unwrap();
+            assert!(rebuilt == shards[c.lost], "LRC({k},{l},{m}) shard {}: wrong bytes", c.lost);
+        }
+        assert!(local > 0 && global > 0, "LRC({k},{l},{m}): both kinds of repair were drawn");
+    }
+}
