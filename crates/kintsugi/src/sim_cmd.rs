@@ -253,10 +253,10 @@ pub struct SingleArgs {
 pub struct FullNodeArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Nodes in the cluster (node 0 fails).
+    /// Nodes in the cluster (node 0 fails; nodes 0..N with --failed N).
     #[arg(long, default_value_t = 16)]
     pub nodes: usize,
-    /// Chunks the failed node held.
+    /// Chunks each failed node held.
     #[arg(long, default_value_t = 100)]
     pub chunks: usize,
     /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3),
@@ -272,6 +272,10 @@ pub struct FullNodeArgs {
     /// (ECPipe's full-node recovery); 0: rebuilt chunks go to storage nodes.
     #[arg(long, default_value_t = 0)]
     pub requestors: usize,
+    /// Nodes failing at once (nodes 0..N), each holding about --chunks chunks; stripes lose
+    /// one chunk per failed node they span (RepairBoost's multi-node repair).
+    #[arg(long, default_value_t = 1)]
+    pub failed: usize,
     /// Seed for stripe placement and destinations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -323,6 +327,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 max_active: a.max_active,
                 scheduler: a.scheduler,
                 requestors: a.requestors,
+                failed: a.failed,
             };
             // With a network file, schedulers plan with its residual bandwidth at the start.
             let custom = match &c.network {
@@ -334,7 +339,9 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             };
             let (net, jobs, admission) = s.build_on(custom.as_ref())?;
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
-            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, a.chunks, &[0])
+            let failed: Vec<u32> = (0..a.failed as u32).collect();
+            let lost = jobs.len();
+            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed)
         }
         SimCmd::Balance(a) => balance(a),
         SimCmd::Geo(a) => geo(a),

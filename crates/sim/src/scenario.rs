@@ -77,9 +77,13 @@ pub struct FullNode {
     /// Extra nodes (ids nodes..nodes+requestors) that hold no data and receive the rebuilt
     /// chunks in turn, as ECPipe's requestors; 0: rebuilt chunks go to storage nodes.
     pub requestors: usize,
+    /// Nodes failed at once (nodes 0..failed), each holding about `chunks` chunks; stripes
+    /// lose 1 to `failed` chunks (RepairBoost's multi-node repair, its Exp. 5).
+    pub failed: usize,
 }
 
 pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
+use kintsugi_plan::schedule::random_lost_chunks_of;
 
 impl FullNode {
     /// The lost chunks, the cluster and the scheduler's plan, as jobs.
@@ -104,9 +108,16 @@ impl FullNode {
         if self.max_active == 0 {
             return Err(SimError::BadScenario("--max-active must be at least 1".into()));
         }
-        let lost = lost_chunks(self.nodes, self.chunks, n, self.seed);
+        if self.failed == 0 || self.failed > code.tolerance() || (self.requestors == 0 && n + self.failed > self.nodes) {
+            return Err(SimError::BadScenario(format!(
+                "--failed must be 1 to {} for {} (the failures it tolerates), and leave a live node outside each stripe",
+                code.tolerance(),
+                self.code
+            )));
+        }
+        let lost = random_lost_chunks_of(self.nodes, self.chunks, n, self.failed, self.seed);
         let total = self.nodes + self.requestors;
-        let mut cluster = Cluster::homogeneous((1..total as NodeId).collect());
+        let mut cluster = Cluster::homogeneous((self.failed as NodeId..total as NodeId).collect());
         cluster.default_bandwidth = self.link;
         cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
         cluster.chunk_bytes = self.chunk as f64;
@@ -118,7 +129,7 @@ impl FullNode {
                     .map(|f| f.points.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1))
                     .sum()
             };
-            for n in 1..total.min(net.nodes.len()) {
+            for n in self.failed..total.min(net.nodes.len()) {
                 let spec = &net.nodes[n];
                 let up = schedule::residual(spec.up, fg_at_start(n, crate::network::Direction::Up));
                 let down = schedule::residual(spec.down, fg_at_start(n, crate::network::Direction::Down));
@@ -127,7 +138,7 @@ impl FullNode {
             // Links with caps of their own (racks, regions): what ECPipe's weighted path and
             // RepairBoost's polling mode plan with, as they would with measured link rates.
             for (&(a, b), &cap) in &net.pair_caps {
-                if a != 0 && b != 0 {
+                if a as usize >= self.failed && b as usize >= self.failed {
                     cluster.links.insert((a, b), cap);
                 }
             }
@@ -241,6 +252,7 @@ mod tests {
             max_active: usize::MAX,
             scheduler: Scheduler::Chameleon,
             requestors: 0,
+            failed: 1,
         };
         let (_, plain, _) = s.build().unwrap();
         let mut net = Network::homogeneous(16, 25e6);

@@ -105,6 +105,7 @@ fn random_case(rng: &mut rand::rngs::StdRng, case: u64) -> (f64, String) {
         max_active: [1, 2, usize::MAX][rng.random_range(0..3)],
         scheduler,
         requestors: 0,
+        failed: 1,
     };
     let (net, jobs, admission) = s.build().unwrap();
     let uniform = rng.random_bool(0.5);
@@ -183,6 +184,7 @@ fn fluid_events_grow_with_repairs_not_slices() {
         max_active: 1,
         scheduler: Scheduler::Random,
         requestors: 0,
+        failed: 1,
     };
     let (net, jobs, admission) = s.build().unwrap();
     let r = run(&net, &jobs, admission, Model::Fluid);

@@ -19,6 +19,7 @@ fn scenario(method: Shape, slice: usize) -> FullNode {
         max_active: 2,
         scheduler: Scheduler::Index,
         requestors: 0,
+        failed: 1,
     }
 }
 
@@ -132,4 +133,38 @@ fn polling_orders_run_to_completion_on_racks() {
         assert!(poll.is_finite() && rtb.is_finite());
         eprintln!("{method}: polling {poll:.1} s, balance only {rtb:.1} s");
     }
+}
+
+/// Several nodes failing at once (RepairBoost's Exp. 5): each failed node loses about its
+/// share of chunks, some stripes lose several, no failed node takes part in a repair, and
+/// RepairBoost still beats random selection.
+#[test]
+fn multi_node_failures_are_repaired_by_survivors() {
+    let lost = kintsugi_plan::schedule::random_lost_chunks_of(16, 100, 9, 3, 4);
+    let mut per_stripe: std::collections::HashMap<Vec<Option<u32>>, usize> = Default::default();
+    for c in &lost {
+        assert!(c.placement[c.lost].is_none());
+        assert!(c.placement.iter().flatten().all(|&n| n >= 3), "failed nodes hold nothing available");
+        *per_stripe.entry(c.placement.clone()).or_default() += 1;
+        let missing = c.placement.iter().filter(|p| p.is_none()).count();
+        assert!((1..=3).contains(&missing));
+    }
+    assert!(per_stripe.values().any(|&v| v >= 2), "some stripes lose two or more chunks");
+    assert!((250..=350).contains(&lost.len()), "about 100 chunks per failed node: {}", lost.len());
+    for method in [Shape::Cr, Shape::Ppr, Shape::Ecpipe] {
+        let time = |scheduler| {
+            let s = FullNode { nodes: 16, chunks: 40, scheduler, failed: 3, max_active: usize::MAX, ..scenario(method, 1 << 20) };
+            let (net, jobs, admission) = s.build().unwrap();
+            for j in &jobs {
+                assert!(j.graph.vertices.iter().all(|v| v.node >= 3), "{method} {scheduler}: a failed node in a repair");
+            }
+            let r = engine::run(&net, &jobs, &SimOptions { admission, ..Default::default() }).unwrap();
+            assert!(r.upload_bytes[..3].iter().chain(&r.download_bytes[..3]).all(|&b| b == 0.0));
+            r.makespan
+        };
+        let (ran, rb) = (time(Scheduler::Random), time(Scheduler::Repairboost));
+        assert!(rb < ran, "{method}: RepairBoost {rb:.2} s, RAN {ran:.2} s with three failed nodes");
+    }
+    let bad = FullNode { failed: 4, ..scenario(Shape::Cr, 1 << 20) };
+    assert!(bad.build().is_err(), "RS(6,3) does not survive four failures");
 }

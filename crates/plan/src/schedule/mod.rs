@@ -439,6 +439,41 @@ pub fn random_lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> V
         .collect()
 }
 
+/// Lost chunks of nodes 0..failed failing at once: each failed node is in `chunks` random
+/// stripes of n shards over `nodes` nodes (the other members drawn from every other node,
+/// failed ones included), and every shard of such a stripe on a failed node is lost, so
+/// stripes lose 1 to `failed` chunks. Sibling chunks of a stripe are listed one after the
+/// other. With one failed node, exactly [`random_lost_chunks`].
+pub fn random_lost_chunks_of(nodes: usize, chunks: usize, n: usize, failed: usize, seed: u64) -> Vec<LostChunk> {
+    use rand::seq::{IndexedRandom, SliceRandom};
+    if failed <= 1 {
+        return random_lost_chunks(nodes, chunks, n, seed);
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let is_failed = |x: NodeId| (x as usize) < failed;
+    let mut out = Vec::new();
+    for f in 0..failed as NodeId {
+        let others: Vec<NodeId> = (0..nodes as NodeId).filter(|&x| x != f).collect();
+        for _ in 0..chunks {
+            let mut stripe: Vec<NodeId> = others.choose_multiple(&mut rng, n - 1).copied().collect();
+            // A stripe with an earlier failed node is drawn from that node's share, so each
+            // failed node keeps about `chunks` lost chunks.
+            if stripe.iter().any(|&x| is_failed(x) && x < f) {
+                continue;
+            }
+            stripe.push(f);
+            stripe.shuffle(&mut rng);
+            let placement: Vec<Option<NodeId>> = stripe.iter().map(|&x| (!is_failed(x)).then_some(x)).collect();
+            for (i, &x) in stripe.iter().enumerate() {
+                if is_failed(x) {
+                    out.push(LostChunk { placement: placement.clone(), lost: i, avoid: Vec::new() });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Picks the index of the smallest key, ties to the first; `None` for an empty slice.
 pub(crate) fn argmin_by<T, K: PartialOrd>(items: &[T], mut key: impl FnMut(&T) -> K) -> Option<usize> {
     let mut best: Option<(usize, K)> = None;
