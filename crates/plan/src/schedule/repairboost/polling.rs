@@ -10,7 +10,7 @@
 //! in [`super::timeslot`]); it costs each end chunk / bandwidth of its link. The result is a
 //! total order, given as one slot per transfer: a node sends its transfers in that order.
 
-use super::timeslot::{settle, Timeslots};
+use super::timeslot::{settle, Start, Timeslots};
 use crate::graph::{NodeId, RepairGraph};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -55,17 +55,7 @@ impl Ord for ByBusy {
 /// Orders every network transfer of `graphs` by polling. `bandwidth(a, b)` is the rate of
 /// the link from a to b in bytes/s; `chunk` the bytes each transfer moves.
 pub fn schedule(graphs: &[&RepairGraph], chunk: f64, bandwidth: impl Fn(NodeId, NodeId) -> f64) -> Timeslots {
-    let mut slots: Vec<Vec<Option<u32>>> = graphs.iter().map(|g| vec![None; g.vertices.len()]).collect();
-    let mut pending: Vec<Vec<usize>> = graphs.iter().map(|g| g.vertices.iter().map(|v| v.inputs.len()).collect()).collect();
-    let mut ready: Vec<(u32, u32)> = Vec::new();
-    for (gi, g) in graphs.iter().enumerate() {
-        for (v, vx) in g.vertices.iter().enumerate() {
-            if vx.inputs.is_empty() && vx.output.is_some() {
-                ready.push((gi as u32, v as u32));
-            }
-        }
-    }
-    settle(graphs, &mut pending, &mut ready, 0);
+    let Start { mut slots, mut pending, ready } = Start::of(graphs);
     // Each ready transfer sits in its sender's and its receiver's heap; taken through one,
     // it is skipped when it surfaces in the other.
     let mut on_node: HashMap<NodeId, BinaryHeap<ByBandwidth>> = HashMap::new();

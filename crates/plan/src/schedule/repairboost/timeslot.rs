@@ -37,18 +37,7 @@ struct Ready {
 
 /// Schedules every network transfer of `graphs` into timeslots.
 pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
-    let mut slots: Vec<Vec<Option<u32>>> = graphs.iter().map(|g| vec![None; g.vertices.len()]).collect();
-    let mut pending: Vec<Vec<usize>> = graphs.iter().map(|g| g.vertices.iter().map(|v| v.inputs.len()).collect()).collect();
-    // Vertices that may send now (all inputs in), by graph.
-    let mut ready: Vec<(u32, u32)> = Vec::new();
-    for (gi, g) in graphs.iter().enumerate() {
-        for (v, vx) in g.vertices.iter().enumerate() {
-            if vx.inputs.is_empty() && vx.output.is_some() {
-                ready.push((gi as u32, v as u32));
-            }
-        }
-    }
-    settle(graphs, &mut pending, &mut ready, 0);
+    let Start { mut slots, mut pending, mut ready } = Start::of(graphs);
     let mut t: u32 = 0;
     let mut node_index = NodeIndex::default();
     while !ready.is_empty() {
@@ -97,6 +86,31 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
         t += 1;
     }
     Timeslots { slots, timeslots: t }
+}
+
+/// Where an ordering of transfers starts: no slot given, every vertex waiting for all its
+/// inputs, and the vertices that may send now (all inputs in; same-node hops passed on).
+pub(super) struct Start {
+    pub slots: Vec<Vec<Option<u32>>>,
+    pub pending: Vec<Vec<usize>>,
+    pub ready: Vec<(u32, u32)>,
+}
+
+impl Start {
+    pub(super) fn of(graphs: &[&RepairGraph]) -> Start {
+        let slots = graphs.iter().map(|g| vec![None; g.vertices.len()]).collect();
+        let mut pending: Vec<Vec<usize>> = graphs.iter().map(|g| g.vertices.iter().map(|v| v.inputs.len()).collect()).collect();
+        let mut ready: Vec<(u32, u32)> = Vec::new();
+        for (gi, g) in graphs.iter().enumerate() {
+            for (v, vx) in g.vertices.iter().enumerate() {
+                if vx.inputs.is_empty() && vx.output.is_some() {
+                    ready.push((gi as u32, v as u32));
+                }
+            }
+        }
+        settle(graphs, &mut pending, &mut ready, 0);
+        Start { slots, pending, ready }
+    }
 }
 
 /// Passes on at once what a vertex sends to a vertex on its own node (no network), for
