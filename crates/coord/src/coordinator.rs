@@ -48,6 +48,9 @@ pub struct CoordConfig {
     pub repair_scheduler: Scheduler,
     pub repair_slice: u64,
     pub repair_max_active: usize,
+    /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
+    /// mean residual bandwidth (a phase moves as many bytes per link).
+    pub repair_phase_ms: u64,
     /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
     /// takes no rebuilt chunks, above `full` no new chunks at all.
     pub nearfull_ratio: f64,
@@ -84,6 +87,7 @@ impl Default for CoordConfig {
             repair_scheduler: Scheduler::Repairboost,
             repair_slice: 1 << 20,
             repair_max_active: 4,
+            repair_phase_ms: 0,
             nearfull_ratio: 0.85,
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,

@@ -9,6 +9,7 @@ mod inventory;
 pub mod meta;
 mod object_io;
 mod objects;
+mod phases;
 mod repair;
 
 pub use client::Client;

@@ -296,7 +296,7 @@ impl Coordinator {
 
     /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
     /// repairs in (by first timeslot for RepairBoost, else as listed).
-    pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<HashMap<(u64, usize), Choice>, String> {
+    pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<Planned, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
@@ -314,6 +314,7 @@ impl Coordinator {
         }
         // Schedulers that plan in time (ChameleonEC's phases) need the chunk size.
         cluster.chunk_bytes = stripes.values().map(|s| s.chunk_len).max().unwrap_or(0) as f64;
+        cluster.phase_seconds = self.cfg.repair_phase_ms as f64 / 1e3;
         let mut out = HashMap::new();
         let mut first_slot = HashMap::new();
         for (_, idx) in groups {
@@ -338,7 +339,8 @@ impl Coordinator {
             }
         }
         prioritise(todo, &first_slot);
-        Ok(out)
+        let phase = first_slot.into_iter().map(|(k, (p, _))| (k, p)).collect();
+        Ok(Planned { choices: out, phase })
     }
 
     /// Full-node repair of everything lost, `parallel` chunks at a time.
@@ -373,8 +375,11 @@ impl Coordinator {
         self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
         // In this order also when planning fails below.
         prioritise(&mut todo, &HashMap::new());
+        if scheduler == Scheduler::Chameleon {
+            return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel).await;
+        }
         let choices = match self.schedule(&mut todo, scheduler) {
-            Ok(c) => c,
+            Ok(c) => c.choices,
             Err(e) => {
                 // Planning can fail where a chunk has too few survivors; each chunk then
                 // plans on its own and reports its own error.
@@ -443,6 +448,13 @@ impl Coordinator {
     }
 }
 
+/// A scheduler's plan on the cluster: helpers and destination per chunk, and each chunk's
+/// ChameleonEC phase (0 for schedulers without phases).
+pub(crate) struct Planned {
+    pub choices: HashMap<(u64, usize), Choice>,
+    pub phase: HashMap<(u64, usize), u32>,
+}
+
 /// The order repairs start in. First RepairBoost's multi-node priority (§3.4, option b):
 /// stripes that lost more chunks, being nearest to data loss, before those that lost fewer.
 /// Then the scheduler's order: ChameleonEC's phases, then RepairBoost's timeslots. The sort
@@ -456,7 +468,7 @@ pub(crate) fn prioritise(todo: &mut [PendingRepair], first_slot: &HashMap<(u64, 
 }
 
 /// Graphs a repair report carries at most (what ran, for replaying it in the simulator).
-const REPORTED_GRAPHS: usize = 1024;
+pub(crate) const REPORTED_GRAPHS: usize = 1024;
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

@@ -31,7 +31,11 @@ fn cfg(dir: &Path, listen: &str) -> CoordConfig {
 }
 
 async fn cluster(dir: &Path, n: usize, link: Option<f64>) -> Cluster {
-    let coord = start(cfg(dir, "127.0.0.1:0")).await.unwrap();
+    cluster_with(cfg(dir, "127.0.0.1:0"), dir, n, link).await
+}
+
+async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<f64>) -> Cluster {
+    let coord = start(conf).await.unwrap();
     let coord_addr = coord.addr.to_string();
     let mut nodes = Vec::new();
     for i in 0..n {
@@ -318,9 +322,42 @@ async fn chameleon_trees_rebuild_every_lost_chunk() {
     assert!(lost > 0, "node 0 held chunks");
     let r = c.client.repair(Shape::Cr, 4096, 8, Scheduler::Chameleon).await.unwrap();
     assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+    assert_eq!(r.phases, 1, "with the paper's phase length every chunk fits the first phase");
     for (name, len, _) in objects {
         let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
         assert_eq!(got, data(len, len as u64 + 1), "{name}");
+        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+    }
+    c.coord.take().unwrap().stop().await;
+    for i in 0..c.nodes.len() {
+        c.kill(i).await;
+    }
+}
+
+/// ChameleonEC's phases on the cluster: with phases far shorter than one chunk's tasks,
+/// each phase takes one chunk (a phase always takes at least one), runs to its end, and
+/// what is left is planned again; every chunk is rebuilt and every object reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chameleon_repairs_phase_by_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig { repair_phase_ms: 1, ..cfg(dir.path(), "127.0.0.1:0") };
+    let mut c = cluster_with(conf, dir.path(), 9, Some(50e6)).await;
+    // One code: each code's chunks are planned apart, their phases side by side.
+    let objects = [("p", 600_001usize, "rs:4,2"), ("q", 250_000, "rs:4,2")];
+    for (name, len, code) in objects {
+        c.client.put(name, &data(len, len as u64 + 7), code.parse().unwrap(), 65_536).await.unwrap();
+    }
+    c.kill(0).await;
+    c.wait_alive(8).await;
+    let lost = c.client.status().await.unwrap().lost_chunks;
+    assert!(lost >= 2, "node 0 held chunks of several stripes: {lost}");
+    let r = c.client.repair(Shape::Ecpipe, 4096, 8, Scheduler::Chameleon).await.unwrap();
+    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+    assert_eq!(r.phases, lost, "one chunk per phase when no chunk fits a phase: {r:?}");
+    assert_eq!(r.graphs.len(), lost, "every phase's graphs are reported");
+    for (name, len, _) in objects {
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert_eq!(got, data(len, len as u64 + 7), "{name}");
         assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
     }
     c.coord.take().unwrap().stop().await;

@@ -474,6 +474,9 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
                 r.retries,
                 r.skipped
             );
+            if r.phases > 0 {
+                println!("  in {} ChameleonEC phase(s), each planned from the nodes' latest traffic reports", r.phases);
+            }
             for e in &r.errors {
                 println!("  error: {e}");
             }

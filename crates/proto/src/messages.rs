@@ -354,6 +354,10 @@ pub struct RepairReport {
     pub bytes: u64,
     pub seconds: f64,
     pub errors: Vec<String>,
+    /// ChameleonEC's phases the repair ran in, each planned from fresh traffic reports
+    /// (0: a scheduler without phases).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub phases: usize,
     /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
     /// what ran, with its helpers and destinations, for replaying it in the simulator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -431,4 +435,8 @@ mod tests {
         let r: Result<NodeRequest, _> = serde_json::from_str(r#"{"op":"launch_missiles"}"#);
         assert!(r.is_err());
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
