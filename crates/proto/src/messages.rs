@@ -364,6 +364,10 @@ pub struct RepairReport {
     pub graphs: Vec<RepairGraph>,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// A node's traffic over its last monitoring period, in bytes per second, split into
 /// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
 /// and its link's capacity (0: unknown).
@@ -435,8 +439,4 @@ mod tests {
         let r: Result<NodeRequest, _> = serde_json::from_str(r#"{"op":"launch_missiles"}"#);
         assert!(r.is_err());
     }
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
