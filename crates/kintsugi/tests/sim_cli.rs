@@ -208,3 +208,40 @@ fn full_node_chameleon_comes_near_the_network_bound() {
     let t = v["repair_seconds"].as_f64().unwrap();
     assert!(t >= bound * 0.999 && t < bound * 1.10, "{t} s against a bound of {bound} s");
 }
+
+/// `sim full-node --failed N`: several nodes fail at once, the report counts the chunks
+/// actually lost (about --chunks per failed node) and no failed node moves a byte; more
+/// failures than the code tolerates are refused with a clear error.
+#[test]
+fn full_node_with_several_failed_nodes() {
+    let run = |failed: &str| {
+        kintsugi(&[
+            "sim",
+            "full-node",
+            "--nodes",
+            "16",
+            "--code",
+            "rs:6,3",
+            "--chunks",
+            "20",
+            "--chunk",
+            "4MiB",
+            "--failed",
+            failed,
+            "--scheduler",
+            "repairboost",
+            "--json",
+        ])
+    };
+    let out = run("3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lost = v["lost_chunks"].as_u64().unwrap();
+    assert!((45..=75).contains(&lost), "about 20 chunks per failed node: {lost}");
+    // Moved bytes average over the 13 survivors: each lost chunk is k uploads and k downloads.
+    let mean_up = v["upload_bytes"]["mean"].as_f64().unwrap();
+    assert!((mean_up * 13.0 - lost as f64 * 6.0 * (4 << 20) as f64).abs() < 1.0, "survivors moved everything: {mean_up}");
+    let out = run("4");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--failed must be 1 to 3"), "{}", String::from_utf8_lossy(&out.stderr));
+}
