@@ -18,12 +18,13 @@ pub struct Embedded {
 impl Embedded {
     /// Starts the cluster under `dir` and waits until every node has reported in.
     pub async fn start(dir: &Path, nodes: usize, link: Option<f64>) -> Result<Embedded> {
-        Self::start_with(dir, nodes, link, None).await
+        Self::start_with(dir, nodes, link, None, 0).await
     }
 
     /// Like [`start`](Self::start), with every node's chunk store on an emulated HDD
-    /// (positioning milliseconds, bytes per second) when `hdd` is given.
-    pub async fn start_with(dir: &Path, nodes: usize, link: Option<f64>, hdd: Option<(f64, f64)>) -> Result<Embedded> {
+    /// (positioning milliseconds, bytes per second) when `hdd` is given, and ChameleonEC's
+    /// phase length `phase_ms` (0: the default).
+    pub async fn start_with(dir: &Path, nodes: usize, link: Option<f64>, hdd: Option<(f64, f64)>, phase_ms: u64) -> Result<Embedded> {
         // The embedded cluster makes its own secret, so it runs authenticated like a real one.
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
@@ -37,6 +38,7 @@ impl Embedded {
             io_timeout_ms: 30_000,
             // The demo and benchmarks time the repairs they start themselves.
             auto_repair: false,
+            repair_phase_ms: phase_ms,
             ..Default::default()
         };
         let coord = kintsugi_coord::start(cfg).await.map_err(|e| anyhow!(e))?;
