@@ -74,11 +74,6 @@ impl Kernel {
         ALL_KERNELS.into_iter().filter(|k| k.is_available()).collect()
     }
 
-    /// The newest kernel this CPU can run (the last of [`ALL_KERNELS`] it has).
-    pub fn best() -> Kernel {
-        *Kernel::available().last().expect("scalar is always available")
-    }
-
     /// The fastest kernel this CPU can run for `op`, by measurement (`kintsugi bench codec
     /// --isal libisal.so.2 --kernel K`, REPRODUCTION.md): 64-byte GFNI for dot products, but
     /// 32-byte GFNI for a single multiply(-add), which is bound by loads and stores and where

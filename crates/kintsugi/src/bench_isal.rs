@@ -21,7 +21,7 @@ pub struct Isal {
     encode: Encode,
     mad: Mad,
     cauchy: Cauchy,
-    /// The entry points' suffix: "" (ISA-L's own dispatch), "_avx2", "_avx512", ...
+    /// Which entry points: "auto" (ISA-L's own dispatch), or an instruction set's ("avx2", ...).
     pub arch: String,
     _lib: *mut c_void,
 }

@@ -92,6 +92,15 @@ impl Cluster {
         self.bandwidth.get(&n).copied().unwrap_or((d, d))
     }
 
+    /// Bytes of a chunk for schedulers that plan in time: `chunk_bytes`, or 64 MiB unset.
+    pub fn chunk_len(&self) -> f64 {
+        if self.chunk_bytes > 0.0 {
+            self.chunk_bytes
+        } else {
+            64.0 * 1024.0 * 1024.0
+        }
+    }
+
     /// Bandwidth of the directed link a -> b: its own cap, or the smaller of a's upload
     /// and b's download.
     pub fn link_bandwidth(&self, a: NodeId, b: NodeId) -> f64 {
@@ -374,8 +383,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
     if scheduler.timeslots() {
         let graphs: Vec<&RepairGraph> = repairs.iter().map(|r| &r.graph).collect();
         let ts = if scheduler == Scheduler::RepairboostPoll {
-            let chunk = if cluster.chunk_bytes > 0.0 { cluster.chunk_bytes } else { 64.0 * 1024.0 * 1024.0 };
-            repairboost::polling::schedule(&graphs, chunk, |a, b| cluster.link_bandwidth(a, b))
+            repairboost::polling::schedule(&graphs, cluster.chunk_len(), |a, b| cluster.link_bandwidth(a, b))
         } else {
             repairboost::timeslot::schedule(&graphs, repairboost::timeslot::Preference::NewLeaves)
         };
@@ -390,7 +398,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
 /// ChameleonEC: trees drawn by its task dispatch and Algorithm 1, in phases. The shape
 /// asked for is not used: the scheduler chooses each chunk's.
 fn plan_chameleon(code: &dyn Code, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster) -> Result<Schedule> {
-    let chunk_bytes = if cluster.chunk_bytes > 0.0 { cluster.chunk_bytes } else { 64.0 * 1024.0 * 1024.0 };
+    let chunk_bytes = cluster.chunk_len();
     let phase_seconds = if cluster.phase_seconds > 0.0 {
         cluster.phase_seconds
     } else {
