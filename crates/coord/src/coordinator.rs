@@ -69,6 +69,14 @@ pub struct CoordConfig {
     /// (so reads already under way finish), then every `gc_interval_ms`.
     pub gc_grace_ms: u64,
     pub gc_interval_ms: u64,
+    /// Geo layout: placement groups (an object's name picks one; each is n nodes).
+    pub placement_groups: u32,
+    /// Geo layout: copies of a chunk (its own included) until its stripe is sealed.
+    pub staging_copies: usize,
+    /// Geo layout: an open stripe is sealed once its data slots are full, or this long
+    /// after it opened (checked every `seal_interval_ms`).
+    pub seal_after_ms: u64,
+    pub seal_interval_ms: u64,
 }
 
 impl Default for CoordConfig {
@@ -97,6 +105,10 @@ impl Default for CoordConfig {
             upload_timeout_ms: 3_600_000,
             gc_grace_ms: 30_000,
             gc_interval_ms: 2_000,
+            placement_groups: 64,
+            staging_copies: 3,
+            seal_after_ms: 60_000,
+            seal_interval_ms: 1_000,
         }
     }
 }
@@ -109,6 +121,8 @@ pub struct Coordinator {
     pub(crate) live: Mutex<HashMap<NodeId, (String, Instant)>>,
     /// One full-node repair at a time.
     pub(crate) repairing: tokio::sync::Mutex<()>,
+    /// One sealing pass at a time.
+    pub(crate) sealing: tokio::sync::Mutex<()>,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
     /// Each node's last reported (used, capacity) bytes.
@@ -168,6 +182,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         meta,
         live: Mutex::new(HashMap::new()),
         repairing: tokio::sync::Mutex::new(()),
+        sealing: tokio::sync::Mutex::new(()),
         started: Instant::now(),
         inventories: Default::default(),
         space: Mutex::new(HashMap::new()),
@@ -178,6 +193,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::seal::sealer(coord.clone(), stop_rx.clone()));
     if coord.cfg.auto_repair {
         tokio::spawn(crate::auto_repair::run(coord.clone(), stop_rx));
     }
@@ -271,9 +287,10 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Welcome { cluster: self.cluster_id })
             }
-            CoordRequest::CreateObject { name, size, code, chunk_size } => {
-                Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size)?))
+            CoordRequest::CreateObject { name, size, code, chunk_size, layout } => {
+                Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size, layout)?))
             }
+            CoordRequest::Seal => Ok(CoordResponse::Sealed { stripes: self.seal_due(true).await? }),
             CoordRequest::CommitObject { name, version, crcs } => {
                 self.commit(&name, version, crcs)?;
                 Ok(CoordResponse::Ok)
@@ -409,9 +426,48 @@ impl Coordinator {
                     }
                 })
                 .collect();
-            stripes.push(StripeLayout { id: *id, data_len: s.data_len, chunk_len: s.chunk_len, chunks });
+            let replicas = s
+                .replicas
+                .iter()
+                .enumerate()
+                .map(|(i, copies)| {
+                    copies
+                        .iter()
+                        .enumerate()
+                        .map(|(c, &n)| {
+                            let up = alive.contains_key(&n) && !failed.contains(&n);
+                            ChunkLoc {
+                                chunk: ChunkId::replica(*id, i, c + 1),
+                                node: n,
+                                addr: self.addr_of(n),
+                                alive: up,
+                                crc32c: s.crcs[i],
+                                lost: !up,
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            stripes.push(StripeLayout {
+                id: *id,
+                data_len: s.data_len,
+                chunk_len: s.chunk_len,
+                chunks,
+                open: s.open,
+                replicas: if s.open { replicas } else { vec![] },
+                code: (s.code != o.code).then_some(s.code),
+            });
         }
-        Ok(ObjectLayout { name: o.name.clone(), size: o.size, code: o.code, committed: o.committed, version: o.version, stripes })
+        Ok(ObjectLayout {
+            name: o.name.clone(),
+            size: o.size,
+            code: o.code,
+            committed: o.committed,
+            version: o.version,
+            stripes,
+            layout: o.layout,
+            extents: o.extents.clone(),
+        })
     }
 
     /// Stripe `stripe` of object `name`, of `version` when it is not 0.

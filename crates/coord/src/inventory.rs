@@ -48,7 +48,15 @@ impl Coordinator {
         if !self.alive().contains_key(&node) || self.meta.nodes()?.iter().any(|n| n.id == node && n.failed) {
             return Ok(());
         }
-        let stripes: HashMap<u64, Vec<NodeId>> = self.meta.stripes()?.into_iter().map(|s| (s.id, s.nodes)).collect();
+        let all = self.meta.stripes()?;
+        // Staging copies of open Geo stripes: (stripe, index, copy) -> node.
+        let copies: HashMap<(u64, usize, usize), NodeId> = all
+            .iter()
+            .flat_map(|s| {
+                s.replicas.iter().enumerate().flat_map(move |(i, c)| c.iter().enumerate().map(move |(j, &n)| ((s.id, i, j + 1), n)))
+            })
+            .collect();
+        let stripes: HashMap<u64, Vec<NodeId>> = all.into_iter().map(|s| (s.id, s.nodes)).collect();
         let garbage: HashSet<u64> = self.meta.garbage_stripes()?.into_iter().map(|g| g.id).collect();
         // Expected here, committed, not known bad, and missing: lost. A stripe whose chunks
         // moved shortly before the listing (a commit, a repair) may not be in it yet: it waits
@@ -72,7 +80,8 @@ impl Coordinator {
             for c in &held {
                 let referenced = c
                     .parts()
-                    .is_some_and(|(sid, i)| garbage.contains(&sid) || stripes.get(&sid).is_some_and(|nodes| nodes.get(i) == Some(&node)));
+                    .is_some_and(|(sid, i)| garbage.contains(&sid) || stripes.get(&sid).is_some_and(|nodes| nodes.get(i) == Some(&node)))
+                    || c.replica_parts().is_some_and(|key| copies.get(&key) == Some(&node));
                 if referenced {
                     orphans.remove(&(node, c.clone()));
                     continue;

@@ -5,12 +5,15 @@ mod auto_repair;
 pub mod bandwidth;
 pub mod client;
 pub mod coordinator;
+pub mod geo_io;
+pub mod geo_layout;
 mod inventory;
 pub mod meta;
 mod object_io;
 mod objects;
 mod phases;
 mod repair;
+mod seal;
 
 pub use client::Client;
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};

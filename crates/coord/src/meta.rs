@@ -12,6 +12,7 @@
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::{Extent, LayoutSpec};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,18 @@ pub struct ObjectRecord {
     /// When the put started (ms since the Unix epoch): abandoned uploads are reclaimed.
     #[serde(default)]
     pub created_ms: u64,
+    #[serde(default)]
+    pub layout: LayoutSpec,
+    /// Geo and Contiguous layouts: where the bytes are, in order (see [`Extent`]).
+    #[serde(default)]
+    pub extents: Vec<Extent>,
+}
+
+impl ObjectRecord {
+    /// Geo and Contiguous objects share their stripes with other objects.
+    pub fn shares_stripes(&self) -> bool {
+        matches!(self.layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,7 +64,26 @@ pub struct StripeRecord {
     /// may not show them yet.
     #[serde(default)]
     pub changed_ms: u64,
+    /// A Geo stripe not sealed yet: objects' chunks are landing in its data slots, each
+    /// replicated (`replicas`); its parity is computed once it is sealed.
+    #[serde(default)]
+    pub open: bool,
+    /// Geo stripes: the version of the object holding each data slot (0: free,
+    /// [`FILLER`]: zeros written at sealing).
+    #[serde(default)]
+    pub owners: Vec<u64>,
+    /// Geo stripes while open: the nodes holding staging copies of each chunk.
+    #[serde(default)]
+    pub replicas: Vec<Vec<NodeId>>,
+    /// Geo stripes: the placement group, and when the stripe was opened (ms since the epoch).
+    #[serde(default)]
+    pub pg: u32,
+    #[serde(default)]
+    pub opened_ms: u64,
 }
+
+/// The owner of a Geo data slot filled with zeros when its stripe was sealed.
+pub const FILLER: u64 = u64::MAX;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeRecord {
@@ -82,6 +114,33 @@ pub trait Txn {
     fn put(&mut self, change: Change) -> Result<(), String>;
     fn next_id(&mut self, counter: &str) -> Result<u64, String>;
     fn counter(&self, name: &str) -> Result<Option<u64>, String>;
+
+    /// Drops version `o` of an object: its own stripes go to garbage. Stripes it shares with
+    /// other objects (Geo, Contiguous) stay: a slot of an open stripe that was reserved but
+    /// never committed is freed for the next put; a committed chunk stays in its stripe as
+    /// dead space (parity is never updated in place; reclaiming it takes a compaction,
+    /// which is not built).
+    fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64) -> Result<(), String> {
+        for (si, &id) in o.stripes.iter().enumerate() {
+            let Some(mut s) = self.stripe(id)? else { continue };
+            if s.owners.is_empty() {
+                self.discard_stripe(id, now_ms)?;
+                continue;
+            }
+            let mut changed = false;
+            for e in o.extents.iter().filter(|e| e.stripe == si) {
+                if s.open && s.owners.get(e.index) == Some(&o.version) && s.crcs[e.index].is_none() {
+                    s.owners[e.index] = 0;
+                    s.replicas[e.index].clear();
+                    changed = true;
+                }
+            }
+            if changed {
+                self.put(Change::PutStripe(s))?;
+            }
+        }
+        Ok(())
+    }
 
     /// Moves a stripe to garbage (its chunks are deleted from the nodes later).
     fn discard_stripe(&mut self, id: u64, now_ms: u64) -> Result<(), String> {
@@ -344,6 +403,8 @@ mod tests {
                     stripes: vec![7],
                     version: 1,
                     created_ms: 0,
+                    layout: LayoutSpec::Stripe,
+                    extents: vec![],
                 }),
                 Change::PutStripe(StripeRecord {
                     id: 7,
@@ -355,6 +416,11 @@ mod tests {
                     bad: vec![false; 3],
                     discarded_ms: 0,
                     changed_ms: 0,
+                    open: false,
+                    owners: vec![],
+                    replicas: vec![],
+                    pg: 0,
+                    opened_ms: 0,
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

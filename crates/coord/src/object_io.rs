@@ -7,7 +7,9 @@ use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
-use kintsugi_proto::{recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, ObjectLayout};
+use kintsugi_proto::{
+    recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -62,8 +64,27 @@ impl Client {
         chunk_size: u64,
         progress: Progress<'_>,
     ) -> Result<ObjectLayout, String> {
+        self.put_with_layout(name, reader, size, code, chunk_size, LayoutSpec::Stripe, progress).await
+    }
+
+    /// [`Client::put_from`] with any object layout (Stripe, Stripe-Max, Geo, Contiguous).
+    #[allow(clippy::too_many_arguments)] // a put's parameters
+    pub async fn put_with_layout(
+        &self,
+        name: &str,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        size: u64,
+        code: CodeSpec,
+        chunk_size: u64,
+        kind: LayoutSpec,
+        progress: Progress<'_>,
+    ) -> Result<ObjectLayout, String> {
         let c = code.build().map_err(|e| e.to_string())?;
-        let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size }).await?;
+        let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
+        if !layout.extents.is_empty() {
+            let crcs = self.put_extents(&layout, reader, progress).await?;
+            return self.commit_put(name, layout, crcs).await;
+        }
         let mut crcs: Vec<Vec<u32>> = Vec::new();
         let mut writing: Option<JoinSet<Result<(), String>>> = None;
         let mut done = 0u64;
@@ -86,12 +107,25 @@ impl Client {
             join_all(set).await?;
             progress(done);
         }
+        self.commit_put(name, layout, crcs).await
+    }
+
+    /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
+    /// for a Geo stripe (the object's chunk in it).
+    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>) -> Result<ObjectLayout, String> {
         let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone() };
         match self.call(&req, self.io_timeout).await? {
             // Our version, as committed (a later put may replace it at any time).
             CoordResponse::Ok => {
                 let mut layout = ObjectLayout { committed: true, ..layout };
-                for (s, c) in layout.stripes.iter_mut().zip(&crcs) {
+                let extents = layout.extents.clone();
+                for (si, (s, c)) in layout.stripes.iter_mut().zip(&crcs).enumerate() {
+                    if c.len() == 1 && s.chunks.len() > 1 {
+                        if let Some(e) = extents.iter().find(|e| e.stripe == si) {
+                            s.chunks[e.index].crc32c = Some(c[0]);
+                        }
+                        continue;
+                    }
                     for (loc, crc) in s.chunks.iter_mut().zip(c) {
                         loc.crc32c = Some(*crc);
                     }
@@ -149,6 +183,9 @@ impl Client {
         slice: u64,
         progress: Progress<'_>,
     ) -> Result<ReadReport, String> {
+        if !layout.extents.is_empty() {
+            return self.read_extents(layout, 0, u64::MAX, sink, method, slice, progress).await;
+        }
         if !layout.committed {
             return Err(format!("object '{name}' is still being written"));
         }
@@ -287,7 +324,7 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
     with_parity(code, shards)
 }
 
-async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
+pub(crate) async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
     let a = &loc.addr;
     let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
     send(&mut s, &NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) })

@@ -13,7 +13,7 @@ use crate::meta::{Change, ObjectRecord, StripeRecord};
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::{ChunkId, NodeRequest, NodeResponse, ObjectLayout};
+use kintsugi_proto::{ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout};
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,20 +23,42 @@ use tokio::sync::watch;
 /// A chunk slot of a garbage stripe whose chunk is already deleted.
 const GONE: NodeId = NodeId::MAX;
 
+/// Object names are what S3 allows, less control characters; sizes up to 1 PiB.
+pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
+        return bad("object names are 1 to 255 printable characters");
+    }
+    if size > 1 << 50 {
+        return bad(format!("object size {size} is too large"));
+    }
+    Ok(())
+}
+
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Coordinator {
     /// Starts a put: places the stripes of a new version of `name`.
-    pub(crate) fn create(&self, name: String, size: u64, code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
-        if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
-            return bad("object names are 1 to 255 printable characters");
+    pub(crate) fn create(
+        &self,
+        name: String,
+        size: u64,
+        code: CodeSpec,
+        chunk_size: u64,
+        layout: LayoutSpec,
+    ) -> Result<ObjectLayout, String> {
+        check_name_and_size(&name, size)?;
+        if matches!(layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. }) {
+            return self.create_geo(name, size, code, layout);
         }
-        if size > 1 << 50 {
-            return bad(format!("object size {size} is too large"));
-        }
-        let chunk_size = if chunk_size == 0 { self.cfg.chunk_size } else { chunk_size };
+        let chunk_size_was_max = layout == LayoutSpec::StripeMax;
+        let chunk_size = match layout {
+            // One row of k chunks (rows of 1 GiB chunks past 1 GiB a chunk).
+            LayoutSpec::StripeMax => size.div_ceil(code.build().map_err(|e| e.to_string())?.k() as u64).clamp(1, 1 << 30),
+            _ if chunk_size == 0 => self.cfg.chunk_size,
+            _ => chunk_size,
+        };
         if chunk_size > 1 << 30 {
             return bad("chunk size is at most 1 GiB");
         }
@@ -103,10 +125,25 @@ impl Coordinator {
                     bad: vec![false; c.n()],
                     discarded_ms: 0,
                     changed_ms: now_ms(),
+                    open: false,
+                    owners: vec![],
+                    replicas: vec![],
+                    pg: 0,
+                    opened_ms: 0,
                 }))?;
                 stripes.push(id);
             }
-            let o = ObjectRecord { name: name.clone(), size, code, committed: false, stripes, version, created_ms: now_ms() };
+            let o = ObjectRecord {
+                name: name.clone(),
+                size,
+                code,
+                committed: false,
+                stripes,
+                version,
+                created_ms: now_ms(),
+                layout: if chunk_size_was_max { LayoutSpec::StripeMax } else { LayoutSpec::Stripe },
+                extents: vec![],
+            };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);
             Ok(())
@@ -128,8 +165,22 @@ impl Coordinator {
             if crcs.len() != o.stripes.len() {
                 return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
             }
-            for (id, c) in o.stripes.iter().zip(&crcs) {
+            for (si, (id, c)) in o.stripes.iter().zip(&crcs).enumerate() {
                 let mut s = t.stripe(*id)?.ok_or(format!("stripe {id} of upload {version} vanished"))?;
+                if !s.owners.is_empty() {
+                    // A shared Geo stripe: the one checksum of this object's chunk in it.
+                    let slot = o.extents.iter().find(|e| e.stripe == si).map(|e| e.index);
+                    let Some(slot) = slot.filter(|&i| s.owners.get(i) == Some(&version)) else {
+                        return bad(format!("upload {version} holds no slot of stripe {id}"));
+                    };
+                    if c.len() != 1 {
+                        return bad(format!("stripe {id}: {} checksums for the object's one chunk in it", c.len()));
+                    }
+                    s.crcs[slot] = Some(c[0]);
+                    s.changed_ms = now_ms();
+                    t.put(Change::PutStripe(s))?;
+                    continue;
+                }
                 if c.len() != s.nodes.len() {
                     return bad(format!("stripe {id}: {} checksums for {} chunks", c.len(), s.nodes.len()));
                 }
@@ -138,9 +189,7 @@ impl Coordinator {
                 t.put(Change::PutStripe(s))?;
             }
             if let Some(old) = t.object(name)? {
-                for id in old.stripes {
-                    t.discard_stripe(id, now_ms())?;
-                }
+                t.discard_version(&old, now_ms())?;
             }
             o.committed = true;
             t.put(Change::DeleteUpload(version))?;
@@ -155,9 +204,7 @@ impl Coordinator {
             existed = false;
             if let Some(o) = t.object(name)? {
                 existed = true;
-                for id in o.stripes {
-                    t.discard_stripe(id, now_ms())?;
-                }
+                t.discard_version(&o, now_ms())?;
                 t.put(Change::DeleteObject(name.to_string()))?;
             }
             Ok(())
@@ -174,9 +221,7 @@ impl Coordinator {
             self.meta.update(&mut |t| {
                 // Committed meanwhile? Then it is no upload any more.
                 if t.upload(u.version)?.is_some() {
-                    for &id in &u.stripes {
-                        t.discard_stripe(id, now_ms())?;
-                    }
+                    t.discard_version(u, now_ms())?;
                     t.put(Change::DeleteUpload(u.version))?;
                 }
                 Ok(())

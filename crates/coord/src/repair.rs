@@ -61,24 +61,7 @@ impl Coordinator {
         let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
         let destination = match dest {
             Some(d) => d,
-            None => {
-                // A live node holding no chunk of the stripe, least loaded first.
-                let mut load: HashMap<NodeId, usize> = HashMap::new();
-                for st in self.meta.stripes()? {
-                    for n in st.nodes {
-                        *load.entry(n).or_default() += 1;
-                    }
-                }
-                alive
-                    .keys()
-                    .copied()
-                    .filter(|n| !s.nodes.contains(n) && !avoid.contains(n) && roomy(n))
-                    .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + s.id) % 7919))
-                    .ok_or(format!(
-                        "no live node outside stripe {} with room ({} bytes below the backfillfull ratio {}) to rebuild its chunk on",
-                        s.id, s.chunk_len, self.cfg.backfillfull_ratio
-                    ))?
-            }
+            None => self.spare_node(s.id, &s.nodes, s.chunk_len, avoid)?,
         };
         let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
         let task = RepairTask { equation, helper_nodes, destination };
@@ -94,9 +77,54 @@ impl Coordinator {
                 peers.insert(v.node, alive.get(&v.node).cloned().unwrap_or_else(|| self.addr_of(v.node)));
             }
         }
-        let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(s.id, index), crc32c: s.crcs[index].unwrap_or(0) });
+        let store = (destination != READER).then(|| StoreSpec {
+            chunk: ChunkId::new(s.id, index),
+            crc32c: s.crcs[index].unwrap_or(0),
+            new_parity: false,
+        });
         let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
         Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len: slice.clamp(1, s.chunk_len.max(1)), term_chunks, peers, store })
+    }
+
+    /// A live node holding no chunk of stripe `id` (whose chunks are on `nodes`), with room
+    /// for `chunk_len` bytes, least loaded first: where a rebuilt chunk goes.
+    pub(crate) fn spare_node(&self, id: u64, nodes: &[NodeId], chunk_len: u64, avoid: &BTreeSet<NodeId>) -> Result<NodeId, String> {
+        let mut load: HashMap<NodeId, usize> = HashMap::new();
+        for st in self.meta.stripes()? {
+            for n in st.nodes {
+                *load.entry(n).or_default() += 1;
+            }
+        }
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        self.alive()
+            .keys()
+            .copied()
+            .filter(|n| !nodes.contains(n) && !avoid.contains(n) && !failed.contains(n))
+            .filter(|n| self.has_room(*n, chunk_len, self.cfg.backfillfull_ratio))
+            .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % 7919))
+            .ok_or(format!(
+                "no live node outside stripe {id} with room ({chunk_len} bytes below the backfillfull ratio {}) to rebuild its chunk on",
+                self.cfg.backfillfull_ratio
+            ))
+    }
+
+    /// Runs a plan whose sink stores a chunk: dispatches it and waits until the chunk is
+    /// durable on the destination; returns the stored chunk's checksum.
+    pub(crate) async fn store_rebuilt(&self, a: &Assignment) -> Result<u32, String> {
+        let dest = a.graph.vertex(a.graph.sink).node;
+        self.dispatch(a).await?;
+        let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
+        match request(
+            &a.peers[&dest],
+            &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: limit.as_millis() as u64 },
+            limit + self.io_timeout(),
+        )
+        .await?
+        {
+            NodeResponse::RepairDone { crc32c } => Ok(crc32c),
+            NodeResponse::Error { message } => Err(message),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
     }
 
     /// Sends the plan to every node of the graph.
@@ -164,6 +192,9 @@ impl Coordinator {
             if index >= s.nodes.len() {
                 return bad(format!("stripe has {} chunks", s.nodes.len()));
             }
+            if s.open {
+                return bad(format!("stripe {id} is not sealed yet (no parity): read a staging copy of its chunk"));
+            }
             let a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
             match self.dispatch(&a).await {
                 Ok(()) => return Ok(a),
@@ -210,23 +241,11 @@ impl Coordinator {
                 Err(e) => return Err(e),
             };
             let dest = a.graph.vertex(a.graph.sink).node;
-            let outcome = async {
-                self.dispatch(&a).await?;
-                let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
-                match request(
-                    &a.peers[&dest],
-                    &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: limit.as_millis() as u64 },
-                    limit + self.io_timeout(),
-                )
-                .await?
-                {
-                    NodeResponse::RepairDone { crc32c } if Some(crc32c) == s.crcs[p.index] => Ok(()),
-                    NodeResponse::RepairDone { crc32c } => Err(format!("rebuilt chunk has crc {crc32c:08x}")),
-                    NodeResponse::Error { message } => Err(message),
-                    other => Err(format!("unexpected answer {other:?}")),
-                }
-            }
-            .await;
+            let outcome = match self.store_rebuilt(&a).await {
+                Ok(crc) if Some(crc) == s.crcs[p.index] => Ok(()),
+                Ok(crc) => Err(format!("rebuilt chunk has crc {crc:08x}")),
+                Err(e) => Err(e),
+            };
             match outcome {
                 Ok(()) => {
                     // The rebuilt chunk now lives on dest; the stripe is whole again there.

@@ -166,7 +166,10 @@ async fn overwrite_delete_and_abandoned_uploads() {
     // A put that never commits is invisible, then reclaimed; its late commit is refused.
     let layout = match c
         .client
-        .call(&CoordRequest::CreateObject { name: "obj".into(), size: 70_000, code, chunk_size: 0 }, Duration::from_secs(5))
+        .call(
+            &CoordRequest::CreateObject { name: "obj".into(), size: 70_000, code, chunk_size: 0, layout: Default::default() },
+            Duration::from_secs(5),
+        )
         .await
         .unwrap()
     {

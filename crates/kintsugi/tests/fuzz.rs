@@ -51,7 +51,7 @@ fn assignments() -> Vec<Assignment> {
                 let peers: BTreeMap<u32, String> =
                     graph.vertices.iter().filter(|v| v.node != READER).map(|v| (v.node, format!("127.0.0.1:{}", 7000 + v.node))).collect();
                 let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(9, h)).collect();
-                let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7 });
+                let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7, new_parity: false });
                 let chunk_len = (code.sub_chunks() * 4096) as u64;
                 out.push(Assignment { repair: 1, graph, chunk_len, slice_len: 1024, term_chunks, peers, store });
             }
@@ -92,7 +92,13 @@ fn seeds() -> Vec<Vec<u8>> {
             cluster: 0,
             link: Some(kintsugi_proto::LinkReport { period_ms: 500, fg_up: 1.0, capacity_up: 2.0, ..Default::default() }),
         },
-        CoordRequest::CreateObject { name: "o".into(), size: 1000, code: "clay:4,2,5".parse().unwrap(), chunk_size: 4096 },
+        CoordRequest::CreateObject {
+            name: "o".into(),
+            size: 1000,
+            code: "clay:4,2,5".parse().unwrap(),
+            chunk_size: 4096,
+            layout: Default::default(),
+        },
         CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]] },
         CoordRequest::DeleteObject { name: "o".into() },
         CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true },

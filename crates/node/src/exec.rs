@@ -326,7 +326,7 @@ impl Executor {
             None => None,
         };
         crate::disk_emulation::settle().await;
-        let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), spec.crc32c);
+        let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c));
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
             let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
             // Writing, fsync and rename block: off the async runtime. The chunk counts as
@@ -334,7 +334,7 @@ impl Executor {
             return tokio::task::spawn_blocking(move || {
                 let mut w = store.writer(&chunk)?;
                 w.write(&data)?;
-                w.finish(Some(crc))
+                w.finish(crc)
             })
             .await
             .map_err(|e| e.to_string())?
@@ -355,7 +355,7 @@ impl Executor {
             if w.len() != len {
                 return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
             }
-            w.finish(Some(crc)).map_err(|e| e.to_string())
+            w.finish(crc).map_err(|e| e.to_string())
         });
         let out = SinkOutput::Stream(&tx);
         let r = sink_units(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;

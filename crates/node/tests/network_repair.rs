@@ -97,7 +97,7 @@ async fn every_shape_over_tcp() {
             let task = RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination: dest };
             let graph = shapes::build(shape, &task).unwrap();
             let target = ChunkId::new(1000 + repair, lost);
-            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]) });
+            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]), new_parity: false });
             let a = Assignment {
                 repair,
                 graph,

@@ -23,6 +23,17 @@ impl ChunkId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    /// Staging copy `copy` (1, 2, ...) of the chunk of `stripe` at `index`: a Geo object's
+    /// chunk is replicated until its stripe is sealed (its parity computed).
+    pub fn replica(stripe: u64, index: usize, copy: usize) -> Self {
+        ChunkId(format!("s{stripe:08}.{index:03}.r{copy}"))
+    }
+    /// (stripe, index, copy) of a staging copy named by [`ChunkId::replica`].
+    pub fn replica_parts(&self) -> Option<(u64, usize, usize)> {
+        let (s, rest) = self.0.strip_prefix('s')?.split_once('.')?;
+        let (i, c) = rest.split_once(".r")?;
+        Some((s.parse().ok()?, i.parse().ok()?, c.parse().ok()?))
+    }
     /// (stripe, index) of a chunk named by [`ChunkId::new`].
     pub fn parts(&self) -> Option<(u64, usize)> {
         let (s, i) = self.0.strip_prefix('s')?.split_once('.')?;
@@ -63,6 +74,10 @@ pub struct StoreSpec {
     pub chunk: ChunkId,
     /// The checksum the rebuilt chunk must have; it is not stored otherwise.
     pub crc32c: u32,
+    /// A parity computed for the first time (a Geo stripe being sealed): no checksum is
+    /// known yet, the sink reports the one it computed.
+    #[serde(default)]
+    pub new_parity: bool,
 }
 
 /// A node's part in a repair: the whole graph (each node runs the vertices placed on it).
@@ -199,7 +214,12 @@ pub enum CoordRequest {
         size: u64,
         code: CodeSpec,
         chunk_size: u64,
+        /// How the object's bytes map to chunks (the Stripe layout when absent).
+        #[serde(default)]
+        layout: LayoutSpec,
     },
+    /// Seals every open Geo stripe now (computes its parity), whether full or not.
+    Seal,
     /// Commits exactly upload `version` (from the layout `CreateObject` answered).
     CommitObject {
         name: String,
@@ -288,6 +308,10 @@ pub enum CoordResponse {
     },
     Repaired(RepairReport),
     Status(ClusterStatus),
+    /// Geo stripes sealed.
+    Sealed {
+        stripes: usize,
+    },
     /// The answer to a heartbeat: the cluster the node belongs to (a new node's data
     /// directory records it).
     Welcome {
@@ -306,6 +330,50 @@ pub struct ObjectLayout {
     #[serde(default)]
     pub version: u64,
     pub stripes: Vec<StripeLayout>,
+    #[serde(default)]
+    pub layout: LayoutSpec,
+    /// Where the object's bytes are, in object order (Geo and Contiguous layouts; empty for
+    /// Stripe layouts, whose stripes hold the bytes in order, k chunks a stripe).
+    #[serde(default)]
+    pub extents: Vec<Extent>,
+}
+
+/// How an object's bytes map to chunks (Geometric Partitioning, section 6, names them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LayoutSpec {
+    /// Striped across k nodes in rows of k chunks of the chunk size (HDFS-EC, Ceph).
+    #[default]
+    Stripe,
+    /// One row: chunk = object size / k, so each node holds one chunk of the object.
+    StripeMax,
+    /// Cut into chunks of s0, s0 q, s0 q^2, ... (capped at 256 MiB) all on one node of a
+    /// placement group, after a front remainder kept striped and RS-coded; the chunks are
+    /// the data of Clay stripes formed across the group's nodes' same-size buckets.
+    Geo { s0: u64, q: u64 },
+    /// Cut into equal chunks of `chunk` bytes on one node (f4-style), coded like Geo.
+    Contiguous { chunk: u64 },
+}
+
+impl std::fmt::Display for LayoutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LayoutSpec::Stripe => write!(f, "stripe"),
+            LayoutSpec::StripeMax => write!(f, "stripe-max"),
+            LayoutSpec::Geo { s0, q } => write!(f, "geo (s0 {s0} B, q {q})"),
+            LayoutSpec::Contiguous { chunk } => write!(f, "contiguous ({chunk}-byte chunks)"),
+        }
+    }
+}
+
+/// A run of an object's bytes: `len` bytes at `offset` in chunk `index` of the object's
+/// stripe number `stripe` (an index into [`ObjectLayout::stripes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extent {
+    pub stripe: usize,
+    pub index: usize,
+    pub offset: u64,
+    pub len: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -315,6 +383,15 @@ pub struct StripeLayout {
     pub data_len: u64,
     pub chunk_len: u64,
     pub chunks: Vec<ChunkLoc>,
+    /// Not sealed yet: its parity is not computed, its data chunks are replicated.
+    #[serde(default)]
+    pub open: bool,
+    /// Staging copies of each chunk while the stripe is open (empty once sealed).
+    #[serde(default)]
+    pub replicas: Vec<Vec<ChunkLoc>>,
+    /// The stripe's code where it is not the object's (a Geo object's RS remainder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<CodeSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -438,5 +515,25 @@ mod tests {
         assert!(r.is_err());
         let r: Result<NodeRequest, _> = serde_json::from_str(r#"{"op":"launch_missiles"}"#);
         assert!(r.is_err());
+    }
+
+    /// A staging copy's name is never taken for a stripe's chunk (its holder would count
+    /// it as the chunk), and round-trips.
+    #[test]
+    fn staging_copies_have_their_own_names() {
+        let r = ChunkId::replica(12, 3, 2);
+        assert_eq!(r.as_str(), "s00000012.003.r2");
+        assert_eq!(r.parts(), None);
+        assert_eq!(r.replica_parts(), Some((12, 3, 2)));
+        assert_eq!(ChunkId::new(12, 3).replica_parts(), None);
+        assert!(ChunkId::try_from(r.as_str().to_string()).is_ok());
+    }
+
+    /// Requests from clients that predate layouts still parse, as the Stripe layout.
+    #[test]
+    fn create_object_defaults_to_the_stripe_layout() {
+        let r: CoordRequest =
+            serde_json::from_str(r#"{"op":"create_object","name":"a","size":1,"code":"rs:2,1","chunk_size":0}"#).unwrap();
+        assert!(matches!(r, CoordRequest::CreateObject { layout: LayoutSpec::Stripe, .. }));
     }
 }

@@ -1,0 +1,253 @@
+//! The client's side of extent layouts (Geo, Contiguous): puts that write each chunk to its
+//! home and its staging copies, and reads that stream chunk by chunk, fetching (or
+//! rebuilding) the next chunk while the current one is handed to the sink, so a degraded
+//! read overlaps its repair with sending (Geometric Partitioning, section 4.3). Range reads
+//! start at the first chunk that overlaps the range, for every layout.
+
+use crate::client::Client;
+use crate::object_io::{encode_stripe, get_chunk, put_chunk, ObjectSink, Progress, ReadReport};
+use kintsugi_codes::CodeSpec;
+use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::{ChunkLoc, CoordRequest, Extent, ObjectLayout};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinSet;
+
+/// Where an object's bytes are, in order: its extents (Geo, Contiguous), or for Stripe
+/// layouts each stripe's data chunks in turn.
+pub fn extents_of(layout: &ObjectLayout) -> Vec<Extent> {
+    if !layout.extents.is_empty() {
+        return layout.extents.clone();
+    }
+    let mut out = Vec::new();
+    for (si, s) in layout.stripes.iter().enumerate() {
+        let mut left = s.data_len;
+        for index in 0..s.chunks.len() {
+            if left == 0 {
+                break;
+            }
+            let len = left.min(s.chunk_len);
+            out.push(Extent { stripe: si, index, offset: 0, len });
+            left -= len;
+        }
+    }
+    out
+}
+
+impl Client {
+    /// Writes an extent layout's object: the remainder stripe encoded whole, then each chunk
+    /// to its home and staging copies at once, the next chunk read meanwhile (memory: two
+    /// chunks, at most 2 x 256 MiB). Returns the checksums to commit, one list per stripe.
+    pub(crate) async fn put_extents(
+        &self,
+        layout: &ObjectLayout,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        progress: Progress<'_>,
+    ) -> Result<Vec<Vec<u32>>, String> {
+        let mut crcs: Vec<Vec<u32>> = vec![Vec::new(); layout.stripes.len()];
+        let mut writing: Option<JoinSet<Result<(), String>>> = None;
+        let mut done = 0u64;
+        let mut seen = vec![false; layout.stripes.len()];
+        for e in &layout.extents {
+            if std::mem::replace(&mut seen[e.stripe], true) {
+                continue;
+            }
+            let s = &layout.stripes[e.stripe];
+            let mut set = JoinSet::new();
+            let t = self.io_timeout;
+            if !s.replicas.is_empty() || s.open {
+                // One chunk of a shared stripe: home and staging copies get the same bytes.
+                let mut chunk = vec![0u8; e.len as usize];
+                reader.read_exact(&mut chunk).await.map_err(|x| format!("reading the object: {x}"))?;
+                crcs[e.stripe] = vec![crc32c::crc32c(&chunk)];
+                let chunk = Arc::new(chunk);
+                let mut locs = vec![s.chunks[e.index].clone()];
+                locs.extend(s.replicas.get(e.index).into_iter().flatten().cloned());
+                for loc in locs {
+                    let c = chunk.clone();
+                    set.spawn(async move { put_chunk(&loc, &c, t).await });
+                }
+                done += e.len;
+            } else {
+                // The remainder: a small stripe of its own, encoded and written whole.
+                let code: CodeSpec = s.code.unwrap_or(layout.code);
+                let c = code.build().map_err(|x| x.to_string())?;
+                let mut data = vec![0u8; s.data_len as usize];
+                reader.read_exact(&mut data).await.map_err(|x| format!("reading the object: {x}"))?;
+                let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
+                crcs[e.stripe] = shards.iter().map(|x| crc32c::crc32c(x)).collect();
+                for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
+                    set.spawn(async move { put_chunk(&loc, &shard, t).await });
+                }
+                done += s.data_len;
+            }
+            if let Some(prev) = writing.replace(set) {
+                join_all(prev).await?;
+            }
+            progress(done);
+        }
+        if let Some(prev) = writing {
+            join_all(prev).await?;
+        }
+        progress(done);
+        Ok(crcs)
+    }
+
+    /// Reads `len` bytes of the object from `offset` (the whole object: 0, u64::MAX) into
+    /// `sink`, chunk by chunk, the next chunk fetched or rebuilt while the current one is
+    /// written. Chunks are checked against their committed checksums.
+    #[allow(clippy::too_many_arguments)] // a read's parameters
+    pub(crate) async fn read_extents(
+        &self,
+        layout: &ObjectLayout,
+        offset: u64,
+        len: u64,
+        sink: &mut dyn ObjectSink,
+        method: Shape,
+        slice: u64,
+        progress: Progress<'_>,
+    ) -> Result<ReadReport, String> {
+        if !layout.committed {
+            return Err(format!("object '{}' is still being written", layout.name));
+        }
+        let end = offset.saturating_add(len).min(layout.size);
+        // The extents overlapping [offset, end), each with the part of it that is wanted.
+        let mut wanted = Vec::new();
+        let mut at = 0u64;
+        for e in extents_of(layout) {
+            let (from, to) = (at.max(offset), (at + e.len).min(end));
+            if from < to {
+                wanted.push((e, from - at, to - from));
+            }
+            at += e.len;
+        }
+        let layout = Arc::new(layout.clone());
+        let mut report = ReadReport::default();
+        let fetch = |e: Extent| {
+            let (me, layout) = (self.clone(), layout.clone());
+            tokio::spawn(async move { me.fetch_extent(&layout, e, method, slice).await })
+        };
+        let mut next = wanted.first().map(|w| fetch(w.0));
+        let mut done = 0u64;
+        for (i, &(e, skip, take)) in wanted.iter().enumerate() {
+            let current = next.take().expect("fetched ahead");
+            next = wanted.get(i + 1).map(|w| fetch(w.0));
+            let (chunk, degraded) = current.await.map_err(|x| x.to_string())??;
+            if let Some(secs) = degraded {
+                report.degraded.push((e.stripe, e.index, secs));
+            }
+            let from = (e.offset + skip) as usize;
+            sink.write(&chunk[from..from + take as usize])?;
+            done += take;
+            progress(done);
+        }
+        Ok(report)
+    }
+
+    /// One chunk of an extent, checked: from its node; else (lost, unreachable, corrupt)
+    /// from a staging copy while its stripe is open, or by a degraded read once sealed.
+    /// Returns the chunk and, when it was rebuilt, how long that took.
+    async fn fetch_extent(&self, layout: &ObjectLayout, e: Extent, method: Shape, slice: u64) -> Result<(Vec<u8>, Option<f64>), String> {
+        let s = &layout.stripes[e.stripe];
+        let loc = &s.chunks[e.index];
+        let check = |c: Vec<u8>, from: &ChunkLoc| -> Result<Vec<u8>, String> {
+            if Some(crc32c::crc32c(&c)) == loc.crc32c {
+                Ok(c)
+            } else {
+                Err(format!("chunk {} from node {} does not match its checksum", from.chunk, from.node))
+            }
+        };
+        let mut why = "marked lost".to_string();
+        if !loc.lost {
+            match get_chunk(loc, s.chunk_len, self.stall_timeout, &self.shaper).await.and_then(|c| check(c, loc)) {
+                Ok(c) => return Ok((c, None)),
+                Err(x) => why = x,
+            }
+        }
+        let t = Instant::now();
+        for copy in s.replicas.get(e.index).into_iter().flatten().filter(|c| !c.lost) {
+            match get_chunk(copy, s.chunk_len, self.stall_timeout, &self.shaper).await.and_then(|c| check(c, copy)) {
+                Ok(c) => return Ok((c, Some(t.elapsed().as_secs_f64()))),
+                Err(x) => tracing::info!("staging copy {}: {x}", copy.chunk),
+            }
+        }
+        tracing::debug!("chunk {}: {why}; degraded read", loc.chunk);
+        let avoid: Vec<NodeId> = if loc.lost { vec![] } else { vec![loc.node] };
+        let c = self.degraded_read_avoiding(&layout.name, layout.version, e.stripe, e.index, method, slice, avoid).await?;
+        Ok((check(c, loc)?, Some(t.elapsed().as_secs_f64())))
+    }
+
+    /// Reads `len` bytes of object `name` from `offset` into `sink` (any layout).
+    #[allow(clippy::too_many_arguments)] // a read's parameters
+    pub async fn get_range_into(
+        &self,
+        name: &str,
+        offset: u64,
+        len: u64,
+        sink: &mut dyn ObjectSink,
+        method: Shape,
+        slice: u64,
+        progress: Progress<'_>,
+    ) -> Result<ReadReport, String> {
+        let layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        if offset > layout.size {
+            return Err(format!("offset {offset} is past the end of '{name}' ({} bytes)", layout.size));
+        }
+        self.read_extents(&layout, offset, len, sink, method, slice, progress).await
+    }
+
+    /// Seals every open Geo stripe now; returns how many were sealed.
+    pub async fn seal(&self) -> Result<usize, String> {
+        match self.call(&CoordRequest::Seal, self.io_timeout * 10).await? {
+            kintsugi_proto::CoordResponse::Sealed { stripes } => Ok(stripes),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+}
+
+async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kintsugi_proto::StripeLayout;
+
+    /// A Stripe layout's bytes are its stripes' data chunks in order, the last one short.
+    #[test]
+    fn stripe_layouts_map_to_extents_in_order() {
+        let stripe =
+            |data_len, chunk_len| StripeLayout { id: 0, data_len, chunk_len, chunks: vec![], open: false, replicas: vec![], code: None };
+        let mut l = ObjectLayout {
+            name: "x".into(),
+            size: 25,
+            code: "rs:2,1".parse().unwrap(),
+            committed: true,
+            version: 1,
+            stripes: vec![stripe(20, 10), stripe(5, 3)],
+            layout: Default::default(),
+            extents: vec![],
+        };
+        for s in &mut l.stripes {
+            s.chunks = (0..3)
+                .map(|i| ChunkLoc {
+                    chunk: kintsugi_proto::ChunkId::new(0, i),
+                    node: 0,
+                    addr: String::new(),
+                    alive: true,
+                    crc32c: None,
+                    lost: false,
+                })
+                .collect();
+        }
+        let e = extents_of(&l);
+        let got: Vec<(usize, usize, u64)> = e.iter().map(|e| (e.stripe, e.index, e.len)).collect();
+        assert_eq!(got, vec![(0, 0, 10), (0, 1, 10), (1, 0, 3), (1, 1, 2)]);
+        assert_eq!(e.iter().map(|e| e.len).sum::<u64>(), l.size);
+    }
+}

@@ -1,0 +1,227 @@
+//! Sealing Geo stripes (Geometric Partitioning, section 4.2; f4's hot-to-warm step): a stripe
+//! whose data slots are full, or that has been open for `seal_after_ms`, gets its parity.
+//!
+//! 1. One transaction checks that no put is still writing into the stripe and reserves its
+//!    free data slots as fillers, so no put can take one while it is sealed.
+//! 2. Fillers are written as zero chunks.
+//! 3. Each parity chunk is computed by a repair graph from the k data slots (the code's
+//!    decode-from-k equation): the data never passes through the coordinator, and a slot
+//!    whose node is down is read from one of its staging copies.
+//! 4. One transaction records the parity checksums and closes the stripe; only then are the
+//!    staging copies deleted (a copy left behind is an orphan, which the inventory removes).
+//!
+//! A crash anywhere leaves the stripe open with its copies intact: sealing starts again.
+
+use crate::coordinator::{bad, Coordinator};
+use crate::meta::{Change, StripeRecord, FILLER};
+use crate::objects::now_ms;
+use kintsugi_node::exec::request;
+use kintsugi_plan::{shapes, NodeId, RepairTask};
+use kintsugi_proto::{recv, send, write_frame, Assignment, ChunkId, Kind, NodeRequest, NodeResponse, StoreSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+impl Coordinator {
+    /// Seals the open stripes that are due (with `all`, every open stripe no put is writing
+    /// into); returns how many it sealed.
+    pub(crate) async fn seal_due(self: &Arc<Self>, all: bool) -> Result<usize, String> {
+        let _one_at_a_time = self.sealing.lock().await;
+        let now = now_ms();
+        let mut sealed = 0;
+        for s in self.meta.stripes()?.into_iter().filter(|s| s.open) {
+            let k = s.code.build().map_err(|e| e.to_string())?.k();
+            let full = s.owners[..k].iter().all(|&o| o != 0);
+            let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
+            if !(all || full || old) || writing(&s, k) {
+                continue;
+            }
+            match self.seal(s.id).await {
+                Ok(true) => sealed += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!("sealing stripe {}: {e}; it stays open and is tried again", s.id),
+            }
+        }
+        Ok(sealed)
+    }
+
+    /// Seals stripe `id`; false when it was not sealable (closed, or a put still writing).
+    async fn seal(self: &Arc<Self>, id: u64) -> Result<bool, String> {
+        let mut reserved = None;
+        self.meta.update(&mut |t| {
+            reserved = None;
+            let Some(mut s) = t.stripe(id)?.filter(|s| s.open) else { return Ok(()) };
+            let k = s.code.build().map_err(|e| e.to_string())?.k();
+            if writing(&s, k) {
+                return Ok(());
+            }
+            for o in s.owners[..k].iter_mut().filter(|o| **o == 0) {
+                *o = FILLER;
+            }
+            t.put(Change::PutStripe(s.clone()))?;
+            reserved = Some(s);
+            Ok(())
+        })?;
+        let Some(s) = reserved else { return Ok(false) };
+        let code = s.code.build().map_err(|e| e.to_string())?;
+        let (k, n) = (code.k(), code.n());
+        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
+        let alive = self.alive();
+        let up = |x: &NodeId| alive.contains_key(x) && !failed.contains(x);
+        let mut nodes = s.nodes.clone();
+        let mut crcs = s.crcs.clone();
+        // Fillers: zeros, on the slot's node or, if it is down, on a spare node.
+        for i in (0..k).filter(|&i| s.owners[i] == FILLER && s.crcs[i].is_none()) {
+            if !up(&nodes[i]) {
+                nodes[i] = self.spare_node(id, &nodes, s.chunk_len, &BTreeSet::new())?;
+            }
+            crcs[i] = Some(put_zeros(&self.addr_of(nodes[i]), &ChunkId::new(id, i), s.chunk_len, self.io_timeout()).await?);
+        }
+        // Where each data slot is read from: its node, else a live staging copy.
+        let mut down_data = Vec::new();
+        let mut copies: BTreeMap<usize, Vec<(NodeId, ChunkId)>> = BTreeMap::new();
+        for (i, node) in nodes.iter().enumerate().take(k) {
+            if !up(node) {
+                let live: Vec<(NodeId, ChunkId)> =
+                    s.replicas[i].iter().enumerate().filter(|(_, r)| up(r)).map(|(c, &r)| (r, ChunkId::replica(id, i, c + 1))).collect();
+                if live.is_empty() {
+                    return bad(format!("chunk {} and all its staging copies are on nodes that are down", ChunkId::new(id, i)));
+                }
+                copies.insert(i, live);
+                down_data.push(i);
+            }
+        }
+        // A parity slot whose node is down goes to a spare node.
+        for p in k..n {
+            if !up(&nodes[p]) {
+                nodes[p] = self.spare_node(id, &nodes, s.chunk_len, &BTreeSet::new())?;
+            }
+        }
+        let data: Vec<usize> = (0..k).collect();
+        let mut set = JoinSet::new();
+        for p in k..n {
+            let equation = code.repair_equation(p, &data).map_err(|e| e.to_string())?;
+            // A staging copy on the parity's own node is not used for it (a helper and the
+            // sink on one node is no graph the shapes draw).
+            let source = |h: usize| -> Result<(NodeId, ChunkId), String> {
+                match copies.get(&h) {
+                    None => Ok((nodes[h], ChunkId::new(id, h))),
+                    Some(live) => live
+                        .iter()
+                        .find(|(r, _)| *r != nodes[p])
+                        .cloned()
+                        .ok_or(format!("the only live copy of chunk {} is on parity {p}'s node", ChunkId::new(id, h))),
+                }
+            };
+            let sources: Vec<(NodeId, ChunkId)> = equation.helpers().iter().map(|&h| source(h)).collect::<Result<_, _>>()?;
+            let task = RepairTask { equation, helper_nodes: sources.iter().map(|x| x.0).collect(), destination: nodes[p] };
+            let graph = shapes::build(self.cfg.repair_method, &task).map_err(|e| e.to_string())?;
+            let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
+            let a = Assignment {
+                repair: (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff),
+                graph,
+                chunk_len: s.chunk_len,
+                slice_len: self.cfg.repair_slice.clamp(1, s.chunk_len.max(1)),
+                term_chunks: sources.into_iter().map(|x| x.1).collect(),
+                peers,
+                store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true }),
+            };
+            let me = self.clone();
+            set.spawn(async move { (p, me.store_rebuilt(&a).await) });
+        }
+        let mut errors = Vec::new();
+        while let Some(r) = set.join_next().await {
+            match r.map_err(|e| e.to_string())? {
+                (p, Ok(crc)) => crcs[p] = Some(crc),
+                (p, Err(e)) => errors.push(format!("parity {p}: {e}")),
+            }
+        }
+        if !errors.is_empty() {
+            return bad(errors.join("; "));
+        }
+        let mut dropped = Vec::new();
+        self.meta.update(&mut |t| {
+            let Some(mut now) = t.stripe(id)? else { return bad("the stripe vanished while sealed") };
+            now.nodes = nodes.clone();
+            now.crcs = crcs.clone();
+            for &i in &down_data {
+                // Its node is down: the sealed stripe rebuilds it like any lost chunk.
+                now.bad[i] = true;
+            }
+            dropped = std::mem::take(&mut now.replicas);
+            now.open = false;
+            now.changed_ms = now_ms();
+            t.put(Change::PutStripe(now))
+        })?;
+        tracing::info!(
+            "sealed stripe {id} ({} data chunk(s), {} filler(s)): parity on {:?}",
+            k,
+            s.owners[..k].iter().filter(|&&o| o == FILLER).count(),
+            &nodes[k..]
+        );
+        for (i, copies) in dropped.iter().enumerate() {
+            for (c, node) in copies.iter().enumerate() {
+                if up(node) {
+                    let _ = request(
+                        &self.addr_of(*node),
+                        &NodeRequest::DeleteChunk { chunk: ChunkId::replica(id, i, c + 1) },
+                        Duration::from_secs(5),
+                    )
+                    .await;
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A put is still writing into the stripe: a slot reserved by an upload not committed.
+fn writing(s: &StripeRecord, k: usize) -> bool {
+    (0..k).any(|i| s.owners[i] != 0 && s.owners[i] != FILLER && s.crcs[i].is_none())
+}
+
+/// Writes `len` zero bytes as chunk `chunk` on the node at `addr`; returns its checksum.
+async fn put_zeros(addr: &str, chunk: &ChunkId, len: u64, t: Duration) -> Result<u32, String> {
+    const PIECE: usize = 1 << 20;
+    let zeros = vec![0u8; PIECE.min(len as usize).max(1)];
+    let mut crc = 0u32;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(PIECE as u64) as usize;
+        crc = crc32c::crc32c_append(crc, &zeros[..n]);
+        left -= n as u64;
+    }
+    let mut s = kintsugi_proto::auth::connect(addr, t).await.map_err(|e| format!("{addr}: {e}"))?;
+    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len, crc32c: crc }).await.map_err(|e| e.to_string())?;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(PIECE as u64) as usize;
+        write_frame(&mut s, Kind::Data, &zeros[..n]).await.map_err(|e| e.to_string())?;
+        left -= n as u64;
+    }
+    s.flush().await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("{addr}: no answer"))?.map_err(|e| e.to_string())? {
+        NodeResponse::Ok => Ok(crc),
+        NodeResponse::Error { message } => Err(format!("{addr}: {message}")),
+        other => Err(format!("{addr}: unexpected answer {other:?}")),
+    }
+}
+
+/// Seals due stripes every `seal_interval_ms` until the coordinator stops.
+pub(crate) async fn sealer(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(coord.cfg.seal_interval_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match coord.seal_due(false).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("sealed {n} Geo stripe(s)"),
+            Err(e) => tracing::warn!("sealing: {e}"),
+        }
+    }
+}
