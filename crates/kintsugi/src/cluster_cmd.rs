@@ -12,7 +12,7 @@ use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
-use kintsugi_proto::{CoordRequest, CoordResponse};
+use kintsugi_proto::{CoordRequest, CoordResponse, LayoutSpec};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,9 +109,40 @@ pub struct PutArgs {
     pub file: PathBuf,
     #[arg(long, default_value = "rs:6,3")]
     pub code: CodeSpec,
-    /// Chunk size (default: the coordinator's).
+    /// Chunk size (default: the coordinator's; contiguous: 16MiB).
     #[arg(long, value_parser = parse_nonzero_size)]
     pub chunk_size: Option<usize>,
+    /// How the object maps to chunks: stripe (rows of k chunks across k nodes), stripe-max
+    /// (one row, chunk = size/k), geo (Geometric Partitioning: chunks s0, s0 q, ... on one
+    /// node, coded across its placement group; e.g. --code clay:10,4,13) or contiguous
+    /// (equal --chunk-size chunks on one node, coded the same way).
+    #[arg(long, value_enum, default_value = "stripe")]
+    pub layout: LayoutArg,
+    /// Geo: the smallest chunk.
+    #[arg(long, default_value = "4MiB", value_parser = parse_nonzero_size)]
+    pub s0: usize,
+    /// Geo: the ratio between successive chunk sizes.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub q: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutArg {
+    Stripe,
+    StripeMax,
+    Geo,
+    Contiguous,
+}
+
+impl PutArgs {
+    fn layout(&self) -> LayoutSpec {
+        match self.layout {
+            LayoutArg::Stripe => LayoutSpec::Stripe,
+            LayoutArg::StripeMax => LayoutSpec::StripeMax,
+            LayoutArg::Geo => LayoutSpec::Geo { s0: self.s0 as u64, q: self.q },
+            LayoutArg::Contiguous => LayoutSpec::Contiguous { chunk: self.chunk_size.unwrap_or(16 << 20) as u64 },
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -126,6 +157,13 @@ pub struct GetArgs {
     pub method: Shape,
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
+    /// Read from this byte of the object (a range read starts at the first chunk that
+    /// overlaps it).
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub offset: Option<usize>,
+    /// Read at most this many bytes [default: to the end].
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub length: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -279,14 +317,26 @@ pub fn put(t: &Target, a: PutArgs) -> Result<()> {
         let size = file.metadata().await.with_context(|| format!("cannot read {}", a.file.display()))?.len();
         let progress = Progress::new(&format!("put {}", a.name), size);
         let layout = client(t)
-            .put_from(&a.name, &mut file, size, a.code, a.chunk_size.unwrap_or(0) as u64, &|d| progress.set(d))
+            .put_with_layout(&a.name, &mut file, size, a.code, a.chunk_size.unwrap_or(0) as u64, a.layout(), &|d| progress.set(d))
             .await
             .map_err(|e| anyhow!(e))?;
         progress.finish();
         if t.json {
             println!("{}", serde_json::to_string(&layout)?);
-        } else {
+        } else if layout.extents.is_empty() {
             println!("stored '{}' ({}) as {} stripe(s) of {}", a.name, human_bytes(size), layout.stripes.len(), layout.code);
+        } else {
+            let home = layout.extents.last().map(|e| layout.stripes[e.stripe].chunks[e.index].node);
+            println!(
+                "stored '{}' ({}) in the {} layout: {} extent(s) in {} stripe(s) of {}, chunks on node {}",
+                a.name,
+                human_bytes(size),
+                layout.layout,
+                layout.extents.len(),
+                layout.stripes.len(),
+                layout.code,
+                home.map_or("-".to_string(), |h| h.to_string())
+            );
         }
         Ok(())
     })
@@ -337,8 +387,15 @@ pub fn get(t: &Target, a: GetArgs) -> Result<()> {
         let size = c.stat(&a.name).await.map_err(|e| anyhow!(e))?.size;
         let to_stdout = a.out.as_os_str() == "-";
         let mut sink = if to_stdout { GetSink::Stdout(std::io::stdout(), 0) } else { GetSink::File(AtomicFile::create(&a.out)?, 0) };
-        let progress = Progress::new(&format!("get {}", a.name), size);
-        let report = c.get_into(&a.name, &mut sink, a.method, a.slice as u64, &|d| progress.set(d)).await.map_err(|e| anyhow!(e))?;
+        let ranged = a.offset.is_some() || a.length.is_some();
+        let (offset, length) = (a.offset.unwrap_or(0) as u64, a.length.map_or(u64::MAX, |l| l as u64));
+        let progress = Progress::new(&format!("get {}", a.name), length.min(size.saturating_sub(offset)));
+        let report = if ranged {
+            c.get_range_into(&a.name, offset, length, &mut sink, a.method, a.slice as u64, &|d| progress.set(d)).await
+        } else {
+            c.get_into(&a.name, &mut sink, a.method, a.slice as u64, &|d| progress.set(d)).await
+        }
+        .map_err(|e| anyhow!(e))?;
         progress.finish();
         let bytes = match sink {
             GetSink::File(f, n) => {
@@ -524,6 +581,19 @@ pub fn status(t: &Target) -> Result<()> {
                     res
                 );
             }
+        }
+        Ok(())
+    })
+}
+
+/// `kintsugi seal`: seals every open Geo stripe now.
+pub fn seal(t: &Target) -> Result<()> {
+    runtime()?.block_on(async {
+        let n = client(t).seal().await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::json!({ "sealed": n }));
+        } else {
+            println!("sealed {n} Geo stripe(s)");
         }
         Ok(())
     })

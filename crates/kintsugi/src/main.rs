@@ -110,6 +110,13 @@ enum Cmd {
     /// Foreground workload (YCSB-style; workload A by default) against a running cluster:
     /// throughput and latency percentiles overall and per second.
     Load(load::LoadArgs),
+    /// Seal every open Geo stripe now (compute its parity and drop the staging copies),
+    /// full or not; the coordinator also seals by itself (full stripes, and any open for
+    /// seal_after_ms).
+    Seal {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+    },
     /// Nodes, objects, lost chunks.
     Status {
         #[command(flatten)]
@@ -161,6 +168,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Fail { target, node } => cluster_cmd::fail(&target, node),
         Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
         Cmd::Status { target } => cluster_cmd::status(&target),
+        Cmd::Seal { target } => cluster_cmd::seal(&target),
         Cmd::Load(a) => load::run(a),
     };
     match result {

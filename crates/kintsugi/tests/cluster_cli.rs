@@ -195,6 +195,53 @@ fn processes_put_get_kill_repair() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid configuration"));
 }
 
+/// Geo layout through the CLI: put, whole and range gets, seal, a SIGKILLed home node.
+#[test]
+fn processes_geo_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let coord = format!("127.0.0.1:{}", free_port());
+    let _c = spawn(&["coordinator", "--listen", &coord, "--data-dir", d.join("coord").to_str().unwrap()]);
+    let mut nodes: Vec<Option<Proc>> = (0..8)
+        .map(|i| {
+            Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord]))
+        })
+        .collect();
+    wait_alive(&coord, 8);
+    let file = d.join("in.bin");
+    let bytes: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let put = ["put", "obj", file.to_str().unwrap(), "--code", "clay:4,2,5", "--layout", "geo", "--s0", "64KiB", "--q", "2"];
+    let l = ok_json(&coord, &put);
+    // 1,000,003 B at s0 = 64 KiB: 15.26 s0 = remainder | 1,2,4,8 s0 (sizes ascending).
+    let lens: Vec<u64> = l["extents"].as_array().unwrap().iter().map(|e| e["len"].as_u64().unwrap()).collect();
+    assert_eq!(lens[lens.len() - 4..], [64 << 10, 128 << 10, 256 << 10, 512 << 10], "{lens:?}");
+    let out = d.join("out.bin");
+    ok_json(&coord, &["get", "obj", "--out", out.to_str().unwrap()]);
+    assert!(same(&file, &out));
+    for (off, len) in [(0usize, 10usize), (70_000, 300_000), (999_999, 100)] {
+        let r = d.join("range.bin");
+        ok_json(&coord, &["get", "obj", "--out", r.to_str().unwrap(), "--offset", &off.to_string(), "--length", &len.to_string()]);
+        assert!(std::fs::read(&r).unwrap() == bytes[off..(off + len).min(bytes.len())], "range {off}+{len}");
+    }
+    assert!(ok_json(&coord, &["seal"])["sealed"].as_u64().unwrap() >= 4);
+    let last = l["extents"].as_array().unwrap().last().unwrap().clone();
+    let home = l["stripes"][last["stripe"].as_u64().unwrap() as usize]["chunks"][last["index"].as_u64().unwrap() as usize]["node"]
+        .as_u64()
+        .unwrap() as usize;
+    drop(nodes[home].take());
+    wait_alive(&coord, 7);
+    let got = ok_json(&coord, &["get", "obj", "--out", out.to_str().unwrap(), "--method", "ppr"]);
+    assert!(same(&file, &out));
+    assert!(got["degraded_reads"].as_array().unwrap().len() >= 4, "{got}");
+    // Clear errors for layouts that cannot be.
+    let bad = cli(&coord, &["put", "x", file.to_str().unwrap(), "--code", "clay:4,2,5", "--layout", "geo", "--s0", "1001"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("multiple of"), "{}", String::from_utf8_lossy(&bad.stderr));
+    let bad = cli(&coord, &["put", "x", file.to_str().unwrap(), "--layout", "geo", "--q", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
 #[test]
 fn demo_json_verifies_every_method() {
     let out = Command::new(BIN)
