@@ -12,6 +12,7 @@ pub mod meta;
 mod object_io;
 mod objects;
 mod phases;
+pub mod recovery_budget;
 mod repair;
 mod seal;
 

@@ -5,6 +5,7 @@
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, PendingRepair, StripeRecord};
+use crate::recovery_budget::{weight, NodeBudget};
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
@@ -429,14 +430,32 @@ impl Coordinator {
         // Chunks of one stripe are rebuilt one after another: each plans with its siblings'
         // new homes known, so no two land on the same node.
         let mut stripe_locks: HashMap<u64, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
+        // Geometric Partitioning's per-node budget of repair weight (chunk size in 4 MiB
+        // units), on the nodes a repair will read from and write to.
+        let budget = NodeBudget::new(self.cfg.recovery_node_budget);
         for p in todo {
             let (c, sem) = (self.clone(), sem.clone());
             let choice = choices.remove(&(p.stripe, p.index));
             let lock = stripe_locks.entry(p.stripe).or_default().clone();
             // Permits are taken in this order, so repairs start in schedule order.
             let permit = sem.acquire_owned().await.expect("semaphore open");
+            let (nodes, units) = match self.meta.stripe(p.stripe)? {
+                Some(s) => {
+                    let mut nodes: Vec<NodeId> = match &choice {
+                        Some(ch) => ch.helpers.iter().map(|&h| s.nodes[h]).chain([ch.destination]).collect(),
+                        // Helpers not chosen yet: any survivor may be one.
+                        None => s.nodes.iter().enumerate().filter(|&(i, _)| i != p.index).map(|(_, &n)| n).collect(),
+                    };
+                    nodes.sort_unstable();
+                    nodes.dedup();
+                    (nodes, weight(s.chunk_len))
+                }
+                None => (vec![], 1),
+            };
+            let held = budget.acquire(&nodes, units).await;
             set.spawn(async move {
                 let _permit = permit;
+                let _held = held;
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
                 (c.repair_one(&p, choice).await, len)
