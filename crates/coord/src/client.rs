@@ -25,6 +25,9 @@ pub struct Client {
     /// A node that sends nothing for this long while a chunk is read from it is taken as
     /// hung for the rest of the read: its chunks are rebuilt by degraded reads that avoid it.
     pub stall_timeout: Duration,
+    /// Extent layouts: fetch (or rebuild) the next chunk while the current one is written
+    /// (Geometric Partitioning's pipelined reads). Off: one chunk after another.
+    pub pipelined_reads: bool,
 }
 
 impl Client {
@@ -35,6 +38,7 @@ impl Client {
             shaper: Arc::new(Shaper::default()),
             counters: Arc::default(),
             stall_timeout: Duration::from_millis(500),
+            pipelined_reads: true,
         }
     }
 

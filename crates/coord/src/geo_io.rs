@@ -128,11 +128,16 @@ impl Client {
             let (me, layout) = (self.clone(), layout.clone());
             tokio::spawn(async move { me.fetch_extent(&layout, e, method, slice).await })
         };
-        let mut next = wanted.first().map(|w| fetch(w.0));
+        let mut next = None;
         let mut done = 0u64;
         for (i, &(e, skip, take)) in wanted.iter().enumerate() {
-            let current = next.take().expect("fetched ahead");
-            next = wanted.get(i + 1).map(|w| fetch(w.0));
+            let current = match next.take() {
+                Some(f) => f,
+                None => fetch(e),
+            };
+            if self.pipelined_reads {
+                next = wanted.get(i + 1).map(|w| fetch(w.0));
+            }
             let (chunk, degraded) = current.await.map_err(|x| x.to_string())??;
             if let Some(secs) = degraded {
                 report.degraded.push((e.stripe, e.index, secs));

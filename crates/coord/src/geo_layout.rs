@@ -66,11 +66,11 @@ pub fn remainder_code(code: CodeSpec) -> CodeSpec {
     }
 }
 
-/// The (s0, q) a layout cuts with: Contiguous is Geo with q = 1.
-pub fn geometry_of(layout: LayoutSpec) -> Option<(u64, u64)> {
+/// The (s0, q, cap) a layout cuts with: Contiguous is Geo with q = 1.
+pub fn geometry_of(layout: LayoutSpec) -> Option<(u64, u64, u64)> {
     match layout {
-        LayoutSpec::Geo { s0, q } => Some((s0, q)),
-        LayoutSpec::Contiguous { chunk } => Some((chunk, 1)),
+        LayoutSpec::Geo { s0, q, cap } => Some((s0, q, if cap == 0 { DEFAULT_MAX_CHUNK.max(s0) } else { cap })),
+        LayoutSpec::Contiguous { chunk } => Some((chunk, 1, chunk)),
         _ => None,
     }
 }
@@ -80,7 +80,7 @@ impl Coordinator {
     /// in open stripes of its placement group (opening new ones where none has the home's
     /// slot free), and places its remainder stripe.
     pub(crate) fn create_geo(&self, name: String, size: u64, code: CodeSpec, layout: LayoutSpec) -> Result<ObjectLayout, String> {
-        let (s0, q) = geometry_of(layout).ok_or("not a Geo layout")?;
+        let (s0, q, cap) = geometry_of(layout).ok_or("not a Geo layout")?;
         let c = code.build().map_err(|e| e.to_string())?;
         let (k, n) = (c.k(), c.n());
         let alpha = c.sub_chunks() as u64;
@@ -90,7 +90,10 @@ impl Coordinator {
         if q > 16 {
             return bad(format!("q = {q}: at most 16"));
         }
-        let part = partition(size, s0, q, DEFAULT_MAX_CHUNK.max(s0)).map_err(|e| e.to_string())?;
+        if cap > 1 << 30 {
+            return bad("chunks are at most 1 GiB");
+        }
+        let part = partition(size, s0, q, cap).map_err(|e| e.to_string())?;
         let failed: HashSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
         let alive: Vec<NodeId> = self.alive().keys().copied().filter(|x| !failed.contains(x)).collect();
         if alive.len() < n {

@@ -66,7 +66,7 @@ impl Coordinator {
                 continue;
             }
             for (i, &n) in s.nodes.iter().enumerate() {
-                if n == node && s.crcs[i].is_some() && !s.bad[i] && !held.contains(&ChunkId::new(s.id, i)) {
+                if n == node && s.crcs[i].is_some() && !s.bad[i] && !s.is_filler(i) && !held.contains(&ChunkId::new(s.id, i)) {
                     self.mark_bad(s.id, i, &format!("missing from node {node}'s inventory"))?;
                 }
             }
@@ -111,7 +111,9 @@ impl Coordinator {
     pub(crate) fn report_chunk(&self, node: NodeId, chunk: &ChunkId, reason: &str) -> Result<(), String> {
         let Some((sid, i)) = chunk.parts() else { return Ok(()) };
         match self.meta.stripe(sid)? {
-            Some(s) if s.nodes.get(i) == Some(&node) && s.crcs[i].is_some() => self.mark_bad(sid, i, &format!("node {node}: {reason}")),
+            Some(s) if s.nodes.get(i) == Some(&node) && s.crcs[i].is_some() && !s.is_filler(i) => {
+                self.mark_bad(sid, i, &format!("node {node}: {reason}"))
+            }
             _ => Ok(()),
         }
     }

@@ -82,8 +82,31 @@ pub struct StripeRecord {
     pub opened_ms: u64,
 }
 
-/// The owner of a Geo data slot filled with zeros when its stripe was sealed.
+/// The owner of a Geo data slot left empty when its stripe was sealed: a virtual chunk of
+/// zeros (no file anywhere), which contributes nothing to any equation and is never lost,
+/// as Clay's shortened nodes.
 pub const FILLER: u64 = u64::MAX;
+
+impl StripeRecord {
+    /// Slot `i` is a virtual zero chunk.
+    pub fn is_filler(&self, i: usize) -> bool {
+        self.owners.get(i) == Some(&FILLER)
+    }
+}
+
+/// CRC-32C of `len` zero bytes (a filler's checksum).
+pub fn zeros_crc(len: u64) -> u32 {
+    const PIECE: usize = 1 << 16;
+    let zeros = [0u8; PIECE];
+    let mut crc = 0u32;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(PIECE as u64) as usize;
+        crc = crc32c::crc32c_append(crc, &zeros[..n]);
+        left -= n as u64;
+    }
+    crc
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeRecord {

@@ -32,8 +32,9 @@ impl Coordinator {
         };
         let code = s.code.build().map_err(|e| e.to_string())?;
         let alive = self.alive();
+        // A filler (virtual zeros) is always there, wherever its node is.
         let avail: Vec<usize> = (0..s.nodes.len())
-            .filter(|&j| j != index && !s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))
+            .filter(|&j| j != index && (s.is_filler(j) || (!s.bad[j] && alive.contains_key(&s.nodes[j]) && !avoid.contains(&s.nodes[j]))))
             .collect();
         // A scheduler's choice holds while its helpers and destination are still usable.
         let roomy = |n: &NodeId| self.has_room(*n, s.chunk_len, self.cfg.backfillfull_ratio);
@@ -58,7 +59,9 @@ impl Coordinator {
             Some(c) => c.helpers.clone(),
             None => code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?,
         };
-        let equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
+        let mut equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
+        // Fillers hold zeros: their terms add nothing.
+        equation.terms.retain(|t| !s.is_filler(t.helper));
         let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
         let destination = match dest {
             Some(d) => d,
@@ -306,7 +309,7 @@ impl Coordinator {
                 continue;
             }
             for (i, n) in s.nodes.iter().enumerate() {
-                if (s.bad[i] || !alive.contains_key(n) || failed.contains(n)) && due(&s, i) {
+                if (s.bad[i] || !alive.contains_key(n) || failed.contains(n)) && !s.is_filler(i) && due(&s, i) {
                     lost.push((s.id, i));
                 }
             }
@@ -462,6 +465,7 @@ impl Coordinator {
             });
         }
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
+        let mut graph_bytes = 0usize;
         while let Some(r) = set.join_next().await {
             match r.map_err(|e| e.to_string())? {
                 (Ok((0, _)), _) => report.skipped += 1,
@@ -469,7 +473,10 @@ impl Coordinator {
                     report.repaired += 1;
                     report.retries += attempts - 1;
                     report.bytes += len;
-                    if let Some(g) = graph.filter(|_| report.graphs.len() < REPORTED_GRAPHS) {
+                    // Up to a count and a size: a Clay graph's coefficients run to hundreds
+                    // of KiB, and the report must fit one frame.
+                    if let Some(g) = graph.filter(|_| report.graphs.len() < REPORTED_GRAPHS && graph_bytes < REPORTED_GRAPH_BYTES) {
+                        graph_bytes += serde_json::to_vec(&g).map_or(0, |v| v.len());
                         report.graphs.push(g);
                     }
                 }
@@ -507,6 +514,8 @@ pub(crate) fn prioritise(todo: &mut [PendingRepair], first_slot: &HashMap<(u64, 
 
 /// Graphs a repair report carries at most (what ran, for replaying it in the simulator).
 pub(crate) const REPORTED_GRAPHS: usize = 1024;
+/// ... and their serialized bytes at most (a frame is 8 MiB).
+const REPORTED_GRAPH_BYTES: usize = 4 << 20;
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

@@ -1,27 +1,27 @@
 //! Sealing Geo stripes (Geometric Partitioning, section 4.2; f4's hot-to-warm step): a stripe
 //! whose data slots are full, or that has been open for `seal_after_ms`, gets its parity.
 //!
-//! 1. One transaction checks that no put is still writing into the stripe and reserves its
-//!    free data slots as fillers, so no put can take one while it is sealed.
-//! 2. Fillers are written as zero chunks.
-//! 3. Each parity chunk is computed by a repair graph from the k data slots (the code's
+//! 1. One transaction checks that no put is still writing into the stripe and turns its
+//!    free data slots into fillers, so no put can take one while it is sealed. A filler is
+//!    a virtual chunk of zeros, as Clay's shortened nodes: nothing is written or read for
+//!    it, its terms drop out of every equation, and it is never lost.
+//! 2. Each parity chunk is computed by a repair graph from the k data slots (the code's
 //!    decode-from-k equation): the data never passes through the coordinator, and a slot
 //!    whose node is down is read from one of its staging copies.
-//! 4. One transaction records the parity checksums and closes the stripe; only then are the
+//! 3. One transaction records the parity checksums and closes the stripe; only then are the
 //!    staging copies deleted (a copy left behind is an orphan, which the inventory removes).
 //!
 //! A crash anywhere leaves the stripe open with its copies intact: sealing starts again.
 
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, StripeRecord, FILLER};
+use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
 use crate::objects::now_ms;
 use kintsugi_node::exec::request;
 use kintsugi_plan::{shapes, NodeId, RepairTask};
-use kintsugi_proto::{recv, send, write_frame, Assignment, ChunkId, Kind, NodeRequest, NodeResponse, StoreSpec};
+use kintsugi_proto::{Assignment, ChunkId, NodeRequest, StoreSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -36,7 +36,9 @@ impl Coordinator {
             let k = s.code.build().map_err(|e| e.to_string())?.k();
             let full = s.owners[..k].iter().all(|&o| o != 0);
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
-            if !(all || full || old) || writing(&s, k) {
+            // A stripe whose every slot was freed (its puts abandoned) waits for new ones.
+            let empty = s.owners[..k].iter().all(|&o| o == 0 || o == FILLER);
+            if !(all || full || old) || writing(&s, k) || empty {
                 continue;
             }
             match self.seal(s.id).await {
@@ -55,7 +57,7 @@ impl Coordinator {
             reserved = None;
             let Some(mut s) = t.stripe(id)?.filter(|s| s.open) else { return Ok(()) };
             let k = s.code.build().map_err(|e| e.to_string())?.k();
-            if writing(&s, k) {
+            if writing(&s, k) || s.owners[..k].iter().all(|&o| o == 0 || o == FILLER) {
                 return Ok(());
             }
             for o in s.owners[..k].iter_mut().filter(|o| **o == 0) {
@@ -73,18 +75,15 @@ impl Coordinator {
         let up = |x: &NodeId| alive.contains_key(x) && !failed.contains(x);
         let mut nodes = s.nodes.clone();
         let mut crcs = s.crcs.clone();
-        // Fillers: zeros, on the slot's node or, if it is down, on a spare node.
-        for i in (0..k).filter(|&i| s.owners[i] == FILLER && s.crcs[i].is_none()) {
-            if !up(&nodes[i]) {
-                nodes[i] = self.spare_node(id, &nodes, s.chunk_len, &BTreeSet::new())?;
-            }
-            crcs[i] = Some(put_zeros(&self.addr_of(nodes[i]), &ChunkId::new(id, i), s.chunk_len, self.io_timeout()).await?);
+        let zeros = zeros_crc(s.chunk_len);
+        for i in (0..k).filter(|&i| s.is_filler(i)) {
+            crcs[i] = Some(zeros);
         }
         // Where each data slot is read from: its node, else a live staging copy.
         let mut down_data = Vec::new();
         let mut copies: BTreeMap<usize, Vec<(NodeId, ChunkId)>> = BTreeMap::new();
         for (i, node) in nodes.iter().enumerate().take(k) {
-            if !up(node) {
+            if !up(node) && !s.is_filler(i) {
                 let live: Vec<(NodeId, ChunkId)> =
                     s.replicas[i].iter().enumerate().filter(|(_, r)| up(r)).map(|(c, &r)| (r, ChunkId::replica(id, i, c + 1))).collect();
                 if live.is_empty() {
@@ -103,7 +102,8 @@ impl Coordinator {
         let data: Vec<usize> = (0..k).collect();
         let mut set = JoinSet::new();
         for p in k..n {
-            let equation = code.repair_equation(p, &data).map_err(|e| e.to_string())?;
+            let mut equation = code.repair_equation(p, &data).map_err(|e| e.to_string())?;
+            equation.terms.retain(|t| !s.is_filler(t.helper));
             // A staging copy on the parity's own node is not used for it (a helper and the
             // sink on one node is no graph the shapes draw).
             let source = |h: usize| -> Result<(NodeId, ChunkId), String> {
@@ -181,33 +181,6 @@ impl Coordinator {
 /// A put is still writing into the stripe: a slot reserved by an upload not committed.
 fn writing(s: &StripeRecord, k: usize) -> bool {
     (0..k).any(|i| s.owners[i] != 0 && s.owners[i] != FILLER && s.crcs[i].is_none())
-}
-
-/// Writes `len` zero bytes as chunk `chunk` on the node at `addr`; returns its checksum.
-async fn put_zeros(addr: &str, chunk: &ChunkId, len: u64, t: Duration) -> Result<u32, String> {
-    const PIECE: usize = 1 << 20;
-    let zeros = vec![0u8; PIECE.min(len as usize).max(1)];
-    let mut crc = 0u32;
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(PIECE as u64) as usize;
-        crc = crc32c::crc32c_append(crc, &zeros[..n]);
-        left -= n as u64;
-    }
-    let mut s = kintsugi_proto::auth::connect(addr, t).await.map_err(|e| format!("{addr}: {e}"))?;
-    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len, crc32c: crc }).await.map_err(|e| e.to_string())?;
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(PIECE as u64) as usize;
-        write_frame(&mut s, Kind::Data, &zeros[..n]).await.map_err(|e| e.to_string())?;
-        left -= n as u64;
-    }
-    s.flush().await.map_err(|e| e.to_string())?;
-    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("{addr}: no answer"))?.map_err(|e| e.to_string())? {
-        NodeResponse::Ok => Ok(crc),
-        NodeResponse::Error { message } => Err(format!("{addr}: {message}")),
-        other => Err(format!("{addr}: unexpected answer {other:?}")),
-    }
 }
 
 /// Seals due stripes every `seal_interval_ms` until the coordinator stops.

@@ -82,7 +82,7 @@ fn data(len: usize, seed: u64) -> Vec<u8> {
 const S0: u64 = 16 << 10;
 
 fn objects() -> Vec<(String, usize, LayoutSpec)> {
-    let geo = LayoutSpec::Geo { s0: S0, q: 2 };
+    let geo = LayoutSpec::Geo { s0: S0, q: 2, cap: 0 };
     let mut v: Vec<(String, usize, LayoutSpec)> = Vec::new();
     // 73.5 MiB at s0 = 4 MiB cuts into 1.5 | 4,4,8,8,16,32 (the paper's example), scaled
     // to s0 = 16 KiB: 18.375 s0.
@@ -188,8 +188,12 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
     let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();
     assert_eq!((r.repaired, r.failed), (lost, 0), "{r:?}");
     assert_eq!(check_all(&c.client, &objs, Shape::Cr).await, 0, "every chunk is on a live node again");
+    // Nothing of any object, and no parity, is left on the dead node (a stripe's empty
+    // slots, virtual zeros, stay where they were: there is nothing to move).
     for (name, _, _) in &objs {
-        assert!(c.client.stat(name).await.unwrap().stripes.iter().all(|s| s.chunks.iter().all(|l| l.node != victim)));
+        let l = c.client.stat(name).await.unwrap();
+        assert!(l.extents.iter().all(|e| l.stripes[e.stripe].chunks[e.index].node != victim), "{name}");
+        assert!(l.stripes.iter().all(|s| s.chunks[4..].iter().all(|x| x.node != victim)), "{name}");
     }
     // Staging copies are gone from the live nodes once their stripes are sealed.
     for i in 0..9 {
@@ -212,7 +216,7 @@ async fn concurrent_geo_puts_overwrites_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(dir.path(), 7, 1).await;
     let code = "clay:4,2,5".parse().unwrap();
-    let layout = LayoutSpec::Geo { s0: S0, q: 2 };
+    let layout = LayoutSpec::Geo { s0: S0, q: 2, cap: 0 };
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..12usize {
         let client = c.client.clone();

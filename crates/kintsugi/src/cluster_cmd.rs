@@ -124,6 +124,9 @@ pub struct PutArgs {
     /// Geo: the ratio between successive chunk sizes.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
     pub q: u64,
+    /// Geo: the largest chunk (the paper's 256 MiB cap).
+    #[arg(long, default_value = "256MiB", value_parser = parse_nonzero_size)]
+    pub max_chunk: usize,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +142,7 @@ impl PutArgs {
         match self.layout {
             LayoutArg::Stripe => LayoutSpec::Stripe,
             LayoutArg::StripeMax => LayoutSpec::StripeMax,
-            LayoutArg::Geo => LayoutSpec::Geo { s0: self.s0 as u64, q: self.q },
+            LayoutArg::Geo => LayoutSpec::Geo { s0: self.s0 as u64, q: self.q, cap: self.max_chunk as u64 },
             LayoutArg::Contiguous => LayoutSpec::Contiguous { chunk: self.chunk_size.unwrap_or(16 << 20) as u64 },
         }
     }

@@ -25,11 +25,23 @@ impl Embedded {
     /// (positioning milliseconds, bytes per second) when `hdd` is given, and ChameleonEC's
     /// phase length `phase_ms` (0: the default).
     pub async fn start_with(dir: &Path, nodes: usize, link: Option<f64>, hdd: Option<(f64, f64)>, phase_ms: u64) -> Result<Embedded> {
+        Self::start_tuned(dir, nodes, link, hdd, |c| c.repair_phase_ms = phase_ms).await
+    }
+
+    /// Like [`start_with`](Self::start_with), with `tune` adjusting the coordinator's
+    /// configuration.
+    pub async fn start_tuned(
+        dir: &Path,
+        nodes: usize,
+        link: Option<f64>,
+        hdd: Option<(f64, f64)>,
+        tune: impl FnOnce(&mut CoordConfig),
+    ) -> Result<Embedded> {
         // The embedded cluster makes its own secret, so it runs authenticated like a real one.
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
         }
-        let cfg = CoordConfig {
+        let mut cfg = CoordConfig {
             listen: "127.0.0.1:0".into(),
             data_dir: dir.join("coordinator"),
             // Failures are injected with `fail` (immediate); liveness only has to survive this
@@ -38,9 +50,9 @@ impl Embedded {
             io_timeout_ms: 30_000,
             // The demo and benchmarks time the repairs they start themselves.
             auto_repair: false,
-            repair_phase_ms: phase_ms,
             ..Default::default()
         };
+        tune(&mut cfg);
         let coord = kintsugi_coord::start(cfg).await.map_err(|e| anyhow!(e))?;
         let addr = coord.addr.to_string();
         let mut handles = Vec::new();

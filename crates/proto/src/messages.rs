@@ -349,8 +349,14 @@ pub enum LayoutSpec {
     StripeMax,
     /// Cut into chunks of s0, s0 q, s0 q^2, ... (capped at 256 MiB) all on one node of a
     /// placement group, after a front remainder kept striped and RS-coded; the chunks are
-    /// the data of Clay stripes formed across the group's nodes' same-size buckets.
-    Geo { s0: u64, q: u64 },
+    /// the data of Clay stripes formed across the group's nodes' same-size buckets. `cap`
+    /// bounds a chunk (0: the paper's 256 MiB; smaller for scaled-down experiments).
+    Geo {
+        s0: u64,
+        q: u64,
+        #[serde(default)]
+        cap: u64,
+    },
     /// Cut into equal chunks of `chunk` bytes on one node (f4-style), coded like Geo.
     Contiguous { chunk: u64 },
 }
@@ -360,7 +366,8 @@ impl std::fmt::Display for LayoutSpec {
         match self {
             LayoutSpec::Stripe => write!(f, "stripe"),
             LayoutSpec::StripeMax => write!(f, "stripe-max"),
-            LayoutSpec::Geo { s0, q } => write!(f, "geo (s0 {s0} B, q {q})"),
+            LayoutSpec::Geo { s0, q, cap: 0 } => write!(f, "geo (s0 {s0} B, q {q})"),
+            LayoutSpec::Geo { s0, q, cap } => write!(f, "geo (s0 {s0} B, q {q}, chunks up to {cap} B)"),
             LayoutSpec::Contiguous { chunk } => write!(f, "contiguous ({chunk}-byte chunks)"),
         }
     }
@@ -532,8 +539,7 @@ mod tests {
     /// Requests from clients that predate layouts still parse, as the Stripe layout.
     #[test]
     fn create_object_defaults_to_the_stripe_layout() {
-        let r: CoordRequest =
-            serde_json::from_str(r#"{"op":"create_object","name":"a","size":1,"code":"rs:2,1","chunk_size":0}"#).unwrap();
+        let r: CoordRequest = serde_json::from_str(r#"{"op":"create_object","name":"a","size":1,"code":"rs:2,1","chunk_size":0}"#).unwrap();
         assert!(matches!(r, CoordRequest::CreateObject { layout: LayoutSpec::Stripe, .. }));
     }
 }
