@@ -19,8 +19,120 @@ pub struct HelperTerm {
     pub helper: usize,
     /// Sub-chunk index ranges the helper reads, in order.
     pub reads: Vec<Range<usize>>,
-    /// Row-major `sub_chunks x read_count()` coefficients.
+    /// Row-major `sub_chunks x read_count()` coefficients. On the wire, a compact string
+    /// (see [`coef_wire`]): a Clay term's matrix is mostly zeros, and every node of a
+    /// repair graph receives every term.
+    #[serde(with = "coef_wire")]
     pub coefs: Vec<u8>,
+}
+
+/// Coefficient matrices on the wire: `x` + hex of every byte, or, when shorter, `z` + the
+/// length + `:` + hex of (LEB128 gap from the previous non-zero entry, value) pairs. As a
+/// JSON array of numbers, a Clay(10,4,13) repair equation took about 650 KB, sent to each of
+/// the 14 nodes of its graph for every repaired chunk; sparse, it takes a few KB. Arrays of
+/// numbers are still read.
+pub mod coef_wire {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    /// The most coefficients one term may declare (a 2048 x 2048 matrix), so a short
+    /// string cannot make a reader allocate without bound.
+    pub const MAX_COEFS: usize = 1 << 22;
+
+    pub fn encode(coefs: &[u8]) -> String {
+        let mut sparse = Vec::new();
+        let mut last = 0usize;
+        for (i, &c) in coefs.iter().enumerate().filter(|(_, &c)| c != 0) {
+            let mut gap = i - last;
+            last = i;
+            loop {
+                let b = (gap & 0x7f) as u8;
+                gap >>= 7;
+                if gap == 0 {
+                    sparse.push(b);
+                    break;
+                }
+                sparse.push(b | 0x80);
+            }
+            sparse.push(c);
+            if sparse.len() >= coefs.len() {
+                break;
+            }
+        }
+        if sparse.len() < coefs.len() {
+            format!("z{}:{}", coefs.len(), hex::encode(sparse))
+        } else {
+            format!("x{}", hex::encode(coefs))
+        }
+    }
+
+    pub fn decode(s: &str) -> Result<Vec<u8>, String> {
+        if let Some(h) = s.strip_prefix('x') {
+            if h.len() / 2 > MAX_COEFS {
+                return Err("too many coefficients".into());
+            }
+            return hex::decode(h).map_err(|e| format!("coefficients: {e}"));
+        }
+        let (len, h) = s.strip_prefix('z').and_then(|r| r.split_once(':')).ok_or("coefficients: neither x nor z form")?;
+        let len: usize = len.parse().map_err(|_| "coefficients: bad length")?;
+        if len > MAX_COEFS {
+            return Err(format!("coefficients: {len} is more than {MAX_COEFS}"));
+        }
+        let pairs = hex::decode(h).map_err(|e| format!("coefficients: {e}"))?;
+        let mut out = vec![0u8; len];
+        let (mut at, mut i, mut first) = (0usize, 0usize, true);
+        while i < pairs.len() {
+            let mut gap = 0usize;
+            let mut shift = 0;
+            loop {
+                let b = *pairs.get(i).ok_or("coefficients: truncated gap")?;
+                i += 1;
+                gap |= ((b & 0x7f) as usize).checked_shl(shift).filter(|_| shift < 28).ok_or("coefficients: gap too large")?;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            if !first && gap == 0 {
+                return Err("coefficients: repeated index".into());
+            }
+            first = false;
+            at = at.checked_add(gap).filter(|&a| a < len).ok_or("coefficients: index past the length")?;
+            let v = *pairs.get(i).ok_or("coefficients: truncated value")?;
+            i += 1;
+            out[at] = v;
+        }
+        Ok(out)
+    }
+
+    pub fn serialize<S: Serializer>(coefs: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(coefs))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a coefficient string or an array of bytes")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Vec<u8>, E> {
+                decode(s).map_err(E::custom)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    if out.len() == MAX_COEFS {
+                        return Err(de::Error::custom("too many coefficients"));
+                    }
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl HelperTerm {
@@ -163,4 +275,59 @@ pub fn sub_len(sub_chunks: usize, chunk_len: usize) -> Result<usize> {
         return Err(CodeError::BadChunkLength { len: chunk_len, sub_chunks });
     }
     Ok(chunk_len / sub_chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coef_wire::{decode, encode, MAX_COEFS};
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any matrix, dense or mostly zeros, comes back as it was.
+        #[test]
+        fn coefficients_round_trip(len in 0usize..3000, density in 0u32..100, seed in any::<u64>()) {
+            let mut x = seed | 1;
+            let coefs: Vec<u8> = (0..len).map(|_| {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                if (x % 100) as u32 <= density { (x >> 8) as u8 } else { 0 }
+            }).collect();
+            let s = encode(&coefs);
+            prop_assert_eq!(decode(&s).unwrap(), coefs);
+        }
+    }
+
+    /// A Clay repair equation shrinks on the wire, reads back equal, and the old array form
+    /// still parses.
+    #[test]
+    fn clay_terms_are_small_on_the_wire() {
+        let code = crate::CodeSpec::Clay { k: 10, m: 4, d: 13 }.build().unwrap();
+        let helpers: Vec<usize> = (1..14).collect();
+        let eq = code.repair_equation(0, &helpers).unwrap();
+        let wire = serde_json::to_string(&eq).unwrap();
+        let arrays: usize = eq.terms.iter().map(|t| serde_json::to_string(&t.coefs).unwrap().len()).sum();
+        assert!(wire.len() * 20 < arrays, "{} bytes on the wire, {arrays} as arrays of numbers", wire.len());
+        let back: RepairEquation = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back, eq);
+        let old = r#"{"helper":3,"reads":[{"start":0,"end":1}],"coefs":[7]}"#;
+        let t: HelperTerm = serde_json::from_str(old).unwrap();
+        assert_eq!(t.coefs, vec![7]);
+    }
+
+    #[test]
+    fn malformed_coefficients_are_refused() {
+        for bad in [
+            "q00".to_string(),
+            "x0".to_string(),
+            format!("z{}:", MAX_COEFS + 1),
+            "z4:0401".to_string(),   // index 4 of 4
+            "z4:00".to_string(),     // a gap without a value
+            "z4:00010002".to_string(), // index 0 twice
+            "z4:ffffffffff7f01".to_string(),
+            "zz:00".to_string(),
+        ] {
+            assert!(decode(&bad).is_err(), "{bad}");
+        }
+        assert_eq!(decode("z4:0105").unwrap(), vec![0, 5, 0, 0]);
+    }
 }
