@@ -320,8 +320,8 @@ mod tests {
             "q00".to_string(),
             "x0".to_string(),
             format!("z{}:", MAX_COEFS + 1),
-            "z4:0401".to_string(),   // index 4 of 4
-            "z4:00".to_string(),     // a gap without a value
+            "z4:0401".to_string(),     // index 4 of 4
+            "z4:00".to_string(),       // a gap without a value
             "z4:00010002".to_string(), // index 0 twice
             "z4:ffffffffff7f01".to_string(),
             "zz:00".to_string(),

@@ -181,8 +181,23 @@ fn full_node_on_emulated_hdds_is_exact_and_pays_the_disks() {
 fn geo_bench_verifies_every_scheme() {
     let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
         .args([
-            "bench", "geo", "--json", "--objects", "24", "--scale", "512", "--schemes", "geo,rs,con", "--reads", "2", "--ranges", "3",
-            "--pgs", "1", "--hdd-bw", "400MB/s",
+            "bench",
+            "geo",
+            "--json",
+            "--objects",
+            "24",
+            "--scale",
+            "512",
+            "--schemes",
+            "geo,rs,con",
+            "--reads",
+            "2",
+            "--ranges",
+            "3",
+            "--pgs",
+            "1",
+            "--hdd-bw",
+            "400MB/s",
         ])
         .output()
         .unwrap();
