@@ -44,6 +44,19 @@ fn wait_alive(coord: &str, n: usize) {
     panic!("never saw {n} live nodes; last status: {last}");
 }
 
+/// A coordinator and `n` node processes with data under `d`, all reported in.
+fn processes(d: &Path, n: usize) -> (String, Proc, Vec<Option<Proc>>) {
+    let coord = format!("127.0.0.1:{}", free_port());
+    let c = spawn(&["coordinator", "--listen", &coord, "--data-dir", d.join("coord").to_str().unwrap()]);
+    let nodes = (0..n)
+        .map(|i| {
+            Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord]))
+        })
+        .collect();
+    wait_alive(&coord, n);
+    (coord, c, nodes)
+}
+
 fn same(a: &Path, b: &Path) -> bool {
     std::fs::read(a).unwrap() == std::fs::read(b).unwrap()
 }
@@ -52,14 +65,7 @@ fn same(a: &Path, b: &Path) -> bool {
 fn processes_put_get_kill_repair() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let coord = format!("127.0.0.1:{}", free_port());
-    let _c = spawn(&["coordinator", "--listen", &coord, "--data-dir", d.join("coord").to_str().unwrap()]);
-    let mut nodes: Vec<Option<Proc>> = (0..8)
-        .map(|i| {
-            Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord]))
-        })
-        .collect();
-    wait_alive(&coord, 8);
+    let (coord, _c, mut nodes) = processes(d, 8);
 
     let file = d.join("in.bin");
     let bytes: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
@@ -200,14 +206,7 @@ fn processes_put_get_kill_repair() {
 fn processes_geo_layout() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let coord = format!("127.0.0.1:{}", free_port());
-    let _c = spawn(&["coordinator", "--listen", &coord, "--data-dir", d.join("coord").to_str().unwrap()]);
-    let mut nodes: Vec<Option<Proc>> = (0..8)
-        .map(|i| {
-            Some(spawn(&["node", "--id", &i.to_string(), "--data-dir", d.join(format!("n{i}")).to_str().unwrap(), "--coordinator", &coord]))
-        })
-        .collect();
-    wait_alive(&coord, 8);
+    let (coord, _c, mut nodes) = processes(d, 8);
     let file = d.join("in.bin");
     let bytes: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
     std::fs::write(&file, &bytes).unwrap();
