@@ -5,7 +5,7 @@
 //! start at the first chunk that overlaps the range, for every layout.
 
 use crate::client::Client;
-use crate::object_io::{encode_stripe, get_chunk, put_chunk, ObjectSink, Progress, ReadReport};
+use crate::object_io::{encode_stripe, get_chunk, join_all, put_chunk, ObjectSink, Progress, ReadReport};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{ChunkLoc, CoordRequest, Extent, ObjectLayout};
@@ -209,13 +209,6 @@ impl Client {
             other => Err(format!("unexpected answer {other:?}")),
         }
     }
-}
-
-async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
-    while let Some(r) = set.join_next().await {
-        r.map_err(|e| e.to_string())??;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

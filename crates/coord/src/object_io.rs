@@ -272,7 +272,8 @@ impl Client {
     }
 }
 
-async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
+/// Waits for every write of a set; the first error wins.
+pub(crate) async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
     while let Some(r) = set.join_next().await {
         r.map_err(|e| e.to_string())??;
     }
