@@ -128,6 +128,9 @@ pub struct Coordinator {
     pub(crate) repairing: tokio::sync::Mutex<()>,
     /// One sealing pass at a time.
     pub(crate) sealing: tokio::sync::Mutex<()>,
+    /// Some Geo stripe may be open (set by Geo puts; cleared by a sealing pass that found
+    /// none), so a cluster without Geo objects does not scan its stripes every second.
+    pub(crate) maybe_open: std::sync::atomic::AtomicBool,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
     /// Each node's last reported (used, capacity) bytes.
@@ -188,6 +191,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         live: Mutex::new(HashMap::new()),
         repairing: tokio::sync::Mutex::new(()),
         sealing: tokio::sync::Mutex::new(()),
+        maybe_open: std::sync::atomic::AtomicBool::new(true),
         started: Instant::now(),
         inventories: Default::default(),
         space: Mutex::new(HashMap::new()),

@@ -222,6 +222,7 @@ impl Coordinator {
             Ok(())
         })?;
         let o = obj.expect("set by the transaction");
+        self.maybe_open.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(
             "'{name}' ({size} bytes, {layout}): placement group {pg}, home node {}, {} chunk(s), remainder {} bytes",
             members[home],

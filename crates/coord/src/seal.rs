@@ -20,6 +20,7 @@ use kintsugi_node::exec::request;
 use kintsugi_plan::{shapes, NodeId, RepairTask};
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, StoreSpec};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -30,9 +31,17 @@ impl Coordinator {
     /// into); returns how many it sealed.
     pub(crate) async fn seal_due(self: &Arc<Self>, all: bool) -> Result<usize, String> {
         let _one_at_a_time = self.sealing.lock().await;
+        // Cleared before the scan: a put opening a stripe meanwhile sets it again.
+        if !self.maybe_open.swap(false, Ordering::SeqCst) {
+            return Ok(0);
+        }
         let now = now_ms();
         let mut sealed = 0;
-        for s in self.meta.stripes()?.into_iter().filter(|s| s.open) {
+        let open: Vec<StripeRecord> = self.meta.stripes()?.into_iter().filter(|s| s.open).collect();
+        if !open.is_empty() {
+            self.maybe_open.store(true, Ordering::SeqCst);
+        }
+        for s in open {
             let k = s.code.build().map_err(|e| e.to_string())?.k();
             let full = s.owners[..k].iter().all(|&o| o != 0);
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
