@@ -19,6 +19,7 @@ mod geo_sim;
 mod load;
 mod plot;
 mod progress;
+mod service_cmd;
 mod sim_cmd;
 mod testbed;
 mod units;
@@ -61,9 +62,9 @@ enum Cmd {
     #[command(subcommand)]
     Geo(geo_cmd::GeoCmd),
     /// Run a storage node.
-    Node(cluster_cmd::NodeArgs),
+    Node(service_cmd::NodeArgs),
     /// Run the coordinator.
-    Coordinator(cluster_cmd::CoordArgs),
+    Coordinator(service_cmd::CoordArgs),
     /// Store a file as an object.
     Put {
         #[command(flatten)]
@@ -159,8 +160,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Testbed(t) => testbed::run(t),
         Cmd::Geo(g) => geo_cmd::run(g),
-        Cmd::Node(a) => cluster_cmd::node(a),
-        Cmd::Coordinator(a) => cluster_cmd::coordinator(a),
+        Cmd::Node(a) => service_cmd::node(a),
+        Cmd::Coordinator(a) => service_cmd::coordinator(a),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
         Cmd::Ls { target } => cluster_cmd::ls(&target),

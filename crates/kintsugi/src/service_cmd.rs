@@ -1,0 +1,207 @@
+//! The cluster's processes: `kintsugi node` (and `node remove`) and `kintsugi coordinator`,
+//! configured by TOML with flags on top.
+
+use crate::cluster_cmd::{client, runtime, Target};
+use crate::units::parse_rate;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use kintsugi_coord::CoordConfig;
+use kintsugi_node::NodeConfig;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{CoordRequest, CoordResponse};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct NodeArgs {
+    #[command(subcommand)]
+    pub action: Option<NodeAction>,
+    /// TOML configuration; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub id: Option<NodeId>,
+    /// Listen address (default 127.0.0.1:0).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Address others reach this node at (default: the listen address; required when
+    /// listening on 0.0.0.0 or [::]).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub coordinator: Option<String>,
+    /// Emulated link in both directions (e.g. 1gbit); --uplink/--downlink set one.
+    #[arg(long, value_parser = parse_rate)]
+    pub link: Option<f64>,
+    #[arg(long, value_parser = parse_rate)]
+    pub uplink: Option<f64>,
+    #[arg(long, value_parser = parse_rate)]
+    pub downlink: Option<f64>,
+    /// The node's link rate, both directions (e.g. 10gbit), for the coordinator's
+    /// residual-bandwidth accounting [default: --link/--uplink/--downlink when given].
+    #[arg(long, value_parser = parse_rate)]
+    pub link_capacity: Option<f64>,
+    /// Threads of the node's runtime [default: one per core]; the testbed gives each of its
+    /// nodes cores/nodes of them, at least one.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
+    /// Emulate an HDD under the chunk store: milliseconds of positioning per I/O (less for a
+    /// short forward gap) [default when --hdd-bw is given: 8].
+    #[arg(long)]
+    pub hdd_seek_ms: Option<f64>,
+    /// Emulated HDD's sequential rate (e.g. 180MB/s) [default when --hdd-seek-ms is given: 180MB/s].
+    #[arg(long, value_parser = parse_rate)]
+    pub hdd_bw: Option<f64>,
+    /// Verified read-ahead per chunk a repair helper reads [default: 512KiB, 4MiB with an emulated HDD].
+    #[arg(long, value_parser = crate::units::parse_nonzero_size)]
+    pub read_ahead: Option<usize>,
+}
+
+/// What `kintsugi node` does besides running a node.
+#[derive(clap::Subcommand, Debug)]
+pub enum NodeAction {
+    /// Take a node out of the cluster for good: it is failed, its chunks are rebuilt on
+    /// other nodes (the coordinator's repair_method and repair_scheduler), then it is
+    /// forgotten. Refused while any of its chunks could not be rebuilt.
+    Remove {
+        #[command(flatten)]
+        target: Target,
+        /// The node's id.
+        id: NodeId,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct CoordArgs {
+    /// TOML configuration; flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:7400).
+    #[arg(long)]
+    pub listen: Option<String>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
+    match path {
+        None => Ok(T::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("{} is not a valid configuration", p.display()))
+        }
+    }
+}
+
+/// `kintsugi node remove ID`.
+fn remove_node(t: &Target, id: NodeId) -> Result<()> {
+    runtime()?.block_on(async {
+        let r = match client(t).call(&CoordRequest::RemoveNode { node: id }, Duration::from_secs(24 * 3600)).await {
+            Ok(CoordResponse::Repaired(r)) => r,
+            Ok(other) => bail!("unexpected answer {other:?}"),
+            Err(e) => bail!(e),
+        };
+        if t.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!("removed node {id}; {} chunk(s) rebuilt elsewhere first ({} failed, {} skipped)", r.repaired, r.failed, r.skipped);
+        }
+        Ok(())
+    })
+}
+
+/// `kintsugi node`: runs until Ctrl-C or a `fail`.
+pub fn node(a: NodeArgs) -> Result<()> {
+    if let Some(NodeAction::Remove { target, id }) = &a.action {
+        return remove_node(target, *id);
+    }
+    let mut cfg: NodeConfig = load_toml(a.config.as_deref())?;
+    if let Some(v) = a.id {
+        cfg.id = v;
+    }
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.advertise {
+        cfg.advertise = Some(v);
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    if let Some(v) = a.coordinator {
+        cfg.coordinator = Some(v);
+    }
+    cfg.uplink = a.uplink.or(a.link).or(cfg.uplink);
+    cfg.downlink = a.downlink.or(a.link).or(cfg.downlink);
+    if let Some(w) = a.worker_threads {
+        cfg.worker_threads = Some(w as usize);
+    }
+    if let Some(c) = a.link_capacity {
+        cfg.link_capacity = Some(c);
+    }
+    cfg.hdd_seek_ms = a.hdd_seek_ms.or(cfg.hdd_seek_ms);
+    cfg.hdd_bandwidth = a.hdd_bw.or(cfg.hdd_bandwidth);
+    cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
+    if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
+        bail!("hdd_seek_ms must be a number of milliseconds >= 0");
+    }
+    if cfg.link_capacity.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+        bail!("link_capacity must be a positive number of bytes per second");
+    }
+    if cfg.worker_threads == Some(0) {
+        bail!("worker_threads must be at least 1");
+    }
+    use_secret_file(cfg.secret_file.as_deref())?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(w) = cfg.worker_threads {
+        rt.worker_threads(w);
+    }
+    rt.enable_all().build().context("cannot start the async runtime")?.block_on(async {
+        let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = h.stopped() => { eprintln!("node {} stopped", cfg.id); return Ok(()); }
+        }
+        h.stop().await;
+        Ok(())
+    })
+}
+
+/// `kintsugi coordinator`: runs until Ctrl-C.
+pub fn coordinator(a: CoordArgs) -> Result<()> {
+    let mut cfg: CoordConfig = load_toml(a.config.as_deref())?;
+    if let Some(v) = a.listen {
+        cfg.listen = v;
+    }
+    if let Some(v) = a.data_dir {
+        cfg.data_dir = v;
+    }
+    use_secret_file(cfg.secret_file.as_deref())?;
+    runtime()?.block_on(async {
+        let h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        eprintln!("coordinator listening on {} (metadata in {})", h.addr, cfg.data_dir.display());
+        tokio::signal::ctrl_c().await.ok();
+        h.stop().await;
+        Ok(())
+    })
+}
+
+/// The TOML's secret file, unless `--secret-file` or the environment named one; a service
+/// without any secret serves everyone, and says so.
+fn use_secret_file(path: Option<&std::path::Path>) -> Result<()> {
+    if kintsugi_proto::auth::secret().is_none() {
+        if let Some(p) = path {
+            kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::from_file(p).map_err(|e| anyhow!(e))?));
+        }
+    }
+    if kintsugi_proto::auth::secret().is_none() {
+        eprintln!(
+            "warning: no cluster secret (--secret-file, KINTSUGI_SECRET_FILE or secret_file): anyone who can reach this port is served"
+        );
+    }
+    Ok(())
+}
