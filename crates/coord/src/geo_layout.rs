@@ -222,6 +222,11 @@ impl Coordinator {
             Ok(())
         })?;
         let o = obj.expect("set by the transaction");
+        // Count what this put adds to its home until the node's next report says it: a burst
+        // of puts would otherwise all pick the same "least used" member from stale reports.
+        if let Some((used, _)) = self.space.lock().expect("space lock").get_mut(&members[home]) {
+            *used += total;
+        }
         self.maybe_open.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(
             "'{name}' ({size} bytes, {layout}): placement group {pg}, home node {}, {} chunk(s), remainder {} bytes",
