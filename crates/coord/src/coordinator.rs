@@ -51,6 +51,10 @@ pub struct CoordConfig {
     /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
     /// mean residual bandwidth (a phase moves as many bytes per link).
     pub repair_phase_ms: u64,
+    /// Whether nodes hold each transfer to its RepairBoost timeslot, as the paper and the
+    /// simulator do (`repairboost`, `repairboost-ts`, `repairboost-poll`); false: the
+    /// timeslots only order when repairs start.
+    pub gate_timeslots: bool,
     /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
     /// takes no rebuilt chunks, above `full` no new chunks at all.
     pub nearfull_ratio: f64,
@@ -100,6 +104,7 @@ impl Default for CoordConfig {
             repair_slice: 1 << 20,
             repair_max_active: 4,
             repair_phase_ms: 0,
+            gate_timeslots: true,
             nearfull_ratio: 0.85,
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,

@@ -39,7 +39,7 @@ impl Coordinator {
                 }
             };
             tracing::info!(phase = total.phases, chunks = now.len(), left = todo.len(), "ChameleonEC phase");
-            let r = self.run_repairs(now, label, parallel, choices).await?;
+            let r = self.run_repairs(now, label, parallel, choices, HashMap::new()).await?;
             total.phases += 1;
             total.repaired += r.repaired;
             total.skipped += r.skipped;

@@ -87,7 +87,8 @@ impl Coordinator {
             new_parity: false,
         });
         let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
-        Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len: slice.clamp(1, s.chunk_len.max(1)), term_chunks, peers, store })
+        let slice_len = slice.clamp(1, s.chunk_len.max(1));
+        Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len, term_chunks, peers, store, timeslots: Vec::new() })
     }
 
     /// A live node holding no chunk of stripe `id` (whose chunks are on `nodes`), with room
@@ -219,6 +220,7 @@ impl Coordinator {
         self: &Arc<Self>,
         p: &PendingRepair,
         scheduled: Option<Choice>,
+        timeslots: Option<GraphSlots>,
     ) -> Result<(usize, Option<RepairGraph>), String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
@@ -240,10 +242,14 @@ impl Coordinator {
             }
             // The scheduler's choice on the first attempt; re-planned after a failure.
             let choice = if attempt == 1 { scheduled.as_ref() } else { None };
-            let a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice), &avoid) {
+            let mut a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice), &avoid) {
                 Ok(a) => a,
                 Err(e) => return Err(e),
             };
+            // The scheduler's timeslots hold for the graph it planned, on the first attempt.
+            if let Some(t) = timeslots.as_ref().filter(|t| attempt == 1 && t.fits(&a.graph)) {
+                a.timeslots = t.slots.clone();
+            }
             let dest = a.graph.vertex(a.graph.sink).node;
             let outcome = match self.store_rebuilt(&a).await {
                 Ok(crc) if Some(crc) == s.crcs[p.index] => Ok(()),
@@ -340,6 +346,8 @@ impl Coordinator {
         cluster.phase_seconds = self.cfg.repair_phase_ms as f64 / 1e3;
         let mut out = HashMap::new();
         let mut first_slot = HashMap::new();
+        let mut timeslots = HashMap::new();
+        let gate = self.cfg.gate_timeslots && scheduler.timeslots();
         for (_, idx) in groups {
             let method = todo[idx[0]].method;
             let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
@@ -359,11 +367,15 @@ impl Coordinator {
                 let key = (todo[i].stripe, todo[i].index);
                 out.insert(key, Choice { helpers: r.helpers(), destination: r.destination(), tree: r.tree_parents() });
                 first_slot.insert(key, (r.phase, r.first_slot()));
+                if gate && r.slots.iter().any(Option::is_some) {
+                    let nodes = r.graph.vertices.iter().map(|v| v.node).collect();
+                    timeslots.insert(key, GraphSlots { nodes, slots: r.slots.clone() });
+                }
             }
         }
         prioritise(todo, &first_slot);
         let phase = first_slot.into_iter().map(|(k, (p, _))| (k, p)).collect();
-        Ok(Planned { choices: out, phase })
+        Ok(Planned { choices: out, phase, timeslots })
     }
 
     /// Full-node repair of everything lost, `parallel` chunks at a time.
@@ -401,22 +413,25 @@ impl Coordinator {
         if scheduler == Scheduler::Chameleon {
             return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel).await;
         }
-        let choices = match self.schedule(&mut todo, scheduler) {
-            Ok(c) => c.choices,
+        let (choices, timeslots) = match self.schedule(&mut todo, scheduler) {
+            Ok(c) => (c.choices, c.timeslots),
             Err(e) => {
                 // Planning can fail where a chunk has too few survivors; each chunk then
                 // plans on its own and reports its own error.
                 tracing::warn!("scheduler {scheduler} could not plan: {e}");
-                HashMap::new()
+                (HashMap::new(), HashMap::new())
             }
         };
-        self.run_repairs(todo, &format!("{method} ({scheduler})"), parallel, choices).await
+        if !timeslots.is_empty() {
+            tracing::info!(repairs = timeslots.len(), "nodes gate transfers by RepairBoost's timeslots");
+        }
+        self.run_repairs(todo, &format!("{method} ({scheduler})"), parallel, choices, timeslots).await
     }
 
     pub(crate) async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
         let todo = self.meta.pending()?;
-        self.run_repairs(todo, "resumed", 4, HashMap::new()).await
+        self.run_repairs(todo, "resumed", 4, HashMap::new(), HashMap::new()).await
     }
 
     pub(crate) async fn run_repairs(
@@ -425,6 +440,7 @@ impl Coordinator {
         method: &str,
         parallel: usize,
         mut choices: HashMap<(u64, usize), Choice>,
+        mut timeslots: HashMap<(u64, usize), GraphSlots>,
     ) -> Result<RepairReport, String> {
         let started = Instant::now();
         let lost = todo.len();
@@ -439,6 +455,7 @@ impl Coordinator {
         for p in todo {
             let (c, sem) = (self.clone(), sem.clone());
             let choice = choices.remove(&(p.stripe, p.index));
+            let slots = timeslots.remove(&(p.stripe, p.index));
             let lock = stripe_locks.entry(p.stripe).or_default().clone();
             // Permits are taken in this order, so repairs start in schedule order.
             let permit = sem.acquire_owned().await.expect("semaphore open");
@@ -461,7 +478,7 @@ impl Coordinator {
                 let _held = held;
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                (c.repair_one(&p, choice).await, len)
+                (c.repair_one(&p, choice, slots).await, len)
             });
         }
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
@@ -498,6 +515,23 @@ impl Coordinator {
 pub(crate) struct Planned {
     pub choices: HashMap<(u64, usize), Choice>,
     pub phase: HashMap<(u64, usize), u32>,
+    /// RepairBoost's timeslots, when the nodes gate transfers by them.
+    pub timeslots: HashMap<(u64, usize), GraphSlots>,
+}
+
+/// The timeslot of each vertex's send in the graph a scheduler planned, and where each
+/// vertex was: they apply to the graph that runs only if it is that graph.
+pub(crate) struct GraphSlots {
+    pub nodes: Vec<NodeId>,
+    pub slots: Vec<Option<u32>>,
+}
+
+impl GraphSlots {
+    fn fits(&self, g: &RepairGraph) -> bool {
+        g.slots.iter().all(Option::is_none)
+            && self.slots.len() == g.vertices.len()
+            && g.vertices.iter().map(|v| v.node).eq(self.nodes.iter().copied())
+    }
 }
 
 /// The order repairs start in. First RepairBoost's multi-node priority (§3.4, option b):

@@ -137,6 +137,7 @@ impl Coordinator {
                 term_chunks: sources.into_iter().map(|x| x.1).collect(),
                 peers,
                 store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true }),
+                timeslots: Vec::new(),
             };
             let me = self.clone();
             set.spawn(async move { (p, me.store_rebuilt(&a).await) });

@@ -365,3 +365,52 @@ async fn chameleon_repairs_phase_by_phase() {
         c.kill(i).await;
     }
 }
+
+/// RepairBoost's timeslots on the nodes: with `gate_timeslots`, a node holds each transfer
+/// until its earlier slots' transfers are done (at both ends), which makes some transfers
+/// wait; without it, none waits. Every method completes (no deadlock between gated
+/// pipelines and store-and-forward trees) and every object reads back byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repairboost_timeslots_gate_transfers_on_the_nodes() {
+    for gate in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = CoordConfig { gate_timeslots: gate, ..cfg(dir.path(), "127.0.0.1:0") };
+        let mut c = cluster_with(conf, dir.path(), 10, Some(40e6)).await;
+        let objects: Vec<(String, usize)> = (0..6).map(|i| (format!("o{i}"), 1_000_003 + i * 7)).collect();
+        for (name, len) in &objects {
+            c.client.put(name, &data(*len, *len as u64), "rs:4,2".parse().unwrap(), 131_072).await.unwrap();
+        }
+        c.kill(0).await;
+        c.wait_alive(9).await;
+        let lost = c.client.status().await.unwrap().lost_chunks;
+        assert!(lost >= 6, "node 0 held chunks of several stripes: {lost}");
+        let r = c.client.repair(Shape::Ecpipe, 16_384, 32, Scheduler::Repairboost).await.unwrap();
+        assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+        let waits: u64 = c.nodes.iter().flatten().map(|n| n.stat().timeslot_waits).sum();
+        if gate {
+            assert!(waits > 0, "{lost} repairs in one go and no transfer waited for its timeslot");
+        } else {
+            assert_eq!(waits, 0, "nothing is gated with gate_timeslots = false");
+        }
+        for (name, len) in &objects {
+            let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+            assert_eq!(got, data(*len, *len as u64), "{name}");
+            assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+        }
+        // Another node fails: PPR's store-and-forward trees and CR's stars, gated.
+        for (i, method) in [(1, Shape::Ppr), (2, Shape::Cr)] {
+            c.kill(i).await;
+            c.wait_alive(9 - i).await;
+            let lost = c.client.status().await.unwrap().lost_chunks;
+            let r = c.client.repair(method, 16_384, 32, Scheduler::Repairboost).await.unwrap();
+            assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{method}: {r:?}");
+            for (name, len) in &objects {
+                assert_eq!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0, data(*len, *len as u64), "{name} after {method}");
+            }
+        }
+        c.coord.take().unwrap().stop().await;
+        for i in 0..c.nodes.len() {
+            c.kill(i).await;
+        }
+    }
+}

@@ -291,6 +291,7 @@ impl NodeProcs {
                 term_chunks: term_chunks.clone(),
                 peers: self.peers.clone(),
                 store: Some(StoreSpec { chunk: target.clone(), crc32c: want, new_parity: false }),
+                timeslots: Vec::new(),
             };
             for addr in self.peers.values() {
                 let r =

@@ -53,7 +53,7 @@ fn assignments() -> Vec<Assignment> {
                 let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(9, h)).collect();
                 let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7, new_parity: false });
                 let chunk_len = (code.sub_chunks() * 4096) as u64;
-                out.push(Assignment { repair: 1, graph, chunk_len, slice_len: 1024, term_chunks, peers, store });
+                out.push(Assignment { repair: 1, graph, chunk_len, slice_len: 1024, term_chunks, peers, store, timeslots: Vec::new() });
             }
         }
     }

@@ -51,12 +51,13 @@ pub struct Unit {
 }
 
 pub(crate) type UnitResult = Result<Unit, String>;
-pub use crate::input::{open_input, InputStream};
+pub use crate::input::{open_input, InputGate, InputStream};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
 pub use crate::slot_gate::SlotGate;
 use crate::terms::sum_inputs;
 pub use crate::terms::{LocalTerm, RawInput};
+use crate::timeslot_gate::{Ticket, TimeslotGates};
 
 /// A repair registered on this node.
 pub struct Run {
@@ -64,6 +65,8 @@ pub struct Run {
     units: Vec<Vec<Vec<Range<usize>>>>,
     outputs: Mutex<HashMap<u32, mpsc::Receiver<UnitResult>>>,
     pub gate: Option<SlotGate>,
+    /// This repair's transfers at the node's timeslot gates (RepairBoost), if gated.
+    pub ticket: Option<Arc<Ticket>>,
     /// The sink's result. Set with `send_replace`: a plain `send` is dropped while nobody
     /// waits yet, and a sink that finished before `WaitRepair` arrived would be waited for
     /// until the time limit.
@@ -84,6 +87,8 @@ pub struct Executor {
     pub io_timeout: Duration,
     runs: Mutex<HashMap<u64, Arc<Run>>>,
     registered: Notify,
+    /// RepairBoost's timeslots across this node's repairs.
+    pub timeslots: Arc<TimeslotGates>,
 }
 
 impl Executor {
@@ -97,6 +102,7 @@ impl Executor {
             io_timeout,
             runs: Mutex::new(HashMap::new()),
             registered: Notify::new(),
+            timeslots: Arc::default(),
         }
     }
 
@@ -135,12 +141,14 @@ impl Executor {
             }
         }
         let gate = (!pending.is_empty()).then(|| SlotGate::new(pending));
+        let ticket = self.timeslot_ticket(&a);
         let (done, _) = watch::channel(None);
         let run = Arc::new(Run {
             assignment: a,
             units,
             outputs: Mutex::new(HashMap::new()),
             gate,
+            ticket,
             done,
             tasks: Mutex::new(Vec::new()),
             caches: Mutex::default(),
@@ -149,7 +157,10 @@ impl Executor {
         let mut senders = HashMap::new();
         for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
             if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
-                let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+                // A gated send may wait for its slot: the vertex then keeps taking its
+                // inputs (see `open_input`) and holds its whole lane.
+                let depth = if run.ticket.is_some() { run.units[vx.lane].len().max(1) } else { CHANNEL_DEPTH };
+                let (tx, rx) = mpsc::channel(depth);
                 run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
                 senders.insert(i as u32, tx);
             }
@@ -176,6 +187,9 @@ impl Executor {
                 handles.push(tokio::spawn(async move {
                     let result = exec.store_sink(&run2).await;
                     tracing::debug!(node = exec.node, repair = run2.assignment.repair, ?result, "sink finished");
+                    if let Some(t) = &run2.ticket {
+                        t.release();
+                    }
                     run2.done.send_replace(Some(result));
                 }));
             } else {
@@ -186,6 +200,10 @@ impl Executor {
                     if let Err(e) = r {
                         if let Some(gate) = &run2.gate {
                             gate.fail();
+                        }
+                        // A failed repair holds no timeslot: it is re-planned elsewhere.
+                        if let Some(t) = &run2.ticket {
+                            t.release();
                         }
                         let _ = tx.send(Err(e)).await;
                     }
@@ -207,10 +225,45 @@ impl Executor {
             }
             // Outputs may still be pulled for a while after the vertices finish producing.
             tokio::time::sleep(exec.io_timeout).await;
+            if let Some(t) = &run2.ticket {
+                t.release();
+            }
             exec.runs.lock().expect("runs lock").remove(&run2.assignment.repair);
             exec.counters.active.fetch_sub(1, Ordering::Relaxed);
         });
         Ok(())
+    }
+
+    /// Registers a repair's transfers at this node's timeslot gates: the sends of its
+    /// vertices here to other nodes, and what its vertices here receive from other nodes.
+    /// Graphs with their own send slots (ECPipe cyclic) order themselves and are not gated.
+    fn timeslot_ticket(&self, a: &Assignment) -> Option<Arc<Ticket>> {
+        let g = &a.graph;
+        if a.timeslots.is_empty() || g.slots.iter().any(Option::is_some) {
+            return None;
+        }
+        let (mut sends, mut receives) = (Vec::new(), Vec::new());
+        for (i, vx) in g.vertices.iter().enumerate() {
+            let (Some(out), Some(slot)) = (vx.output, a.timeslots[i]) else { continue };
+            let to = g.vertex(out).node;
+            if vx.node == to {
+                continue;
+            }
+            if vx.node == self.node {
+                sends.push(slot);
+            }
+            if to == self.node {
+                receives.push(slot);
+            }
+        }
+        (!sends.is_empty() || !receives.is_empty()).then(|| self.timeslots.register(sends, receives))
+    }
+
+    /// The gate an input of a vertex on this node waits at, if its transfer is gated.
+    pub(crate) fn input_gate(run: &Run, node: NodeId, from: VertexId) -> Option<InputGate> {
+        let ticket = run.ticket.clone()?;
+        let slot = run.assignment.timeslots.get(from.index()).copied().flatten()?;
+        (run.assignment.graph.vertex(from).node != node).then_some(InputGate { ticket, slot })
     }
 
     /// Generous: ten times the time the whole chunk needs at 1 MB/s, at least a minute.
@@ -278,7 +331,8 @@ impl Executor {
             .map(|&i| {
                 let raw = RawInput::of(g, i);
                 let sizes = unit_sizes(units, g.payload_width(i));
-                (open_input(a, i, sizes, self.shaper.clone(), self.counters.clone(), self.io_timeout), raw)
+                let gate = Self::input_gate(run, self.node, i);
+                (open_input(a, i, sizes, self.shaper.clone(), self.counters.clone(), self.io_timeout, gate), raw)
             })
             .collect();
         let local = match vx.local {
@@ -328,7 +382,10 @@ impl Executor {
         crate::disk_emulation::settle().await;
         let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c));
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
-            let data = run_sink(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout).await?;
+            let gates = |i| Self::input_gate(run, self.node, i);
+            let mut data = vec![0u8; a.chunk_len as usize];
+            let out = SinkOutput::Buffer(&mut data);
+            sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await?;
             // Writing, fsync and rename block: off the async runtime. The chunk counts as
             // repaired only once it is durable (the caller waits for this).
             return tokio::task::spawn_blocking(move || {
@@ -358,7 +415,8 @@ impl Executor {
             w.finish(crc).map_err(|e| e.to_string())
         });
         let out = SinkOutput::Stream(&tx);
-        let r = sink_units(a, &run.units, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
+        let gates = |i| Self::input_gate(run, self.node, i);
+        let r = sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
         drop(tx);
         let written = writer.await.map_err(|e| e.to_string())?;
         match r {
@@ -388,6 +446,9 @@ pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, S
             "chunk length {} and slice length {} must be positive (and the chunk at most {MAX_CHUNK} bytes)",
             a.chunk_len, a.slice_len
         ));
+    }
+    if !a.timeslots.is_empty() && a.timeslots.len() != g.vertices.len() {
+        return Err(format!("{} timeslots for {} vertices", a.timeslots.len(), g.vertices.len()));
     }
     for v in &g.vertices {
         if v.node != READER && !a.peers.contains_key(&v.node) {

@@ -3,6 +3,7 @@
 
 use crate::exec::Counters;
 use crate::shaper::Shaper;
+use crate::timeslot_gate::{Side, Ticket};
 use kintsugi_plan::{NodeId, VertexId};
 use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::{send, Assignment, Kind, NodeRequest, NodeResponse};
@@ -18,6 +19,12 @@ pub type InputStream = mpsc::Receiver<Result<Vec<u8>, String>>;
 /// reading its socket, so a slow consumer slows its sender (TCP flow control) instead of
 /// buffering the chunk.
 const INPUT_AHEAD: usize = 4;
+
+/// The timeslot an input's transfer waits for at the receiving node's gate (RepairBoost).
+pub struct InputGate {
+    pub ticket: Arc<Ticket>,
+    pub slot: u32,
+}
 
 /// Reads the next data frame from an upstream vertex onto the end of `data`, refusing one
 /// longer than `room`; returns its length. `Working` frames say the upstream is alive and
@@ -46,6 +53,8 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
         };
         match serde_json::from_str::<NodeResponse>(&control) {
             Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
+            // Waiting for its node's earlier timeslots: bounded by the repair's time limit.
+            Ok(NodeResponse::Gated) => continue,
             Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
             Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
             _ => return Err(format!("node {node} sent a control message instead of data: {control}")),
@@ -59,7 +68,10 @@ type Upstream = tokio::io::BufReader<tokio::net::TcpStream>;
 const UPSTREAM_BUFFER: usize = 256 * 1024;
 
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
-/// each unit's size and passes it on (downlink shaped, counted).
+/// each unit's size and passes it on (downlink shaped, counted). A gated input first waits
+/// for its timeslot, and then takes its whole stream without backpressure: a vertex may
+/// wait on another input of a later slot, and a sender held up by it would hold its own
+/// slot, and every later one on its node, for ever.
 pub fn open_input(
     a: &Assignment,
     from: VertexId,
@@ -67,13 +79,17 @@ pub fn open_input(
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
     io_timeout: Duration,
+    gate: Option<InputGate>,
 ) -> InputStream {
-    let (tx, rx) = mpsc::channel(INPUT_AHEAD);
+    let (tx, rx) = mpsc::channel(if gate.is_some() { sizes.len().max(1) } else { INPUT_AHEAD });
     let node = a.graph.vertex(from).node;
     let addr = a.peers.get(&node).cloned().unwrap_or_default();
     let repair = a.repair;
     tokio::spawn(async move {
         let result: Result<(), String> = async {
+            if let Some(g) = &gate {
+                g.ticket.turn(Side::Receive, g.slot).await;
+            }
             let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             let _ = s.set_nodelay(true);
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
@@ -97,6 +113,9 @@ pub fn open_input(
                 if tx.send(Ok(data)).await.is_err() {
                     return Ok(());
                 }
+            }
+            if let Some(g) = &gate {
+                g.ticket.done(Side::Receive, g.slot);
             }
             Ok(())
         }

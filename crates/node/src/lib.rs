@@ -15,6 +15,7 @@ mod sink;
 mod slot_gate;
 pub mod store;
 mod terms;
+pub mod timeslot_gate;
 
 pub use exec::{run_sink, Counters, Executor};
 pub use server::{start, NodeConfig, NodeHandle};

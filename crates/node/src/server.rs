@@ -4,6 +4,7 @@
 use crate::exec::{Executor, Unit};
 use crate::shaper::Shaper;
 use crate::store::ChunkStore;
+use crate::timeslot_gate::Side;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, CoordRequest, Frame, FrameError, Kind, NodeRequest, NodeResponse, NodeStat,
@@ -127,6 +128,7 @@ fn stat(exec: &Executor) -> NodeStat {
         repair_received: exec.counters.received.load(Ordering::Relaxed),
         repair_read: exec.counters.read.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
+        timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
     }
 }
 
@@ -441,6 +443,23 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
         NodeRequest::Pull { repair, vertex } => {
             let (run, mut rx) = exec.take_output(repair, vertex).await?;
             let keepalive = (exec.io_timeout / 4).max(Duration::from_millis(50));
+            // RepairBoost's timeslot: no send of an earlier slot outstanding on this node.
+            let timeslot = run.ticket.clone().zip(run.assignment.timeslots.get(vertex as usize).copied().flatten());
+            if let Some((ticket, slot)) = &timeslot {
+                let turn = ticket.turn(Side::Send, *slot);
+                tokio::pin!(turn);
+                loop {
+                    tokio::select! {
+                        _ = &mut turn => break,
+                        _ = tokio::time::sleep(keepalive) => {
+                            if let Err(e) = send(sock, &NodeResponse::Gated).await {
+                                ticket.release();
+                                return Err(e.to_string());
+                            }
+                        }
+                    }
+                }
+            }
             loop {
                 let item = match tokio::time::timeout(keepalive, rx.recv()).await {
                     Err(_) => {
@@ -489,11 +508,17 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                         gate.fail();
                     }
                 }
+                if let (Err(_), Some((ticket, _))) = (&sent, &timeslot) {
+                    ticket.release();
+                }
                 sent.map_err(io)?;
                 exec.counters.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 crate::pool::give(bytes);
             }
             sock.flush().await.map_err(|e| e.to_string())?;
+            if let Some((ticket, slot)) = timeslot {
+                ticket.done(Side::Send, slot);
+            }
             return Ok(false);
         }
         NodeRequest::WaitRepair { repair, timeout_ms } => {

@@ -2,9 +2,10 @@
 //! a reader's sink (degraded read) returns it. Also the store-and-forward vertex, which
 //! like a sink waits for whole lanes.
 
-use crate::exec::{open_input, unit_sizes, Counters, InputStream, Unit, UnitResult};
+use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit, UnitResult};
 use crate::shaper::Shaper;
 use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
+use kintsugi_plan::VertexId;
 use kintsugi_proto::Assignment;
 use std::ops::Range;
 use std::sync::Arc;
@@ -112,13 +113,16 @@ pub async fn run_sink(
     io_timeout: Duration,
 ) -> Result<Vec<u8>, String> {
     let mut out = vec![0u8; a.chunk_len as usize];
-    sink_units(a, units, local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
+    sink_units(a, units, &|_| None, local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
     Ok(out)
 }
 
+/// The sink's work; `gates` says at which timeslot gate each input waits, if any.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn sink_units(
     a: &Assignment,
     units: &[Vec<Vec<Range<usize>>>],
+    gates: &(dyn Fn(VertexId) -> Option<InputGate> + Sync),
     local: Option<&LocalTerm>,
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
@@ -133,7 +137,8 @@ pub(crate) async fn sink_units(
     let mut by_lane: Vec<Vec<(InputStream, Option<RawInput>)>> = (0..g.lanes).map(|_| Vec::new()).collect();
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
-        let stream = open_input(a, i, unit_sizes(&units[lane], g.payload_width(i)), shaper.clone(), counters.clone(), io_timeout);
+        let sizes = unit_sizes(&units[lane], g.payload_width(i));
+        let stream = open_input(a, i, sizes, shaper.clone(), counters.clone(), io_timeout, gates(i));
         by_lane[lane].push((stream, RawInput::of(g, i)));
     }
     for (lane, u) in sink_order(units) {

@@ -85,6 +85,7 @@ async fn every_shape_over_tcp() {
                 term_chunks: term_chunks.clone(),
                 peers: peers.clone(),
                 store: None,
+                timeslots: Vec::new(),
             };
             repair += 1;
             dispatch(&a).await;
@@ -106,6 +107,7 @@ async fn every_shape_over_tcp() {
                 term_chunks: term_chunks.clone(),
                 peers: peers.clone(),
                 store,
+                timeslots: Vec::new(),
             };
             repair += 1;
             dispatch(&a).await;
@@ -159,6 +161,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
         term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect(),
         peers,
         store: None,
+        timeslots: Vec::new(),
     };
     dispatch(&a).await;
     let units = exec::check_assignment(&a).unwrap();
@@ -199,6 +202,7 @@ async fn clay_repair_moves_d_over_q_chunks() {
                 term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(sid, h)).collect(),
                 peers: peers.clone(),
                 store: None,
+                timeslots: Vec::new(),
             };
             let count = |f: fn(&exec::Counters) -> u64| nodes.iter().map(|n| f(&n.exec.counters)).sum::<u64>();
             let (read0, sent0) = (count(|c| c.read.load(Ordering::Relaxed)), count(|c| c.sent.load(Ordering::Relaxed)));
@@ -267,6 +271,7 @@ async fn malformed_frames_fail_one_connection_only() {
         term_chunks: (1..4).map(|i| ChunkId::new(1, i)).collect(),
         peers: [(0u32, addr.clone())].into_iter().collect(),
         store: None,
+        timeslots: Vec::new(),
     };
     let mut lanes = good.clone();
     lanes.graph.lanes = 1 << 40;

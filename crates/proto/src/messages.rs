@@ -95,6 +95,10 @@ pub struct Assignment {
     pub peers: BTreeMap<NodeId, String>,
     /// Set when the sink is on a node (full-node repair).
     pub store: Option<StoreSpec>,
+    /// RepairBoost's timeslot of each vertex's send, in vertex order (`None`: the sink, a
+    /// hop within one node, or an unscheduled send). Empty: the nodes do not gate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeslots: Vec<Option<u32>>,
 }
 
 mod pairs {
@@ -169,6 +173,8 @@ pub enum NodeResponse {
     /// upstream is then not mistaken for a dead one; a dead one is still found by the
     /// node reading from it.
     Working,
+    /// Sent on an output stream while its node holds the send for an earlier timeslot.
+    Gated,
 }
 
 /// A node's counters.
@@ -184,6 +190,9 @@ pub struct NodeStat {
     #[serde(default)]
     pub repair_read: u64,
     pub active_repairs: u64,
+    /// Transfers that waited at this node's timeslot gates for earlier slots (RepairBoost).
+    #[serde(default)]
+    pub timeslot_waits: u64,
 }
 
 /// Requests the coordinator serves (from nodes and clients).
