@@ -22,6 +22,54 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// Coordinator configuration (TOML for `kintsugi coordinator --config`); all fields default.
+/// Which repairs the nodes gate by RepairBoost's timeslots. The timeslots model whole
+/// chunks moved store-and-forward (one per node and slot); a pipelined graph's slot would
+/// wait for a whole chain, which measured slower on the testbed and in the simulator for
+/// CR and ECPipe (REPRODUCTION.md), so by default only store-and-forward graphs (PPR) are
+/// gated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeslotGating {
+    /// Every transfer, as the paper and the simulator do.
+    All,
+    #[default]
+    StoreAndForward,
+    /// None: timeslots only order when repairs start.
+    None,
+}
+
+impl TimeslotGating {
+    pub fn gates(self, g: &kintsugi_plan::RepairGraph) -> bool {
+        match self {
+            TimeslotGating::All => true,
+            TimeslotGating::StoreAndForward => !g.pipelined,
+            TimeslotGating::None => false,
+        }
+    }
+}
+
+impl std::str::FromStr for TimeslotGating {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(TimeslotGating::All),
+            "store-and-forward" => Ok(TimeslotGating::StoreAndForward),
+            "none" => Ok(TimeslotGating::None),
+            _ => Err(format!("'{s}' is not a timeslot gating (all, store-and-forward, none)")),
+        }
+    }
+}
+
+impl std::fmt::Display for TimeslotGating {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeslotGating::All => "all",
+            TimeslotGating::StoreAndForward => "store-and-forward",
+            TimeslotGating::None => "none",
+        })
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CoordConfig {
@@ -51,10 +99,14 @@ pub struct CoordConfig {
     /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
     /// mean residual bandwidth (a phase moves as many bytes per link).
     pub repair_phase_ms: u64,
-    /// Whether nodes hold each transfer to its RepairBoost timeslot, as the paper and the
-    /// simulator do (`repairboost`, `repairboost-ts`, `repairboost-poll`); false: the
-    /// timeslots only order when repairs start.
-    pub gate_timeslots: bool,
+    /// Which repairs' transfers nodes hold to their RepairBoost timeslots (`repairboost`,
+    /// `repairboost-ts`, `repairboost-poll`); the others' timeslots only order when
+    /// repairs start.
+    pub gate_timeslots: TimeslotGating,
+    /// RepairBoost's adaptive sub-processes: a full-node repair in rounds of this many
+    /// chunks, each balanced with the nodes' rates measured in the rounds before (0: one
+    /// round; not with `chameleon`, which has its own phases).
+    pub repair_subprocess_chunks: usize,
     /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
     /// takes no rebuilt chunks, above `full` no new chunks at all.
     pub nearfull_ratio: f64,
@@ -104,7 +156,8 @@ impl Default for CoordConfig {
             repair_slice: 1 << 20,
             repair_max_active: 4,
             repair_phase_ms: 0,
-            gate_timeslots: true,
+            gate_timeslots: TimeslotGating::default(),
+            repair_subprocess_chunks: 0,
             nearfull_ratio: 0.85,
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,

@@ -15,6 +15,7 @@ mod phases;
 pub mod recovery_budget;
 mod repair;
 mod seal;
+mod subprocess;
 
 pub use client::Client;
-pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
+pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator, TimeslotGating};

@@ -6,6 +6,7 @@
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, PendingRepair, StripeRecord};
 use crate::recovery_budget::{weight, NodeBudget};
+use crate::subprocess::NodeSpeed;
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
@@ -326,11 +327,18 @@ impl Coordinator {
     /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
     /// repairs in (by first timeslot for RepairBoost, else as listed).
     pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<Planned, String> {
+        self.schedule_scaled(todo, scheduler, &NodeSpeed::default())
+    }
+
+    /// [`schedule`](Self::schedule) with each node's bandwidth scaled by its measured rate
+    /// (RepairBoost's adaptive sub-processes).
+    pub(crate) fn schedule_scaled(&self, todo: &mut [PendingRepair], scheduler: Scheduler, speed: &NodeSpeed) -> Result<Planned, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
         // Every scheduler plans with live bandwidth: each node's residual, and its user load.
         crate::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));
+        speed.apply(&mut cluster);
         tracing::debug!(scheduler = %scheduler, "planning with residual bandwidth (up, down) per node: {:?}", cluster.bandwidth);
         // One plan per code and method: a scheduler balances over chunks of one kind.
         let mut groups: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
@@ -347,7 +355,7 @@ impl Coordinator {
         let mut out = HashMap::new();
         let mut first_slot = HashMap::new();
         let mut timeslots = HashMap::new();
-        let gate = self.cfg.gate_timeslots && scheduler.timeslots();
+        let gate = |g: &RepairGraph| scheduler.timeslots() && self.cfg.gate_timeslots.gates(g);
         for (_, idx) in groups {
             let method = todo[idx[0]].method;
             let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
@@ -367,7 +375,7 @@ impl Coordinator {
                 let key = (todo[i].stripe, todo[i].index);
                 out.insert(key, Choice { helpers: r.helpers(), destination: r.destination(), tree: r.tree_parents() });
                 first_slot.insert(key, (r.phase, r.first_slot()));
-                if gate && r.slots.iter().any(Option::is_some) {
+                if gate(&r.graph) && r.slots.iter().any(Option::is_some) {
                     let nodes = r.graph.vertices.iter().map(|v| v.node).collect();
                     timeslots.insert(key, GraphSlots { nodes, slots: r.slots.clone() });
                 }
@@ -413,6 +421,10 @@ impl Coordinator {
         if scheduler == Scheduler::Chameleon {
             return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel).await;
         }
+        let round = self.cfg.repair_subprocess_chunks;
+        if round > 0 && round < todo.len() {
+            return self.repair_in_subprocesses(todo, &format!("{method} ({scheduler})"), parallel, scheduler, round).await;
+        }
         let (choices, timeslots) = match self.schedule(&mut todo, scheduler) {
             Ok(c) => (c.choices, c.timeslots),
             Err(e) => {
@@ -439,8 +451,22 @@ impl Coordinator {
         todo: Vec<PendingRepair>,
         method: &str,
         parallel: usize,
+        choices: HashMap<(u64, usize), Choice>,
+        timeslots: HashMap<(u64, usize), GraphSlots>,
+    ) -> Result<RepairReport, String> {
+        self.run_repairs_recorded(todo, method, parallel, choices, timeslots, None).await
+    }
+
+    /// [`run_repairs`](Self::run_repairs), also recording when each repair finished
+    /// (seconds from the start) and its graph.
+    pub(crate) async fn run_repairs_recorded(
+        self: &Arc<Self>,
+        todo: Vec<PendingRepair>,
+        method: &str,
+        parallel: usize,
         mut choices: HashMap<(u64, usize), Choice>,
         mut timeslots: HashMap<(u64, usize), GraphSlots>,
+        mut record: Option<&mut Vec<(f64, RepairGraph)>>,
     ) -> Result<RepairReport, String> {
         let started = Instant::now();
         let lost = todo.len();
@@ -478,15 +504,19 @@ impl Coordinator {
                 let _held = held;
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                (c.repair_one(&p, choice, slots).await, len)
+                let r = c.repair_one(&p, choice, slots).await;
+                (r, len, started.elapsed().as_secs_f64())
             });
         }
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
         let mut graph_bytes = 0usize;
         while let Some(r) = set.join_next().await {
             match r.map_err(|e| e.to_string())? {
-                (Ok((0, _)), _) => report.skipped += 1,
-                (Ok((attempts, graph)), len) => {
+                (Ok((0, _)), _, _) => report.skipped += 1,
+                (Ok((attempts, graph)), len, finished) => {
+                    if let (Some(rec), Some(g)) = (record.as_deref_mut(), &graph) {
+                        rec.push((finished, g.clone()));
+                    }
                     report.repaired += 1;
                     report.retries += attempts - 1;
                     report.bytes += len;
@@ -497,7 +527,7 @@ impl Coordinator {
                         report.graphs.push(g);
                     }
                 }
-                (Err(e), _) => {
+                (Err(e), _, _) => {
                     tracing::warn!("repair failed: {e}");
                     report.failed += 1;
                     report.errors.push(e);

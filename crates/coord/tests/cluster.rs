@@ -2,7 +2,7 @@
 //! method, full-node repair, corrupted chunks, a node killed during a repair, and a
 //! coordinator restarted during a repair. Every read is compared byte for byte.
 
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
+use kintsugi_coord::{start, Client, CoordConfig, CoordHandle, TimeslotGating};
 use kintsugi_node::{NodeConfig, NodeHandle};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Shape, ALL_SHAPES};
@@ -35,6 +35,11 @@ async fn cluster(dir: &Path, n: usize, link: Option<f64>) -> Cluster {
 }
 
 async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<f64>) -> Cluster {
+    cluster_nodes(conf, dir, n, |_, c| NodeConfig { uplink: link, downlink: link, ..c }).await
+}
+
+/// A cluster whose node i is configured by `node(i, defaults)`.
+async fn cluster_nodes(conf: CoordConfig, dir: &Path, n: usize, node: impl Fn(usize, NodeConfig) -> NodeConfig) -> Cluster {
     let coord = start(conf).await.unwrap();
     let coord_addr = coord.addr.to_string();
     let mut nodes = Vec::new();
@@ -43,13 +48,11 @@ async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<f64>
             id: i as u32,
             data_dir: dir.join(format!("node{i}")),
             coordinator: Some(coord_addr.clone()),
-            uplink: link,
-            downlink: link,
             heartbeat_ms: 100,
             io_timeout_ms: 3000,
             ..Default::default()
         };
-        nodes.push(Some(kintsugi_node::start(c).await.unwrap()));
+        nodes.push(Some(kintsugi_node::start(node(i, c)).await.unwrap()));
     }
     let mut client = Client::new(&coord_addr);
     client.io_timeout = Duration::from_secs(10);
@@ -366,15 +369,16 @@ async fn chameleon_repairs_phase_by_phase() {
     }
 }
 
-/// RepairBoost's timeslots on the nodes: with `gate_timeslots`, a node holds each transfer
-/// until its earlier slots' transfers are done (at both ends), which makes some transfers
-/// wait; without it, none waits. Every method completes (no deadlock between gated
+/// RepairBoost's timeslots on the nodes: with `gate_timeslots = all`, a node holds each
+/// transfer until its earlier slots' transfers are done (at both ends), which makes some
+/// transfers wait; with `none`, none waits. Every method completes (no deadlock between gated
 /// pipelines and store-and-forward trees) and every object reads back byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repairboost_timeslots_gate_transfers_on_the_nodes() {
     for gate in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let conf = CoordConfig { gate_timeslots: gate, ..cfg(dir.path(), "127.0.0.1:0") };
+        let gating = if gate { TimeslotGating::All } else { TimeslotGating::None };
+        let conf = CoordConfig { gate_timeslots: gating, ..cfg(dir.path(), "127.0.0.1:0") };
         let mut c = cluster_with(conf, dir.path(), 10, Some(40e6)).await;
         let objects: Vec<(String, usize)> = (0..6).map(|i| (format!("o{i}"), 1_000_003 + i * 7)).collect();
         for (name, len) in &objects {
@@ -390,7 +394,7 @@ async fn repairboost_timeslots_gate_transfers_on_the_nodes() {
         if gate {
             assert!(waits > 0, "{lost} repairs in one go and no transfer waited for its timeslot");
         } else {
-            assert_eq!(waits, 0, "nothing is gated with gate_timeslots = false");
+            assert_eq!(waits, 0, "nothing is gated with gate_timeslots = none");
         }
         for (name, len) in &objects {
             let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
@@ -413,4 +417,45 @@ async fn repairboost_timeslots_gate_transfers_on_the_nodes() {
             c.kill(i).await;
         }
     }
+}
+
+/// RepairBoost's adaptive sub-processes: node 4's links run at a tenth of the rate it
+/// reports, which no monitoring of foreground traffic shows. Repaired in rounds of 4
+/// chunks, each planned with the rates measured in the rounds before, node 4 carries a
+/// smaller share of the repair traffic than in one round; every object reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subprocesses_give_a_slow_node_less_of_the_next_rounds() {
+    let mut shares = Vec::new();
+    for round in [0usize, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = CoordConfig { repair_subprocess_chunks: round, ..cfg(dir.path(), "127.0.0.1:0") };
+        let mut c = cluster_nodes(conf, dir.path(), 10, |i, n| {
+            let rate = if i == 4 { 4e6 } else { 40e6 };
+            NodeConfig { uplink: Some(rate), downlink: Some(rate), link_capacity: Some(40e6), ..n }
+        })
+        .await;
+        let objects: Vec<(String, usize)> = (0..12).map(|i| (format!("o{i}"), 1_000_000 + i * 13)).collect();
+        for (name, len) in &objects {
+            c.client.put(name, &data(*len, *len as u64 + 3), "rs:4,2".parse().unwrap(), 131_072).await.unwrap();
+        }
+        c.kill(0).await;
+        c.wait_alive(9).await;
+        let lost = c.client.status().await.unwrap().lost_chunks;
+        assert!(lost > 8, "node 0 held chunks of many stripes: {lost}");
+        let r = c.client.repair(Shape::Cr, 16_384, 32, Scheduler::Repairboost).await.unwrap();
+        assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+        assert_eq!(r.subprocesses, if round == 0 { 0 } else { lost.div_ceil(round) }, "{r:?}");
+        let traffic = |n: &NodeHandle| n.stat().repair_sent + n.stat().repair_received;
+        let total: u64 = c.nodes.iter().flatten().map(traffic).sum();
+        shares.push(traffic(c.nodes[4].as_ref().unwrap()) as f64 / total as f64);
+        for (name, len) in &objects {
+            assert_eq!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0, data(*len, *len as u64 + 3), "{name}");
+        }
+        c.coord.take().unwrap().stop().await;
+        for i in 0..c.nodes.len() {
+            c.kill(i).await;
+        }
+    }
+    eprintln!("node 4's share of the repair traffic: one round {:.3}, rounds of 4 {:.3}", shares[0], shares[1]);
+    assert!(shares[1] < shares[0] * 0.8, "the slow node's share did not shrink: {shares:?}");
 }

@@ -105,6 +105,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             dir: std::env::temp_dir().join("kintsugi-bench-testbed"),
             coordinator_config: None,
             host_link: None,
+            pace: None,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_coord::Client::new(&state.coordinator);

@@ -10,11 +10,11 @@
 //! the cluster).
 
 use crate::embedded::{pattern, Embedded};
-use crate::units::{parse_nonzero_size, parse_rate};
+use crate::units::{parse_fraction, parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::Client;
+use kintsugi_coord::{Client, TimeslotGating};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use serde::Serialize;
@@ -85,6 +85,24 @@ pub struct FullNodeArgs {
     /// 0: the paper's 20 s at 10 Gb/s, scaled to the links.
     #[arg(long, default_value_t = 0)]
     pub phase_ms: u64,
+    /// Which repairs' transfers nodes hold to their RepairBoost timeslots (the
+    /// coordinator's gate_timeslots: all, store-and-forward or none); the others' slots
+    /// only order repair starts.
+    #[arg(long, default_value_t = TimeslotGating::default())]
+    pub gate_timeslots: TimeslotGating,
+    /// Testbed only: also pace every node's traffic in the node process at this fraction
+    /// of --link (e.g. 0.97), below tc's rate, so tc's queues stay short.
+    #[arg(long, value_parser = parse_fraction)]
+    pub pace: Option<f64>,
+    /// Embedded cluster only: node 1's links run at this fraction of --link while it
+    /// reports the full rate (a failing NIC or a noisy neighbour no monitoring sees).
+    #[arg(long, value_parser = parse_fraction)]
+    pub slow_node: Option<f64>,
+    /// RepairBoost's adaptive sub-processes: repair in rounds of this many chunks, each
+    /// planned with the node rates measured in the rounds before (the coordinator's
+    /// repair_subprocess_chunks; 0: one round).
+    #[arg(long, default_value_t = 0)]
+    pub subprocess: usize,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -159,6 +177,14 @@ struct Report {
     chunk_bytes: usize,
     slice_bytes: usize,
     scheduler: String,
+    /// Which repairs the nodes held to RepairBoost's timeslots.
+    gate_timeslots: String,
+    /// The nodes' own pacing, as a fraction of the link (testbed).
+    pace: Option<f64>,
+    /// Node 1's real link rate as a fraction of the one it reports (embedded cluster).
+    slow_node: Option<f64>,
+    /// RepairBoost's adaptive sub-processes: chunks per round (0: one round).
+    subprocess: usize,
     runs: usize,
     /// The emulated HDD under every chunk store: (positioning seconds, bytes per second).
     hdd: Option<(f64, f64)>,
@@ -197,6 +223,12 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     }
     if a.testbed && (a.hdd_seek_ms.is_some() || a.hdd_bw.is_some()) {
         bail!("--hdd-seek-ms and --hdd-bw apply to the embedded cluster; start testbed nodes with `kintsugi node --hdd-seek-ms` instead");
+    }
+    if a.testbed && a.slow_node.is_some() {
+        bail!("--slow-node applies to the embedded cluster (the testbed shapes every link alike)");
+    }
+    if !a.testbed && a.pace.is_some() {
+        bail!("--pace applies to the testbed (the embedded cluster's links are the nodes' own token buckets)");
     }
     if a.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
         bail!("--hdd-seek-ms must be a number of milliseconds >= 0");
@@ -246,6 +278,10 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         chunk_bytes: a.chunk,
         slice_bytes: a.slice,
         scheduler: a.scheduler.to_string(),
+        gate_timeslots: a.gate_timeslots.to_string(),
+        pace: a.pace,
+        slow_node: a.slow_node,
+        subprocess: a.subprocess,
         runs: a.runs,
         hdd: (a.hdd_seek_ms.is_some() || a.hdd_bw.is_some()).then(|| (a.hdd_seek_ms.unwrap_or(8.0) / 1e3, a.hdd_bw.unwrap_or(180e6))),
         methods: rows,
@@ -255,14 +291,16 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     } else {
         let how = if a.testbed { "netns testbed, tc tbf" } else { "loopback, token buckets" };
         println!(
-            "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}), scheduler {}, node 0 fails",
+            "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,
             a.code,
             a.objects,
             a.size,
             a.chunk,
             a.link * 8.0 / 1e6,
-            a.scheduler
+            a.pace.map(|f| format!(", nodes pace at {f}")).unwrap_or_default(),
+            a.scheduler,
+            a.gate_timeslots
         );
         println!(
             "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>12} {:>9} {:>10}",
@@ -322,7 +360,21 @@ async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
         (None, None) => None,
         (s, b) => Some((s.unwrap_or(8.0), b.unwrap_or(180e6))),
     };
-    let cluster = Embedded::start_with(dir.path(), a.nodes, Some(a.link), hdd, a.phase_ms).await?;
+    let (phase_ms, gate, subprocess, link) = (a.phase_ms, a.gate_timeslots, a.subprocess, a.link);
+    let tune = |c: &mut kintsugi_coord::CoordConfig| {
+        c.repair_phase_ms = phase_ms;
+        c.gate_timeslots = gate;
+        c.repair_subprocess_chunks = subprocess;
+    };
+    let slow = a.slow_node;
+    let tune_node = |i: usize, n: &mut kintsugi_node::NodeConfig| {
+        if let (1, Some(f)) = (i, slow) {
+            n.uplink = Some(link * f);
+            n.downlink = Some(link * f);
+            n.link_capacity = Some(link);
+        }
+    };
+    let cluster = Embedded::start_custom(dir.path(), a.nodes, Some(a.link), hdd, tune, tune_node).await?;
     let r = scenario(&cluster.client, a, method).await;
     cluster.stop().await;
     r
@@ -333,7 +385,13 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
     std::fs::create_dir_all(&dir)?;
     let conf = dir.join("coordinator.toml");
     // Repairs are started (and timed) by this benchmark, not by the coordinator.
-    std::fs::write(&conf, format!("auto_repair = false\nrepair_phase_ms = {}\n", a.phase_ms))?;
+    std::fs::write(
+        &conf,
+        format!(
+            "auto_repair = false\nrepair_phase_ms = {}\ngate_timeslots = \"{}\"\nrepair_subprocess_chunks = {}\n",
+            a.phase_ms, a.gate_timeslots, a.subprocess
+        ),
+    )?;
     let up = crate::testbed::UpArgs {
         nodes: a.nodes,
         link: a.link,
@@ -343,6 +401,7 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
         coordinator_config: Some(conf),
         // The benchmark's writes and verifying reads are not what is measured.
         host_link: Some(a.link * 50.0),
+        pace: a.pace,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

@@ -37,6 +37,19 @@ impl Embedded {
         hdd: Option<(f64, f64)>,
         tune: impl FnOnce(&mut CoordConfig),
     ) -> Result<Embedded> {
+        Self::start_custom(dir, nodes, link, hdd, tune, |_, _| {}).await
+    }
+
+    /// Like [`start_tuned`](Self::start_tuned), with `tune_node(i, config)` adjusting node
+    /// i's configuration too.
+    pub async fn start_custom(
+        dir: &Path,
+        nodes: usize,
+        link: Option<f64>,
+        hdd: Option<(f64, f64)>,
+        tune: impl FnOnce(&mut CoordConfig),
+        tune_node: impl Fn(usize, &mut NodeConfig),
+    ) -> Result<Embedded> {
         // The embedded cluster makes its own secret, so it runs authenticated like a real one.
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
@@ -57,7 +70,7 @@ impl Embedded {
         let addr = coord.addr.to_string();
         let mut handles = Vec::new();
         for i in 0..nodes {
-            let c = NodeConfig {
+            let mut c = NodeConfig {
                 id: i as u32,
                 data_dir: dir.join(format!("node{i:02}")),
                 coordinator: Some(addr.clone()),
@@ -69,6 +82,7 @@ impl Embedded {
                 hdd_bandwidth: hdd.map(|h| h.1),
                 ..Default::default()
             };
+            tune_node(i, &mut c);
             handles.push(Some(kintsugi_node::start(c).await.map_err(|e| anyhow!(e))?));
         }
         let mut client = Client::new(&addr);

@@ -46,6 +46,11 @@ pub struct UpArgs {
     /// Benchmarks give it more, so writing the data set is not what takes the time.
     #[arg(long, value_parser = parse_rate)]
     pub host_link: Option<f64>,
+    /// Also pace each node's traffic in the node process at this fraction of --link (e.g.
+    /// 0.97), below tc's rate: tc's queues then stay short, and flows share a link as the
+    /// node's token bucket serves them rather than as drop-tail queues do.
+    #[arg(long, value_parser = crate::units::parse_fraction)]
+    pub pace: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -237,7 +242,8 @@ fn build(a: &UpArgs) -> Result<State> {
                 .args(["--coordinator", &coordinator])
                 .args(["--worker-threads", &workers.to_string()])
                 // tc shapes the links: the node is told their rate for residual bandwidth.
-                .args(["--link-capacity", &format!("{}B/s", a.link)]),
+                .args(["--link-capacity", &format!("{}B/s", a.link)])
+                .args(a.pace.map(|f| ["--link".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten()),
             &format!("node{i:03}"),
         )?;
         state.pids.push(pid);

@@ -79,6 +79,14 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A fraction in (0, 1].
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("'{s}' is not a fraction in (0, 1]")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -451,6 +451,9 @@ pub struct RepairReport {
     /// (0: a scheduler without phases).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub phases: usize,
+    /// RepairBoost's adaptive sub-processes the repair ran in (0: one round).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subprocesses: usize,
     /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
     /// what ran, with its helpers and destinations, for replaying it in the simulator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -87,7 +87,8 @@ impl Cluster {
         Cluster { nodes, default_bandwidth: 1.0, ..Default::default() }
     }
 
-    fn bandwidth_of(&self, n: NodeId) -> (f64, f64) {
+    /// A node's (upload, download) bandwidth: its own, or the default.
+    pub fn bandwidth_of(&self, n: NodeId) -> (f64, f64) {
         let d = if self.default_bandwidth > 0.0 { self.default_bandwidth } else { 1.0 };
         self.bandwidth.get(&n).copied().unwrap_or((d, d))
     }
