@@ -8,7 +8,7 @@
 //!
 //! never two positions of one graph on the same node. Ties go to the lower node id. With
 //! heterogeneous bandwidth the loads are in seconds (chunks / bandwidth), so that nodes
-//! finish together (§3.4).
+//! finish together (§3.4), and "least" is the load with the position added.
 
 use super::super::{no_destination, Choice, Cluster, LostChunk, Template};
 use crate::error::Result;
@@ -76,7 +76,9 @@ pub fn map(
         |order: Vec<(usize, usize)>, placed: &mut Vec<Vec<Option<NodeId>>>, loads: &mut Loads, download: bool| -> Result<()> {
             for (c, p) in order {
                 let cand = holders(c, placed);
-                let n = pick(&cand, |n| if download { loads.down(n) } else { loads.up(n) }).ok_or_else(|| too_few(&lost[c]))?;
+                let (tu, td) = (templates[c].up[p], templates[c].down[p]);
+                let after = |n| if download { loads.down(n) + td * per(n).1 } else { loads.up(n) + tu * per(n).0 };
+                let n = pick(&cand, after).ok_or_else(|| too_few(&lost[c]))?;
                 placed[c][p] = Some(n);
                 add(loads, n, templates[c].up[p], templates[c].down[p]);
             }
@@ -90,7 +92,8 @@ pub fn map(
     for c in roots {
         let k = templates[c].k();
         let cand = cluster.destinations(&lost[c]);
-        let n = pick(&cand, |n| loads.down(n)).ok_or_else(|| no_destination(&lost[c]))?;
+        let td = templates[c].down[k];
+        let n = pick(&cand, |n| loads.down(n) + td * per(n).1).ok_or_else(|| no_destination(&lost[c]))?;
         placed[c][k] = Some(n);
         add(loads, n, templates[c].up[k], templates[c].down[k]);
     }
@@ -100,7 +103,9 @@ pub fn map(
     Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
 }
 
-/// The candidate with the smallest load, ties to the lowest node id.
+/// The candidate with the smallest load, ties to the lowest node id. Callers pass the load
+/// a node would have with the position added: on uneven links a slow node's empty queue is
+/// not a free one (with every load at zero, the lowest id would win each time).
 fn pick(cand: &[NodeId], load: impl Fn(NodeId) -> f64) -> Option<NodeId> {
     cand.iter().copied().min_by(|&a, &b| load(a).total_cmp(&load(b)).then(a.cmp(&b)))
 }
@@ -159,5 +164,20 @@ mod tests {
         assert_eq!((nodes[0][0], nodes[0][2]), (2, 1));
         let after: Vec<(f64, f64)> = (1..=6).map(|n| (loads.up(n), loads.down(n))).collect();
         assert_eq!(after, vec![(11.0, 15.0), (10.0, 23.0), (20.0, 15.0), (17.0, 21.0), (18.0, 15.0), (17.0, 20.0)]);
+    }
+
+    /// On uneven links a slow node is not picked for being empty: with every load at zero,
+    /// the destination is the node that finishes the chunk first, not the lowest id.
+    #[test]
+    fn an_empty_slow_node_is_not_a_free_one() {
+        let lost = vec![LostChunk { placement: vec![Some(3), Some(4), None], lost: 2, avoid: vec![] }];
+        let pools = vec![(vec![0, 1], 2)];
+        let mut cluster = Cluster::homogeneous(vec![1, 2, 3, 4]);
+        cluster.default_bandwidth = 100.0;
+        cluster.bandwidth.insert(1, (10.0, 10.0));
+        let c = plan(Shape::Cr, &lost, &pools, &cluster).unwrap();
+        assert_eq!(c[0].destination, 2);
+        cluster.bandwidth.clear();
+        assert_eq!(plan(Shape::Cr, &lost, &pools, &cluster).unwrap()[0].destination, 1, "homogeneous: ties to the lowest id");
     }
 }
