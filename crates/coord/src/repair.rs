@@ -618,4 +618,27 @@ mod tests {
         let order: Vec<(u64, usize)> = todo.iter().map(|p| (p.stripe, p.index)).collect();
         assert_eq!(order, vec![(3, 2), (3, 1), (1, 0)]);
     }
+
+    /// The default gates PPR's store-and-forward trees only; `all` every graph, `none` none.
+    /// A scheduler's slots apply only to the graph it planned.
+    #[test]
+    fn timeslot_gating_by_graph_kind_and_only_on_the_planned_graph() {
+        use crate::coordinator::TimeslotGating;
+        let code = "rs:4,2".parse::<kintsugi_codes::CodeSpec>().unwrap().build().unwrap();
+        let eq = code.repair_equation(0, &[1, 2, 3, 4]).unwrap();
+        let task = RepairTask { equation: eq, helper_nodes: vec![1, 2, 3, 4], destination: 9 };
+        let graph = |m| shapes::build(m, &task).unwrap();
+        for (m, default) in [(Shape::Ppr, true), (Shape::Cr, false), (Shape::Ecpipe, false)] {
+            assert_eq!(TimeslotGating::default().gates(&graph(m)), default, "{m}");
+            assert!(TimeslotGating::All.gates(&graph(m)));
+            assert!(!TimeslotGating::None.gates(&graph(m)));
+        }
+        let g = graph(Shape::Ppr);
+        let slots = GraphSlots { nodes: g.vertices.iter().map(|v| v.node).collect(), slots: vec![Some(0); g.vertices.len()] };
+        assert!(slots.fits(&g));
+        let other = shapes::build(Shape::Ppr, &RepairTask { destination: 8, ..task.clone() }).unwrap();
+        assert!(!slots.fits(&other), "another destination: another graph");
+        assert_eq!("all".parse::<TimeslotGating>(), Ok(TimeslotGating::All));
+        assert!("some".parse::<TimeslotGating>().is_err());
+    }
 }
