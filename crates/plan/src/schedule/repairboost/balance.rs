@@ -8,7 +8,7 @@
 //!
 //! never two positions of one graph on the same node. Ties go to the lower node id. With
 //! heterogeneous bandwidth the loads are in seconds (chunks / bandwidth), so that nodes
-//! finish together (§3.4), and "least" is the load with the position added.
+//! finish together (§3.4), and ties go to the faster node first.
 
 use super::super::{no_destination, Choice, Cluster, LostChunk, Template};
 use crate::error::Result;
@@ -76,9 +76,8 @@ pub fn map(
         |order: Vec<(usize, usize)>, placed: &mut Vec<Vec<Option<NodeId>>>, loads: &mut Loads, download: bool| -> Result<()> {
             for (c, p) in order {
                 let cand = holders(c, placed);
-                let (tu, td) = (templates[c].up[p], templates[c].down[p]);
-                let after = |n| if download { loads.down(n) + td * per(n).1 } else { loads.up(n) + tu * per(n).0 };
-                let n = pick(&cand, after).ok_or_else(|| too_few(&lost[c]))?;
+                let load = |n| if download { (loads.down(n), per(n).1) } else { (loads.up(n), per(n).0) };
+                let n = pick(&cand, load).ok_or_else(|| too_few(&lost[c]))?;
                 placed[c][p] = Some(n);
                 add(loads, n, templates[c].up[p], templates[c].down[p]);
             }
@@ -92,8 +91,7 @@ pub fn map(
     for c in roots {
         let k = templates[c].k();
         let cand = cluster.destinations(&lost[c]);
-        let td = templates[c].down[k];
-        let n = pick(&cand, |n| loads.down(n) + td * per(n).1).ok_or_else(|| no_destination(&lost[c]))?;
+        let n = pick(&cand, |n| (loads.down(n), per(n).1)).ok_or_else(|| no_destination(&lost[c]))?;
         placed[c][k] = Some(n);
         add(loads, n, templates[c].up[k], templates[c].down[k]);
     }
@@ -103,11 +101,15 @@ pub fn map(
     Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
 }
 
-/// The candidate with the smallest load, ties to the lowest node id. Callers pass the load
-/// a node would have with the position added: on uneven links a slow node's empty queue is
-/// not a free one (with every load at zero, the lowest id would win each time).
-fn pick(cand: &[NodeId], load: impl Fn(NodeId) -> f64) -> Option<NodeId> {
-    cand.iter().copied().min_by(|&a, &b| load(a).total_cmp(&load(b)).then(a.cmp(&b)))
+/// The candidate with the smallest load; ties to the faster node (the smaller cost of a
+/// chunk), then to the lowest node id. On uneven links an empty slow node is not as good
+/// as an empty fast one: with every load at zero, the lowest id would win each time.
+fn pick(cand: &[NodeId], load: impl Fn(NodeId) -> (f64, f64)) -> Option<NodeId> {
+    cand.iter().copied().min_by(|&a, &b| {
+        let (la, ca) = load(a);
+        let (lb, cb) = load(b);
+        la.total_cmp(&lb).then(ca.total_cmp(&cb)).then(a.cmp(&b))
+    })
 }
 
 fn too_few(c: &LostChunk) -> crate::error::PlanError {
