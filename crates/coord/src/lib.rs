@@ -5,6 +5,7 @@ mod auto_repair;
 pub mod bandwidth;
 pub mod client;
 pub mod coordinator;
+mod full_node_plan;
 pub mod geo_io;
 pub mod geo_layout;
 mod inventory;

@@ -41,14 +41,7 @@ impl Coordinator {
             tracing::info!(phase = total.phases, chunks = now.len(), left = todo.len(), "ChameleonEC phase");
             let r = self.run_repairs(now, label, parallel, choices, HashMap::new()).await?;
             total.phases += 1;
-            total.repaired += r.repaired;
-            total.skipped += r.skipped;
-            total.failed += r.failed;
-            total.retries += r.retries;
-            total.bytes += r.bytes;
-            total.errors.extend(r.errors);
-            let room = crate::repair::REPORTED_GRAPHS.saturating_sub(total.graphs.len());
-            total.graphs.extend(r.graphs.into_iter().take(room));
+            crate::repair::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
         Ok(total)
