@@ -3,6 +3,7 @@
 //! `objects` (versions, placement, garbage), `repair` (plans and orchestration),
 //! `auto_repair` and `inventory` (what runs without being asked).
 
+use crate::full_node_plan::TimeslotGating;
 use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, RedbMeta};
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::Scheduler;
@@ -22,54 +23,6 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// Coordinator configuration (TOML for `kintsugi coordinator --config`); all fields default.
-/// Which repairs the nodes gate by RepairBoost's timeslots. The timeslots model whole
-/// chunks moved store-and-forward (one per node and slot); a pipelined graph's slot would
-/// wait for a whole chain, which measured slower on the testbed and in the simulator for
-/// CR and ECPipe (REPRODUCTION.md), so by default only store-and-forward graphs (PPR) are
-/// gated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TimeslotGating {
-    /// Every transfer, as the paper and the simulator do.
-    All,
-    #[default]
-    StoreAndForward,
-    /// None: timeslots only order when repairs start.
-    None,
-}
-
-impl TimeslotGating {
-    pub fn gates(self, g: &kintsugi_plan::RepairGraph) -> bool {
-        match self {
-            TimeslotGating::All => true,
-            TimeslotGating::StoreAndForward => !g.pipelined,
-            TimeslotGating::None => false,
-        }
-    }
-}
-
-impl std::str::FromStr for TimeslotGating {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "all" => Ok(TimeslotGating::All),
-            "store-and-forward" => Ok(TimeslotGating::StoreAndForward),
-            "none" => Ok(TimeslotGating::None),
-            _ => Err(format!("'{s}' is not a timeslot gating (all, store-and-forward, none)")),
-        }
-    }
-}
-
-impl std::fmt::Display for TimeslotGating {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TimeslotGating::All => "all",
-            TimeslotGating::StoreAndForward => "store-and-forward",
-            TimeslotGating::None => "none",
-        })
-    }
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CoordConfig {

@@ -5,7 +5,7 @@ mod auto_repair;
 pub mod bandwidth;
 pub mod client;
 pub mod coordinator;
-mod full_node_plan;
+pub mod full_node_plan;
 pub mod geo_io;
 pub mod geo_layout;
 mod inventory;
@@ -19,4 +19,5 @@ mod seal;
 mod subprocess;
 
 pub use client::Client;
-pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator, TimeslotGating};
+pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
+pub use full_node_plan::TimeslotGating;

@@ -9,6 +9,7 @@
 //! against each other (the simulator starts every chunk at once: `--parallel` limits only
 //! the cluster).
 
+use crate::bench_fullnode_sim::{lost_chunks, simulate_same, SimSame};
 use crate::embedded::{pattern, Embedded};
 use crate::units::{parse_fraction, parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, bail, Result};
@@ -518,78 +519,6 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
     Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, fg, verified })
-}
-
-/// The cluster's own lost chunks (each stripe's placement, node 0 failed), planned by the
-/// same scheduler and run through the simulator's reference (slice) model on uniform links
-/// of the benchmark's rate: the prediction the measurement is held against (issue #13).
-async fn lost_chunks(client: &Client, a: &FullNodeArgs) -> Result<Vec<kintsugi_plan::schedule::LostChunk>> {
-    let mut lost = Vec::new();
-    for i in 0..a.objects {
-        let layout = client.stat(&format!("object-{i:04}")).await.map_err(|e| anyhow!(e))?;
-        for st in &layout.stripes {
-            let mut nodes = vec![0u32; st.chunks.len()];
-            for c in &st.chunks {
-                let (_, index) = c.chunk.parts().ok_or_else(|| anyhow!("unexpected chunk name {}", c.chunk.as_str()))?;
-                *nodes.get_mut(index).ok_or_else(|| anyhow!("chunk index {index} out of range"))? = c.node;
-            }
-            if let Some(index) = nodes.iter().position(|&n| n == 0) {
-                let placement = nodes.iter().map(|&n| (n != 0).then_some(n)).collect();
-                lost.push(kintsugi_plan::schedule::LostChunk { placement, lost: index, avoid: nodes.clone() });
-            }
-        }
-    }
-    Ok(lost)
-}
-
-/// The simulator (reference slice model, uniform links of the benchmark's rate) on what
-/// the cluster ran: the coordinator's own graphs, every transfer as soon as its inputs
-/// allow, as the nodes run them. With a scheduler that has timeslots, also the same lost
-/// chunks (`lost`, read before the repair) planned afresh and gated by their slots.
-fn simulate_same(
-    a: &FullNodeArgs,
-    method: Shape,
-    lost: &[kintsugi_plan::schedule::LostChunk],
-    ran: &[kintsugi_plan::RepairGraph],
-) -> Result<SimSame> {
-    use kintsugi_plan::schedule::{self, Cluster};
-    let job = |graph: kintsugi_plan::RepairGraph, timeslots: Vec<Option<u32>>| kintsugi_sim::Job {
-        graph,
-        chunk_len: a.chunk,
-        slice_len: a.slice,
-        release: 0.0,
-        timeslots,
-    };
-    let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
-    let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };
-    let replay: Vec<kintsugi_sim::Job> = ran.iter().cloned().map(|g| job(g, Vec::new())).collect();
-    let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
-    let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
-    let slotted = match a.scheduler.timeslots() {
-        true => {
-            let code = a.code.build()?;
-            let mut cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
-            cluster.default_bandwidth = a.link;
-            cluster.chunk_bytes = a.chunk as f64;
-            let plan = schedule::plan(code.as_ref(), method, a.scheduler, lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
-            let jobs: Vec<kintsugi_sim::Job> = plan.repairs.into_iter().map(|r| job(r.graph, r.slots)).collect();
-            Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan)
-        }
-        false => None,
-    };
-    Ok(SimSame { seconds: free.makespan, slotted, busiest })
-}
-
-/// The simulator's view of the benchmark's own lost chunks.
-#[derive(Clone, Copy)]
-struct SimSame {
-    /// The coordinator's graphs replayed: every transfer as soon as its inputs allow.
-    seconds: f64,
-    /// The scheduler's plan gated by its timeslots (RepairBoost), as `sim full-node` runs
-    /// it; `None` for schedulers without slots.
-    slotted: Option<f64>,
-    /// The busiest link of the replayed graphs, seconds at the link rate.
-    busiest: f64,
 }
 
 /// Field by field medians of the runs' foreground rows.
