@@ -60,6 +60,10 @@ pub struct CoordConfig {
     /// chunks, each balanced with the nodes' rates measured in the rounds before (0: one
     /// round; not with `chameleon`, which has its own phases).
     pub repair_subprocess_chunks: usize,
+    /// ChameleonEC's straggler-aware re-scheduling (`chameleon` only; off: ETRP alone),
+    /// judged every `repair_progress_ms`.
+    pub repair_straggler_aware: bool,
+    pub repair_progress_ms: u64,
     /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
     /// takes no rebuilt chunks, above `full` no new chunks at all.
     pub nearfull_ratio: f64,
@@ -111,6 +115,8 @@ impl Default for CoordConfig {
             repair_phase_ms: 0,
             gate_timeslots: TimeslotGating::default(),
             repair_subprocess_chunks: 0,
+            repair_straggler_aware: true,
+            repair_progress_ms: 500,
             nearfull_ratio: 0.85,
             backfillfull_ratio: 0.90,
             full_ratio: 0.95,
@@ -152,6 +158,8 @@ pub struct Coordinator {
     pub(crate) inventories: crate::inventory::Inventories,
     /// What the last automatic repair did, for `status`.
     pub(crate) last_auto: Mutex<Option<RepairReport>>,
+    /// The running ChameleonEC phase's straggler watch, if any.
+    pub(crate) sar: Mutex<Option<Arc<crate::straggler::PhaseWatch>>>,
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
     pub(crate) epoch: u64,
@@ -208,6 +216,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         space: Mutex::new(HashMap::new()),
         links: Mutex::new(HashMap::new()),
         last_auto: Mutex::new(None),
+        sar: Mutex::new(None),
         epoch,
     });
     let (stop, stop_rx) = watch::channel(false);

@@ -62,12 +62,20 @@ impl Coordinator {
     /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
     /// repairs in (by first timeslot for RepairBoost, else as listed).
     pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<Planned, String> {
-        self.schedule_scaled(todo, scheduler, &NodeSpeed::default())
+        self.schedule_scaled(todo, scheduler, &NodeSpeed::default(), &HashMap::new())
     }
 
     /// [`schedule`](Self::schedule) with each node's bandwidth scaled by its measured rate
-    /// (RepairBoost's adaptive sub-processes).
-    pub(crate) fn schedule_scaled(&self, todo: &mut [PendingRepair], scheduler: Scheduler, speed: &NodeSpeed) -> Result<Planned, String> {
+    /// (RepairBoost's adaptive sub-processes), and chunks kept off a node (`shun`: a
+    /// ChameleonEC straggler's chunk planned again without the node that held it up) where
+    /// the code can do without it at no more reads.
+    pub(crate) fn schedule_scaled(
+        &self,
+        todo: &mut [PendingRepair],
+        scheduler: Scheduler,
+        speed: &NodeSpeed,
+        shun: &HashMap<(u64, usize), NodeId>,
+    ) -> Result<Planned, String> {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
@@ -98,9 +106,14 @@ impl Coordinator {
                 .iter()
                 .map(|&i| {
                     let (p, s) = (&todo[i], &stripes[&todo[i].stripe]);
-                    let placement = (0..s.nodes.len())
-                        .map(|j| (j != p.index && !s.bad[j] && cluster.nodes.contains(&s.nodes[j])).then_some(s.nodes[j]))
-                        .collect();
+                    let usable = |j: usize| j != p.index && !s.bad[j] && cluster.nodes.contains(&s.nodes[j]);
+                    let avail: Vec<usize> = (0..s.nodes.len()).filter(|&j| usable(j)).collect();
+                    let shunned = shun.get(&(p.stripe, p.index)).filter(|&&x| {
+                        let without: Vec<usize> = avail.iter().copied().filter(|&j| s.nodes[j] != x).collect();
+                        let reads = |a: &[usize]| code.choose_helpers(p.index, a).map(|h| h.len()).ok();
+                        reads(&without).is_some_and(|n| Some(n) <= reads(&avail))
+                    });
+                    let placement = (0..s.nodes.len()).map(|j| (usable(j) && Some(&s.nodes[j]) != shunned).then_some(s.nodes[j])).collect();
                     // Every node of the stripe stays out, also one holding a corrupt copy.
                     LostChunk { placement, lost: p.index, avoid: s.nodes.clone() }
                 })
@@ -118,7 +131,7 @@ impl Coordinator {
         }
         prioritise(todo, &first_slot);
         let phase = first_slot.into_iter().map(|(k, (p, _))| (k, p)).collect();
-        Ok(Planned { choices: out, phase, timeslots })
+        Ok(Planned { choices: out, phase, timeslots, cluster })
     }
 }
 
@@ -129,6 +142,8 @@ pub(crate) struct Planned {
     pub phase: HashMap<(u64, usize), u32>,
     /// RepairBoost's timeslots, when the nodes gate transfers by them.
     pub timeslots: HashMap<(u64, usize), GraphSlots>,
+    /// The cluster as the scheduler saw it (residual bandwidth per node).
+    pub cluster: Cluster,
 }
 
 /// The timeslot of each vertex's send in the graph a scheduler planned, and where each

@@ -16,6 +16,8 @@ mod phases;
 pub mod recovery_budget;
 mod repair;
 mod seal;
+mod straggler;
+pub mod straggler_injector;
 mod subprocess;
 
 pub use client::Client;

@@ -8,6 +8,7 @@ use crate::coordinator::{bad, Coordinator};
 use crate::full_node_plan::{prioritise, GraphSlots};
 use crate::meta::{Change, PendingRepair, StripeRecord};
 use crate::recovery_budget::{weight, NodeBudget};
+use crate::straggler::{PhaseWatch, Running, Verdict};
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{Choice, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
@@ -226,7 +227,15 @@ impl Coordinator {
     ) -> Result<(usize, Option<RepairGraph>), String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
-        for attempt in 1..=self.cfg.repair_attempts.max(1) {
+        let key = (p.stripe, p.index);
+        // ChameleonEC's straggler watch of this chunk's phase, if it has one.
+        let sar = self.sar.lock().expect("sar lock").clone().filter(|w| w.covers(key));
+        // The scheduler's choice on the first attempt; re-planned after a failure, or the
+        // re-tuned tree after a straggler's re-tune.
+        let mut choice = scheduled;
+        let mut attempt = 0;
+        while attempt < self.cfg.repair_attempts.max(1) {
+            attempt += 1;
             let Some(s) = self.meta.stripe(p.stripe)? else {
                 // Its version was replaced or deleted: nothing to repair.
                 self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
@@ -242,9 +251,7 @@ impl Coordinator {
                 self.meta.apply(vec![Change::DeletePending { stripe: p.stripe, index: p.index }])?;
                 return Ok((0, None));
             }
-            // The scheduler's choice on the first attempt; re-planned after a failure.
-            let choice = if attempt == 1 { scheduled.as_ref() } else { None };
-            let mut a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice), &avoid) {
+            let mut a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice.as_ref()), &avoid) {
                 Ok(a) => a,
                 Err(e) => return Err(e),
             };
@@ -253,11 +260,41 @@ impl Coordinator {
                 a.timeslots = t.slots.clone();
             }
             let dest = a.graph.vertex(a.graph.sink).node;
+            if let Some(w) = &sar {
+                let graph = a.graph.clone();
+                let running = Running {
+                    repair: a.repair,
+                    peers: a.peers.clone(),
+                    graph,
+                    chunk_len: a.chunk_len,
+                    started: Instant::now(),
+                    choice: choice.clone(),
+                };
+                w.register(key, running);
+            }
             let outcome = match self.store_rebuilt(&a).await {
                 Ok(crc) if Some(crc) == s.crcs[p.index] => Ok(()),
                 Ok(crc) => Err(format!("rebuilt chunk has crc {crc:08x}")),
                 Err(e) => Err(e),
             };
+            choice = None;
+            if let Some(w) = &sar {
+                w.finished(key);
+                if outcome.is_ok() {
+                    w.succeeded(key);
+                } else {
+                    // Cancelled by the straggler watch: rerun re-tuned (not a failed
+                    // attempt), or leave the chunk pending for a later phase.
+                    if let Some(c) = w.take_retune(key) {
+                        choice = Some(c);
+                        attempt -= 1;
+                        continue;
+                    }
+                    if w.verdict(key) == Some(Verdict::Restart) {
+                        return Ok((0, None));
+                    }
+                }
+            }
             match outcome {
                 Ok(()) => {
                     // The rebuilt chunk now lives on dest; the stripe is whole again there.
@@ -403,10 +440,27 @@ impl Coordinator {
         todo: Vec<PendingRepair>,
         method: &str,
         parallel: usize,
+        choices: HashMap<(u64, usize), Choice>,
+        timeslots: HashMap<(u64, usize), GraphSlots>,
+        record: Option<&mut Vec<(f64, RepairGraph)>>,
+    ) -> Result<RepairReport, String> {
+        Ok(self.run_repairs_watched(todo, method, parallel, choices, timeslots, record, None).await?.0)
+    }
+
+    /// [`run_repairs_recorded`](Self::run_repairs_recorded) under a ChameleonEC phase's
+    /// straggler watch: returns once every repair is done or postponed, with the
+    /// postponed ones still running.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn run_repairs_watched(
+        self: &Arc<Self>,
+        todo: Vec<PendingRepair>,
+        method: &str,
+        parallel: usize,
         mut choices: HashMap<(u64, usize), Choice>,
         mut timeslots: HashMap<(u64, usize), GraphSlots>,
-        mut record: Option<&mut Vec<(f64, RepairGraph)>>,
-    ) -> Result<RepairReport, String> {
+        record: Option<&mut Vec<(f64, RepairGraph)>>,
+        watch: Option<&PhaseWatch>,
+    ) -> Result<(RepairReport, Repairs), String> {
         let started = Instant::now();
         let lost = todo.len();
         let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
@@ -444,15 +498,52 @@ impl Coordinator {
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
                 let r = c.repair_one(&p, choice, slots).await;
-                (r, len, started.elapsed().as_secs_f64())
+                ((p.stripe, p.index), r, len, started.elapsed().as_secs_f64())
             });
         }
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
+        self.collect(&mut set, &mut report, record, watch).await?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok((report, set))
+    }
+
+    /// Takes repairs' results as they finish, into `report`. Under a straggler watch, also
+    /// judges stragglers every progress period, and returns once only postponed repairs
+    /// are left (after cancelling those to be planned again).
+    pub(crate) async fn collect(
+        &self,
+        set: &mut Repairs,
+        report: &mut RepairReport,
+        mut record: Option<&mut Vec<(f64, RepairGraph)>>,
+        watch: Option<&PhaseWatch>,
+    ) -> Result<(), String> {
         let mut graph_bytes = 0usize;
-        while let Some(r) = set.join_next().await {
+        let mut tick = tokio::time::interval(watch.map_or(Duration::from_secs(1), |w| w.period));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let next = match watch {
+                Some(w) => {
+                    if w.only_postponed_left(set.len()) && self.restart_postponed(w).await == 0 {
+                        break;
+                    }
+                    let changed = w.changed.notified();
+                    tokio::select! {
+                        r = set.join_next() => r,
+                        _ = changed => continue,
+                        _ = tick.tick() => {
+                            self.judge_stragglers(w).await;
+                            continue;
+                        }
+                    }
+                }
+                None => set.join_next().await,
+            };
+            let Some(r) = next else { break };
             match r.map_err(|e| e.to_string())? {
-                (Ok((0, _)), _, _) => report.skipped += 1,
-                (Ok((attempts, graph)), len, finished) => {
+                // Cancelled to be planned in a later phase: counted there.
+                (key, Ok((0, _)), _, _) if watch.and_then(|w| w.verdict(key)) == Some(Verdict::Restart) => report.lost -= 1,
+                (_, Ok((0, _)), _, _) => report.skipped += 1,
+                (_, Ok((attempts, graph)), len, finished) => {
                     if let (Some(rec), Some(g)) = (record.as_deref_mut(), &graph) {
                         rec.push((finished, g.clone()));
                     }
@@ -466,18 +557,20 @@ impl Coordinator {
                         report.graphs.push(g);
                     }
                 }
-                (Err(e), _, _) => {
+                (_, Err(e), _, _) => {
                     tracing::warn!("repair failed: {e}");
                     report.failed += 1;
                     report.errors.push(e);
                 }
             }
         }
-        report.seconds = started.elapsed().as_secs_f64();
-        debug_assert_eq!(report.repaired + report.skipped + report.failed, report.lost);
-        Ok(report)
+        Ok(())
     }
 }
+
+/// Repairs under way: each yields its chunk, its result, the chunk's length and when it
+/// finished (seconds from the start).
+pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<RepairGraph>), String>, u64, f64)>;
 
 /// Adds one round's report (a ChameleonEC phase, a RepairBoost sub-process) to the total.
 pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
@@ -486,6 +579,10 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.failed += r.failed;
     total.retries += r.retries;
     total.bytes += r.bytes;
+    total.stragglers += r.stragglers;
+    total.retuned += r.retuned;
+    total.postponed += r.postponed;
+    total.restarted += r.restarted;
     total.errors.extend(r.errors);
     let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
     total.graphs.extend(r.graphs.into_iter().take(room));

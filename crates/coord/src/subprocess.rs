@@ -103,7 +103,7 @@ impl Coordinator {
         let mut speed = NodeSpeed::default();
         while !todo.is_empty() {
             let mut round: Vec<PendingRepair> = todo.drain(..size.min(todo.len())).collect();
-            let (choices, timeslots) = match self.schedule_scaled(&mut round, scheduler, &speed) {
+            let (choices, timeslots) = match self.schedule_scaled(&mut round, scheduler, &speed, &HashMap::new()) {
                 Ok(p) => (p.choices, p.timeslots),
                 Err(e) => {
                     tracing::warn!("scheduler {scheduler} could not plan: {e}");

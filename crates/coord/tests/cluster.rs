@@ -2,96 +2,14 @@
 //! method, full-node repair, corrupted chunks, a node killed during a repair, and a
 //! coordinator restarted during a repair. Every read is compared byte for byte.
 
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle, TimeslotGating};
+use kintsugi_coord::{start, CoordConfig, TimeslotGating};
 use kintsugi_node::{NodeConfig, NodeHandle};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Shape, ALL_SHAPES};
-use std::path::Path;
 use std::time::Duration;
 
-struct Cluster {
-    coord: Option<CoordHandle>,
-    coord_addr: String,
-    nodes: Vec<Option<NodeHandle>>,
-    client: Client,
-}
-
-fn cfg(dir: &Path, listen: &str) -> CoordConfig {
-    CoordConfig {
-        listen: listen.into(),
-        data_dir: dir.join("coord"),
-        dead_after_ms: 800,
-        io_timeout_ms: 3000,
-        chunk_size: 64 << 10,
-        repair_attempts: 4,
-        // These tests start each repair themselves and count what it did.
-        auto_repair: false,
-        ..Default::default()
-    }
-}
-
-async fn cluster(dir: &Path, n: usize, link: Option<f64>) -> Cluster {
-    cluster_with(cfg(dir, "127.0.0.1:0"), dir, n, link).await
-}
-
-async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<f64>) -> Cluster {
-    cluster_nodes(conf, dir, n, |_, c| NodeConfig { uplink: link, downlink: link, ..c }).await
-}
-
-/// A cluster whose node i is configured by `node(i, defaults)`.
-async fn cluster_nodes(conf: CoordConfig, dir: &Path, n: usize, node: impl Fn(usize, NodeConfig) -> NodeConfig) -> Cluster {
-    let coord = start(conf).await.unwrap();
-    let coord_addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        let c = NodeConfig {
-            id: i as u32,
-            data_dir: dir.join(format!("node{i}")),
-            coordinator: Some(coord_addr.clone()),
-            heartbeat_ms: 100,
-            io_timeout_ms: 3000,
-            ..Default::default()
-        };
-        nodes.push(Some(kintsugi_node::start(node(i, c)).await.unwrap()));
-    }
-    let mut client = Client::new(&coord_addr);
-    client.io_timeout = Duration::from_secs(10);
-    let c = Cluster { coord: Some(coord), coord_addr, nodes, client };
-    c.wait_alive(n).await;
-    c
-}
-
-impl Cluster {
-    async fn wait_alive(&self, n: usize) {
-        for _ in 0..200 {
-            if let Ok(s) = self.client.status().await {
-                if s.nodes.iter().filter(|x| x.alive).count() == n {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{n} nodes never became alive");
-    }
-
-    async fn kill(&mut self, i: usize) {
-        if let Some(n) = self.nodes[i].take() {
-            n.stop().await;
-        }
-    }
-}
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+mod common;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_read_degraded_read_and_repair() {
@@ -305,68 +223,6 @@ async fn status_reports_foreground_traffic_and_residual_bandwidth() {
         r.await.unwrap();
     }
     assert!(best_fg > 0.3 * cap, "serving nodes never reported foreground upload near their link rate: {best_fg}");
-}
-
-/// ChameleonEC's planner on the cluster: the coordinator plans with the nodes' residual
-/// bandwidth (their links are emulated, so their capacity is known), each lost chunk is
-/// rebuilt through the tree its tasks were paired into, and every object reads back
-/// byte for byte, RS and LRC alike.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chameleon_trees_rebuild_every_lost_chunk() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = cluster(dir.path(), 10, Some(50e6)).await;
-    let objects = [("r", 700_003usize, "rs:4,2"), ("l", 300_000, "lrc:4,2,1"), ("s", 5, "rs:4,2")];
-    for (name, len, code) in objects {
-        c.client.put(name, &data(len, len as u64 + 1), code.parse().unwrap(), 65_536).await.unwrap();
-    }
-    c.kill(0).await;
-    c.wait_alive(9).await;
-    let lost = c.client.status().await.unwrap().lost_chunks;
-    assert!(lost > 0, "node 0 held chunks");
-    let r = c.client.repair(Shape::Cr, 4096, 8, Scheduler::Chameleon).await.unwrap();
-    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
-    assert_eq!(r.phases, 1, "with the paper's phase length every chunk fits the first phase");
-    for (name, len, _) in objects {
-        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
-        assert_eq!(got, data(len, len as u64 + 1), "{name}");
-        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
-    }
-    c.coord.take().unwrap().stop().await;
-    for i in 0..c.nodes.len() {
-        c.kill(i).await;
-    }
-}
-
-/// ChameleonEC's phases on the cluster: with phases far shorter than one chunk's tasks,
-/// each phase takes one chunk (a phase always takes at least one), runs to its end, and
-/// what is left is planned again; every chunk is rebuilt and every object reads back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chameleon_repairs_phase_by_phase() {
-    let dir = tempfile::tempdir().unwrap();
-    let conf = CoordConfig { repair_phase_ms: 1, ..cfg(dir.path(), "127.0.0.1:0") };
-    let mut c = cluster_with(conf, dir.path(), 9, Some(50e6)).await;
-    // One code: each code's chunks are planned apart, their phases side by side.
-    let objects = [("p", 600_001usize, "rs:4,2"), ("q", 250_000, "rs:4,2")];
-    for (name, len, code) in objects {
-        c.client.put(name, &data(len, len as u64 + 7), code.parse().unwrap(), 65_536).await.unwrap();
-    }
-    c.kill(0).await;
-    c.wait_alive(8).await;
-    let lost = c.client.status().await.unwrap().lost_chunks;
-    assert!(lost >= 2, "node 0 held chunks of several stripes: {lost}");
-    let r = c.client.repair(Shape::Ecpipe, 4096, 8, Scheduler::Chameleon).await.unwrap();
-    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
-    assert_eq!(r.phases, lost, "one chunk per phase when no chunk fits a phase: {r:?}");
-    assert_eq!(r.graphs.len(), lost, "every phase's graphs are reported");
-    for (name, len, _) in objects {
-        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
-        assert_eq!(got, data(len, len as u64 + 7), "{name}");
-        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
-    }
-    c.coord.take().unwrap().stop().await;
-    for i in 0..c.nodes.len() {
-        c.kill(i).await;
-    }
 }
 
 /// RepairBoost's timeslots on the nodes: with `gate_timeslots = all`, a node holds each

@@ -31,6 +31,9 @@ pub enum BenchCmd {
     /// Full-node repair time against the network's lower bound, every object verified
     /// (embedded cluster, or the netns testbed with --testbed).
     FullNode(crate::bench_fullnode::FullNodeArgs),
+    /// ChameleonEC's straggler-aware re-scheduling against ETRP alone: full-node repair
+    /// with readers taking one participant's uplink mid-phase, every object verified.
+    Sar(crate::bench_sar::SarArgs),
     /// Geometric Partitioning on the embedded cluster with emulated HDDs: recovery, normal,
     /// degraded and range reads for the Geo, Contiguous, Stripe-Max and Stripe layouts.
     Geo(crate::bench_geo::GeoBenchArgs),
@@ -84,6 +87,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::SimScale(a) => crate::bench_sim::run(a),
         BenchCmd::Relay(a) => crate::bench_relay::run(a),
         BenchCmd::FullNode(a) => crate::bench_fullnode::run(a),
+        BenchCmd::Sar(a) => crate::bench_sar::run(a),
         BenchCmd::Geo(a) => crate::bench_geo::run(a),
     }
 }

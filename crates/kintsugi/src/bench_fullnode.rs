@@ -414,31 +414,7 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
 
 /// Writes the objects, fails node 0, repairs, verifies.
 async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Run> {
-    // Writes and verification reads pass no emulated link of the client's own.
-    let mut plain = client.clone();
-    plain.shaper = Default::default();
-    wait_alive(&plain, a.nodes).await?;
-    let mut writes = tokio::task::JoinSet::new();
-    for i in 0..a.objects {
-        if writes.len() >= 4 {
-            writes.join_next().await.expect("a write in flight")??;
-        }
-        let (c, code, chunk, size) = (plain.clone(), a.code, a.chunk as u64, a.size);
-        writes.spawn(async move { c.put(&format!("object-{i:04}"), &pattern(size, i as u64), code, chunk).await.map_err(|e| anyhow!(e)) });
-    }
-    while let Some(w) = writes.join_next().await {
-        w??;
-    }
-    // The nodes report their traffic every heartbeat: wait until the reports no longer
-    // show the writes, or bandwidth-aware schedulers would plan around foreground traffic
-    // that has ended (ChameleonEC plans with the last period's rates).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    plain.fail(0).await.map_err(|e| anyhow!(e))?;
-    wait_alive(&plain, a.nodes - 1).await?;
-    let lost = plain.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
-    if lost == 0 {
-        bail!("node 0 held no chunk: nothing to repair");
-    }
+    let (plain, lost) = write_and_fail(client, a.nodes, a.objects, a.code, a.chunk, a.size).await?;
     let parallel = a.parallel.unwrap_or(lost);
     // The simulator knows no disks and no foreground: only the plain runs are compared.
     let compare = a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0;
@@ -519,6 +495,46 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
     Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, fg, verified })
+}
+
+/// Writes `objects` objects of `size` bytes (`object-NNNN`, [`pattern`] contents), fails
+/// node 0 and waits until the cluster sees it; returns a client without an emulated link of
+/// its own (writes and verification reads are not what is measured) and the lost chunks.
+pub(crate) async fn write_and_fail(
+    client: &Client,
+    nodes: usize,
+    objects: usize,
+    code: CodeSpec,
+    chunk: usize,
+    size: usize,
+) -> Result<(Client, usize)> {
+    let mut plain = client.clone();
+    plain.shaper = Default::default();
+    wait_alive(&plain, nodes).await?;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..objects {
+        if writes.len() >= 4 {
+            writes.join_next().await.expect("a write in flight")??;
+        }
+        let c = plain.clone();
+        writes.spawn(async move {
+            c.put(&format!("object-{i:04}"), &pattern(size, i as u64), code, chunk as u64).await.map_err(|e| anyhow!(e))
+        });
+    }
+    while let Some(w) = writes.join_next().await {
+        w??;
+    }
+    // The nodes report their traffic every heartbeat: wait until the reports no longer
+    // show the writes, or bandwidth-aware schedulers would plan around foreground traffic
+    // that has ended (ChameleonEC plans with the last period's rates).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    plain.fail(0).await.map_err(|e| anyhow!(e))?;
+    wait_alive(&plain, nodes - 1).await?;
+    let lost = plain.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
+    if lost == 0 {
+        bail!("node 0 held no chunk: nothing to repair");
+    }
+    Ok((plain, lost))
 }
 
 /// Field by field medians of the runs' foreground rows.

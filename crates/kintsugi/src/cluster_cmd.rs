@@ -342,6 +342,12 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
             if r.phases > 0 {
                 println!("  in {} ChameleonEC phase(s), each planned from the nodes' latest traffic reports", r.phases);
             }
+            if r.stragglers > 0 {
+                println!(
+                    "  {} straggler(s): {} re-tuned, {} postponed, {} restarted in a later phase",
+                    r.stragglers, r.retuned, r.postponed, r.restarted
+                );
+            }
             for e in &r.errors {
                 println!("  error: {e}");
             }

@@ -10,6 +10,7 @@ mod bench_geo;
 mod bench_isal;
 mod bench_planner;
 mod bench_relay;
+mod bench_sar;
 mod bench_sim;
 mod cluster_cmd;
 mod codec;

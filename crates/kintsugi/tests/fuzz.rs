@@ -74,6 +74,8 @@ fn seeds() -> Vec<Vec<u8>> {
         NodeRequest::Stat,
         NodeRequest::Pull { repair: 1, vertex: 2 },
         NodeRequest::WaitRepair { repair: 1, timeout_ms: 10 },
+        NodeRequest::Progress { repair: 1 },
+        NodeRequest::CancelRepair { repair: 1 },
     ] {
         push(serde_json::to_value(r).unwrap());
     }
@@ -113,7 +115,12 @@ fn seeds() -> Vec<Vec<u8>> {
     ] {
         push(serde_json::to_value(r).unwrap());
     }
-    for r in [NodeResponse::Ok, NodeResponse::Error { message: "e".into() }, NodeResponse::Chunk { len: 4, crc32c: 1 }] {
+    for r in [
+        NodeResponse::Ok,
+        NodeResponse::Error { message: "e".into() },
+        NodeResponse::Chunk { len: 4, crc32c: 1 },
+        NodeResponse::Progress { bytes: 3, done: false },
+    ] {
         push(serde_json::to_value(r).unwrap());
     }
     push(serde_json::json!({

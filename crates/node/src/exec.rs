@@ -74,6 +74,8 @@ pub struct Run {
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Read caches of the helper chunks this node reads, by term.
     caches: Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
+    /// Bytes of the rebuilt chunk the sink here has written (progress reports).
+    written: Arc<AtomicU64>,
 }
 
 /// The repairs a node is running.
@@ -152,6 +154,7 @@ impl Executor {
             done,
             tasks: Mutex::new(Vec::new()),
             caches: Mutex::default(),
+            written: Arc::default(),
         });
         // Every output queue exists before the run is visible to `Pull`s.
         let mut senders = HashMap::new();
@@ -309,6 +312,40 @@ impl Executor {
         }
     }
 
+    /// How far this node's sink of `repair` is: bytes written and whether it is done;
+    /// None when the repair is not known here.
+    pub fn progress(&self, repair: u64) -> Option<(u64, bool)> {
+        let run = self.runs.lock().expect("runs lock").get(&repair).cloned()?;
+        let done = run.done.borrow().is_some();
+        Some((run.written.load(Ordering::Relaxed), done))
+    }
+
+    /// Stops this node's part of `repair`: its tasks end (their sockets close, so peers
+    /// reading from them stop too), a waiter hears that it was cancelled, and its
+    /// timeslots are freed. The temporary file of a half-written chunk is removed by the
+    /// store's writer when its task is dropped. Returns whether the repair was known.
+    pub fn cancel(&self, repair: u64) -> bool {
+        let Some(run) = self.runs.lock().expect("runs lock").get(&repair).cloned() else { return false };
+        for h in run.tasks.lock().expect("tasks lock").iter() {
+            h.abort();
+        }
+        if let Some(gate) = &run.gate {
+            gate.fail();
+        }
+        if let Some(t) = &run.ticket {
+            t.release();
+        }
+        run.done.send_if_modified(|d| {
+            let fresh = d.is_none();
+            if fresh {
+                *d = Some(Err(format!("repair {repair} was cancelled by the coordinator")));
+            }
+            fresh
+        });
+        tracing::debug!(node = self.node, repair, "repair cancelled");
+        true
+    }
+
     /// Aborts every running repair (the node is stopping).
     pub fn abort_all(&self) {
         for run in self.runs.lock().expect("runs lock").values() {
@@ -403,10 +440,12 @@ impl Executor {
         // checksum matches; an early end leaves nothing (the temporary file is removed).
         let len = a.chunk_len;
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let written = run.written.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
             let mut w = store.writer(&chunk).map_err(|e| e.to_string())?;
             while let Some(buf) = rx.blocking_recv() {
                 w.write(&buf).map_err(|e| e.to_string())?;
+                written.fetch_add(buf.len() as u64, Ordering::Relaxed);
                 crate::pool::give(buf);
             }
             if w.len() != len {

@@ -525,6 +525,17 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             let crc = exec.wait(repair, Duration::from_millis(timeout_ms)).await?;
             send(sock, &NodeResponse::RepairDone { crc32c: crc }).await.map_err(io)?;
         }
+        NodeRequest::Progress { repair } => {
+            let r = match exec.progress(repair) {
+                Some((bytes, done)) => NodeResponse::Progress { bytes, done },
+                None => NodeResponse::Error { message: format!("repair {repair} is not known on node {}", exec.node) },
+            };
+            send(sock, &r).await.map_err(io)?;
+        }
+        NodeRequest::CancelRepair { repair } => {
+            exec.cancel(repair);
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
         NodeRequest::Shutdown => {
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
             let _ = stop.send(true);

@@ -147,6 +147,15 @@ pub enum NodeRequest {
     },
     /// Stops the node process (the client's `fail`).
     Shutdown,
+    /// How far this node's sink of `repair` is (ChameleonEC's progress reports).
+    Progress {
+        repair: u64,
+    },
+    /// Stops this node's part of `repair` (the coordinator re-plans it: ChameleonEC's
+    /// straggler-aware re-scheduling). Unknown or finished repairs are not an error.
+    CancelRepair {
+        repair: u64,
+    },
 }
 
 /// A node's answers.
@@ -175,6 +184,13 @@ pub enum NodeResponse {
     Working,
     /// Sent on an output stream while its node holds the send for an earlier timeslot.
     Gated,
+    /// Bytes of the rebuilt chunk the sink has written so far, and whether it is done
+    /// (stored, failed or cancelled). A sink that rebuilds out of chunk order (Clay)
+    /// reports 0 until done.
+    Progress {
+        bytes: u64,
+        done: bool,
+    },
 }
 
 /// A node's counters.
@@ -454,6 +470,18 @@ pub struct RepairReport {
     /// RepairBoost's adaptive sub-processes the repair ran in (0: one round).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub subprocesses: usize,
+    /// ChameleonEC's straggler-aware re-scheduling: repairs found running past 1.5x their
+    /// expected time, and what was done about them: re-tuned (a delayed relay input sent
+    /// to the destination instead, the repair restarted so), postponed (the phase stopped
+    /// waiting for it), restarted (cancelled at the phase's end and planned again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stragglers: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retuned: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub postponed: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarted: usize,
     /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
     /// what ran, with its helpers and destinations, for replaying it in the simulator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

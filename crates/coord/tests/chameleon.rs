@@ -1,0 +1,161 @@
+//! ChameleonEC on a real cluster (loopback, emulated links): its trees, its phases, and
+//! straggler-aware re-scheduling against a node whose uplink readers take mid-phase.
+//! Every object is read back byte for byte.
+
+use kintsugi_coord::straggler_injector::Straggler;
+use kintsugi_coord::CoordConfig;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use std::collections::HashMap;
+use std::time::Duration;
+
+mod common;
+use common::*;
+
+/// ChameleonEC's planner on the cluster: the coordinator plans with the nodes' residual
+/// bandwidth (their links are emulated, so their capacity is known), each lost chunk is
+/// rebuilt through the tree its tasks were paired into, and every object reads back
+/// byte for byte, RS and LRC alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chameleon_trees_rebuild_every_lost_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster(dir.path(), 10, Some(50e6)).await;
+    let objects = [("r", 700_003usize, "rs:4,2"), ("l", 300_000, "lrc:4,2,1"), ("s", 5, "rs:4,2")];
+    for (name, len, code) in objects {
+        c.client.put(name, &data(len, len as u64 + 1), code.parse().unwrap(), 65_536).await.unwrap();
+    }
+    c.kill(0).await;
+    c.wait_alive(9).await;
+    let lost = c.client.status().await.unwrap().lost_chunks;
+    assert!(lost > 0, "node 0 held chunks");
+    let r = c.client.repair(Shape::Cr, 4096, 8, Scheduler::Chameleon).await.unwrap();
+    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+    assert_eq!(r.phases, 1, "with the paper's phase length every chunk fits the first phase");
+    for (name, len, _) in objects {
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert_eq!(got, data(len, len as u64 + 1), "{name}");
+        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+    }
+    c.coord.take().unwrap().stop().await;
+    for i in 0..c.nodes.len() {
+        c.kill(i).await;
+    }
+}
+
+/// ChameleonEC's phases on the cluster: with phases far shorter than one chunk's tasks,
+/// each phase takes one chunk (a phase always takes at least one), runs to its end, and
+/// what is left is planned again; every chunk is rebuilt and every object reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chameleon_repairs_phase_by_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig { repair_phase_ms: 1, ..cfg(dir.path(), "127.0.0.1:0") };
+    let mut c = cluster_with(conf, dir.path(), 9, Some(50e6)).await;
+    // One code: each code's chunks are planned apart, their phases side by side.
+    let objects = [("p", 600_001usize, "rs:4,2"), ("q", 250_000, "rs:4,2")];
+    for (name, len, code) in objects {
+        c.client.put(name, &data(len, len as u64 + 7), code.parse().unwrap(), 65_536).await.unwrap();
+    }
+    c.kill(0).await;
+    c.wait_alive(8).await;
+    let lost = c.client.status().await.unwrap().lost_chunks;
+    assert!(lost >= 2, "node 0 held chunks of several stripes: {lost}");
+    let r = c.client.repair(Shape::Ecpipe, 4096, 8, Scheduler::Chameleon).await.unwrap();
+    assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+    assert_eq!(r.phases, lost, "one chunk per phase when no chunk fits a phase: {r:?}");
+    assert_eq!(r.graphs.len(), lost, "every phase's graphs are reported");
+    for (name, len, _) in objects {
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert_eq!(got, data(len, len as u64 + 7), "{name}");
+        assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+    }
+    c.coord.take().unwrap().stop().await;
+    for i in 0..c.nodes.len() {
+        c.kill(i).await;
+    }
+}
+
+/// SAR: readers take most of one node's uplink just after a phase was planned (the
+/// planner could not know). That node's repairs run past 1.5x their expected time; the
+/// watch finds them, blames that node's uploads and postpones them (an upload is not
+/// re-tuned), and the phases go on. Then a node slower than it says (so no report shows
+/// it): its repairs are postponed, and at their phase's end, not half done, cancelled on
+/// their nodes and planned again. Every chunk is rebuilt once, every object reads back;
+/// with SAR off nothing is judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stragglers_are_postponed_and_replanned() {
+    for (sar, hidden) in [(true, false), (false, false), (true, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = CoordConfig {
+            repair_phase_ms: 150,
+            repair_progress_ms: 50,
+            repair_straggler_aware: sar,
+            chunk_size: 512 << 10,
+            ..cfg(dir.path(), "127.0.0.1:0")
+        };
+        // Node 5 of the hidden case moves 1.5 MB/s and reports 10.
+        let link = |i: usize| if hidden && i == 5 { 1.5e6 } else { 10e6 };
+        let mut c = cluster_nodes(conf, dir.path(), 10, |i, n| kintsugi_node::NodeConfig {
+            uplink: Some(link(i)),
+            downlink: Some(link(i)),
+            link_capacity: Some(10e6),
+            ..n
+        })
+        .await;
+        let objects: Vec<(String, usize)> = (0..24).map(|i| (format!("o{i}"), 2_000_000 + i * 7)).collect();
+        for (name, len) in &objects {
+            c.client.put(name, &data(*len, *len as u64), "rs:4,2".parse().unwrap(), 512 << 10).await.unwrap();
+        }
+        // The straggler: the node holding most chunks of the stripes node 0 is in.
+        let mut held: HashMap<u32, usize> = HashMap::new();
+        for (name, _) in &objects {
+            for s in c.client.stat(name).await.unwrap().stripes {
+                if s.chunks.iter().any(|ch| ch.node == 0) {
+                    for ch in s.chunks.iter().filter(|ch| ch.node != 0) {
+                        *held.entry(ch.node).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let (&slow, _) = held.iter().max_by_key(|(n, k)| (**k, std::cmp::Reverse(**n))).unwrap();
+        c.kill(0).await;
+        c.wait_alive(9).await;
+        let lost = c.client.status().await.unwrap().lost_chunks;
+        assert!(lost >= 8, "node 0 held chunks of many stripes: {lost}");
+        let client = c.client.clone();
+        let repair = tokio::spawn(async move { client.repair(Shape::Ecpipe, 65_536, 64, Scheduler::Chameleon).await });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let readers = if hidden { None } else { Some(Straggler::start(&c.client, slow, 8).await.unwrap()) };
+        let r = repair.await.unwrap().unwrap();
+        let read = match readers {
+            Some(r) => r.stop().await,
+            None => 0,
+        };
+        eprintln!(
+            "sar {sar}, hidden {hidden}: {:.2} s, {} phases, stragglers {} (re-tuned {}, postponed {}, restarted {}), readers took {} MB from node {slow}",
+            r.seconds,
+            r.phases,
+            r.stragglers,
+            r.retuned,
+            r.postponed,
+            r.restarted,
+            read / 1_000_000
+        );
+        assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+        assert!(hidden || read > 0, "the readers read");
+        if sar {
+            assert!(r.stragglers > 0 && r.postponed > 0, "the slowed node's repairs were judged stragglers: {r:?}");
+            assert!(!hidden || r.restarted > 0, "a slow node's repair is restarted: {r:?}");
+        } else {
+            assert_eq!((r.stragglers, r.retuned, r.postponed, r.restarted), (0, 0, 0, 0), "{r:?}");
+        }
+        for (name, len) in &objects {
+            let (got, rep) = c.client.get(name, Shape::Cr, 65_536).await.unwrap();
+            assert_eq!(&got, &data(*len, *len as u64), "{name}");
+            assert!(rep.degraded.is_empty(), "{name} reads directly after repair");
+        }
+        c.coord.take().unwrap().stop().await;
+        for i in 0..c.nodes.len() {
+            c.kill(i).await;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The test cluster: a real coordinator and real nodes on loopback, in one process.
+#![allow(dead_code)]
+
+use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
+use kintsugi_node::{NodeConfig, NodeHandle};
+use std::path::Path;
+use std::time::Duration;
+
+pub struct Cluster {
+    pub coord: Option<CoordHandle>,
+    pub coord_addr: String,
+    pub nodes: Vec<Option<NodeHandle>>,
+    pub client: Client,
+}
+
+pub fn cfg(dir: &Path, listen: &str) -> CoordConfig {
+    CoordConfig {
+        listen: listen.into(),
+        data_dir: dir.join("coord"),
+        dead_after_ms: 800,
+        io_timeout_ms: 3000,
+        chunk_size: 64 << 10,
+        repair_attempts: 4,
+        // These tests start each repair themselves and count what it did.
+        auto_repair: false,
+        ..Default::default()
+    }
+}
+
+pub async fn cluster(dir: &Path, n: usize, link: Option<f64>) -> Cluster {
+    cluster_with(cfg(dir, "127.0.0.1:0"), dir, n, link).await
+}
+
+pub async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<f64>) -> Cluster {
+    cluster_nodes(conf, dir, n, |_, c| NodeConfig { uplink: link, downlink: link, ..c }).await
+}
+
+/// A cluster whose node i is configured by `node(i, defaults)`.
+pub async fn cluster_nodes(conf: CoordConfig, dir: &Path, n: usize, node: impl Fn(usize, NodeConfig) -> NodeConfig) -> Cluster {
+    let coord = start(conf).await.unwrap();
+    let coord_addr = coord.addr.to_string();
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        let c = NodeConfig {
+            id: i as u32,
+            data_dir: dir.join(format!("node{i}")),
+            coordinator: Some(coord_addr.clone()),
+            heartbeat_ms: 100,
+            io_timeout_ms: 3000,
+            ..Default::default()
+        };
+        nodes.push(Some(kintsugi_node::start(node(i, c)).await.unwrap()));
+    }
+    let mut client = Client::new(&coord_addr);
+    client.io_timeout = Duration::from_secs(10);
+    let c = Cluster { coord: Some(coord), coord_addr, nodes, client };
+    c.wait_alive(n).await;
+    c
+}
+
+impl Cluster {
+    pub async fn wait_alive(&self, n: usize) {
+        for _ in 0..200 {
+            if let Ok(s) = self.client.status().await {
+                if s.nodes.iter().filter(|x| x.alive).count() == n {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{n} nodes never became alive");
+    }
+
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(n) = self.nodes[i].take() {
+            n.stop().await;
+        }
+    }
+}
+
+pub fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
