@@ -1,11 +1,12 @@
 //! A straggler injector, as in ChameleonEC's Exp#11: readers pulling chunks from one node
 //! over and over, so its uplink is busy with foreground reads (which the node counts as
-//! foreground, and which its link shaping charges like any other send).
+//! foreground, and which its link shaping charges like any other send); or writers pushing
+//! scratch chunks to it, so its downlink is.
 
 use crate::client::Client;
 use kintsugi_node::Shaper;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::ChunkLoc;
+use kintsugi_proto::{ChunkId, ChunkLoc, NodeRequest};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,10 +61,43 @@ impl Straggler {
         Ok(Straggler { stop, tasks, bytes })
     }
 
-    /// Stops the readers; returns the bytes they read.
+    /// Starts `writers` loops, each writing a scratch chunk of `len` bytes to `node` again
+    /// and again (ids no stripe uses; they are deleted when stopped, and a coordinator
+    /// would collect them as orphans otherwise).
+    pub async fn start_writes(client: &Client, node: NodeId, writers: usize, len: usize) -> Result<Straggler, String> {
+        let addr = client.status().await?.nodes.into_iter().find(|n| n.id == node && n.alive).map(|n| n.addr);
+        let addr = addr.ok_or(format!("node {node} is not alive"))?;
+        let (stop, rx) = watch::channel(false);
+        let bytes = Arc::new(AtomicU64::new(0));
+        let data: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 31 + 7) as u8).collect());
+        let mut tasks = JoinSet::new();
+        for w in 0..writers.max(1) {
+            let loc =
+                ChunkLoc { chunk: ChunkId::new(SCRATCH - w as u64, 0), node, addr: addr.clone(), alive: true, crc32c: None, lost: false };
+            let (data, bytes, mut rx, t) = (data.clone(), bytes.clone(), rx.clone(), client.io_timeout);
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = rx.changed() => break,
+                        put = crate::object_io::put_chunk(&loc, &data, t) => match put {
+                            Ok(()) => { bytes.fetch_add(data.len() as u64, Ordering::Relaxed); }
+                            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                        },
+                    }
+                }
+                let _ = kintsugi_node::exec::request(&loc.addr, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }, t).await;
+            });
+        }
+        Ok(Straggler { stop, tasks, bytes })
+    }
+
+    /// Stops the readers or writers; returns the bytes they moved.
     pub async fn stop(mut self) -> u64 {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
         self.bytes.load(Ordering::Relaxed)
     }
 }
+
+/// Stripe ids of scratch chunks count down from here (real stripe ids count up from 1).
+const SCRATCH: u64 = u64::MAX >> 12;
