@@ -7,7 +7,6 @@ use kintsugi_coord::CoordConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use std::collections::HashMap;
-use std::time::Duration;
 
 mod common;
 use common::*;
