@@ -4,6 +4,7 @@
 mod auto_repair;
 pub mod bandwidth;
 pub mod client;
+mod config;
 pub mod coordinator;
 pub mod full_node_plan;
 pub mod geo_io;
@@ -15,6 +16,7 @@ mod objects;
 mod phases;
 pub mod recovery_budget;
 mod repair;
+mod repair_batch;
 mod seal;
 mod straggler;
 pub mod straggler_injector;

@@ -7,7 +7,7 @@
 
 use crate::coordinator::Coordinator;
 use crate::meta::PendingRepair;
-use crate::repair::Repairs;
+use crate::repair_batch::Repairs;
 use crate::straggler::{expectations, Key, PhaseWatch};
 use crate::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{Choice, Cluster, Scheduler};
@@ -70,12 +70,12 @@ impl Coordinator {
             }
             background.push(left);
             total.phases += 1;
-            crate::repair::absorb(&mut total, r);
+            crate::repair_batch::absorb(&mut total, r);
         }
         for mut set in background {
             let mut r = RepairReport::default();
             self.collect(&mut set, &mut r, None, None).await?;
-            crate::repair::absorb(&mut total, r);
+            crate::repair_batch::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
         Ok(total)

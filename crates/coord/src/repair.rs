@@ -1,14 +1,13 @@
 //! Repair orchestration: the graph for one lost chunk (helpers, destination, method),
 //! dispatching it to the nodes, diagnosing a failed attempt and re-planning around it,
-//! degraded-read plans, and full-node repair: every lost chunk planned at once by a
-//! scheduler (`full_node_plan`), then rebuilt `parallel` at a time, each stripe's chunks one
-//! after another.
+//! degraded-read plans, rebuilding one chunk (with a straggler watch's re-tunes and
+//! restarts), and full-node repair: every lost chunk planned at once by a scheduler
+//! (`full_node_plan`), then rebuilt many at a time (`repair_batch`).
 
 use crate::coordinator::{bad, Coordinator};
 use crate::full_node_plan::{prioritise, GraphSlots};
 use crate::meta::{Change, PendingRepair, StripeRecord};
-use crate::recovery_budget::{weight, NodeBudget};
-use crate::straggler::{PhaseWatch, Running, Verdict};
+use crate::straggler::{Running, Verdict};
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{Choice, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
@@ -421,177 +420,7 @@ impl Coordinator {
         let todo = self.meta.pending()?;
         self.run_repairs(todo, "resumed", 4, HashMap::new(), HashMap::new()).await
     }
-
-    pub(crate) async fn run_repairs(
-        self: &Arc<Self>,
-        todo: Vec<PendingRepair>,
-        method: &str,
-        parallel: usize,
-        choices: HashMap<(u64, usize), Choice>,
-        timeslots: HashMap<(u64, usize), GraphSlots>,
-    ) -> Result<RepairReport, String> {
-        self.run_repairs_recorded(todo, method, parallel, choices, timeslots, None).await
-    }
-
-    /// [`run_repairs`](Self::run_repairs), also recording when each repair finished
-    /// (seconds from the start) and its graph.
-    pub(crate) async fn run_repairs_recorded(
-        self: &Arc<Self>,
-        todo: Vec<PendingRepair>,
-        method: &str,
-        parallel: usize,
-        choices: HashMap<(u64, usize), Choice>,
-        timeslots: HashMap<(u64, usize), GraphSlots>,
-        record: Option<&mut Vec<(f64, RepairGraph)>>,
-    ) -> Result<RepairReport, String> {
-        Ok(self.run_repairs_watched(todo, method, parallel, choices, timeslots, record, None).await?.0)
-    }
-
-    /// [`run_repairs_recorded`](Self::run_repairs_recorded) under a ChameleonEC phase's
-    /// straggler watch: returns once every repair is done or postponed, with the
-    /// postponed ones still running.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn run_repairs_watched(
-        self: &Arc<Self>,
-        todo: Vec<PendingRepair>,
-        method: &str,
-        parallel: usize,
-        mut choices: HashMap<(u64, usize), Choice>,
-        mut timeslots: HashMap<(u64, usize), GraphSlots>,
-        record: Option<&mut Vec<(f64, RepairGraph)>>,
-        watch: Option<&PhaseWatch>,
-    ) -> Result<(RepairReport, Repairs), String> {
-        let started = Instant::now();
-        let lost = todo.len();
-        let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
-        let mut set = JoinSet::new();
-        // Chunks of one stripe are rebuilt one after another: each plans with its siblings'
-        // new homes known, so no two land on the same node.
-        let mut stripe_locks: HashMap<u64, Arc<tokio::sync::Mutex<()>>> = HashMap::new();
-        // Geometric Partitioning's per-node budget of repair weight (chunk size in 4 MiB
-        // units), on the nodes a repair will read from and write to.
-        let budget = NodeBudget::new(self.cfg.recovery_node_budget);
-        for p in todo {
-            let (c, sem) = (self.clone(), sem.clone());
-            let choice = choices.remove(&(p.stripe, p.index));
-            let slots = timeslots.remove(&(p.stripe, p.index));
-            let lock = stripe_locks.entry(p.stripe).or_default().clone();
-            // Permits are taken in this order, so repairs start in schedule order.
-            let permit = sem.acquire_owned().await.expect("semaphore open");
-            let (nodes, units) = match self.meta.stripe(p.stripe)? {
-                Some(s) => {
-                    let mut nodes: Vec<NodeId> = match &choice {
-                        Some(ch) => ch.helpers.iter().map(|&h| s.nodes[h]).chain([ch.destination]).collect(),
-                        // Helpers not chosen yet: any survivor may be one.
-                        None => s.nodes.iter().enumerate().filter(|&(i, _)| i != p.index).map(|(_, &n)| n).collect(),
-                    };
-                    nodes.sort_unstable();
-                    nodes.dedup();
-                    (nodes, weight(s.chunk_len))
-                }
-                None => (vec![], 1),
-            };
-            let held = budget.acquire(&nodes, units).await;
-            set.spawn(async move {
-                let _permit = permit;
-                let _held = held;
-                let _stripe = lock.lock().await;
-                let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                let r = c.repair_one(&p, choice, slots).await;
-                ((p.stripe, p.index), r, len, started.elapsed().as_secs_f64())
-            });
-        }
-        let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
-        self.collect(&mut set, &mut report, record, watch).await?;
-        report.seconds = started.elapsed().as_secs_f64();
-        Ok((report, set))
-    }
-
-    /// Takes repairs' results as they finish, into `report`. Under a straggler watch, also
-    /// judges stragglers every progress period, and returns once only postponed repairs
-    /// are left (after cancelling those to be planned again).
-    pub(crate) async fn collect(
-        &self,
-        set: &mut Repairs,
-        report: &mut RepairReport,
-        mut record: Option<&mut Vec<(f64, RepairGraph)>>,
-        watch: Option<&PhaseWatch>,
-    ) -> Result<(), String> {
-        let mut graph_bytes = 0usize;
-        let mut tick = tokio::time::interval(watch.map_or(Duration::from_secs(1), |w| w.period));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let next = match watch {
-                Some(w) => {
-                    if w.only_postponed_left(set.len()) && self.restart_postponed(w).await == 0 {
-                        break;
-                    }
-                    let changed = w.changed.notified();
-                    tokio::select! {
-                        r = set.join_next() => r,
-                        _ = changed => continue,
-                        _ = tick.tick() => {
-                            self.judge_stragglers(w).await;
-                            continue;
-                        }
-                    }
-                }
-                None => set.join_next().await,
-            };
-            let Some(r) = next else { break };
-            match r.map_err(|e| e.to_string())? {
-                // Cancelled to be planned in a later phase: counted there.
-                (key, Ok((0, _)), _, _) if watch.and_then(|w| w.verdict(key)) == Some(Verdict::Restart) => report.lost -= 1,
-                (_, Ok((0, _)), _, _) => report.skipped += 1,
-                (_, Ok((attempts, graph)), len, finished) => {
-                    if let (Some(rec), Some(g)) = (record.as_deref_mut(), &graph) {
-                        rec.push((finished, g.clone()));
-                    }
-                    report.repaired += 1;
-                    report.retries += attempts - 1;
-                    report.bytes += len;
-                    // Up to a count and a size: a Clay graph's coefficients run to hundreds
-                    // of KiB, and the report must fit one frame.
-                    if let Some(g) = graph.filter(|_| report.graphs.len() < REPORTED_GRAPHS && graph_bytes < REPORTED_GRAPH_BYTES) {
-                        graph_bytes += serde_json::to_vec(&g).map_or(0, |v| v.len());
-                        report.graphs.push(g);
-                    }
-                }
-                (_, Err(e), _, _) => {
-                    tracing::warn!("repair failed: {e}");
-                    report.failed += 1;
-                    report.errors.push(e);
-                }
-            }
-        }
-        Ok(())
-    }
 }
-
-/// Repairs under way: each yields its chunk, its result, the chunk's length and when it
-/// finished (seconds from the start).
-pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<RepairGraph>), String>, u64, f64)>;
-
-/// Adds one round's report (a ChameleonEC phase, a RepairBoost sub-process) to the total.
-pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
-    total.repaired += r.repaired;
-    total.skipped += r.skipped;
-    total.failed += r.failed;
-    total.retries += r.retries;
-    total.bytes += r.bytes;
-    total.stragglers += r.stragglers;
-    total.retuned += r.retuned;
-    total.postponed += r.postponed;
-    total.restarted += r.restarted;
-    total.errors.extend(r.errors);
-    let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
-    total.graphs.extend(r.graphs.into_iter().take(room));
-}
-
-/// Graphs a repair report carries at most (what ran, for replaying it in the simulator).
-pub(crate) const REPORTED_GRAPHS: usize = 1024;
-/// ... and their serialized bytes at most (a frame is 8 MiB).
-const REPORTED_GRAPH_BYTES: usize = 4 << 20;
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

@@ -311,8 +311,7 @@ impl Coordinator {
                 (Some((e, true)), Some(c), None) if e.to_relay && done < REDO_BELOW => retune(c, &r.graph, e.vertex).map(|c| (e, c)),
                 _ => None,
             };
-            let mut counts = w.counts.lock().expect("sar lock").to_owned();
-            counts.stragglers += usize::from(before.is_none());
+            w.counts.lock().expect("sar lock").stragglers += usize::from(before.is_none());
             match tuned {
                 Some((e, c)) => {
                     tracing::info!(
@@ -320,8 +319,7 @@ impl Coordinator {
                         e.to, e.from
                     );
                     w.verdicts.lock().expect("sar lock").insert(key, Verdict::Retune(c));
-                    counts.retuned += 1;
-                    *w.counts.lock().expect("sar lock") = counts;
+                    w.counts.lock().expect("sar lock").retuned += 1;
                     self.cancel(&r).await;
                 }
                 None => {
@@ -330,8 +328,7 @@ impl Coordinator {
                         w.blamed.lock().expect("sar lock").insert(key, if download { e.to } else { e.from });
                     }
                     w.verdicts.lock().expect("sar lock").insert(key, Verdict::Postponed);
-                    counts.postponed += 1;
-                    *w.counts.lock().expect("sar lock") = counts;
+                    w.counts.lock().expect("sar lock").postponed += 1;
                     w.changed.notify_waiters();
                 }
             }

@@ -116,7 +116,7 @@ impl Coordinator {
             speed.measure(&done);
             tracing::debug!("node rates after sub-process {}: {:?}", total.subprocesses, speed.factor);
             total.subprocesses += 1;
-            crate::repair::absorb(&mut total, r);
+            crate::repair_batch::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
         Ok(total)

@@ -1,0 +1,121 @@
+//! The coordinator's configuration: every field defaults, and `kintsugi coordinator
+//! --config` reads it from TOML.
+
+use crate::full_node_plan::TimeslotGating;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Coordinator configuration (TOML for `kintsugi coordinator --config`); all fields default.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoordConfig {
+    pub listen: String,
+    /// Holds `meta.redb`.
+    pub data_dir: PathBuf,
+    /// A node silent for this long is dead.
+    pub dead_after_ms: u64,
+    pub io_timeout_ms: u64,
+    /// Default chunk size of new objects.
+    pub chunk_size: u64,
+    /// Attempts per lost chunk before a repair gives up on it.
+    pub repair_attempts: usize,
+    /// A node silent this long is out: its chunks are repaired without anyone asking
+    /// (Ceph's mon_osd_down_out_interval). Chunks found corrupt or missing, and nodes
+    /// stopped by `fail`, are repaired at once.
+    pub down_out_ms: u64,
+    /// Repair lost chunks by itself (every `auto_repair_interval_ms`).
+    pub auto_repair: bool,
+    pub auto_repair_interval_ms: u64,
+    /// What automatic repair uses: method, scheduler, slice, and chunks rebuilt at once
+    /// (like osd_recovery_max_active).
+    pub repair_method: Shape,
+    pub repair_scheduler: Scheduler,
+    pub repair_slice: u64,
+    pub repair_max_active: usize,
+    /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
+    /// mean residual bandwidth (a phase moves as many bytes per link).
+    pub repair_phase_ms: u64,
+    /// Which repairs' transfers nodes hold to their RepairBoost timeslots (`repairboost`,
+    /// `repairboost-ts`, `repairboost-poll`); the others' timeslots only order when
+    /// repairs start.
+    pub gate_timeslots: TimeslotGating,
+    /// RepairBoost's adaptive sub-processes: a full-node repair in rounds of this many
+    /// chunks, each balanced with the nodes' rates measured in the rounds before (0: one
+    /// round; not with `chameleon`, which has its own phases).
+    pub repair_subprocess_chunks: usize,
+    /// ChameleonEC's straggler-aware re-scheduling (`chameleon` only; off: ETRP alone),
+    /// judged every `repair_progress_ms`.
+    pub repair_straggler_aware: bool,
+    pub repair_progress_ms: u64,
+    /// Fill ratios, as Ceph's: above `nearfull` a node is flagged, above `backfillfull` it
+    /// takes no rebuilt chunks, above `full` no new chunks at all.
+    pub nearfull_ratio: f64,
+    pub backfillfull_ratio: f64,
+    pub full_ratio: f64,
+    /// Chunks placed this close before a node's inventory are not judged missing by it
+    /// (the node may have listed its disk before they arrived).
+    pub inventory_slack_ms: u64,
+    /// A chunk a node holds that nothing references is deleted after this long.
+    pub orphan_grace_ms: u64,
+    /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
+    pub secret_file: Option<PathBuf>,
+    /// A put not committed within this long is abandoned and its chunks reclaimed.
+    pub upload_timeout_ms: u64,
+    /// Chunks of replaced or deleted versions are removed from the nodes this long after
+    /// (so reads already under way finish), then every `gc_interval_ms`.
+    pub gc_grace_ms: u64,
+    pub gc_interval_ms: u64,
+    /// Geo layout: placement groups (an object's name picks one; each is n nodes).
+    pub placement_groups: u32,
+    /// Geo layout: copies of a chunk (its own included) until its stripe is sealed.
+    pub staging_copies: usize,
+    /// Geo layout: an open stripe is sealed once its data slots are full, or this long
+    /// after it opened (checked every `seal_interval_ms`).
+    pub seal_after_ms: u64,
+    pub seal_interval_ms: u64,
+    /// Repair weight (chunk size in 4 MiB units) a node takes part in at once, as
+    /// Geometric Partitioning's recovery queue (512 in the paper); `repair_max_active` and
+    /// `--parallel` still bound the chunks in flight cluster-wide.
+    pub recovery_node_budget: u64,
+}
+
+impl Default for CoordConfig {
+    fn default() -> Self {
+        CoordConfig {
+            listen: "127.0.0.1:7400".into(),
+            data_dir: PathBuf::from("kintsugi-coordinator-data"),
+            dead_after_ms: 10_000,
+            io_timeout_ms: 10_000,
+            chunk_size: 4 << 20,
+            repair_attempts: 4,
+            down_out_ms: 600_000,
+            auto_repair: true,
+            auto_repair_interval_ms: 5_000,
+            repair_method: Shape::Cr,
+            repair_scheduler: Scheduler::Repairboost,
+            repair_slice: 1 << 20,
+            repair_max_active: 4,
+            repair_phase_ms: 0,
+            gate_timeslots: TimeslotGating::default(),
+            repair_subprocess_chunks: 0,
+            repair_straggler_aware: true,
+            repair_progress_ms: 500,
+            nearfull_ratio: 0.85,
+            backfillfull_ratio: 0.90,
+            full_ratio: 0.95,
+            inventory_slack_ms: 10_000,
+            orphan_grace_ms: 600_000,
+            secret_file: None,
+            upload_timeout_ms: 3_600_000,
+            gc_grace_ms: 30_000,
+            gc_interval_ms: 2_000,
+            placement_groups: 64,
+            staging_copies: 3,
+            seal_after_ms: 60_000,
+            seal_interval_ms: 1_000,
+            recovery_node_budget: 512,
+        }
+    }
+}
