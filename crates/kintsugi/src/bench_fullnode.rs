@@ -11,6 +11,7 @@
 
 use crate::bench_fullnode_sim::{lost_chunks, simulate_same, SimSame};
 use crate::embedded::{pattern, Embedded};
+use crate::load::{Interference, Workload};
 use crate::units::{parse_fraction, parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -109,21 +110,6 @@ pub struct FullNodeArgs {
     pub json: bool,
 }
 
-/// The foreground workload before and during the repair (ChameleonEC's interference).
-#[derive(Clone, Debug, Serialize)]
-struct LoadRow {
-    baseline_ops_per_s: f64,
-    baseline_p50_ms: f64,
-    baseline_p99_ms: f64,
-    during_ops_per_s: f64,
-    during_p50_ms: f64,
-    during_p99_ms: f64,
-    /// T*/T - 1 (ChameleonEC): how much longer a fixed set of operations takes while the
-    /// repair runs, from the two throughputs.
-    interference: f64,
-    errors: u64,
-}
-
 #[derive(Serialize)]
 struct MethodRow {
     method: String,
@@ -158,7 +144,7 @@ struct MethodRow {
     /// The foreground workload before and during the repair (medians over runs), with
     /// --load-clients.
     #[serde(skip_serializing_if = "Option::is_none")]
-    foreground: Option<LoadRow>,
+    foreground: Option<Interference>,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -207,7 +193,7 @@ struct Run {
     /// Per node: chunks' worth of repair traffic sent and received.
     loads: Vec<(u32, f64, f64)>,
     /// The foreground workload, with --load-clients.
-    fg: Option<LoadRow>,
+    fg: Option<Interference>,
     verified: bool,
 }
 
@@ -263,7 +249,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             node_loads: runs[0].loads.clone(),
             repair_mb_per_s: crate::bench::stat(&runs.iter().map(|r| r.lost as f64 * a.chunk as f64 / r.seconds / 1e6).collect::<Vec<_>>())
                 .median,
-            foreground: median_load(runs.iter().filter_map(|r| r.fg.clone()).collect()),
+            foreground: Interference::median(&runs.iter().filter_map(|r| r.fg.clone()).collect::<Vec<_>>()),
             ratio: crate::bench::stat(&all_ratios).median,
             all_ratios,
             verified: runs.iter().all(|r| r.verified),
@@ -422,16 +408,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         true => Some(lost_chunks(&plain, a).await?),
         false => None,
     };
-    let workload = (a.load_clients > 0).then(|| crate::load::Workload {
-        clients: a.load_clients,
-        records: a.load_records,
-        value_size: a.load_value,
-        read_fraction: 0.5,
-        zipf: 0.99,
-        code: a.code,
-        prefix: "ycsb".into(),
-        seed: 1,
-    });
+    let workload = (a.load_clients > 0).then(|| Workload::ycsb_a(a.load_clients, a.load_records, a.load_value, a.code));
     let mut baseline = None;
     if let Some(w) = &workload {
         // Foreground clients go through the client's own link (on the testbed, the host's).
@@ -463,16 +440,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         Some(lost) => Some(simulate_same(a, method, &lost, &report.graphs)?),
         None => None,
     };
-    let fg = baseline.zip(during).map(|(b, d)| LoadRow {
-        baseline_ops_per_s: b.ops_per_s,
-        baseline_p50_ms: b.all.p50_ms,
-        baseline_p99_ms: b.all.p99_ms,
-        during_ops_per_s: d.ops_per_s,
-        during_p50_ms: d.all.p50_ms,
-        during_p99_ms: d.all.p99_ms,
-        interference: b.ops_per_s / d.ops_per_s.max(1e-9) - 1.0,
-        errors: b.errors + d.errors,
-    });
+    let fg = baseline.zip(during).map(|(b, d)| Interference::new(&b, &d));
     let after = node_stats(&plain).await?;
     let loads: Vec<(u32, f64, f64)> = after
         .iter()
@@ -535,24 +503,6 @@ pub(crate) async fn write_and_fail(
         bail!("node 0 held no chunk: nothing to repair");
     }
     Ok((plain, lost))
-}
-
-/// Field by field medians of the runs' foreground rows.
-fn median_load(rows: Vec<LoadRow>) -> Option<LoadRow> {
-    if rows.is_empty() {
-        return None;
-    }
-    let m = |f: fn(&LoadRow) -> f64| crate::bench::stat(&rows.iter().map(f).collect::<Vec<_>>()).median;
-    Some(LoadRow {
-        baseline_ops_per_s: m(|r| r.baseline_ops_per_s),
-        baseline_p50_ms: m(|r| r.baseline_p50_ms),
-        baseline_p99_ms: m(|r| r.baseline_p99_ms),
-        during_ops_per_s: m(|r| r.during_ops_per_s),
-        during_p50_ms: m(|r| r.during_p50_ms),
-        during_p99_ms: m(|r| r.during_p99_ms),
-        interference: m(|r| r.interference),
-        errors: rows.iter().map(|r| r.errors).sum(),
-    })
 }
 
 /// Repair bytes sent and received so far by every live node.

@@ -3,6 +3,7 @@
 //! and checks every object byte for byte; then one table compares the methods.
 
 use crate::embedded::{pattern, Embedded};
+use crate::load::{Interference, Workload};
 use crate::units::{human_bytes, parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -11,7 +12,9 @@ use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Shape, ALL_SHAPES};
 use serde::Serialize;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -44,12 +47,66 @@ pub struct DemoArgs {
     /// Who picks helpers and destinations (index, random, lru, greedy, repairboost, mppr, chameleon, ...).
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
-    /// Only these methods (default: all).
+    /// Only these methods (default: all): cr, ppr, ecpipe, ecpipe-cyclic, planned by
+    /// --scheduler, and chameleon (ChameleonEC's scheduler drawing its own trees).
     #[arg(long, value_delimiter = ',')]
-    pub methods: Vec<Shape>,
+    pub methods: Vec<DemoMethod>,
+    /// Run a foreground workload (YCSB A: 50% reads, 50% overwrites, zipfian 0.99) for
+    /// a baseline with the node down, then during each method's repair, and report its
+    /// P99 and ChameleonEC's interference degree (T*/T - 1).
+    #[arg(long)]
+    pub load: bool,
+    /// Foreground clients, with --load.
+    #[arg(long, default_value_t = 4)]
+    pub load_clients: usize,
+    /// Foreground records, with --load (written after the node fails, so the repair moves
+    /// only the demo's objects).
+    #[arg(long, default_value_t = 32)]
+    pub load_records: u64,
+    /// Bytes per foreground record, with --load.
+    #[arg(long, default_value = "512KiB", value_parser = parse_nonzero_size)]
+    pub load_value: usize,
+    /// Seconds of the foreground baseline (node down, no repair), with --load.
+    #[arg(long, default_value_t = 3.0)]
+    pub load_baseline: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A row of the demo: a repair shape planned by `--scheduler`, or ChameleonEC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemoMethod {
+    Shape(Shape),
+    /// ChameleonEC's phases and trees (`--scheduler chameleon`, ECPipe where it draws none).
+    Chameleon,
+}
+
+impl std::str::FromStr for DemoMethod {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.eq_ignore_ascii_case("chameleon") {
+            return Ok(DemoMethod::Chameleon);
+        }
+        s.parse::<Shape>().map(DemoMethod::Shape).map_err(|e| format!("{e} (or chameleon)"))
+    }
+}
+
+impl DemoMethod {
+    /// The shape and scheduler the repair runs with.
+    fn plan(self, scheduler: Scheduler) -> (Shape, Scheduler) {
+        match self {
+            DemoMethod::Shape(s) => (s, scheduler),
+            DemoMethod::Chameleon => (Shape::Ecpipe, Scheduler::Chameleon),
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            DemoMethod::Shape(s) => s.to_string(),
+            DemoMethod::Chameleon => "chameleon".into(),
+        }
+    }
 }
 
 /// `--clay`: a Clay code, or none.
@@ -82,6 +139,18 @@ struct MethodResult {
     max_download_bytes: u64,
     mean_download_bytes: f64,
     degraded_read_seconds: f64,
+    /// With --load: the foreground's P99 during the repair, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreground_p99_ms: Option<f64>,
+    /// With --load: the foreground's P99 before the repair (node down), in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreground_baseline_p99_ms: Option<f64>,
+    /// With --load: ChameleonEC's interference degree T*/T - 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interference: Option<f64>,
+    /// With --load: the whole foreground row (throughputs, P50s, errors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreground: Option<Interference>,
 }
 
 #[derive(Serialize)]
@@ -109,10 +178,17 @@ pub fn run(a: DemoArgs) -> Result<()> {
     if a.parallel == 0 || a.objects == 0 {
         anyhow::bail!("--parallel and --objects must be at least 1");
     }
-    let methods = if a.methods.is_empty() { ALL_SHAPES.to_vec() } else { a.methods.clone() };
+    if a.load && (a.load_clients == 0 || a.load_records == 0 || !(a.load_baseline > 0.0 && a.load_baseline.is_finite())) {
+        anyhow::bail!("with --load, --load-clients and --load-records must be at least 1 and --load-baseline a positive number of seconds");
+    }
+    let methods: Vec<DemoMethod> = match a.methods.is_empty() {
+        true => ALL_SHAPES.iter().map(|&s| DemoMethod::Shape(s)).chain([DemoMethod::Chameleon]).collect(),
+        false => a.methods.clone(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let runs: Vec<(CodeSpec, Shape)> = methods.iter().map(|&m| (a.code, m)).chain(a.clay.0.map(|c| (c, Shape::Cr))).collect();
-    let pb = ProgressBar::new((runs.len() * 4) as u64);
+    let runs: Vec<(CodeSpec, DemoMethod)> =
+        methods.iter().map(|&m| (a.code, m)).chain(a.clay.0.map(|c| (c, DemoMethod::Shape(Shape::Cr)))).collect();
+    let pb = ProgressBar::new((runs.len() * (4 + a.load as usize)) as u64);
     pb.set_style(ProgressStyle::with_template("{msg:<40} [{bar:30}] {pos}/{len}").expect("static template").progress_chars("=> "));
     let mut results = Vec::new();
     for &(code, method) in &runs {
@@ -142,13 +218,30 @@ pub fn run(a: DemoArgs) -> Result<()> {
             human_bytes(a.chunk as u64),
             human_bytes(a.slice as u64)
         );
+        if a.load {
+            println!(
+                "foreground: {} clients, YCSB A, {} records of {}; its P99 and interference (T*/T - 1) against {} s with node 0 down and no repair",
+                a.load_clients,
+                a.load_records,
+                human_bytes(a.load_value as u64),
+                a.load_baseline
+            );
+        }
+        let load_head = match a.load {
+            true => format!(" {:>12} {:>12} {:>12}", "base p99 ms", "fg p99 ms", "interference"),
+            false => String::new(),
+        };
         println!(
-            "{:<14} {:<13} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}",
+            "{:<14} {:<13} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}{load_head}",
             "method", "code", "lost", "repair s", "MB/s", "verified", "max up", "mean up", "max down", "mean down", "degraded s"
         );
         for m in &report.methods {
+            let load_cols = match &m.foreground {
+                Some(f) => format!(" {:>12.1} {:>12.1} {:>12.3}", f.baseline_p99_ms, f.during_p99_ms, f.interference),
+                None => String::new(),
+            };
             println!(
-                "{:<14} {:<13} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}",
+                "{:<14} {:<13} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}{load_cols}",
                 m.method,
                 m.code,
                 m.lost_chunks,
@@ -169,16 +262,18 @@ pub fn run(a: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-async fn one_method(a: &DemoArgs, code: CodeSpec, method: Shape, pb: &ProgressBar) -> Result<MethodResult> {
+async fn one_method(a: &DemoArgs, code: CodeSpec, row: DemoMethod, pb: &ProgressBar) -> Result<MethodResult> {
+    let (method, scheduler) = row.plan(a.scheduler);
+    let method_name = row.name();
     let dir = tempfile::tempdir()?;
-    pb.set_message(format!("{method}: starting {} nodes", a.nodes));
+    pb.set_message(format!("{method_name}: starting {} nodes", a.nodes));
     let mut cluster = Embedded::start(dir.path(), a.nodes, Some(a.link)).await?;
-    pb.set_message(format!("{method}: writing {} objects", a.objects));
+    pb.set_message(format!("{method_name}: writing {} objects", a.objects));
     for i in 0..a.objects {
         cluster.client.put(&format!("object-{i:03}"), &pattern(a.size, i as u64), code, a.chunk as u64).await.map_err(|e| anyhow!(e))?;
     }
     pb.inc(1);
-    pb.set_message(format!("{method}: node 0 fails"));
+    pb.set_message(format!("{method_name}: node 0 fails"));
     cluster.client.fail(0).await.map_err(|e| anyhow!(e))?;
     if let Some(mut h) = cluster.nodes[0].take() {
         h.stopped().await;
@@ -201,13 +296,35 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, method: Shape, pb: &ProgressBa
         }
     }
     pb.inc(1);
+    // The foreground, written with the node already down so that the repair moves only the
+    // demo's objects; a baseline without repair, then the clients run through the repair.
+    let workload = a.load.then(|| Workload::ycsb_a(a.load_clients, a.load_records, a.load_value, a.code));
+    let mut baseline = None;
+    if let Some(w) = &workload {
+        pb.set_message(format!("{method_name}: foreground baseline"));
+        w.load(&cluster.client, false).await?;
+        baseline = Some(w.run(&cluster.client, Default::default(), Duration::from_secs_f64(a.load_baseline)).await?);
+        pb.inc(1);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let fg_task = workload.map(|w| {
+        let (c, stop) = (cluster.client.clone(), stop.clone());
+        tokio::spawn(async move { w.run(&c, stop, Duration::from_secs(3600)).await })
+    });
     let before = cluster.stats();
     let lost = cluster.client.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
-    pb.set_message(format!("{method}: repairing {lost} chunks"));
-    let report = cluster.client.repair(method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e))?;
+    pb.set_message(format!("{method_name}: repairing {lost} chunks"));
+    let report = cluster.client.repair(method, a.slice as u64, a.parallel, scheduler).await.map_err(|e| anyhow!(e));
+    stop.store(true, Ordering::Relaxed);
+    let during = match fg_task {
+        Some(t) => Some(t.await.map_err(|e| anyhow!("the foreground clients failed: {e}"))??),
+        None => None,
+    };
+    let report = report?;
+    let fg = baseline.zip(during).map(|(b, d)| Interference::new(&b, &d));
     let after = cluster.stats();
     pb.inc(1);
-    pb.set_message(format!("{method}: verifying"));
+    pb.set_message(format!("{method_name}: verifying"));
     let mut verified = report.failed == 0 && report.repaired + report.skipped == lost;
     // Verification reads need no emulated link.
     let mut reader = cluster.client.clone();
@@ -227,7 +344,7 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, method: Shape, pb: &ProgressBa
     cluster.stop().await;
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
     Ok(MethodResult {
-        method: method.to_string(),
+        method: method_name,
         code: code.to_string(),
         repair_seconds: report.seconds,
         throughput_mb_s: report.bytes as f64 / report.seconds.max(1e-9) / 1e6,
@@ -238,5 +355,9 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, method: Shape, pb: &ProgressBa
         max_download_bytes: downs.iter().copied().max().unwrap_or(0),
         mean_download_bytes: mean(&downs),
         degraded_read_seconds: degraded,
+        foreground_p99_ms: fg.as_ref().map(|f| f.during_p99_ms),
+        foreground_baseline_p99_ms: fg.as_ref().map(|f| f.baseline_p99_ms),
+        interference: fg.as_ref().map(|f| f.interference),
+        foreground: fg,
     })
 }

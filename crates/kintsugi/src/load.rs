@@ -200,7 +200,62 @@ pub struct Workload {
     pub seed: u64,
 }
 
+/// The foreground workload before and during a repair, and ChameleonEC's interference
+/// degree between them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Interference {
+    pub baseline_ops_per_s: f64,
+    pub baseline_p50_ms: f64,
+    pub baseline_p99_ms: f64,
+    pub during_ops_per_s: f64,
+    pub during_p50_ms: f64,
+    pub during_p99_ms: f64,
+    /// T*/T - 1 (ChameleonEC): how much longer a fixed set of operations takes while the
+    /// repair runs, from the two throughputs.
+    pub interference: f64,
+    pub errors: u64,
+}
+
+impl Interference {
+    pub fn new(baseline: &LoadReport, during: &LoadReport) -> Self {
+        Interference {
+            baseline_ops_per_s: baseline.ops_per_s,
+            baseline_p50_ms: baseline.all.p50_ms,
+            baseline_p99_ms: baseline.all.p99_ms,
+            during_ops_per_s: during.ops_per_s,
+            during_p50_ms: during.all.p50_ms,
+            during_p99_ms: during.all.p99_ms,
+            interference: baseline.ops_per_s / during.ops_per_s.max(1e-9) - 1.0,
+            errors: baseline.errors + during.errors,
+        }
+    }
+
+    /// Field by field medians of several runs' rows; None for none.
+    pub fn median(rows: &[Interference]) -> Option<Interference> {
+        if rows.is_empty() {
+            return None;
+        }
+        let m = |f: fn(&Interference) -> f64| crate::bench::stat(&rows.iter().map(f).collect::<Vec<_>>()).median;
+        Some(Interference {
+            baseline_ops_per_s: m(|r| r.baseline_ops_per_s),
+            baseline_p50_ms: m(|r| r.baseline_p50_ms),
+            baseline_p99_ms: m(|r| r.baseline_p99_ms),
+            during_ops_per_s: m(|r| r.during_ops_per_s),
+            during_p50_ms: m(|r| r.during_p50_ms),
+            during_p99_ms: m(|r| r.during_p99_ms),
+            interference: m(|r| r.interference),
+            errors: rows.iter().map(|r| r.errors).sum(),
+        })
+    }
+}
+
 impl Workload {
+    /// YCSB workload A (50% reads, 50% overwrites, zipfian 0.99) over `records` records
+    /// named `ycsb...`, the foreground of the benchmarks and the demo.
+    pub fn ycsb_a(clients: usize, records: u64, value_size: usize, code: CodeSpec) -> Self {
+        Workload { clients, records, value_size, read_fraction: 0.5, zipf: 0.99, code, prefix: "ycsb".into(), seed: 1 }
+    }
+
     fn of(a: &LoadArgs) -> Self {
         Workload {
             clients: a.clients,

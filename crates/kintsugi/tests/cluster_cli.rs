@@ -241,6 +241,39 @@ fn processes_geo_layout() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// `demo --load`: YCSB-A clients run through each method's repair; every row reports their
+/// P99 before and during it and the interference degree, and every object still verifies.
+#[test]
+fn demo_with_load_reports_foreground_p99_and_interference() {
+    let out = Command::new(BIN)
+        .args(["demo", "--nodes", "10", "--objects", "3", "--size", "600KiB", "--chunk", "64KiB", "--slice", "8KiB"])
+        .args(["--link", "400mbit", "--clay", "none", "--methods", "cr,chameleon", "--json"])
+        .args(["--load", "--load-clients", "2", "--load-records", "6", "--load-value", "64KiB", "--load-baseline", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let methods = v["methods"].as_array().unwrap();
+    let names: Vec<&str> = methods.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["cr", "chameleon"]);
+    for m in methods {
+        assert_eq!(m["verified"], true, "{m}");
+        let f = &m["foreground"];
+        // One second of baseline at tens of operations a second: the clients ran.
+        assert!(f["baseline_ops_per_s"].as_f64().unwrap() > 5.0, "{m}");
+        assert!(f["during_ops_per_s"].as_f64().unwrap() > 0.0, "{m}");
+        assert_eq!(f["errors"], 0, "{m}");
+        let (p50, p99) = (f["during_p50_ms"].as_f64().unwrap(), m["foreground_p99_ms"].as_f64().unwrap());
+        assert!(p50 > 0.0 && p99 >= p50, "{m}");
+        assert_eq!(m["foreground_baseline_p99_ms"], f["baseline_p99_ms"]);
+        // T*/T - 1 from the two throughputs.
+        let expect = f["baseline_ops_per_s"].as_f64().unwrap() / f["during_ops_per_s"].as_f64().unwrap() - 1.0;
+        assert!((m["interference"].as_f64().unwrap() - expect).abs() < 1e-9, "{m}");
+    }
+    let bad = Command::new(BIN).args(["demo", "--load", "--load-clients", "0"]).output().unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--load-clients"));
+}
+
 #[test]
 fn demo_json_verifies_every_method() {
     let out = Command::new(BIN)
@@ -265,11 +298,13 @@ fn demo_json_verifies_every_method() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let methods = v["methods"].as_array().unwrap();
-    assert_eq!(methods.len(), 5, "four methods with rs:6,3, then CR with clay:6,3,8");
+    assert_eq!(methods.len(), 6, "four methods and ChameleonEC with rs:6,3, then CR with clay:6,3,8");
+    assert_eq!(methods[4]["method"], "chameleon");
     for m in methods {
         assert_eq!(m["verified"], true, "{m}");
         assert!(m["repair_seconds"].as_f64().unwrap() > 0.0);
         assert!(m["lost_chunks"].as_u64().unwrap() > 0);
+        assert!(m.get("foreground_p99_ms").is_none() && m.get("interference").is_none(), "no foreground without --load: {m}");
     }
     // CR sends every helper chunk to one destination per lost chunk; ECPipe spreads it.
     let down = |name: &str| methods.iter().find(|m| m["method"] == name).unwrap()["max_download_bytes"].as_u64().unwrap();
@@ -277,7 +312,7 @@ fn demo_json_verifies_every_method() {
     // Clay's MSR repair: 8 helpers send 1/3 of a chunk each, against 6 whole chunks for RS,
     // as the nodes count it (per lost chunk, the chunk sizes being within 0.1%).
     let per_lost = |m: &serde_json::Value| m["mean_upload_bytes"].as_f64().unwrap() / m["lost_chunks"].as_f64().unwrap();
-    let (rs, clay) = (&methods[0], &methods[4]);
+    let (rs, clay) = (&methods[0], &methods[5]);
     assert_eq!((rs["code"].as_str(), clay["code"].as_str()), (Some("rs:6,3"), Some("clay:6,3,8")));
     let ratio = per_lost(clay) / per_lost(rs);
     assert!((ratio - 8.0 / 18.0).abs() < 0.03, "clay/rs upload per lost chunk {ratio}, expected 8/18");
