@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::{self, lb_degree::lb_degree, Cluster, Scheduler};
 use kintsugi_plan::Shape;
+use kintsugi_sim::chameleon_phases::{self, PhaseOptions, PhaseRecord};
 use kintsugi_sim::network_file::NetworkFile;
 use kintsugi_sim::scenario::{closed_form, lost_chunks, FullNode, Single};
 use kintsugi_sim::utilization;
@@ -279,6 +280,16 @@ pub struct FullNodeArgs {
     /// Seed for stripe placement and destinations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// ChameleonEC's phase length in seconds (`--scheduler chameleon`, which runs phase by
+    /// phase, each planned when the last has finished); 0: the paper's 20 s at 10 Gb/s,
+    /// scaled to the links.
+    #[arg(long, default_value_t = 0.0)]
+    pub phase_seconds: f64,
+    /// ChameleonEC's bandwidth monitor (`--scheduler chameleon`): each phase is planned
+    /// with every node's mean foreground over this many seconds before it; 0: one phase
+    /// length, as the authors' prototype.
+    #[arg(long, default_value_t = 0.0)]
+    pub monitor_period: f64,
 }
 
 fn parse_max_active(s: &str) -> std::result::Result<usize, String> {
@@ -310,7 +321,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             };
             let excluded = [a.lost as u32];
             let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), ..Default::default() };
-            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded)
+            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None)
         }
         SimCmd::FullNode(a) => {
             let c = &a.common;
@@ -341,7 +352,10 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
             let failed: Vec<u32> = (0..a.failed as u32).collect();
             let lost = jobs.len();
-            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed)
+            // ChameleonEC runs phase by phase, planning each from the monitor's last period.
+            let phases = (a.scheduler == Scheduler::Chameleon)
+                .then_some((&s, PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period }));
+            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases)
         }
         SimCmd::Balance(a) => balance(a),
         SimCmd::Geo(a) => geo(a),
@@ -380,6 +394,16 @@ struct SimReport {
     max_rss_mib: f64,
     events: u64,
     transfers: u64,
+    /// ChameleonEC's phases as they ran (`--scheduler chameleon`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<Phases>,
+}
+
+#[derive(Serialize)]
+struct Phases {
+    phase_seconds: f64,
+    monitor_period: f64,
+    phases: Vec<PhaseRecord>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -393,6 +417,7 @@ fn simulate(
     closed: Option<f64>,
     lost_chunks: usize,
     failed: &[u32],
+    phased: Option<(&FullNode, PhaseOptions)>,
 ) -> Result<()> {
     if let Some(path) = &c.network {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
@@ -419,7 +444,16 @@ fn simulate(
             .progress_chars("=> "),
     );
     let cpu0 = cpu_seconds();
-    let r = run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?;
+    let mut phases = None;
+    let r = match phased {
+        Some((s, p)) => {
+            let run = chameleon_phases::run(s, &net, &opts, p)?;
+            pb.set_position(jobs.len() as u64);
+            phases = Some(Phases { phase_seconds: run.phase_seconds, monitor_period: run.monitor_period, phases: run.phases });
+            run.result
+        }
+        None => run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?,
+    };
     let sim_cpu = cpu_seconds() - cpu0;
     pb.finish_and_clear();
 
@@ -448,6 +482,7 @@ fn simulate(
         max_rss_mib: max_rss_mib(),
         events: r.events,
         transfers: r.transfers,
+        phases,
     };
     if let (Some(path), Some(logs)) = (&csv_path, &r.rates) {
         let rows = utilization::bin(&net, logs, r.makespan, c.bins.max(1));
@@ -473,6 +508,16 @@ fn simulate(
         "  cost             {:.2} s CPU to plan, {:.2} s CPU to simulate, {} events, {:.0} MiB peak",
         plan_cpu, sim_cpu, r.events, report.max_rss_mib
     );
+    if let Some(p) = &report.phases {
+        let longest = p.phases.iter().map(|ph| ph.end - ph.start).fold(0.0, f64::max);
+        println!(
+            "  phases           {} of {:.1} s planned (longest ran {:.1} s), monitor averaging {:.1} s",
+            p.phases.len(),
+            p.phase_seconds,
+            longest,
+            p.monitor_period
+        );
+    }
     if let Some(p) = &csv_path {
         println!("  utilisation      {}", p.display());
     }

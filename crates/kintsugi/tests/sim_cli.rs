@@ -209,6 +209,51 @@ fn full_node_chameleon_comes_near_the_network_bound() {
     assert!(t >= bound * 0.999 && t < bound * 1.10, "{t} s against a bound of {bound} s");
 }
 
+/// ChameleonEC runs phase by phase: `--phase-seconds 1.5` cuts the same repair into phases
+/// that follow one another (each starting when the last ended), the report lists them, and
+/// barriers cost time against one phase; an endless phase length is refused.
+#[test]
+fn full_node_chameleon_runs_in_phases() {
+    let run = |phase: &str| {
+        kintsugi(&[
+            "sim",
+            "full-node",
+            "--nodes",
+            "16",
+            "--code",
+            "rs:6,3",
+            "--chunks",
+            "24",
+            "--chunk",
+            "8MiB",
+            "--link",
+            "200mbit",
+            "--scheduler",
+            "chameleon",
+            "--phase-seconds",
+            phase,
+            "--json",
+        ])
+    };
+    let parse = |o: std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let (one, cut) = (parse(run("1000")), parse(run("1.5")));
+    assert_eq!(one["phases"]["phases"].as_array().unwrap().len(), 1);
+    let phases = cut["phases"]["phases"].as_array().unwrap();
+    assert!(phases.len() >= 2, "{phases:?}");
+    assert_eq!(phases.iter().map(|p| p["chunks"].as_u64().unwrap()).sum::<u64>(), 24);
+    for w in phases.windows(2) {
+        assert_eq!(w[1]["start"], w[0]["end"]);
+    }
+    assert_eq!(cut["repair_seconds"], phases.last().unwrap()["end"]);
+    assert_eq!(cut["phases"]["monitor_period"], 1.5, "the monitor averages over one phase by default");
+    assert!(cut["repair_seconds"].as_f64().unwrap() > one["repair_seconds"].as_f64().unwrap());
+    let bad = run("inf");
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("phase length"));
+}
+
 /// `sim full-node --failed N`: several nodes fail at once, the report counts the chunks
 /// actually lost (about --chunks per failed node) and no failed node moves a byte; more
 /// failures than the code tolerates are refused with a clear error.

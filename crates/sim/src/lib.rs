@@ -11,6 +11,7 @@
 //! assert!((r.makespan / want - 1.0).abs() < 0.02);
 //! ```
 
+pub mod chameleon_phases;
 pub mod engine;
 pub mod error;
 pub mod maxmin;

@@ -46,6 +46,30 @@ pub struct Foreground {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Foreground {
+    /// The rate at time `t` (0 before the first point).
+    pub fn at(&self, t: f64) -> f64 {
+        self.points.iter().take_while(|p| p.0 <= t).last().map_or(0.0, |p| p.1)
+    }
+
+    /// The mean rate over [a, b]; the rate at `a` when the window is empty.
+    pub fn mean(&self, a: f64, b: f64) -> f64 {
+        if b <= a {
+            return self.at(a);
+        }
+        let mut sum = 0.0;
+        // Each piece [t_i, t_{i+1}) at rate r_i, clipped to the window; 0 before the first.
+        for (i, &(t, r)) in self.points.iter().enumerate() {
+            let end = self.points.get(i + 1).map_or(f64::INFINITY, |p| p.0);
+            let (lo, hi) = (t.max(a), end.min(b));
+            if hi > lo {
+                sum += r * (hi - lo);
+            }
+        }
+        sum / (b - a)
+    }
+}
+
 /// The whole modelled network.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Network {

@@ -6,7 +6,7 @@ use crate::engine::{Admission, Job};
 use crate::error::{Result, SimError};
 use crate::network::Network;
 use kintsugi_codes::{Code, CodeSpec, LinearCode};
-use kintsugi_plan::schedule::{self, Cluster, Scheduler};
+use kintsugi_plan::schedule::{self, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
 use std::sync::Arc;
 
@@ -91,11 +91,14 @@ impl FullNode {
         self.build_on(None)
     }
 
-    /// As [`FullNode::build`], the schedulers planning with the residual bandwidth `net`
-    /// leaves at time 0: each node's links less the foreground traffic then, never below
-    /// 30% (ChameleonEC's rule, the coordinator's too). The monitoring lag is the whole
-    /// repair: the plan is made once, from the start.
-    pub fn build_on(&self, net: Option<&Network>) -> Result<(Network, Vec<Job>, Admission)> {
+    /// The code, the lost chunks and the cluster the schedulers plan with. With `net`, each
+    /// node's bandwidth is its links less the foreground `seen` reports on them (never
+    /// below 30%, ChameleonEC's rule), and the network's pair caps are the planners' link rates.
+    pub(crate) fn plan_input(
+        &self,
+        net: Option<&Network>,
+        seen: &dyn Fn(&crate::network::Foreground) -> f64,
+    ) -> Result<(Arc<dyn Code>, Vec<LostChunk>, Cluster)> {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
         let n = code.n();
@@ -122,17 +125,13 @@ impl FullNode {
         cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
         cluster.chunk_bytes = self.chunk as f64;
         if let Some(net) = net {
-            let fg_at_start = |n: usize, d: crate::network::Direction| -> f64 {
-                net.foreground
-                    .iter()
-                    .filter(|f| f.node as usize == n && f.direction == d)
-                    .map(|f| f.points.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1))
-                    .sum()
+            let fg = |n: usize, d: crate::network::Direction| -> f64 {
+                net.foreground.iter().filter(|f| f.node as usize == n && f.direction == d).map(seen).sum()
             };
             for n in self.failed..total.min(net.nodes.len()) {
                 let spec = &net.nodes[n];
-                let up = schedule::residual(spec.up, fg_at_start(n, crate::network::Direction::Up));
-                let down = schedule::residual(spec.down, fg_at_start(n, crate::network::Direction::Down));
+                let up = schedule::residual(spec.up, fg(n, crate::network::Direction::Up));
+                let down = schedule::residual(spec.down, fg(n, crate::network::Direction::Down));
                 cluster.bandwidth.insert(n as NodeId, (up, down));
             }
             // Links with caps of their own (racks, regions): what ECPipe's weighted path and
@@ -143,6 +142,16 @@ impl FullNode {
                 }
             }
         }
+        Ok((code, lost, cluster))
+    }
+
+    /// As [`FullNode::build`], the schedulers planning with the residual bandwidth `net`
+    /// leaves at time 0: each node's links less the foreground traffic then, never below
+    /// 30% (ChameleonEC's rule, the coordinator's too). The monitoring lag is the whole
+    /// repair: the plan is made once, from the start (see `chameleon_phases` for a plan
+    /// made again at each phase).
+    pub fn build_on(&self, net: Option<&Network>) -> Result<(Network, Vec<Job>, Admission)> {
+        let (code, lost, cluster) = self.plan_input(net, &|f| f.at(0.0))?;
         let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
         let jobs = plan
             .repairs
@@ -154,7 +163,7 @@ impl FullNode {
         } else {
             Admission::PerDestination(self.max_active)
         };
-        Ok((Network::homogeneous(total, self.link), jobs, admission))
+        Ok((Network::homogeneous(self.nodes + self.requestors, self.link), jobs, admission))
     }
 }
 

@@ -396,21 +396,26 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
     Ok(Schedule { repairs, timeslots })
 }
 
+/// ChameleonEC's phase length on `cluster`: its own setting, else the paper's 20 s on 10 Gb/s
+/// links scaled to the cluster's mean bandwidth (a phase moves as many bytes per link).
+pub fn chameleon_phase_seconds(cluster: &Cluster) -> f64 {
+    if cluster.phase_seconds > 0.0 {
+        return cluster.phase_seconds;
+    }
+    // 20 s on the paper's 10 Gb/s (1.25 GB/s) links: 25 GB per link and phase.
+    let mean = if cluster.bandwidth.is_empty() {
+        cluster.default_bandwidth.max(f64::MIN_POSITIVE)
+    } else {
+        cluster.bandwidth.values().map(|(u, d)| (u + d) / 2.0).sum::<f64>() / cluster.bandwidth.len() as f64
+    };
+    20.0 * 1.25e9 / mean
+}
+
 /// ChameleonEC: trees drawn by its task dispatch and Algorithm 1, in phases. The shape
 /// asked for is not used: the scheduler chooses each chunk's.
 fn plan_chameleon(code: &dyn Code, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], cluster: &Cluster) -> Result<Schedule> {
     let chunk_bytes = cluster.chunk_len();
-    let phase_seconds = if cluster.phase_seconds > 0.0 {
-        cluster.phase_seconds
-    } else {
-        // 20 s on the paper's 10 Gb/s (1.25 GB/s) links: 25 GB per link and phase.
-        let mean = if cluster.bandwidth.is_empty() {
-            cluster.default_bandwidth.max(f64::MIN_POSITIVE)
-        } else {
-            cluster.bandwidth.values().map(|(u, d)| (u + d) / 2.0).sum::<f64>() / cluster.bandwidth.len() as f64
-        };
-        20.0 * 1.25e9 / mean
-    };
+    let phase_seconds = chameleon_phase_seconds(cluster);
     let trees = chameleon::plan(lost, pools, cluster, chameleon::Config { phase_seconds, chunk_bytes })?;
     let mut repairs = Vec::with_capacity(lost.len());
     for (c, t) in lost.iter().zip(trees) {
