@@ -17,7 +17,12 @@ foreground over the phase before it (the monitoring lag); RepairBoost plans once
 traffic at the start; random sources ignore it. Baselines run one repair per destination at a
 time (`--max-active 1`), as the simulator's default.
 
-Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--json]
+With --exp12 (the paper's Exp#12): every disk reads and writes at 1/2.5 or 1/5 of the link
+(the paper's 500 and 250 MB/s against 10 Gb/s), with users' I/O moving on it as on the links;
+ChameleonEC, ChameleonEC-IO (planned with disk bandwidth where it is scarcer) and random
+sources.
+
+Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp12] [--json]
 """
 import argparse, json, os, random, statistics, subprocess, sys, tempfile
 
@@ -49,6 +54,50 @@ def network(seed, foreground, link, top):
     return {"nodes": [node] * NODES, "pair_caps": [], "foreground": fg}
 
 
+def with_disks(net, seed, disk, top):
+    """Every node's disk reads and writes at `disk` bytes/s, with users' I/O moving on them as
+    on the links (ChameleonEC Exp#12: storage the scarce resource)."""
+    rng = random.Random(seed * 7919)
+    net["nodes"] = [dict(n, disk_read=disk, disk_write=disk) for n in net["nodes"]]
+    for n in range(NODES):
+        for d in ("read", "write"):
+            net["foreground"].append({"node": n, "direction": d, "points": series(rng, disk, top)})
+    return net
+
+
+def exp12(a):
+    """ChameleonEC and ChameleonEC-IO against random sources as storage tightens."""
+    link = a.link_gbit * 1e9 / 8
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for ratio in (2.5, 5.0):
+            for seed in range(1, a.seeds + 1):
+                path = os.path.join(d, f"net-{ratio}-{seed}.json")
+                with open(path, "w") as f:
+                    json.dump(with_disks(network(seed, True, link, a.fg_top), seed, link / ratio, a.fg_top), f)
+                row = {"ratio": ratio, "seed": seed}
+                for sched in ("chameleon", "chameleon-io"):
+                    row[sched] = sim(a, path, sched, "ecpipe", seed)
+                for method in ("cr", "ppr", "ecpipe"):
+                    row[f"random+{method}"] = sim(a, path, "random", method, seed)
+                rows.append(row)
+                print(f"storage 1/{ratio} of the link, seed {seed}: done", file=sys.stderr)
+    if a.json:
+        print(json.dumps(rows, indent=1))
+        return
+    med = statistics.median
+    print("| network : storage | random CR / PPR / ECPipe MB/s | ChameleonEC MB/s | its gain over the three | ChameleonEC-IO MB/s | IO over ChameleonEC: median (range) |")
+    print("|---|---|---|---|---|---|")
+    for ratio in (2.5, 5.0):
+        rs = [r for r in rows if r["ratio"] == ratio]
+        base = [med(r[f"random+{m}"] for r in rs) for m in ("cr", "ppr", "ecpipe")]
+        gains = [med(r["chameleon"] / r[f"random+{m}"] - 1 for r in rs) for m in ("cr", "ppr", "ecpipe")]
+        io = [r["chameleon-io"] / r["chameleon"] - 1 for r in rs]
+        print(f"| {ratio} | {' / '.join(f'{b:.1f}' for b in base)} | {med(r['chameleon'] for r in rs):.1f} | "
+              f"{' / '.join(f'{g:+.1%}' for g in gains)} | {med(r['chameleon-io'] for r in rs):.1f} | "
+              f"{med(io):+.1%} ({min(io):+.1%} to {max(io):+.1%}) |")
+
+
 def sim(a, path, scheduler, method, seed, phase=None):
     cmd = [a.bin, "sim", "full-node", "--nodes", str(NODES), "--code", "rs:10,4", "--chunks", "200", "--chunk", "64MiB",
            "--slice", "1MiB", "--network", path, "--scheduler", scheduler, "--method", method, "--seed", str(seed),
@@ -66,7 +115,11 @@ def main():
                     help="foreground never above this share of a link; it starts uniform below it (default 0.5)")
     ap.add_argument("--phase", type=float, default=20.0, help="ChameleonEC's phase, seconds (default 20, the paper's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--exp12", action="store_true",
+                    help="Exp#12 instead: disks at 1/2.5 and 1/5 of the link with moving users' I/O; ChameleonEC-IO")
     a = ap.parse_args()
+    if a.exp12:
+        return exp12(a)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for foreground in (True, False):

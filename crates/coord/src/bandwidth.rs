@@ -18,8 +18,8 @@ pub fn residual_of(r: &LinkReport) -> Option<(f64, f64)> {
 
 /// Fills the planners' inputs from the latest reports: per-node residual bandwidth (nodes
 /// without a known capacity get the mean of the others'), and each node's foreground
-/// traffic over its last period in MB (m-PPR's user load). Without any capacity known the
-/// cluster stays homogeneous.
+/// traffic over its last period in MB (m-PPR's user load), and each emulated disk's residual
+/// bandwidth (ChameleonEC-IO). Without any capacity known the cluster stays homogeneous.
 pub fn fill(cluster: &mut Cluster, reports: &HashMap<NodeId, LinkReport>) {
     let mut known = Vec::new();
     for &n in &cluster.nodes {
@@ -29,6 +29,12 @@ pub fn fill(cluster: &mut Cluster, reports: &HashMap<NodeId, LinkReport>) {
         if let Some(res) = residual_of(r) {
             cluster.bandwidth.insert(n, res);
             known.push(res);
+        }
+        // A disk of known rate: what users' I/O leaves of it, for reads and writes alike
+        // (one head serves both), by the same rule (ChameleonEC-IO).
+        if r.disk_capacity > 0.0 {
+            let left = residual(r.disk_capacity, r.disk_fg);
+            cluster.storage.insert(n, (left, left));
         }
     }
     if !known.is_empty() {
@@ -60,7 +66,7 @@ mod tests {
         let reports: HashMap<NodeId, LinkReport> = [
             (1, report(100e6, 60e6, 10e6)),
             (2, report(100e6, 0.0, 90e6)),
-            (3, LinkReport { fg_up: 2e6, period_ms: 500, ..Default::default() }),
+            (3, LinkReport { fg_up: 2e6, period_ms: 500, disk_capacity: 180e6, disk_fg: 150e6, ..Default::default() }),
         ]
         .into_iter()
         .collect();
@@ -71,6 +77,9 @@ mod tests {
         assert_eq!(c.default_bandwidth, (65e6 + 65e6) / 2.0);
         assert_eq!(c.user_load_mb[&1], 70.0);
         assert_eq!(c.user_load_mb[&3], 1.0);
+        // Node 3's emulated disk: users took 150 of 180 MB/s, so the 30% floor (54 MB/s).
+        assert_eq!(c.storage[&3], (54e6, 54e6));
+        assert!(!c.storage.contains_key(&1), "no disk figures, no storage limit");
         let mut h = Cluster::homogeneous(vec![1]);
         fill(&mut h, &HashMap::new());
         assert!(h.bandwidth.is_empty() && h.default_bandwidth == 1.0, "nothing reported: homogeneous");

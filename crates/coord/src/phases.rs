@@ -24,6 +24,7 @@ impl Coordinator {
         mut todo: Vec<PendingRepair>,
         label: &str,
         parallel: usize,
+        scheduler: Scheduler,
     ) -> Result<RepairReport, String> {
         let started = Instant::now();
         let mut total = RepairReport { method: label.to_string(), lost: todo.len(), ..Default::default() };
@@ -33,18 +34,23 @@ impl Coordinator {
         // A restarted straggler's chunk is planned without the node it waited for.
         let mut shun: HashMap<Key, NodeId> = HashMap::new();
         while !todo.is_empty() {
-            let (now, choices, watch) = match self.schedule_scaled(&mut todo, Scheduler::Chameleon, &NodeSpeed::default(), &shun) {
+            let (now, choices, watch) = match self.schedule_scaled(&mut todo, scheduler, &NodeSpeed::default(), &shun) {
                 Ok(plan) => {
                     let first = todo.iter().filter_map(|p| plan.phase.get(&(p.stripe, p.index))).min().copied().unwrap_or(0);
                     let (now, later): (Vec<_>, Vec<_>) =
                         todo.drain(..).partition(|p| plan.phase.get(&(p.stripe, p.index)).is_none_or(|&ph| ph == first));
                     todo = later;
-                    let watch = self.phase_watch(&now, &plan.choices, &plan.cluster, &restarted);
+                    // Expectations from what the plan was made with (ChameleonEC-IO: disks too).
+                    let seen = match scheduler {
+                        Scheduler::ChameleonIo => plan.cluster.storage_bound(),
+                        _ => plan.cluster.clone(),
+                    };
+                    let watch = self.phase_watch(&now, &plan.choices, &seen, &restarted);
                     (now, plan.choices, watch)
                 }
                 Err(e) => {
                     // As in one-shot repair: each chunk then plans on its own.
-                    tracing::warn!("scheduler chameleon could not plan: {e}");
+                    tracing::warn!("scheduler {scheduler} could not plan: {e}");
                     (std::mem::take(&mut todo), HashMap::new(), None)
                 }
             };

@@ -393,8 +393,8 @@ impl Coordinator {
         self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
         // In this order also when planning fails below.
         prioritise(&mut todo, &HashMap::new());
-        if scheduler == Scheduler::Chameleon {
-            return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel).await;
+        if scheduler.chameleon() {
+            return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel, scheduler).await;
         }
         let round = self.cfg.repair_subprocess_chunks;
         if round > 0 && round < todo.len() {

@@ -371,8 +371,8 @@ pub fn status(t: &Target) -> Result<()> {
             );
             // Traffic in MB/s over each node's last period; residual = what repair may use.
             println!(
-                "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17}",
-                "node", "address", "alive", "chunks", "fg up/down MB/s", "repair up/down", "residual up/down"
+                "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",
+                "node", "address", "alive", "chunks", "fg up/down MB/s", "repair up/down", "residual up/down", "disk fg/cap"
             );
             let mb = |v: f64| format!("{:.1}", v / 1e6);
             for n in s.nodes {
@@ -384,15 +384,21 @@ pub fn status(t: &Target) -> Result<()> {
                     (Some(u), Some(d)) => format!("{}/{}", mb(u), mb(d)),
                     _ => "-".into(),
                 };
+                // Emulated disks: users' I/O and the disk's rate (ChameleonEC-IO plans with them).
+                let disk = match &n.link {
+                    Some(l) if l.disk_capacity > 0.0 => format!("{}/{}", mb(l.disk_fg), mb(l.disk_capacity)),
+                    _ => "-".into(),
+                };
                 println!(
-                    "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17}",
+                    "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",
                     n.id,
                     n.addr,
                     if n.alive { "yes" } else { "no" },
                     n.chunks,
                     fg,
                     rep,
-                    res
+                    res,
+                    disk
                 );
             }
         }

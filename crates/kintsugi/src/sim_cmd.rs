@@ -266,7 +266,8 @@ pub struct FullNodeArgs {
     #[arg(long, default_value = "1", value_parser = parse_max_active)]
     pub max_active: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
-    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees).
+    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr, chameleon (which draws its own
+    /// trees) or chameleon-io (the same, planned with disk bandwidth where it is scarcer).
     #[arg(long, default_value = "random")]
     pub scheduler: Scheduler,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn
@@ -353,8 +354,8 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let failed: Vec<u32> = (0..a.failed as u32).collect();
             let lost = jobs.len();
             // ChameleonEC runs phase by phase, planning each from the monitor's last period.
-            let phases = (a.scheduler == Scheduler::Chameleon)
-                .then_some((&s, PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period }));
+            let phases =
+                a.scheduler.chameleon().then_some((&s, PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period }));
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases)
         }
         SimCmd::Balance(a) => balance(a),

@@ -13,6 +13,7 @@
 
 use kintsugi_geo::HddModel;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 pub struct DiskEmulation {
     model: HddModel,
     state: Mutex<Head>,
+    /// Nanoseconds of I/O served or queued so far (the bandwidth monitor's disk time).
+    busy_ns: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -32,7 +35,12 @@ struct Head {
 
 impl DiskEmulation {
     pub fn new(model: HddModel) -> Self {
-        DiskEmulation { model, state: Mutex::new(Head { free_at: Instant::now(), at: None }) }
+        DiskEmulation { model, state: Mutex::new(Head { free_at: Instant::now(), at: None }), busy_ns: AtomicU64::new(0) }
+    }
+
+    /// Seconds of I/O the disk has been given so far.
+    pub fn busy_seconds(&self) -> f64 {
+        self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9
     }
 
     pub fn model(&self) -> HddModel {
@@ -53,6 +61,7 @@ impl DiskEmulation {
             (h.free_at, cost)
         };
         PENDING.with(|p| p.set(Some(p.get().map_or(done, |q: Instant| q.max(done)))));
+        self.busy_ns.fetch_add((cost * 1e9) as u64, Ordering::Relaxed);
         cost
     }
 }

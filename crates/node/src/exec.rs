@@ -41,6 +41,8 @@ pub struct Counters {
     pub fg_received: AtomicU64,
     /// Helper bytes read from the local store.
     pub read: AtomicU64,
+    /// Rebuilt chunk bytes this node's sinks stored (counted once durable).
+    pub written: AtomicU64,
     pub active: AtomicU64,
 }
 
@@ -425,10 +427,13 @@ impl Executor {
             sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await?;
             // Writing, fsync and rename block: off the async runtime. The chunk counts as
             // repaired only once it is durable (the caller waits for this).
+            let counters = self.counters.clone();
             return tokio::task::spawn_blocking(move || {
                 let mut w = store.writer(&chunk)?;
                 w.write(&data)?;
-                w.finish(crc)
+                let crc = w.finish(crc)?;
+                counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+                Ok::<u32, crate::store::StoreError>(crc)
             })
             .await
             .map_err(|e| e.to_string())?
@@ -441,6 +446,7 @@ impl Executor {
         let len = a.chunk_len;
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
         let written = run.written.clone();
+        let counters = self.counters.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
             let mut w = store.writer(&chunk).map_err(|e| e.to_string())?;
             while let Some(buf) = rx.blocking_recv() {
@@ -451,7 +457,9 @@ impl Executor {
             if w.len() != len {
                 return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
             }
-            w.finish(crc).map_err(|e| e.to_string())
+            let crc = w.finish(crc).map_err(|e| e.to_string())?;
+            counters.written.fetch_add(len, Ordering::Relaxed);
+            Ok(crc)
         });
         let out = SinkOutput::Stream(&tx);
         let gates = |i| Self::input_gate(run, self.node, i);

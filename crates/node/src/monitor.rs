@@ -1,7 +1,10 @@
 //! Bandwidth monitoring: what a node's link carried over the last heartbeat period, split
 //! into foreground and repair traffic (ChameleonEC §3: the coordinator plans repair from
-//! each node's residual bandwidth). Rates come from the traffic counters' deltas.
+//! each node's residual bandwidth). Rates come from the traffic counters' deltas. With an
+//! emulated disk, also what users' I/O took of it: its busy time less what repair reads and
+//! writes cost at its sequential rate (ChameleonEC-IO plans with the rest).
 
+use crate::disk_emulation::DiskEmulation;
 use crate::exec::Counters;
 use kintsugi_proto::LinkReport;
 use std::sync::atomic::Ordering;
@@ -12,6 +15,8 @@ pub struct Monitor {
     capacity: (f64, f64),
     last: [u64; 4],
     at: Instant,
+    /// The disk's busy seconds, and repair bytes read plus written, at the period's start.
+    last_disk: (f64, u64),
 }
 
 fn read(c: &Counters) -> [u64; 4] {
@@ -26,14 +31,25 @@ fn read(c: &Counters) -> [u64; 4] {
 impl Monitor {
     /// `capacity`: the link's (up, down) bytes per second, 0 when unknown.
     pub fn new(capacity: (f64, f64)) -> Self {
-        Monitor { capacity, last: [0; 4], at: Instant::now() }
+        Monitor { capacity, last: [0; 4], at: Instant::now(), last_disk: (0.0, 0) }
     }
 
     /// The rates since the previous report (or since the start), and a new period.
-    pub fn report(&mut self, c: &Counters) -> LinkReport {
+    pub fn report(&mut self, c: &Counters, disk: Option<&DiskEmulation>) -> LinkReport {
         let now = read(c);
         let secs = self.at.elapsed().as_secs_f64().max(1e-3);
         let rate = |i: usize| now[i].saturating_sub(self.last[i]) as f64 / secs;
+        let repair_io = c.read.load(Ordering::Relaxed) + c.written.load(Ordering::Relaxed);
+        let (disk_capacity, disk_fg) = match disk {
+            Some(d) => {
+                let bw = d.model().bandwidth;
+                let busy = d.busy_seconds() - self.last_disk.0;
+                let repair = repair_io.saturating_sub(self.last_disk.1) as f64 / bw;
+                self.last_disk = (d.busy_seconds(), repair_io);
+                (bw, ((busy - repair).max(0.0) / secs).min(1.0) * bw)
+            }
+            None => (0.0, 0.0),
+        };
         let r = LinkReport {
             period_ms: (secs * 1e3) as u64,
             fg_up: rate(0),
@@ -42,6 +58,8 @@ impl Monitor {
             repair_down: rate(3),
             capacity_up: self.capacity.0,
             capacity_down: self.capacity.1,
+            disk_capacity,
+            disk_fg,
         };
         self.last = now;
         self.at = Instant::now();
@@ -61,14 +79,38 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(100));
         c.fg_received.store(1000, Ordering::Relaxed);
         c.sent.store(300, Ordering::Relaxed);
-        let r = m.report(&c);
+        let r = m.report(&c, None);
         let secs = r.period_ms as f64 / 1e3;
         assert!((0.1..5.0).contains(&secs), "{secs}");
         assert!((r.fg_up * secs - 500.0).abs() < 5.0 && (r.fg_down * secs - 1000.0).abs() < 10.0, "{r:?}");
         assert!((r.repair_up * secs - 300.0).abs() < 3.0 && r.repair_down == 0.0, "{r:?}");
         assert_eq!((r.capacity_up, r.capacity_down), (1e6, 2e6));
+        assert_eq!((r.disk_capacity, r.disk_fg), (0.0, 0.0), "no emulated disk, no storage figures");
         // The next period starts from the last readings.
-        let r = m.report(&c);
+        let r = m.report(&c, None);
         assert_eq!((r.fg_up, r.fg_down, r.repair_up), (0.0, 0.0, 0.0));
+    }
+
+    /// Disk time not spent on repair's reads and writes is users' I/O: 0.3 s of I/O in a
+    /// period of which repair read 10 MB at 100 MB/s (0.1 s) leaves 0.2 s of users' I/O.
+    #[test]
+    fn users_disk_io_is_busy_time_less_repairs() {
+        let c = Counters::default();
+        let d = DiskEmulation::new(kintsugi_geo::HddModel::new(0.0, 100e6).unwrap());
+        let mut m = Monitor::new((0.0, 0.0));
+        m.report(&c, Some(&d));
+        let t = Instant::now();
+        d.io(1, 0, 30_000_000);
+        c.read.store(10_000_000, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let r = m.report(&c, Some(&d));
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(r.disk_capacity, 100e6);
+        let users = r.disk_fg * r.period_ms as f64 / 1e3;
+        assert!((users - 20e6).abs() < 0.1 * 20e6, "{users} bytes of users' I/O in {secs} s: {r:?}");
+        // Repair alone: nothing is users'.
+        c.written.store(5_000_000, Ordering::Relaxed);
+        d.io(1, 30_000_000, 5_000_000);
+        assert_eq!(m.report(&c, Some(&d)).disk_fg, 0.0);
     }
 }

@@ -294,7 +294,7 @@ async fn heartbeats(
         })
         .await
         .unwrap_or((0, 0, 0));
-        let link = Some(monitor.report(&exec.counters));
+        let link = Some(monitor.report(&exec.counters, exec.store.disk().map(|d| d.as_ref())));
         let msg =
             CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes, cluster, link };
         if conn.is_none() {

@@ -122,3 +122,38 @@ fn chameleon_dispatches_k_over_l_tasks_for_lrc_local_repairs() {
         assert!(local > 0 && global > 0, "LRC({k},{l},{m}): both kinds of repair were drawn");
     }
 }
+
+/// ChameleonEC-IO (its §4, "storage bottleneck"): a node whose disk users keep busy (a
+/// tenth of its read and write bandwidth left, network idle) is given fewer sources and
+/// destinations than under plain ChameleonEC, which sees only the idle network; without
+/// storage figures the two plan the same.
+#[test]
+fn chameleon_io_plans_around_a_busy_disk() {
+    use kintsugi_codes::LinearCode;
+    let code = LinearCode::rs(6, 3).unwrap();
+    let lost = random_lost_chunks(16, 60, 9, 7);
+    let mut cluster = Cluster::homogeneous((1..16).collect());
+    cluster.default_bandwidth = 125e6;
+    cluster.chunk_bytes = 8.0 * 1024.0 * 1024.0;
+    let plan = |s, c: &Cluster| schedule::plan(&code, Shape::Ecpipe, s, &lost, c, 1).unwrap();
+    let plain = plan(schedule::Scheduler::Chameleon, &cluster);
+    let same = plan(schedule::Scheduler::ChameleonIo, &cluster);
+    let graphs = |p: &schedule::Schedule| p.repairs.iter().map(|r| format!("{:?}", r.graph)).collect::<Vec<_>>();
+    assert_eq!(graphs(&plain), graphs(&same), "no storage figures: the same plan");
+    let busy = 4;
+    for n in 1..16u32 {
+        let disk = if n == busy { 5e6 } else { 50e6 };
+        cluster.storage.insert(n, (disk, disk));
+    }
+    let io = plan(schedule::Scheduler::ChameleonIo, &cluster);
+    let net_only = plan(schedule::Scheduler::Chameleon, &cluster);
+    // Reads: node `busy` as a source; writes: as a destination.
+    let roles = |p: &schedule::Schedule| {
+        let reads = p.repairs.iter().filter(|r| r.helper_nodes().contains(&busy)).count();
+        let writes = p.repairs.iter().filter(|r| r.destination() == busy).count();
+        (reads, writes)
+    };
+    let ((r_net, w_net), (r_io, w_io)) = (roles(&net_only), roles(&io));
+    // With a tenth of the others' disk, it takes a small fraction of its network share.
+    assert!(r_io * 5 <= r_net && w_io < w_net, "busy disk: reads {r_net} -> {r_io}, writes {w_net} -> {w_io}");
+}

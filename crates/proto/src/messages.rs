@@ -504,6 +504,14 @@ pub struct LinkReport {
     pub repair_down: f64,
     pub capacity_up: f64,
     pub capacity_down: f64,
+    /// The node's disk: its sequential bandwidth in bytes per second (0: unknown, no
+    /// storage limit), and the bytes per second of it users' I/O took over the period
+    /// (disk time not spent on repair reads and writes, at that bandwidth). ChameleonEC-IO
+    /// plans with what is left.
+    #[serde(default)]
+    pub disk_capacity: f64,
+    #[serde(default)]
+    pub disk_fg: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! ChameleonEC's phases in the simulator (Zhou et al. §3.2), as the coordinator runs them:
+//! ChameleonEC's phases in the simulator (Zhou et al. §3.2), as the coordinator runs them
+//! (ChameleonEC-IO's too, which plans with disk bandwidth where it is scarcer):
 //! the lost chunks are planned, the first phase's repairs run, and once every one of them
 //! has finished (the phase barrier) the rest is planned again. Each plan sees what the
 //! bandwidth monitor saw: every node's mean foreground over the period before the phase
@@ -45,7 +46,7 @@ pub struct PhasedRun {
 
 /// Runs `s` (scheduler `chameleon`) phase by phase on `net`, its foreground included.
 pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> Result<PhasedRun> {
-    if s.scheduler != Scheduler::Chameleon {
+    if !s.scheduler.chameleon() {
         return Err(SimError::BadScenario(format!("phases are ChameleonEC's; the scheduler is {}", s.scheduler)));
     }
     for (what, v) in [("phase length", p.phase_seconds), ("monitor period", p.monitor_period)] {
@@ -57,6 +58,10 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     // The phase length is fixed once, from the links' capacities, not from each phase's
     // residual bandwidth.
     let (code, lost, idle) = s.plan_input(Some(net), &|_| 0.0)?;
+    let idle = match s.scheduler {
+        Scheduler::ChameleonIo => idle.storage_bound(),
+        _ => idle,
+    };
     let phase_seconds = if p.phase_seconds > 0.0 { p.phase_seconds } else { schedule::chameleon_phase_seconds(&idle) };
     let monitor = if p.monitor_period > 0.0 { p.monitor_period } else { phase_seconds };
     let opts = SimOptions { admission: Admission::All, ..opts.clone() };
@@ -84,7 +89,7 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
         cluster.phase_seconds = phase_seconds;
         let chunks: Vec<_> = todo.iter().map(|&i| lost[i].clone()).collect();
         let seed = s.seed ^ 0x5eed ^ (phases.len() as u64) << 32;
-        let plan = schedule::plan(code.as_ref(), s.method, Scheduler::Chameleon, &chunks, &cluster, seed)?;
+        let plan = schedule::plan(code.as_ref(), s.method, s.scheduler, &chunks, &cluster, seed)?;
         // This phase: the plan's first; the rest waits for the next plan.
         let mut now = Vec::new();
         let mut later = Vec::new();
@@ -196,5 +201,32 @@ mod tests {
         let d1_plain = plain.phases[1].end - plain.phases[1].start;
         assert!(d1 > d1_plain * 1.2, "phase 1 ran into foreground it could not see: {d1} vs {d1_plain}");
         assert!(p.result.download_bytes[busy as usize] < plain.result.download_bytes[busy as usize]);
+    }
+
+    /// ChameleonEC-IO: with two nodes' disks nearly taken by users' I/O (the links idle),
+    /// planning with disk bandwidth keeps reads and writes off them, and the repair ends
+    /// sooner than ChameleonEC's, which sees only the idle network. The users' I/O slows
+    /// the repair: the engine applies disk foreground.
+    #[test]
+    fn chameleon_io_beats_chameleon_when_disks_are_busy() {
+        let mut s = scenario(60);
+        let mut net = Network::homogeneous(16, 25e6);
+        for n in &mut net.nodes {
+            n.disk_read = Some(10e6);
+            n.disk_write = Some(10e6);
+        }
+        let opts = SimOptions::default();
+        let p = PhaseOptions { phase_seconds: 20.0, monitor_period: 0.0 };
+        let idle = run(&s, &net, &opts, p).unwrap().result.makespan;
+        for busy in [3u32, 9] {
+            for direction in [Direction::Read, Direction::Write] {
+                net.foreground.push(Foreground { node: busy, direction, points: vec![(0.0, 9e6)] });
+            }
+        }
+        let plain = run(&s, &net, &opts, p).unwrap().result.makespan;
+        s.scheduler = Scheduler::ChameleonIo;
+        let io = run(&s, &net, &opts, p).unwrap().result.makespan;
+        assert!(plain > idle * 1.2, "users' disk I/O slows the network-only plan: {plain} s vs {idle} s idle");
+        assert!(io < plain * 0.85, "ChameleonEC-IO {io} s against ChameleonEC {plain} s");
     }
 }

@@ -29,15 +29,18 @@ impl NodeSpec {
     }
 }
 
-/// Direction of a node's link.
+/// Which of a node's resources foreground traffic uses: its link's two directions, or its
+/// disk's reads and writes (users' I/O, which ChameleonEC-IO plans around).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     Up,
     Down,
+    Read,
+    Write,
 }
 
-/// Foreground traffic on one node's link: piecewise-constant rate from each time on.
+/// Foreground traffic on one node's link or disk: piecewise-constant rate from each time on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Foreground {
     pub node: NodeId,
@@ -130,6 +133,15 @@ impl Network {
         for f in &self.foreground {
             if f.node as usize >= self.nodes.len() {
                 return bad(format!("foreground traffic names node {} outside 0..{}", f.node, self.nodes.len()));
+            }
+            let spec = &self.nodes[f.node as usize];
+            let disk = match f.direction {
+                Direction::Read => Some(("read", spec.disk_read)),
+                Direction::Write => Some(("write", spec.disk_write)),
+                _ => None,
+            };
+            if let Some((what, None)) = disk {
+                return bad(format!("foreground disk {what}s on node {} whose disk is not modelled (give its disk_{what})", f.node));
             }
             if f.points.windows(2).any(|w| w[1].0 < w[0].0) || f.points.iter().any(|p| p.0 < 0.0 || p.1 < 0.0 || !p.1.is_finite()) {
                 return bad(format!("foreground series of node {} must have sorted, non-negative times and rates", f.node));

@@ -43,12 +43,16 @@ mod tests {
         let net = NetworkFile::parse(ok).unwrap();
         assert_eq!(net.nodes[0].down, 2e6);
         assert_eq!(net.pair_caps[&(0, 0)], 1e5);
+        let disk = r#"{"nodes":[{"up":1,"down":1,"disk_read":2,"disk_write":2,"seek":0}],"foreground":[{"node":0,"direction":"write","points":[[0,1]]}]}"#;
+        assert_eq!(NetworkFile::parse(disk).unwrap().foreground[0].direction, crate::network::Direction::Write);
         for bad in [
             r#"{"nodes":[]}"#,
             r#"{"nodes":[{"up":0,"down":1,"disk_read":null,"disk_write":null,"seek":0}]}"#,
             r#"{"nodes":[{"up":1,"down":1,"disk_read":null,"disk_write":null,"seek":0}],"pair_caps":[[0,3,1]]}"#,
             r#"{"nodes":[{"up":1,"down":1,"disk_read":null,"disk_write":null,"seek":0}],"bogus":1}"#,
             "not json",
+            // Users' disk reads on a node whose disk is not modelled.
+            r#"{"nodes":[{"up":1,"down":1,"disk_read":null,"disk_write":null,"seek":0}],"foreground":[{"node":0,"direction":"read","points":[[0,1]]}]}"#,
         ] {
             assert!(NetworkFile::parse(bad).is_err(), "{bad}");
         }

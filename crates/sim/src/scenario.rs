@@ -128,11 +128,18 @@ impl FullNode {
             let fg = |n: usize, d: crate::network::Direction| -> f64 {
                 net.foreground.iter().filter(|f| f.node as usize == n && f.direction == d).map(seen).sum()
             };
+            use crate::network::Direction;
             for n in self.failed..total.min(net.nodes.len()) {
                 let spec = &net.nodes[n];
-                let up = schedule::residual(spec.up, fg(n, crate::network::Direction::Up));
-                let down = schedule::residual(spec.down, fg(n, crate::network::Direction::Down));
+                let up = schedule::residual(spec.up, fg(n, Direction::Up));
+                let down = schedule::residual(spec.down, fg(n, Direction::Down));
                 cluster.bandwidth.insert(n as NodeId, (up, down));
+                // Modelled disks: what users' I/O leaves of them (ChameleonEC-IO plans with it).
+                if spec.disk_read.is_some() || spec.disk_write.is_some() {
+                    let read = spec.disk_read.map_or(f64::INFINITY, |c| schedule::residual(c, fg(n, Direction::Read)));
+                    let write = spec.disk_write.map_or(f64::INFINITY, |c| schedule::residual(c, fg(n, Direction::Write)));
+                    cluster.storage.insert(n as NodeId, (read, write));
+                }
             }
             // Links with caps of their own (racks, regions): what ECPipe's weighted path and
             // RepairBoost's polling mode plan with, as they would with measured link rates.

@@ -79,6 +79,9 @@ pub struct Cluster {
     /// ChameleonEC's phase length in seconds; 0: the paper's 20 s at 10 Gb/s, scaled to the
     /// cluster's mean bandwidth (a phase moves as many bytes per link).
     pub phase_seconds: f64,
+    /// Residual disk read and write bandwidth per node (bytes/s), for ChameleonEC-IO; a node
+    /// missing here has no storage limit.
+    pub storage: BTreeMap<NodeId, (f64, f64)>,
 }
 
 impl Cluster {
@@ -91,6 +94,31 @@ impl Cluster {
     pub fn bandwidth_of(&self, n: NodeId) -> (f64, f64) {
         let d = if self.default_bandwidth > 0.0 { self.default_bandwidth } else { 1.0 };
         self.bandwidth.get(&n).copied().unwrap_or((d, d))
+    }
+
+    /// ChameleonEC-IO's view: each node's upload and download bandwidth capped by its disk's
+    /// read and write bandwidth. Every helper reads one chunk per chunk it uploads, and the
+    /// destination writes what it downloads, so where storage is the tighter resource the
+    /// dispatch balances disk reads and writes (the paper's "monitor storage bandwidth
+    /// instead"); relays, which download without writing, are counted as writers too.
+    /// Where no node's network bandwidth is known, storage alone counts, and a node without
+    /// disk figures is taken to be as fast as the fastest disk.
+    pub fn storage_bound(&self) -> Cluster {
+        let mut c = self.clone();
+        let net_known = !self.bandwidth.is_empty();
+        for &n in &self.nodes {
+            if let Some(&(read, write)) = self.storage.get(&n) {
+                let (up, down) = if net_known { self.bandwidth_of(n) } else { (f64::INFINITY, f64::INFINITY) };
+                c.bandwidth.insert(n, (up.min(read), down.min(write)));
+            }
+        }
+        if !net_known {
+            let fastest = self.storage.values().map(|&(r, w)| r.max(w)).fold(0.0, f64::max);
+            if fastest > 0.0 && fastest.is_finite() {
+                c.default_bandwidth = fastest;
+            }
+        }
+        c
     }
 
     /// Bytes of a chunk for schedulers that plan in time: `chunk_bytes`, or 64 MiB unset.
@@ -152,10 +180,12 @@ pub enum Scheduler {
     RepairboostPoll,
     Mppr,
     Chameleon,
+    /// ChameleonEC-IO: ChameleonEC planned with storage bandwidth where it is scarcer.
+    ChameleonIo,
 }
 
 /// Every scheduler, in the order reports list them.
-pub const ALL_SCHEDULERS: [Scheduler; 10] = [
+pub const ALL_SCHEDULERS: [Scheduler; 11] = [
     Scheduler::Index,
     Scheduler::Random,
     Scheduler::Lru,
@@ -166,6 +196,7 @@ pub const ALL_SCHEDULERS: [Scheduler; 10] = [
     Scheduler::RepairboostPoll,
     Scheduler::Mppr,
     Scheduler::Chameleon,
+    Scheduler::ChameleonIo,
 ];
 
 impl Scheduler {
@@ -181,7 +212,13 @@ impl Scheduler {
             Scheduler::RepairboostPoll => "repairboost-poll",
             Scheduler::Mppr => "mppr",
             Scheduler::Chameleon => "chameleon",
+            Scheduler::ChameleonIo => "chameleon-io",
         }
+    }
+
+    /// ChameleonEC or ChameleonEC-IO: planned and run in phases, drawing its own trees.
+    pub fn chameleon(self) -> bool {
+        matches!(self, Scheduler::Chameleon | Scheduler::ChameleonIo)
     }
 
     /// Whether this scheduler orders transfers into timeslots.
@@ -343,8 +380,10 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         }
         pools.push(helper_pool(code, c)?);
     }
-    if scheduler == Scheduler::Chameleon {
-        return plan_chameleon(code, lost, &pools, cluster);
+    match scheduler {
+        Scheduler::Chameleon => return plan_chameleon(code, lost, &pools, cluster),
+        Scheduler::ChameleonIo => return plan_chameleon(code, lost, &pools, &cluster.storage_bound()),
+        _ => {}
     }
     let choices: Vec<Choice> = match scheduler {
         Scheduler::Index => baseline::index(lost, &pools, cluster, &mut rng)?,
@@ -355,7 +394,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
             repairboost::balance::plan(shape, lost, &pools, cluster)?
         }
         Scheduler::Mppr => mppr::plan(lost, &pools, cluster, &mppr::Coefficients::for_code(code.k(), 64.0))?,
-        Scheduler::Chameleon => unreachable!("planned above"),
+        Scheduler::Chameleon | Scheduler::ChameleonIo => unreachable!("planned above"),
     };
     let mut equations: HashMap<(usize, Vec<usize>), RepairEquation> = HashMap::new();
     let mut repairs = Vec::with_capacity(lost.len());

@@ -205,6 +205,8 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         let r = match f.direction {
             Direction::Up => res_up(f.node),
             Direction::Down => res_down(f.node),
+            Direction::Read => res_disk_read(f.node),
+            Direction::Write => res_disk_write(f.node),
         };
         fg_changes.extend(f.points.iter().map(|&(t, rate)| (t, r, rate)));
     }
