@@ -1,10 +1,12 @@
 //! `kintsugi load`: a YCSB-style foreground workload against a running cluster's object API
 //! (ChameleonEC's foreground traffic). Workload A by default: 50% reads, 50% updates
 //! (whole-object overwrites), keys drawn zipfian (0.99, scrambled), 512 KiB values, as in
-//! the ChameleonEC paper's setup. A load phase writes every record first; then `--clients`
-//! concurrent clients run for `--seconds`. Latencies go into HdrHistograms, overall and per
-//! second of the run.
+//! the ChameleonEC paper's setup; or stand-ins for its other traces (`load_traces`), in turn
+//! with `--switch`. A load phase writes every record first; then `--clients` concurrent
+//! clients run for `--seconds`. Latencies go into HdrHistograms, overall and per second of
+//! the run.
 
+use crate::load_traces::Trace;
 use crate::units::{human_bytes, parse_size};
 use crate::zipf::Zipfian;
 use anyhow::{anyhow, bail, Context, Result};
@@ -48,6 +50,17 @@ pub struct LoadArgs {
     /// Prefix of the record names.
     #[arg(long, default_value = "ycsb")]
     pub prefix: String,
+    /// Workloads: ycsb-a, twitter, etc, ibm (stand-ins for ChameleonEC's traces), comma
+    /// separated; with several, --switch rotates them.
+    #[arg(long, value_delimiter = ',', default_value = "ycsb-a")]
+    pub workload: Vec<Trace>,
+    /// Switch to the next workload every this many seconds (ChameleonEC's Exp#4: 15);
+    /// 0: only the first runs.
+    #[arg(long, default_value_t = 0.0)]
+    pub switch: f64,
+    /// The IBM stand-in's largest value (the trace's 2.4 GB, scaled to this machine).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub max_value: usize,
     /// Skip the load phase (the records exist from an earlier run).
     #[arg(long)]
     pub no_load: bool,
@@ -79,6 +92,8 @@ impl Latency {
 #[derive(Debug, Serialize)]
 pub struct Second {
     pub second: u64,
+    /// The workload running in that second.
+    pub workload: &'static str,
     pub ops_per_s: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -157,12 +172,16 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) {
         bail!("--seconds must be positive");
     }
+    if !(a.switch >= 0.0 && a.switch.is_finite()) || a.workload.is_empty() {
+        bail!("--switch must be a non-negative number of seconds, and --workload name at least one workload");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let report = rt.block_on(run_async(&a))?;
     if let Some(path) = &a.csv {
-        let mut out = String::from("second,ops_per_s,p50_ms,p99_ms,p999_ms,errors\n");
+        let mut out = String::from("second,workload,ops_per_s,p50_ms,p99_ms,p999_ms,errors\n");
         for s in &report.per_second {
-            out += &format!("{},{:.1},{:.3},{:.3},{:.3},{}\n", s.second, s.ops_per_s, s.p50_ms, s.p99_ms, s.p999_ms, s.errors);
+            out +=
+                &format!("{},{},{:.1},{:.3},{:.3},{:.3},{}\n", s.second, s.workload, s.ops_per_s, s.p50_ms, s.p99_ms, s.p999_ms, s.errors);
         }
         std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -198,6 +217,11 @@ pub struct Workload {
     pub code: CodeSpec,
     pub prefix: String,
     pub seed: u64,
+    /// The workloads, in turn every `switch` (none: the first throughout).
+    pub traces: Vec<Trace>,
+    pub switch: Option<Duration>,
+    /// The IBM stand-in's largest value.
+    pub max_value: usize,
 }
 
 /// The foreground workload before and during a repair, and ChameleonEC's interference
@@ -253,7 +277,19 @@ impl Workload {
     /// YCSB workload A (50% reads, 50% overwrites, zipfian 0.99) over `records` records
     /// named `ycsb...`, the foreground of the benchmarks and the demo.
     pub fn ycsb_a(clients: usize, records: u64, value_size: usize, code: CodeSpec) -> Self {
-        Workload { clients, records, value_size, read_fraction: 0.5, zipf: 0.99, code, prefix: "ycsb".into(), seed: 1 }
+        Workload {
+            clients,
+            records,
+            value_size,
+            read_fraction: 0.5,
+            zipf: 0.99,
+            code,
+            prefix: "ycsb".into(),
+            seed: 1,
+            traces: vec![Trace::YcsbA],
+            switch: None,
+            max_value: value_size,
+        }
     }
 
     fn of(a: &LoadArgs) -> Self {
@@ -266,22 +302,45 @@ impl Workload {
             code: a.code,
             prefix: a.prefix.clone(),
             seed: a.seed,
+            traces: a.workload.clone(),
+            switch: (a.switch > 0.0).then(|| Duration::from_secs_f64(a.switch)),
+            max_value: a.max_value,
         }
     }
 
-    fn name(&self, k: u64) -> String {
-        format!("{}{k:08}", self.prefix)
+    /// What runs, for reports.
+    fn describe(&self) -> String {
+        let one = |t: Trace| match t {
+            Trace::YcsbA => format!("ycsb-a (read {:.0}% / update {:.0}%)", self.read_fraction * 100.0, (1.0 - self.read_fraction) * 100.0),
+            t => format!("{} (read {:.0}%)", t.name(), t.read_fraction(self.read_fraction) * 100.0),
+        };
+        let names: Vec<String> = self.traces.iter().map(|&t| one(t)).collect();
+        match self.switch.filter(|_| self.traces.len() > 1) {
+            Some(s) => format!("{}, switching every {} s, zipfian {}", names.join(" -> "), s.as_secs_f64(), self.zipf),
+            None => format!("{}, zipfian {}", names[0], self.zipf),
+        }
     }
 
-    /// The load phase: writes every record once.
+    /// Record k of a workload: its key and value size.
+    fn record(&self, t: Trace, k: u64) -> (String, usize) {
+        (t.key(&self.prefix, k, self.seed), t.value_len(k, self.seed, self.value_size, self.max_value))
+    }
+
+    /// The load phase: writes every record of every workload once.
     pub async fn load(&self, client: &Client, progress: bool) -> Result<()> {
-        let bar = progress.then(|| crate::progress::Progress::count("load: records written", self.records));
+        let total = self.records * self.traces.len() as u64;
+        let bar = progress.then(|| crate::progress::Progress::count("load: records written", total));
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x10ad);
-        for k in 0..self.records {
-            let v = value(&mut rng, self.value_size);
-            client.put(&self.name(k), &v, self.code, 0).await.map_err(|e| anyhow!("loading {}: {e}", self.name(k)))?;
-            if let Some(b) = &bar {
-                b.set(k + 1);
+        let mut done = 0;
+        for &t in &self.traces {
+            for k in 0..self.records {
+                let (name, len) = self.record(t, k);
+                let v = value(&mut rng, len);
+                client.put(&name, &v, self.code, 0).await.map_err(|e| anyhow!("loading {name}: {e}"))?;
+                done += 1;
+                if let Some(b) = &bar {
+                    b.set(done);
+                }
             }
         }
         Ok(())
@@ -295,23 +354,32 @@ impl Workload {
         let deadline = start + limit;
         let rec = Arc::new(Mutex::new(Recorder { start, read: histogram(), update: histogram(), per_second: Vec::new() }));
         let cpu0 = cpu_seconds();
-        let names: Arc<Vec<String>> = Arc::new((0..self.records).map(|k| self.name(k)).collect());
+        // Per workload: each record's key and value size.
+        let records: Arc<Vec<Vec<(String, usize)>>> =
+            Arc::new(self.traces.iter().map(|&t| (0..self.records).map(|k| self.record(t, k)).collect()).collect());
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut tasks = Vec::new();
         for c in 0..self.clients {
-            let (client, zipf, rec, names, stop) = (client.clone(), zipf.clone(), rec.clone(), names.clone(), stop.clone());
-            let (read_fraction, value_size, code, seed) = (self.read_fraction, self.value_size, self.code, self.seed);
+            let (client, zipf, rec, records, stop, bytes) =
+                (client.clone(), zipf.clone(), rec.clone(), records.clone(), stop.clone(), bytes.clone());
+            let (traces, switch, ycsb_read, code, seed) = (self.traces.clone(), self.switch, self.read_fraction, self.code, self.seed);
             tasks.push(tokio::spawn(async move {
                 let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ c as u64);
                 while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-                    let key = &names[zipf.key(&mut rng) as usize];
-                    let read = rng.random_bool(read_fraction);
+                    let t = crate::load_traces::active(&traces, switch, start.elapsed());
+                    let i = traces.iter().position(|&x| x == t).expect("the active workload is one of them");
+                    let (key, len) = &records[i][zipf.key(&mut rng) as usize];
+                    let read = rng.random_bool(t.read_fraction(ycsb_read));
                     let t0 = Instant::now();
                     let ok = if read {
                         client.get(key, Shape::Ecpipe, 32 << 10).await.is_ok()
                     } else {
-                        let v = value(&mut rng, value_size);
+                        let v = value(&mut rng, *len);
                         client.put(key, &v, code, 0).await.is_ok()
                     };
+                    if ok {
+                        bytes.fetch_add(*len as u64, Ordering::Relaxed);
+                    }
                     rec.lock().expect("recorder").record(read, t0, t0.elapsed(), ok);
                 }
             }));
@@ -332,23 +400,27 @@ impl Workload {
             .enumerate()
             .map(|(i, (h, e))| {
                 let l = Latency::of(h);
-                Second { second: i as u64, ops_per_s: h.len() as f64, p50_ms: l.p50_ms, p99_ms: l.p99_ms, p999_ms: l.p999_ms, errors: *e }
+                let workload = crate::load_traces::active(&self.traces, self.switch, Duration::from_secs(i as u64)).name();
+                Second {
+                    second: i as u64,
+                    workload,
+                    ops_per_s: h.len() as f64,
+                    p50_ms: l.p50_ms,
+                    p99_ms: l.p99_ms,
+                    p999_ms: l.p999_ms,
+                    errors: *e,
+                }
             })
             .collect();
         let ops = all.len();
         Ok(LoadReport {
-            workload: format!(
-                "ycsb read {:.0}% / update {:.0}%, zipfian {}",
-                self.read_fraction * 100.0,
-                (1.0 - self.read_fraction) * 100.0,
-                self.zipf
-            ),
+            workload: self.describe(),
             clients: self.clients,
             records: self.records,
             value_size: self.value_size,
             seconds: elapsed,
             ops_per_s: ops as f64 / elapsed,
-            mb_per_s: ops as f64 * self.value_size as f64 / elapsed / 1e6,
+            mb_per_s: bytes.load(Ordering::Relaxed) as f64 / elapsed / 1e6,
             errors,
             all: Latency::of(&all),
             read: Latency::of(&r.read),

@@ -19,6 +19,7 @@ mod embedded;
 mod geo_cmd;
 mod geo_sim;
 mod load;
+mod load_traces;
 mod plot;
 mod progress;
 mod service_cmd;

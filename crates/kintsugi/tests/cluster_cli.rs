@@ -147,6 +147,21 @@ fn processes_put_get_kill_repair() {
         assert_eq!(std::fs::metadata(&out).unwrap().len(), 40 << 10, "record {k} is one whole value");
     }
 
+    // ChameleonEC's trace stand-ins in turn (its Exp#4): every second names the workload
+    // that ran, both ran, and Twitter's records carry its 72-byte keys.
+    let l = ok_json(
+        &coord,
+        &["load", "--workload", "etc,twitter", "--switch", "1", "--records", "4", "--clients", "2", "--seconds", "2.5", "--code", "rs:4,2"],
+    );
+    assert_eq!(l["errors"], 0, "{l}");
+    let seen: Vec<&str> = l["per_second"].as_array().unwrap().iter().map(|s| s["workload"].as_str().unwrap()).collect();
+    assert_eq!(&seen[..2], ["etc", "twitter"], "{l}");
+    let ls = cli(&coord, &["ls"]);
+    let names = String::from_utf8_lossy(&ls.stdout);
+    assert!(names.split_whitespace().any(|w| w.starts_with("ycsb-tw-") && w.len() == 72), "{names}");
+    let bad = cli(&coord, &["load", "--workload", "tpcc"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("unknown workload"));
+
     // `fail` stops a node process.
     let other = (0..8).find(|&i| i != victim).unwrap();
     let out = cli(&coord, &["fail", &other.to_string()]);
