@@ -45,6 +45,7 @@ pub(crate) fn simulate_same(
         slice_len: a.slice,
         release: 0.0,
         timeslots,
+        cancel_at: None,
     };
     let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
     let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };

@@ -291,6 +291,10 @@ pub struct FullNodeArgs {
     /// length, as the authors' prototype.
     #[arg(long, default_value_t = 0.0)]
     pub monitor_period: f64,
+    /// ChameleonEC without straggler-aware re-scheduling (ETRP alone): every phase waits
+    /// for its slowest repair.
+    #[arg(long)]
+    pub no_sar: bool,
 }
 
 fn parse_max_active(s: &str) -> std::result::Result<usize, String> {
@@ -355,7 +359,12 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let lost = jobs.len();
             // ChameleonEC runs phase by phase, planning each from the monitor's last period.
             let phases =
-                a.scheduler.chameleon().then_some((&s, PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period }));
+                a.scheduler.chameleon().then_some((&s, PhaseOptions {
+                phase_seconds: a.phase_seconds,
+                monitor_period: a.monitor_period,
+                sar: !a.no_sar,
+                progress_period: 0.5,
+            }));
             simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases)
         }
         SimCmd::Balance(a) => balance(a),

@@ -9,30 +9,52 @@
 
 use crate::engine::{self, Admission, JobResult, RateLog, SimOptions, SimResult};
 use crate::error::{Result, SimError};
-use crate::network::{Foreground, Network};
+use crate::network::{Direction, Foreground, Network};
+use kintsugi_plan::schedule::LostChunk;
+use std::collections::{HashMap, HashSet};
 use crate::scenario::FullNode;
 use crate::Job;
 use kintsugi_plan::schedule::{self, Scheduler};
 use serde::Serialize;
 
-/// How phases are cut and how late the monitor is.
-#[derive(Clone, Copy, Debug, Default)]
+/// How phases are cut, how late the monitor is, and whether stragglers are let go.
+#[derive(Clone, Copy, Debug)]
 pub struct PhaseOptions {
     /// Length of a phase in seconds; 0: the paper's 20 s at 10 Gb/s, scaled to the links.
     pub phase_seconds: f64,
     /// The monitor's averaging period in seconds; 0: the phase length, as the prototype
     /// (`period.len` is both).
     pub monitor_period: f64,
+    /// Straggler-aware re-scheduling (ChameleonEC §3.5, as on the cluster): a repair running
+    /// past 1.5x its expected time, and at least one progress period late, is postponed. It
+    /// keeps running, and the phase no longer waits for it. At the phase's end, a postponed
+    /// repair less than half done is cancelled and planned again in the next phase, once,
+    /// without the node it waited for where the code can spare it. Off: ETRP alone.
+    pub sar: bool,
+    /// How often progress is checked, seconds (the coordinator's repair_progress_ms).
+    pub progress_period: f64,
+}
+
+impl Default for PhaseOptions {
+    fn default() -> Self {
+        PhaseOptions { phase_seconds: 0.0, monitor_period: 0.0, sar: true, progress_period: 0.5 }
+    }
 }
 
 /// One phase as it ran.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PhaseRecord {
     pub phase: usize,
-    /// When it was planned and started, and when its last repair finished.
+    /// When it was planned and started, and when it ended: its last repair finished, or,
+    /// with SAR, its last repair that was not postponed finished or its last straggler was
+    /// let go.
     pub start: f64,
     pub end: f64,
     pub chunks: usize,
+    /// Its repairs postponed as stragglers (SAR), and of those, the ones cancelled at its
+    /// end to be planned again.
+    pub stragglers: usize,
+    pub restarted: usize,
 }
 
 /// A phased run: the engine's result over the whole repair, and its phases.
@@ -44,12 +66,19 @@ pub struct PhasedRun {
     pub monitor_period: f64,
 }
 
-/// Runs `s` (scheduler `chameleon`) phase by phase on `net`, its foreground included.
+/// Runs `s` (scheduler `chameleon` or `chameleon-io`) phase by phase on `net`, its
+/// foreground included.
+///
+/// A postponed straggler runs on into later phases, sharing links with their repairs. The
+/// engine runs a set of repairs from the start, so the repairs since the last moment nothing
+/// was running (an epoch) are simulated again, with the new phase's, at each phase: the
+/// same history up to the phase's start (the engine is deterministic and the new repairs
+/// start only then), and their overlap after it.
 pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> Result<PhasedRun> {
     if !s.scheduler.chameleon() {
         return Err(SimError::BadScenario(format!("phases are ChameleonEC's; the scheduler is {}", s.scheduler)));
     }
-    for (what, v) in [("phase length", p.phase_seconds), ("monitor period", p.monitor_period)] {
+    for (what, v) in [("phase length", p.phase_seconds), ("monitor period", p.monitor_period), ("progress period", p.progress_period)] {
         if !(v >= 0.0 && v.is_finite()) {
             return Err(SimError::BadScenario(format!("the {what} must be a non-negative number of seconds, got {v}")));
         }
@@ -58,10 +87,8 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     // The phase length is fixed once, from the links' capacities, not from each phase's
     // residual bandwidth.
     let (code, lost, idle) = s.plan_input(Some(net), &|_| 0.0)?;
-    let idle = match s.scheduler {
-        Scheduler::ChameleonIo => idle.storage_bound(),
-        _ => idle,
-    };
+    let io = s.scheduler == Scheduler::ChameleonIo;
+    let idle = if io { idle.storage_bound() } else { idle };
     let phase_seconds = if p.phase_seconds > 0.0 { p.phase_seconds } else { schedule::chameleon_phase_seconds(&idle) };
     let monitor = if p.monitor_period > 0.0 { p.monitor_period } else { phase_seconds };
     let opts = SimOptions { admission: Admission::All, ..opts.clone() };
@@ -81,61 +108,192 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     };
     let mut phases = Vec::new();
     let mut todo: Vec<usize> = (0..lost.len()).collect();
+    // Chunks restarted once already, and the node each restarted chunk is planned without.
+    let mut restarted: HashSet<usize> = HashSet::new();
+    let mut shun: HashMap<usize, u32> = HashMap::new();
+    // The repairs of the current epoch (chunk index, job), and its latest run.
+    let mut epoch: Vec<(usize, Job)> = Vec::new();
+    let mut last: Option<SimResult> = None;
     let mut t = 0.0f64;
     while !todo.is_empty() {
         let window = ((t - monitor).max(0.0), t);
         let seen = |f: &Foreground| f.mean(window.0, window.1);
         let (_, _, mut cluster) = s.plan_input(Some(net), &seen)?;
         cluster.phase_seconds = phase_seconds;
-        let chunks: Vec<_> = todo.iter().map(|&i| lost[i].clone()).collect();
+        let chunks: Vec<_> = todo.iter().map(|&i| without(code.as_ref(), &lost[i], shun.get(&i).copied())).collect();
         let seed = s.seed ^ 0x5eed ^ (phases.len() as u64) << 32;
         let plan = schedule::plan(code.as_ref(), s.method, s.scheduler, &chunks, &cluster, seed)?;
         // This phase: the plan's first; the rest waits for the next plan.
-        let mut now = Vec::new();
+        let first = epoch.len();
         let mut later = Vec::new();
         for (r, &i) in plan.repairs.into_iter().zip(&todo) {
             if r.phase == 0 {
-                now.push((i, Job { graph: r.graph, chunk_len: s.chunk, slice_len: s.slice, release: t, timeslots: r.slots }));
+                epoch.push((i, Job { graph: r.graph, chunk_len: s.chunk, slice_len: s.slice, release: t, timeslots: r.slots, cancel_at: None }));
             } else {
                 later.push(i);
             }
         }
-        if now.is_empty() {
+        if epoch.len() == first {
             return Err(SimError::BadScenario("ChameleonEC planned an empty first phase".into()));
         }
-        let (ids, batch): (Vec<usize>, Vec<Job>) = now.into_iter().unzip();
+        let batch: Vec<Job> = epoch.iter().map(|(_, j)| j.clone()).collect();
         let r = engine::run(net, &batch, &opts)?;
-        for (&i, j) in ids.iter().zip(r.jobs) {
-            jobs[i] = Some(j);
-        }
-        for n in 0..nodes {
-            total.upload_bytes[n] += r.upload_bytes[n];
-            total.download_bytes[n] += r.download_bytes[n];
-        }
         total.events += r.events;
         total.transfers += r.transfers;
         total.local_updates += r.local_updates;
         total.full_updates += r.full_updates;
-        if let (Some(all), Some(logs)) = (&mut total.rates, r.rates) {
-            // Phases do not overlap: each node's log goes on where the last phase's ended.
-            for (all, log) in all.iter_mut().zip(logs) {
-                let last = all.last().map_or(0.0, |e| e.0);
-                all.extend(log.into_iter().filter(|e| e.0 >= last));
+        for ((i, _), j) in epoch.iter().zip(&r.jobs) {
+            jobs[*i] = Some(j.clone());
+        }
+        // When the phase ends: its last repair, or with SAR its last one not let go.
+        let seen_by_plan = if io { cluster.storage_bound() } else { cluster };
+        let expected = expectations(&epoch[first..], &seen_by_plan, s.chunk as f64);
+        let mut end = t;
+        let mut late = Vec::new();
+        for (x, (j, e)) in r.jobs[first..].iter().zip(&expected).enumerate() {
+            let noticed = j.start + (1.5 * e).max(e + p.progress_period);
+            if p.sar && j.end > noticed {
+                late.push(first + x);
+                end = end.max(noticed);
+            } else {
+                end = end.max(j.end);
             }
         }
-        phases.push(PhaseRecord { phase: phases.len(), start: t, end: r.makespan.max(t), chunks: ids.len() });
-        t = r.makespan.max(t);
+        // Postponed repairs less than half done at the phase's end (progress read off this
+        // run at the repair's mean rate) start over in the next phase, once.
+        let mut again = Vec::new();
+        for &x in &late {
+            let (i, j) = (epoch[x].0, &r.jobs[x]);
+            let done = (end - j.start) / (j.end - j.start).max(f64::MIN_POSITIVE);
+            if j.end > end && done < 0.5 && restarted.insert(i) {
+                epoch[x].1.cancel_at = Some(end);
+                if let Some(n) = waited_for(net, &epoch[x].1, end, p.progress_period) {
+                    shun.insert(i, n);
+                }
+                again.push(i);
+            }
+        }
+        phases.push(PhaseRecord { phase: phases.len(), start: t, end, chunks: epoch.len() - first, stragglers: late.len(), restarted: again.len() });
+        t = end;
         todo = later;
+        todo.extend(again.iter().copied());
+        let r = if again.is_empty() {
+            r
+        } else {
+            // The run again with the cancellations: the same up to the phase's end.
+            let batch: Vec<Job> = epoch.iter().map(|(_, j)| j.clone()).collect();
+            let r = engine::run(net, &batch, &opts)?;
+            total.events += r.events;
+            r
+        };
+        // Nothing running past the phase's end: the epoch is over.
+        if r.jobs.iter().all(|j| j.end <= end) {
+            close_epoch(&mut total, r);
+            epoch.clear();
+        } else {
+            last = Some(r);
+        }
     }
-    total.makespan = t;
+    if !epoch.is_empty() {
+        if let Some(r) = last.take() {
+            close_epoch(&mut total, r);
+        }
+    }
     total.jobs = jobs.into_iter().map(|j| j.expect("every chunk ran in some phase")).collect();
+    total.makespan = total.jobs.iter().map(|j| j.end).fold(t, f64::max);
     Ok(PhasedRun { result: total, phases, phase_seconds, monitor_period: monitor })
+}
+
+/// `chunk` without `node` among its helpers and destinations, where the code can rebuild it
+/// from the others with no more reads.
+fn without(code: &dyn kintsugi_codes::Code, chunk: &LostChunk, node: Option<u32>) -> LostChunk {
+    let mut c = chunk.clone();
+    let Some(node) = node else { return c };
+    let avail = chunk.available();
+    let rest: Vec<usize> = avail.iter().copied().filter(|&j| chunk.placement[j] != Some(node)).collect();
+    let reads = |a: &[usize]| code.choose_helpers(chunk.lost, a).map(|h| h.len()).ok();
+    if reads(&rest).is_some_and(|n| Some(n) <= reads(&avail)) {
+        for p in c.placement.iter_mut() {
+            if *p == Some(node) {
+                *p = None;
+            }
+        }
+        c.avoid.push(node);
+    }
+    c
+}
+
+/// The node a straggling repair waited for, as the coordinator's latest traffic reports show
+/// it: among the repair's senders' uplinks and receivers' downlinks, the one foreground
+/// left the least of over the last progress period, when that is under 0.75x the median
+/// link's share; None when the reports single out nothing.
+fn waited_for(net: &Network, job: &Job, t: f64, period: f64) -> Option<u32> {
+    let g = &job.graph;
+    let share = |n: u32, d: Direction| {
+        let spec = &net.nodes[n as usize];
+        let cap = if d == Direction::Up { spec.up } else { spec.down };
+        let fg: f64 = net.foreground.iter().filter(|f| f.node == n && f.direction == d).map(|f| f.mean((t - period).max(0.0), t)).sum();
+        (cap - fg).max(0.0) / cap
+    };
+    let mut links: Vec<(f64, u32)> = Vec::new();
+    for (a, b) in g.network_edges() {
+        links.push((share(g.vertices[a.index()].node, Direction::Up), g.vertices[a.index()].node));
+        links.push((share(g.vertices[b.index()].node, Direction::Down), g.vertices[b.index()].node));
+    }
+    if links.is_empty() {
+        return None;
+    }
+    let mut shares: Vec<f64> = links.iter().map(|l| l.0).collect();
+    shares.sort_by(f64::total_cmp);
+    let median = shares[shares.len() / 2];
+    let (least, node) = links.into_iter().min_by(|a, b| a.0.total_cmp(&b.0))?;
+    (least < 0.75 * median).then_some(node)
+}
+
+/// Adds an epoch's final run to the total: its bytes and its rate logs (epochs do not
+/// overlap, so each node's log goes on where the last one's ended).
+fn close_epoch(total: &mut SimResult, r: SimResult) {
+    for n in 0..total.upload_bytes.len() {
+        total.upload_bytes[n] += r.upload_bytes[n];
+        total.download_bytes[n] += r.download_bytes[n];
+    }
+    if let (Some(all), Some(logs)) = (&mut total.rates, r.rates) {
+        for (all, log) in all.iter_mut().zip(logs) {
+            let last = all.last().map_or(0.0, |e| e.0);
+            all.extend(log.into_iter().filter(|e| e.0 >= last));
+        }
+    }
+}
+
+/// Each repair's expected time, as the coordinator's straggler watch computes it: its
+/// busiest link's time, that link's transfers in the phase x the chunk over the residual
+/// bandwidth the phase was planned with.
+fn expectations(phase: &[(usize, Job)], cluster: &schedule::Cluster, chunk: f64) -> Vec<f64> {
+    let edges = |j: &Job| -> Vec<(u32, u32)> {
+        let g = &j.graph;
+        g.network_edges().map(|(a, b)| (g.vertices[a.index()].node, g.vertices[b.index()].node)).collect()
+    };
+    let (mut up, mut down): (HashMap<u32, f64>, HashMap<u32, f64>) = Default::default();
+    for (_, j) in phase {
+        for (a, b) in edges(j) {
+            *up.entry(a).or_default() += 1.0;
+            *down.entry(b).or_default() += 1.0;
+        }
+    }
+    phase
+        .iter()
+        .map(|(_, j)| {
+            edges(j)
+                .into_iter()
+                .map(|(a, b)| (up[&a] * chunk / cluster.bandwidth_of(a).0).max(down[&b] * chunk / cluster.bandwidth_of(b).1))
+                .fold(0.0, f64::max)
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::Direction;
     use kintsugi_plan::Shape;
 
     fn scenario(chunks: usize) -> FullNode {
@@ -161,7 +319,7 @@ mod tests {
     fn phases_are_barriers_and_cover_every_chunk() {
         let s = scenario(40);
         let net = Network::homogeneous(16, 25e6);
-        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, monitor_period: 0.0 }).unwrap();
+        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }).unwrap();
         assert!(p.phases.len() >= 3, "40 chunks of 8 MiB in 3-s phases on 25 MB/s links: {:?}", p.phases);
         assert_eq!(p.phases.iter().map(|ph| ph.chunks).sum::<usize>(), 40);
         assert_eq!(p.result.jobs.len(), 40);
@@ -189,10 +347,10 @@ mod tests {
         let s = scenario(60);
         let mut net = Network::homogeneous(16, 25e6);
         let busy = 5u32;
-        let plain = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, monitor_period: 0.0 }).unwrap();
+        let plain = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }).unwrap();
         let t1 = plain.phases[1].start;
         net.foreground.push(Foreground { node: busy, direction: Direction::Down, points: vec![(t1, 24e6)] });
-        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, monitor_period: 1.0 }).unwrap();
+        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, monitor_period: 1.0, sar: false, ..Default::default() }).unwrap();
         assert_eq!(p.phases[0], plain.phases[0], "the first phase sees no foreground in either");
         assert!(p.phases.len() > 3);
         // Phase 1 was planned as without foreground, so it runs slower; later phases plan
@@ -216,7 +374,7 @@ mod tests {
             n.disk_write = Some(10e6);
         }
         let opts = SimOptions::default();
-        let p = PhaseOptions { phase_seconds: 20.0, monitor_period: 0.0 };
+        let p = PhaseOptions { phase_seconds: 20.0, ..Default::default() };
         let idle = run(&s, &net, &opts, p).unwrap().result.makespan;
         for busy in [3u32, 9] {
             for direction in [Direction::Read, Direction::Write] {
@@ -228,5 +386,46 @@ mod tests {
         let io = run(&s, &net, &opts, p).unwrap().result.makespan;
         assert!(plain > idle * 1.2, "users' disk I/O slows the network-only plan: {plain} s vs {idle} s idle");
         assert!(io < plain * 0.85, "ChameleonEC-IO {io} s against ChameleonEC {plain} s");
+    }
+
+    /// SAR in the simulator (ChameleonEC Exp#11): readers take 8/9 of one node's uplink from
+    /// a quarter into the first phase, which the monitor has not seen. ETRP waits for that
+    /// node's repairs at every phase's end; with SAR they are postponed (and run on beside
+    /// the next phases) or, under half done, restarted without the node, and the repair as a
+    /// whole ends sooner. Without a straggler SAR changes nothing. Every chunk is rebuilt
+    /// either way.
+    #[test]
+    fn sar_postpones_stragglers_and_ends_sooner() {
+        let s = scenario(24);
+        let plain = Network::homogeneous(16, 25e6);
+        let p = |sar| PhaseOptions { phase_seconds: 1.5, sar, ..Default::default() };
+        let (etrp, sar) = (run(&s, &plain, &SimOptions::default(), p(false)).unwrap(), run(&s, &plain, &SimOptions::default(), p(true)).unwrap());
+        assert_eq!(sar.phases.iter().map(|ph| ph.stragglers).sum::<usize>(), 0, "no straggler: {:?}", sar.phases);
+        assert_eq!(etrp.result.makespan, sar.result.makespan);
+        // The node in most stripes: the paper's injector targets a participant.
+        let (_, lost, _) = s.plan_input(None, &|_| 0.0).unwrap();
+        let busy = (1..16u32).max_by_key(|&n| lost.iter().filter(|c| c.holds(n)).count()).unwrap();
+        let mut net = plain.clone();
+        let at = etrp.phases[0].start + 0.25 * 1.5;
+        net.foreground.push(Foreground { node: busy, direction: Direction::Up, points: vec![(at, 25e6 * 8.0 / 9.0)] });
+        let (etrp, sar) = (run(&s, &net, &SimOptions::default(), p(false)).unwrap(), run(&s, &net, &SimOptions::default(), p(true)).unwrap());
+        let late: usize = sar.phases.iter().map(|ph| ph.stragglers).sum();
+        assert!(late > 0, "node {busy}'s repairs run late: {:?}", sar.phases);
+        assert!(sar.result.makespan < etrp.result.makespan * 0.9, "SAR {} s against ETRP {} s", sar.result.makespan, etrp.result.makespan);
+        for r in [&etrp, &sar] {
+            // Every chunk planned once, and once more for each restart; none cancelled last.
+            let (planned, again) = r.phases.iter().fold((0, 0), |(p, a), ph| (p + ph.chunks, a + ph.restarted));
+            assert_eq!(planned - again, 24);
+            assert!(r.result.jobs.iter().all(|j| !j.cancelled));
+            // Every chunk's transfers ran to the end once; a restarted one also moved some
+            // bytes before it was cancelled.
+            let down: f64 = r.result.download_bytes.iter().sum();
+            let once = 24.0 * 6.0 * (8 << 20) as f64;
+            assert!(down >= once - 1.0 && (again > 0 || down <= once + 1.0), "{down} bytes downloaded, {again} restarts");
+        }
+        assert!(sar.phases.iter().any(|ph| ph.restarted > 0), "a straggler under half done was restarted");
+        // A postponed repair that was not restarted ran on past its phase's end.
+        let ran_on = sar.result.jobs.iter().any(|j| sar.phases.iter().any(|ph| j.start == ph.start && j.end > ph.end + 1e-9));
+        assert!(ran_on, "{:?}", sar.phases);
     }
 }

@@ -38,7 +38,7 @@ impl Single {
         let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
         let task = RepairTask { equation, helper_nodes, destination: n as NodeId };
         let graph = shapes::build(self.method, &task)?;
-        let job = Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new() };
+        let job = Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new(), cancel_at: None };
         Ok((Network::homogeneous(n + 1, self.link), vec![job]))
     }
 }
@@ -163,7 +163,7 @@ impl FullNode {
         let jobs = plan
             .repairs
             .into_iter()
-            .map(|r| Job { graph: r.graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: r.slots })
+            .map(|r| Job { graph: r.graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: r.slots, cancel_at: None })
             .collect();
         let admission = if self.scheduler.timeslots() || self.max_active == usize::MAX {
             Admission::All
@@ -222,7 +222,7 @@ impl Geo {
         let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
         let task = RepairTask { equation, helper_nodes, destination: self.lost as NodeId };
         let graph = shapes::build(Shape::Ecpipe, &task)?;
-        Ok(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new() })
+        Ok(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new(), cancel_at: None })
     }
 }
 

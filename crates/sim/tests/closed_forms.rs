@@ -105,3 +105,35 @@ fn clay_star_moves_d_over_q_chunks() {
         assert!((r.makespan / want - 1.0).abs() < 0.02, "ecpipe over clay, slice {slice}: {} s, want about {want} s", r.makespan);
     }
 }
+
+/// A job cancelled halfway stops there: it ends at its `cancel_at`, marked cancelled, having
+/// moved about half its bytes; a second job sharing its links finishes faster than beside a
+/// job that runs on. For every method and both models (CR and PPR store-and-forward in
+/// the slice model, the pipelines in either).
+#[test]
+fn a_cancelled_job_stops_and_frees_its_links() {
+    for method in ALL_SHAPES {
+        for model in [engine::Model::Slice, engine::Model::Fluid] {
+            let s = Single { code: "rs:4,2".parse().unwrap(), method, link: 125e6, chunk: 8 * MIB, slice: 256 * 1024, lost: 0 };
+            let (net, jobs) = s.build().unwrap();
+            let opts = engine::SimOptions { model, ..Default::default() };
+            let alone = engine::run(&net, &jobs, &opts).unwrap();
+            let full: f64 = alone.download_bytes.iter().sum();
+            let half = alone.makespan / 2.0;
+            let mut cut = jobs.clone();
+            cut[0].cancel_at = Some(half);
+            let r = engine::run(&net, &cut, &opts).unwrap();
+            assert!(r.jobs[0].cancelled && r.jobs[0].end == half, "{method} {model:?}: {:?}", r.jobs[0]);
+            let moved: f64 = r.download_bytes.iter().sum();
+            assert!(moved > 0.2 * full && moved < 0.8 * full, "{method} {model:?}: {moved} of {full} bytes by half time");
+            // Two copies of the repair share every link; cancelling one frees them.
+            let both = engine::run(&net, &[jobs[0].clone(), jobs[0].clone()], &opts).unwrap();
+            let one_cut = engine::run(&net, &[cut[0].clone(), jobs[0].clone()], &opts).unwrap();
+            assert!(!one_cut.jobs[1].cancelled && one_cut.jobs[1].end < both.jobs[1].end * 0.95, "{method} {model:?}");
+            // A cancel time after the end changes nothing.
+            cut[0].cancel_at = Some(alone.makespan * 2.0);
+            let late = engine::run(&net, &cut, &opts).unwrap();
+            assert!(!late.jobs[0].cancelled && late.makespan == alone.makespan);
+        }
+    }
+}

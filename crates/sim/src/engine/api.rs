@@ -21,6 +21,10 @@ pub struct Job {
     /// slots have finished, and a node receives it only when all its receives of earlier
     /// slots have. Empty: no schedule.
     pub timeslots: Vec<Option<u32>>,
+    /// Stop the job at this time if it has not finished (ChameleonEC's restart of a
+    /// straggler): its transfers end where they are and it ends unfinished. Not with
+    /// timeslots.
+    pub cancel_at: Option<f64>,
 }
 
 /// Which jobs run at once.
@@ -83,6 +87,9 @@ impl Default for SimOptions {
 pub struct JobResult {
     pub start: f64,
     pub end: f64,
+    /// Stopped at its `cancel_at` before it finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 /// Rate changes of one node: (time, uplink bytes/s, downlink bytes/s) from then on.

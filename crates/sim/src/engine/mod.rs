@@ -68,6 +68,8 @@ enum Timer {
     },
     /// A fluid repair's last slice reaches its sink (see [`fluid`]).
     Finish(u32),
+    /// A job's `cancel_at`.
+    Cancel(u32),
 }
 
 /// f64 with a total order, for the timer heap.
@@ -194,6 +196,11 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         if !(j.release >= 0.0 && j.release.is_finite()) {
             return Err(SimError::BadScenario(format!("job {i} has release time {}", j.release)));
         }
+        if let Some(c) = j.cancel_at {
+            if !(c >= 0.0 && c.is_finite()) || j.timeslots.iter().any(Option::is_some) {
+                return Err(SimError::BadScenario(format!("job {i} cannot be cancelled at {c} (a finite time, and no timeslots)")));
+            }
+        }
         st.push(JobState::new(j, job::job_mode(net, j, opts.model))?);
     }
     if let Admission::PerDestination(0) = opts.admission {
@@ -228,7 +235,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         node_up: vec![0.0; n_nodes],
         node_down: vec![0.0; n_nodes],
         removed_nodes: Vec::new(),
-        results: vec![JobResult { start: f64::NAN, end: f64::NAN }; jobs.len()],
+        results: vec![JobResult { start: f64::NAN, end: f64::NAN, cancelled: false }; jobs.len()],
         up_bytes: vec![0.0; n_nodes],
         down_bytes: vec![0.0; n_nodes],
         events: 0,
@@ -257,6 +264,11 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
     for i in 0..e.fg_changes.len() {
         let t = e.fg_changes[i].0;
         e.timer(t, Timer::Foreground(i as u32));
+    }
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(t) = j.cancel_at {
+            e.timer(t, Timer::Cancel(i as u32));
+        }
     }
     match opts.admission {
         Admission::All => {
@@ -355,6 +367,47 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Stops job j where it is: its flows end with the bytes they moved, nothing of it
+    /// starts again, and it ends now, unfinished.
+    fn cancel_job(&mut self, j: u32) {
+        if self.st[j as usize].finished {
+            return;
+        }
+        let mut touched = std::mem::take(&mut self.removed_nodes);
+        for id in 0..self.flows.len() {
+            let Some(kind) = self.flows[id].as_ref().map(|f| f.kind) else { continue };
+            let job = match kind {
+                FlowKind::Net { job, .. } | FlowKind::Read { job, .. } | FlowKind::Write { job } | FlowKind::Fluid { job } => job,
+            };
+            if job != j {
+                continue;
+            }
+            self.settle(id);
+            let f = self.flows[id].take().expect("live flow");
+            if let FlowKind::Fluid { job } = f.kind {
+                // A fluid flow's bytes are counted when it ends: the share it moved.
+                let s = &self.st[job as usize];
+                let volume = s.windows.iter().map(|w| w.iter().map(|&x| x as f64).sum::<f64>()).fold(0.0, f64::max);
+                let moved = (volume - f.remaining).max(0.0);
+                if let Some(fl) = &s.fluid {
+                    for &(node, up, w) in &fl.links {
+                        let bytes = if up { &mut self.up_bytes } else { &mut self.down_bytes };
+                        bytes[node as usize] += moved * w;
+                    }
+                }
+            }
+            self.shift_node_rates(f.kind, f.src, f.dst, -f.rate, &mut touched);
+            self.sharing.remove(id as u32);
+            self.versions[id] = self.versions[id].wrapping_add(1);
+        }
+        self.removed_nodes = touched;
+        if !self.st[j as usize].started {
+            self.results[j as usize].start = self.now;
+        }
+        self.results[j as usize].cancelled = true;
+        self.finish_job(j);
+    }
+
     fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: FlowResources, src: NodeId, dst: NodeId) {
         let id = self.sharing.add(res) as usize;
         if self.flows.len() <= id {
@@ -446,11 +499,21 @@ impl<'a> Engine<'a> {
     }
 
     fn fire(&mut self, t: Timer) {
+        // Nothing of a cancelled job goes on.
+        let job = match t {
+            Timer::Release(j) | Timer::Finish(j) | Timer::Cancel(j) => Some(j),
+            Timer::StartRead { job, .. } | Timer::Deliver { job, .. } => Some(job),
+            Timer::Foreground(_) => None,
+        };
+        if job.is_some_and(|j| self.st[j as usize].finished) {
+            return;
+        }
         match t {
             Timer::Release(j) => self.start_job(j),
             Timer::StartRead { job, vertex } => self.start_read(job, vertex),
             Timer::Deliver { job, vertex } => self.deliver(job, vertex),
             Timer::Finish(job) => self.finish_job(job),
+            Timer::Cancel(job) => self.cancel_job(job),
             Timer::Foreground(i) => {
                 let (_, r, rate) = self.fg_changes[i as usize];
                 self.sharing.set_capacity(r, (self.base_caps[r as usize] - rate).max(0.0));
