@@ -22,7 +22,12 @@ With --exp12 (the paper's Exp#12): every disk reads and writes at 1/2.5 or 1/5 o
 ChameleonEC, ChameleonEC-IO (planned with disk bandwidth where it is scarcer) and random
 sources.
 
-Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp12] [--json]
+With --exp11 (the paper's Exp#11): the cluster benchmark's scenario (16 nodes, RS(6,3),
+200 Mbit/s, 24 lost 8 MiB chunks, 1.5-s phases) with readers taking 8/9 of the uplink of the
+node in most lost stripes from 0, 1/4 or 1/2 of the first phase: SAR against ETRP alone,
+and ChameleonEC against random CR, PPR and ECPipe; the seeds vary the placement.
+
+Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp11|--exp12] [--json]
 """
 import argparse, json, os, random, statistics, subprocess, sys, tempfile
 
@@ -98,10 +103,46 @@ def exp12(a):
               f"{med(io):+.1%} ({min(io):+.1%} to {max(io):+.1%}) |")
 
 
+def exp11(a):
+    """SAR against ETRP alone, and ChameleonEC against CR, PPR and ECPipe with random sources,
+    with the paper's straggler (readers taking 8/9 of one participant's uplink) from 0, 1/4
+    or 1/2 of the first phase; the cluster benchmark's scenario (`kintsugi bench sar`)."""
+    phase = 1.5
+    base = [a.bin, "sim", "full-node", "--nodes", "16", "--code", "rs:6,3", "--chunks", "24", "--chunk", "8MiB",
+            "--link", "200mbit", "--json"]
+    rows = []
+    for seed in range(1, a.seeds + 1):
+        for at in (None, 0.0, 0.25, 0.5):
+            extra = [] if at is None else ["--straggler-at", str(at * phase)]
+            row = {"seed": seed, "at": at}
+            for name, args in [("sar", ["--scheduler", "chameleon", "--phase-seconds", str(phase)]),
+                               ("etrp", ["--scheduler", "chameleon", "--phase-seconds", str(phase), "--no-sar"]),
+                               ("cr", ["--scheduler", "random", "--method", "cr"]),
+                               ("ppr", ["--scheduler", "random", "--method", "ppr"]),
+                               ("ecpipe", ["--scheduler", "random", "--method", "ecpipe"])]:
+                out = subprocess.run(base + ["--seed", str(seed)] + args + extra, check=True, capture_output=True, text=True).stdout
+                row[name] = json.loads(out)["repair_seconds"]
+            rows.append(row)
+        print(f"seed {seed}: done", file=sys.stderr)
+    if a.json:
+        print(json.dumps(rows, indent=1))
+        return
+    med = statistics.median
+    print("| straggler at | ETRP s | ETRP+SAR s | SAR over ETRP: median (range) | random CR / PPR / ECPipe s | ChameleonEC (SAR) over CR / PPR / ECPipe |")
+    print("|---|---|---|---|---|---|")
+    for at in (None, 0.0, 0.25, 0.5):
+        rs = [r for r in rows if r["at"] == at]
+        g = [r["etrp"] / r["sar"] - 1 for r in rs]
+        over = [med(r[m] / r["sar"] - 1 for r in rs) for m in ("cr", "ppr", "ecpipe")]
+        print(f"| {'none' if at is None else f'{at:g} of a phase'} | {med(r['etrp'] for r in rs):.2f} | {med(r['sar'] for r in rs):.2f} | "
+              f"{med(g):+.1%} ({min(g):+.1%} to {max(g):+.1%}) | {' / '.join(f'{med(r[m] for r in rs):.2f}' for m in ('cr', 'ppr', 'ecpipe'))} | "
+              f"{' / '.join(f'{x:+.1%}' for x in over)} |")
+
+
 def sim(a, path, scheduler, method, seed, phase=None):
     cmd = [a.bin, "sim", "full-node", "--nodes", str(NODES), "--code", "rs:10,4", "--chunks", "200", "--chunk", "64MiB",
            "--slice", "1MiB", "--network", path, "--scheduler", scheduler, "--method", method, "--seed", str(seed),
-           "--phase-seconds", str(phase or a.phase), "--json"]
+           "--phase-seconds", str(phase or a.phase), "--json"] + (["--no-sar"] if a.no_sar else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["throughput_mb_s"]
 
@@ -117,9 +158,14 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--exp12", action="store_true",
                     help="Exp#12 instead: disks at 1/2.5 and 1/5 of the link with moving users' I/O; ChameleonEC-IO")
+    ap.add_argument("--no-sar", action="store_true", help="ChameleonEC without straggler-aware re-scheduling (ETRP alone)")
+    ap.add_argument("--exp11", action="store_true",
+                    help="Exp#11 instead: SAR vs ETRP and vs random CR/PPR/ECPipe with a straggler (16 nodes, RS(6,3))")
     a = ap.parse_args()
     if a.exp12:
         return exp12(a)
+    if a.exp11:
+        return exp11(a)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for foreground in (True, False):

@@ -295,6 +295,14 @@ pub struct FullNodeArgs {
     /// for its slowest repair.
     #[arg(long)]
     pub no_sar: bool,
+    /// Inject ChameleonEC Exp#11's straggler from this many seconds on: readers take
+    /// --straggler-share of the uplink of the node in the most stripes that lost a chunk.
+    #[arg(long)]
+    pub straggler_at: Option<f64>,
+    /// The share of that node's uplink the straggler's readers take (8 readers beside the
+    /// repair's stream: 8/9).
+    #[arg(long, default_value_t = 8.0 / 9.0)]
+    pub straggler_share: f64,
 }
 
 fn parse_max_active(s: &str) -> std::result::Result<usize, String> {
@@ -326,7 +334,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             };
             let excluded = [a.lost as u32];
             let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), ..Default::default() };
-            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None)
+            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None, &[])
         }
         SimCmd::FullNode(a) => {
             let c = &a.common;
@@ -357,15 +365,20 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
             let failed: Vec<u32> = (0..a.failed as u32).collect();
             let lost = jobs.len();
+            let mut extra = Vec::new();
+            if let Some(at) = a.straggler_at {
+                if !(at >= 0.0 && at.is_finite()) || !(a.straggler_share > 0.0 && a.straggler_share < 1.0) {
+                    bail!("--straggler-at must be a non-negative number of seconds and --straggler-share within (0, 1)");
+                }
+                let node = s.busiest_participant()?;
+                extra.push((node, at, a.straggler_share));
+            }
             // ChameleonEC runs phase by phase, planning each from the monitor's last period.
-            let phases =
-                a.scheduler.chameleon().then_some((&s, PhaseOptions {
-                phase_seconds: a.phase_seconds,
-                monitor_period: a.monitor_period,
-                sar: !a.no_sar,
-                progress_period: 0.5,
-            }));
-            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases)
+            let phases = a.scheduler.chameleon().then_some((
+                &s,
+                PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period, sar: !a.no_sar, progress_period: 0.5 },
+            ));
+            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases, &extra)
         }
         SimCmd::Balance(a) => balance(a),
         SimCmd::Geo(a) => geo(a),
@@ -428,6 +441,7 @@ fn simulate(
     lost_chunks: usize,
     failed: &[u32],
     phased: Option<(&FullNode, PhaseOptions)>,
+    stragglers: &[(u32, f64, f64)],
 ) -> Result<()> {
     if let Some(path) = &c.network {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
@@ -439,6 +453,14 @@ fn simulate(
     }
     if !(c.seek >= 0.0 && c.seek.is_finite()) {
         bail!("--seek must be a non-negative number of seconds");
+    }
+    // Stragglers: (node, from, share of its uplink) taken by readers to the end.
+    for &(node, at, share) in stragglers {
+        let rate = net.nodes.get(node as usize).map_or(0.0, |n| n.up) * share;
+        net.foreground.push(kintsugi_sim::Foreground { node, direction: kintsugi_sim::Direction::Up, points: vec![(at, rate)] });
+        if !c.json {
+            println!("straggler: readers take {:.0}% of node {node}'s uplink from {at} s", share * 100.0);
+        }
     }
     for n in &mut net.nodes {
         n.disk_read = c.disk_read.or(n.disk_read);
@@ -521,11 +543,13 @@ fn simulate(
     if let Some(p) = &report.phases {
         let longest = p.phases.iter().map(|ph| ph.end - ph.start).fold(0.0, f64::max);
         println!(
-            "  phases           {} of {:.1} s planned (longest ran {:.1} s), monitor averaging {:.1} s",
+            "  phases           {} of {:.1} s planned (longest ran {:.1} s), monitor averaging {:.1} s; stragglers {}, restarted {}",
             p.phases.len(),
             p.phase_seconds,
             longest,
-            p.monitor_period
+            p.monitor_period,
+            p.phases.iter().map(|ph| ph.stragglers).sum::<usize>(),
+            p.phases.iter().map(|ph| ph.restarted).sum::<usize>()
         );
     }
     if let Some(p) = &csv_path {

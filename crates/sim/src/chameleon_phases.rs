@@ -10,12 +10,12 @@
 use crate::engine::{self, Admission, JobResult, RateLog, SimOptions, SimResult};
 use crate::error::{Result, SimError};
 use crate::network::{Direction, Foreground, Network};
-use kintsugi_plan::schedule::LostChunk;
-use std::collections::{HashMap, HashSet};
 use crate::scenario::FullNode;
 use crate::Job;
+use kintsugi_plan::schedule::LostChunk;
 use kintsugi_plan::schedule::{self, Scheduler};
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 
 /// How phases are cut, how late the monitor is, and whether stragglers are let go.
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +128,10 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
         let mut later = Vec::new();
         for (r, &i) in plan.repairs.into_iter().zip(&todo) {
             if r.phase == 0 {
-                epoch.push((i, Job { graph: r.graph, chunk_len: s.chunk, slice_len: s.slice, release: t, timeslots: r.slots, cancel_at: None }));
+                epoch.push((
+                    i,
+                    Job { graph: r.graph, chunk_len: s.chunk, slice_len: s.slice, release: t, timeslots: r.slots, cancel_at: None },
+                ));
             } else {
                 later.push(i);
             }
@@ -173,7 +176,14 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
                 again.push(i);
             }
         }
-        phases.push(PhaseRecord { phase: phases.len(), start: t, end, chunks: epoch.len() - first, stragglers: late.len(), restarted: again.len() });
+        phases.push(PhaseRecord {
+            phase: phases.len(),
+            start: t,
+            end,
+            chunks: epoch.len() - first,
+            stragglers: late.len(),
+            restarted: again.len(),
+        });
         t = end;
         todo = later;
         todo.extend(again.iter().copied());
@@ -350,7 +360,13 @@ mod tests {
         let plain = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }).unwrap();
         let t1 = plain.phases[1].start;
         net.foreground.push(Foreground { node: busy, direction: Direction::Down, points: vec![(t1, 24e6)] });
-        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, monitor_period: 1.0, sar: false, ..Default::default() }).unwrap();
+        let p = run(
+            &s,
+            &net,
+            &SimOptions::default(),
+            PhaseOptions { phase_seconds: 3.0, monitor_period: 1.0, sar: false, ..Default::default() },
+        )
+        .unwrap();
         assert_eq!(p.phases[0], plain.phases[0], "the first phase sees no foreground in either");
         assert!(p.phases.len() > 3);
         // Phase 1 was planned as without foreground, so it runs slower; later phases plan
@@ -399,7 +415,8 @@ mod tests {
         let s = scenario(24);
         let plain = Network::homogeneous(16, 25e6);
         let p = |sar| PhaseOptions { phase_seconds: 1.5, sar, ..Default::default() };
-        let (etrp, sar) = (run(&s, &plain, &SimOptions::default(), p(false)).unwrap(), run(&s, &plain, &SimOptions::default(), p(true)).unwrap());
+        let (etrp, sar) =
+            (run(&s, &plain, &SimOptions::default(), p(false)).unwrap(), run(&s, &plain, &SimOptions::default(), p(true)).unwrap());
         assert_eq!(sar.phases.iter().map(|ph| ph.stragglers).sum::<usize>(), 0, "no straggler: {:?}", sar.phases);
         assert_eq!(etrp.result.makespan, sar.result.makespan);
         // The node in most stripes: the paper's injector targets a participant.
@@ -408,7 +425,8 @@ mod tests {
         let mut net = plain.clone();
         let at = etrp.phases[0].start + 0.25 * 1.5;
         net.foreground.push(Foreground { node: busy, direction: Direction::Up, points: vec![(at, 25e6 * 8.0 / 9.0)] });
-        let (etrp, sar) = (run(&s, &net, &SimOptions::default(), p(false)).unwrap(), run(&s, &net, &SimOptions::default(), p(true)).unwrap());
+        let (etrp, sar) =
+            (run(&s, &net, &SimOptions::default(), p(false)).unwrap(), run(&s, &net, &SimOptions::default(), p(true)).unwrap());
         let late: usize = sar.phases.iter().map(|ph| ph.stragglers).sum();
         assert!(late > 0, "node {busy}'s repairs run late: {:?}", sar.phases);
         assert!(sar.result.makespan < etrp.result.makespan * 0.9, "SAR {} s against ETRP {} s", sar.result.makespan, etrp.result.makespan);

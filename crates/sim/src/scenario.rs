@@ -152,6 +152,18 @@ impl FullNode {
         Ok((code, lost, cluster))
     }
 
+    /// The live node in the most stripes that lost a chunk: where ChameleonEC's Exp#11 puts
+    /// its straggler (readers on a participant of many repairs).
+    pub fn busiest_participant(&self) -> Result<NodeId> {
+        let (_, lost, cluster) = self.plan_input(None, &|_| 0.0)?;
+        cluster
+            .nodes
+            .iter()
+            .copied()
+            .max_by_key(|&n| (lost.iter().filter(|c| c.placement.contains(&Some(n))).count(), std::cmp::Reverse(n)))
+            .ok_or_else(|| SimError::BadScenario("no live node".into()))
+    }
+
     /// As [`FullNode::build`], the schedulers planning with the residual bandwidth `net`
     /// leaves at time 0: each node's links less the foreground traffic then, never below
     /// 30% (ChameleonEC's rule, the coordinator's too). The monitoring lag is the whole
@@ -163,7 +175,14 @@ impl FullNode {
         let jobs = plan
             .repairs
             .into_iter()
-            .map(|r| Job { graph: r.graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: r.slots, cancel_at: None })
+            .map(|r| Job {
+                graph: r.graph,
+                chunk_len: self.chunk,
+                slice_len: self.slice,
+                release: 0.0,
+                timeslots: r.slots,
+                cancel_at: None,
+            })
             .collect();
         let admission = if self.scheduler.timeslots() || self.max_active == usize::MAX {
             Admission::All
