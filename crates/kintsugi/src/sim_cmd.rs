@@ -367,7 +367,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let lost = jobs.len();
             let mut extra = Vec::new();
             if let Some(at) = a.straggler_at {
-                if !(at >= 0.0 && at.is_finite()) || !(a.straggler_share > 0.0 && a.straggler_share < 1.0) {
+                if !(at >= 0.0 && at.is_finite() && a.straggler_share > 0.0 && a.straggler_share < 1.0) {
                     bail!("--straggler-at must be a non-negative number of seconds and --straggler-share within (0, 1)");
                 }
                 let node = s.busiest_participant()?;
