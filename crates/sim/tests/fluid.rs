@@ -148,6 +148,11 @@ fn fluid_matches_slice_on_random_full_node_repairs() {
     let mut errors = Vec::new();
     for case in 0..cases {
         let (err, what) = random_case(&mut rng, case);
+        // KINTSUGI_FLUID_LIST=1: list the cases more than 2% apart instead of failing.
+        if std::env::var_os("KINTSUGI_FLUID_LIST").is_some() && err.abs() > 0.02 {
+            eprintln!("{what} ({:+.2}%)", err * 100.0);
+            continue;
+        }
         let cyclic = what.contains("ecpipe-cyclic");
         let bound = if cyclic { 0.10 } else { 0.05 };
         assert!(err.abs() < bound, "{what} ({:+.2}%)", err * 100.0);

@@ -5,10 +5,13 @@ use super::*;
 /// The mode a job runs in under `model`.
 pub(super) fn job_mode(net: &Network, j: &Job, model: Model) -> JobMode {
     let g = &j.graph;
-    // Scheduler-drawn trees (ChameleonEC) have relays summing several pipelined inputs,
-    // which the fluid flow was not validated for (one case with Clay was 23% off the slice
-    // model): they run slice by slice.
-    if model == Model::Slice || !g.pipelined || g.shape == kintsugi_plan::Shape::Tree {
+    // Clay's pipelines move sub-chunks of different widths per hop and lane, which one
+    // fluid rate for the whole repair does not capture: on uneven links its ECPipe chains
+    // came out up to 12% slower than slice by slice, and a scheduler-drawn tree 23%. They
+    // run slice by slice. RS and LRC trees (ChameleonEC) agree with the slice model
+    // (fluid_matches_slice covers them).
+    let clay = g.equation.sub_chunks > 1;
+    if model == Model::Slice || !g.pipelined || clay {
         return JobMode::Slice;
     }
     // A seek per slice read is a latency the fluid flow cannot carry: keep those slices.
