@@ -82,6 +82,13 @@ pub struct FullNodeArgs {
     /// Seconds of the foreground baseline (node 0 down, no repair running).
     #[arg(long, default_value_t = 5.0)]
     pub load_baseline: f64,
+    /// The foreground's workloads (ycsb-a, twitter, etc, ibm), in turn with --load-switch.
+    #[arg(long, value_delimiter = ',', default_value = "ycsb-a")]
+    pub load_workload: Vec<crate::load_traces::Trace>,
+    /// Switch the foreground to its next workload every this many seconds (ChameleonEC's
+    /// Exp#4: 15); 0: only the first runs.
+    #[arg(long, default_value_t = 0.0)]
+    pub load_switch: f64,
     /// ChameleonEC's phase length in milliseconds (the coordinator's repair_phase_ms): each
     /// phase runs to its end and the rest is planned again from fresh traffic reports;
     /// 0: the paper's 20 s at 10 Gb/s, scaled to the links.
@@ -205,6 +212,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     if a.runs == 0 || a.objects == 0 || a.parallel == Some(0) {
         bail!("--runs, --objects and --parallel must be at least 1");
     }
+    if a.load_clients > 0 && !(a.load_switch >= 0.0 && a.load_switch.is_finite() && !a.load_workload.is_empty()) {
+        bail!("--load-switch must be a non-negative number of seconds and --load-workload name a workload");
+    }
     if a.load_clients > 0 && (a.load_records == 0 || !(a.load_baseline > 0.0 && a.load_baseline.is_finite())) {
         bail!("with --load-clients, --load-records must be at least 1 and --load-baseline a positive number of seconds");
     }
@@ -311,9 +321,14 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         }
     }
     if !a.json && report.methods.iter().any(|m| m.foreground.is_some()) {
+        let names: Vec<&str> = a.load_workload.iter().map(|t| t.name()).collect();
+        let switch = if a.load_switch > 0.0 && names.len() > 1 { format!(", {} s each", a.load_switch) } else { String::new() };
         println!(
-            "foreground: {} clients, YCSB A, {} records of {} B; baseline with node 0 down and no repair",
-            a.load_clients, a.load_records, a.load_value
+            "foreground: {} clients, {}{switch}, {} records each (YCSB A values of {} B); baseline with node 0 down and no repair",
+            a.load_clients,
+            names.join(" -> "),
+            a.load_records,
+            a.load_value
         );
         println!(
             "{:<14} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",
@@ -408,7 +423,12 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         true => Some(lost_chunks(&plain, a).await?),
         false => None,
     };
-    let workload = (a.load_clients > 0).then(|| Workload::ycsb_a(a.load_clients, a.load_records, a.load_value, a.code));
+    let workload = (a.load_clients > 0).then(|| Workload {
+        traces: a.load_workload.clone(),
+        switch: (a.load_switch > 0.0).then(|| Duration::from_secs_f64(a.load_switch)),
+        max_value: 64 << 20,
+        ..Workload::ycsb_a(a.load_clients, a.load_records, a.load_value, a.code)
+    });
     let mut baseline = None;
     if let Some(w) = &workload {
         // Foreground clients go through the client's own link (on the testbed, the host's).

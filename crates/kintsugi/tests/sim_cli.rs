@@ -177,30 +177,21 @@ fn sim_scale_bench_reports_every_point() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("NODES:CHUNKS"));
 }
 
+/// `sim full-node --scheduler chameleon --json` on the issue #14 scenario (16 nodes, RS(6,3),
+/// 24 lost 8 MiB chunks, 200 Mbit/s), with `extra` flags.
+fn chameleon_24_chunks(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["sim", "full-node", "--nodes", "16", "--code", "rs:6,3", "--chunks", "24", "--chunk", "8MiB"];
+    args.extend(["--link", "200mbit", "--scheduler", "chameleon", "--json"]);
+    args.extend(extra);
+    kintsugi(&args)
+}
+
 /// `--scheduler chameleon` draws its own trees: on uniform links it balances every node's
 /// upload and download, so 24 lost chunks on 15 survivors finish within 10% of the network
 /// bound f*k*C/((n-1)*B) (RepairBoost with ECPipe chains: 1.46x in the same scenario).
 #[test]
 fn full_node_chameleon_comes_near_the_network_bound() {
-    let out = kintsugi(&[
-        "sim",
-        "full-node",
-        "--nodes",
-        "16",
-        "--code",
-        "rs:6,3",
-        "--chunks",
-        "24",
-        "--chunk",
-        "8MiB",
-        "--link",
-        "200mbit",
-        "--scheduler",
-        "chameleon",
-        "--max-active",
-        "all",
-        "--json",
-    ]);
+    let out = chameleon_24_chunks(&["--max-active", "all"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["lost_chunks"], 24);
@@ -214,27 +205,7 @@ fn full_node_chameleon_comes_near_the_network_bound() {
 /// barriers cost time against one phase; an endless phase length is refused.
 #[test]
 fn full_node_chameleon_runs_in_phases() {
-    let run = |phase: &str| {
-        kintsugi(&[
-            "sim",
-            "full-node",
-            "--nodes",
-            "16",
-            "--code",
-            "rs:6,3",
-            "--chunks",
-            "24",
-            "--chunk",
-            "8MiB",
-            "--link",
-            "200mbit",
-            "--scheduler",
-            "chameleon",
-            "--phase-seconds",
-            phase,
-            "--json",
-        ])
-    };
+    let run = |phase: &str| chameleon_24_chunks(&["--phase-seconds", phase]);
     let parse = |o: std::process::Output| -> serde_json::Value {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         serde_json::from_slice(&o.stdout).unwrap()

@@ -304,24 +304,8 @@ fn expectations(phase: &[(usize, Job)], cluster: &schedule::Cluster, chunk: f64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kintsugi_plan::Shape;
 
-    fn scenario(chunks: usize) -> FullNode {
-        FullNode {
-            nodes: 16,
-            chunks,
-            code: "rs:6,3".parse().unwrap(),
-            method: Shape::Ecpipe,
-            link: 25e6,
-            chunk: 8 << 20,
-            slice: 1 << 20,
-            seed: 3,
-            max_active: usize::MAX,
-            scheduler: Scheduler::Chameleon,
-            requestors: 0,
-            failed: 1,
-        }
-    }
+    use crate::scenario::small_chameleon as scenario;
 
     /// Phases run one after another, each starting when the last ended, and take every
     /// chunk once; a phase's repairs start with it and end by its end.

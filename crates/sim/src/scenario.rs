@@ -255,6 +255,26 @@ fn check_common(link: f64, chunk: usize, slice: usize) -> Result<()> {
     Ok(())
 }
 
+/// ChameleonEC's test scenario: 16 nodes over 25 MB/s links, RS(6,3), `chunks` lost chunks
+/// of 8 MiB in 1 MiB slices, every repair admitted at once.
+#[cfg(test)]
+pub(crate) fn small_chameleon(chunks: usize) -> FullNode {
+    FullNode {
+        nodes: 16,
+        chunks,
+        code: "rs:6,3".parse().unwrap(),
+        method: Shape::Ecpipe,
+        link: 25e6,
+        chunk: 8 << 20,
+        slice: 1 << 20,
+        seed: 3,
+        max_active: usize::MAX,
+        scheduler: Scheduler::Chameleon,
+        requestors: 0,
+        failed: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,20 +295,7 @@ mod tests {
     /// ChameleonEC's planner: it plans with the residual bandwidth, here 30% of the link.
     #[test]
     fn chameleon_plans_around_foreground_traffic_at_the_start() {
-        let s = FullNode {
-            nodes: 16,
-            chunks: 40,
-            code: "rs:6,3".parse().unwrap(),
-            method: Shape::Ecpipe,
-            link: 25e6,
-            chunk: 8 << 20,
-            slice: 1 << 20,
-            seed: 3,
-            max_active: usize::MAX,
-            scheduler: Scheduler::Chameleon,
-            requestors: 0,
-            failed: 1,
-        };
+        let s = small_chameleon(40);
         let (_, plain, _) = s.build().unwrap();
         let mut net = Network::homogeneous(16, 25e6);
         let busy = 5u32;
