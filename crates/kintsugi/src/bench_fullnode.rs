@@ -331,13 +331,13 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.load_value
         );
         println!(
-            "{:<14} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}",
-            "method", "repair MB/s", "base ops/s", "base p99 ms", "ops/s", "p99 ms", "interference", "errors"
+            "{:<14} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8}",
+            "method", "repair MB/s", "base ops/s", "base p99 ms", "ops/s", "p99 ms", "interference", "fg delay s", "errors"
         );
         for m in &report.methods {
             if let Some(f) = &m.foreground {
                 println!(
-                    "{:<14} {:>10.1} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>12.3} {:>8}",
+                    "{:<14} {:>10.1} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>12.3} {:>10.2} {:>8}",
                     m.method,
                     m.repair_mb_per_s,
                     f.baseline_ops_per_s,
@@ -345,6 +345,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
                     f.during_ops_per_s,
                     f.during_p99_ms,
                     f.interference,
+                    f.delay_seconds,
                     f.errors
                 );
             }

@@ -228,7 +228,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             );
         }
         let load_head = match a.load {
-            true => format!(" {:>12} {:>12} {:>12}", "base p99 ms", "fg p99 ms", "interference"),
+            true => format!(" {:>12} {:>12} {:>12} {:>10}", "base p99 ms", "fg p99 ms", "interference", "fg delay s"),
             false => String::new(),
         };
         println!(
@@ -237,7 +237,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
         );
         for m in &report.methods {
             let load_cols = match &m.foreground {
-                Some(f) => format!(" {:>12.1} {:>12.1} {:>12.3}", f.baseline_p99_ms, f.during_p99_ms, f.interference),
+                Some(f) => {
+                    format!(" {:>12.1} {:>12.1} {:>12.3} {:>10.2}", f.baseline_p99_ms, f.during_p99_ms, f.interference, f.delay_seconds)
+                }
                 None => String::new(),
             };
             println!(

@@ -235,8 +235,13 @@ pub struct Interference {
     pub during_p50_ms: f64,
     pub during_p99_ms: f64,
     /// T*/T - 1 (ChameleonEC): how much longer a fixed set of operations takes while the
-    /// repair runs, from the two throughputs.
+    /// repair runs, from the two throughputs (a trace that runs entirely during it).
     pub interference: f64,
+    /// Seconds the repair adds to any trace that outlasts it: its length x the share of
+    /// the baseline throughput lost meanwhile. ChameleonEC's interference degree for a
+    /// trace of length T is this over T, so methods compare by it whatever their repair's
+    /// length.
+    pub delay_seconds: f64,
     pub errors: u64,
 }
 
@@ -250,6 +255,7 @@ impl Interference {
             during_p50_ms: during.all.p50_ms,
             during_p99_ms: during.all.p99_ms,
             interference: baseline.ops_per_s / during.ops_per_s.max(1e-9) - 1.0,
+            delay_seconds: during.seconds * (1.0 - during.ops_per_s / baseline.ops_per_s.max(1e-9)),
             errors: baseline.errors + during.errors,
         }
     }
@@ -268,6 +274,7 @@ impl Interference {
             during_p50_ms: m(|r| r.during_p50_ms),
             during_p99_ms: m(|r| r.during_p99_ms),
             interference: m(|r| r.interference),
+            delay_seconds: m(|r| r.delay_seconds),
             errors: rows.iter().map(|r| r.errors).sum(),
         })
     }

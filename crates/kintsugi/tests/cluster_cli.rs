@@ -284,6 +284,10 @@ fn demo_with_load_reports_foreground_p99_and_interference() {
         // T*/T - 1 from the two throughputs.
         let expect = f["baseline_ops_per_s"].as_f64().unwrap() / f["during_ops_per_s"].as_f64().unwrap() - 1.0;
         assert!((m["interference"].as_f64().unwrap() - expect).abs() < 1e-9, "{m}");
+        // The delay a trace outlasting the repair sees: at most the repair's length (the
+        // clients ran from its start to its end), less when they kept some throughput.
+        let delay = f["delay_seconds"].as_f64().unwrap();
+        assert!(delay <= m["repair_seconds"].as_f64().unwrap() * 1.5 + 0.05, "{m}");
     }
     let bad = Command::new(BIN).args(["demo", "--load", "--load-clients", "0"]).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--load-clients"));
