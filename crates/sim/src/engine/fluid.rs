@@ -88,14 +88,7 @@ impl Engine<'_> {
     /// Job j's flow has moved its bytes: the last slice still crosses the pipeline's other
     /// stages.
     pub(super) fn fluid_done(&mut self, j: u32) {
-        let s = &self.st[j as usize];
-        let volume = s.windows.iter().map(|w| w.iter().map(|&x| x as f64).sum::<f64>()).fold(0.0, f64::max);
-        if let Some(fl) = &s.fluid {
-            for &(node, up, w) in &fl.links {
-                let bytes = if up { &mut self.up_bytes } else { &mut self.down_bytes };
-                bytes[node as usize] += volume * w;
-            }
-        }
+        self.count_fluid_bytes(j, self.fluid_volume(j));
         // At the links' nominal rates: a slice crossing a shared link would take longer, but
         // scaling the fill by the flow's slowdown overshoots far more (+10% against the
         // slice model at 64 slices per edge, where nominal rates stay within 3%).
@@ -104,6 +97,21 @@ impl Engine<'_> {
             self.timer(self.now + delay, Timer::Finish(j));
         } else {
             self.finish_job(j);
+        }
+    }
+
+    /// Job j's flow volume: a byte of its longest lane is one unit.
+    pub(super) fn fluid_volume(&self, j: u32) -> f64 {
+        self.st[j as usize].windows.iter().map(|w| w.iter().map(|&x| x as f64).sum::<f64>()).fold(0.0, f64::max)
+    }
+
+    /// Counts `moved` units of job j's flow on every link it crosses, at its weight there.
+    pub(super) fn count_fluid_bytes(&mut self, j: u32, moved: f64) {
+        if let Some(fl) = &self.st[j as usize].fluid {
+            for &(node, up, w) in &fl.links {
+                let bytes = if up { &mut self.up_bytes } else { &mut self.down_bytes };
+                bytes[node as usize] += moved * w;
+            }
         }
     }
 }
