@@ -118,7 +118,7 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     while !todo.is_empty() {
         let window = ((t - monitor).max(0.0), t);
         let seen = |f: &Foreground| f.mean(window.0, window.1);
-        let (_, _, mut cluster) = s.plan_input(Some(net), &seen)?;
+        let mut cluster = s.cluster_seen(Some(net), &seen);
         cluster.phase_seconds = phase_seconds;
         let chunks: Vec<_> = todo.iter().map(|&i| without(code.as_ref(), &lost[i], shun.get(&i).copied())).collect();
         let seed = s.seed ^ 0x5eed ^ (phases.len() as u64) << 32;

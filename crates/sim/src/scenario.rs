@@ -119,6 +119,12 @@ impl FullNode {
             )));
         }
         let lost = random_lost_chunks_of(self.nodes, self.chunks, n, self.failed, self.seed);
+        Ok((code, lost, self.cluster_seen(net, seen)))
+    }
+
+    /// The cluster the schedulers plan with, as [`FullNode::plan_input`] builds it (each
+    /// ChameleonEC phase builds it again from what the monitor saw; the chunks stay).
+    pub(crate) fn cluster_seen(&self, net: Option<&Network>, seen: &dyn Fn(&crate::network::Foreground) -> f64) -> Cluster {
         let total = self.nodes + self.requestors;
         let mut cluster = Cluster::homogeneous((self.failed as NodeId..total as NodeId).collect());
         cluster.default_bandwidth = self.link;
@@ -149,7 +155,7 @@ impl FullNode {
                 }
             }
         }
-        Ok((code, lost, cluster))
+        cluster
     }
 
     /// The live node in the most stripes that lost a chunk: where ChameleonEC's Exp#11 puts
