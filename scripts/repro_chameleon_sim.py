@@ -27,7 +27,15 @@ With --exp11 (the paper's Exp#11): the cluster benchmark's scenario (16 nodes, R
 node in most lost stripes from 0, 1/4 or 1/2 of the first phase: SAR against ETRP alone,
 and ChameleonEC against random CR, PPR and ECPipe; the seeds vary the placement.
 
-Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp11|--exp12] [--json]
+With --requests (the paper's Exp#1 and #2 foreground figures): on the same moving foreground,
+4 closed-loop YCSB-A clients (50% reads, 50% updates of 512 KiB values, zipfian 0.99 over 1000
+records on the live nodes, each client on a 1 Gb/s link of its own) run 20,000 requests each
+from 5 s before the repair: repair throughput, the requests' P99 during the repair and over
+the whole trace, and the interference degree T*/T - 1, for ChameleonEC against CR, PPR and
+ECPipe with random sources and with RepairBoost. Requests share links with repair flow by
+flow (weighted max-min), where the series take their rate first.
+
+Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp11|--exp12|--requests] [--json]
 """
 import argparse, json, os, random, statistics, subprocess, sys, tempfile
 
@@ -139,12 +147,52 @@ def exp11(a):
               f"{' / '.join(f'{x:+.1%}' for x in over)} |")
 
 
-def sim(a, path, scheduler, method, seed, phase=None):
+def requests(a):
+    """Foreground P99 and interference degree from simulated YCSB-A requests (Exp#1, #2)."""
+    link = a.link_gbit * 1e9 / 8
+    rows = []
+    runs = [("chameleon", "ecpipe")] + [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")]
+    with tempfile.TemporaryDirectory() as d:
+        for seed in range(1, a.seeds + 1):
+            path = os.path.join(d, f"net-{seed}.json")
+            with open(path, "w") as f:
+                json.dump(network(seed, True, link, a.fg_top), f)
+            row = {"seed": seed}
+            for sched, method in runs:
+                row[f"{sched}+{method}"] = sim(a, path, sched, method, seed, extra=[
+                    "--fg-clients", "4", "--fg-requests", "20000", "--fg-start", "5"], whole=True)
+            rows.append(row)
+            print(f"seed {seed}: done", file=sys.stderr)
+    if a.json:
+        print(json.dumps(rows, indent=1))
+        return
+    med = statistics.median
+    paper = {"random+cr": ("+23.5%", "-18.2%", "-45.9%"), "random+ppr": ("+31.4%", "-9.1%", "-50.2%"),
+             "random+ecpipe": ("+65.6%", "-17.6%", "-56.7%"), "repairboost+cr": ("+34.8%", "-", "-"),
+             "repairboost+ppr": ("+16.7%", "-", "-"), "repairboost+ecpipe": ("+46.2%", "-", "-")}
+    print("| run | repair MB/s | P99 ms during repair / whole trace | interference | ChameleonEC's change: throughput, P99 (whole trace), interference | paper |")
+    print("|---|---|---|---|---|---|")
+    for k in [f"{s}+{m}" for s, m in runs]:
+        rs = [r[k] for r in rows]
+        c = [r["chameleon+ecpipe"] for r in rows]
+        line = (f"| {k} | {med(x['throughput_mb_s'] for x in rs):.1f} | "
+                f"{med(x['foreground']['during_repair']['p99_ms'] for x in rs):.1f} / {med(x['foreground']['whole_trace']['p99_ms'] for x in rs):.1f} | "
+                f"{med(x['foreground']['interference'] for x in rs):.3f} | ")
+        if k == "chameleon+ecpipe":
+            print(line + "- | - |")
+            continue
+        tp = med(y["throughput_mb_s"] / x["throughput_mb_s"] - 1 for x, y in zip(rs, c))
+        p99 = med(y["foreground"]["whole_trace"]["p99_ms"] / x["foreground"]["whole_trace"]["p99_ms"] - 1 for x, y in zip(rs, c))
+        intf = med(y["foreground"]["interference"] / x["foreground"]["interference"] - 1 for x, y in zip(rs, c))
+        print(line + f"{tp:+.1%}, {p99:+.1%}, {intf:+.1%} | {' / '.join(paper[k])} |")
+
+
+def sim(a, path, scheduler, method, seed, phase=None, extra=(), whole=False):
     cmd = [a.bin, "sim", "full-node", "--nodes", str(NODES), "--code", "rs:10,4", "--chunks", "200", "--chunk", "64MiB",
            "--slice", "1MiB", "--network", path, "--scheduler", scheduler, "--method", method, "--seed", str(seed),
-           "--phase-seconds", str(phase or a.phase), "--json"] + (["--no-sar"] if a.no_sar else [])
+           "--phase-seconds", str(phase or a.phase), "--json"] + (["--no-sar"] if a.no_sar else []) + list(extra)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["throughput_mb_s"]
+    return json.loads(out) if whole else json.loads(out)["throughput_mb_s"]
 
 
 def main():
@@ -161,7 +209,11 @@ def main():
     ap.add_argument("--no-sar", action="store_true", help="ChameleonEC without straggler-aware re-scheduling (ETRP alone)")
     ap.add_argument("--exp11", action="store_true",
                     help="Exp#11 instead: SAR vs ETRP and vs random CR/PPR/ECPipe with a straggler (16 nodes, RS(6,3))")
+    ap.add_argument("--requests", action="store_true",
+                    help="Exp#1/#2's foreground figures instead: YCSB-A requests beside the repair, their P99 and T*/T - 1")
     a = ap.parse_args()
+    if a.requests:
+        return requests(a)
     if a.exp12:
         return exp12(a)
     if a.exp11:

@@ -46,6 +46,7 @@ pub(crate) fn simulate_same(
         release: 0.0,
         timeslots,
         cancel_at: None,
+        request: None,
     };
     let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
     let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };

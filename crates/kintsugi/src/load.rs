@@ -8,13 +8,13 @@
 
 use crate::load_traces::Trace;
 use crate::units::{human_bytes, parse_size};
-use crate::zipf::Zipfian;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::Client;
 use kintsugi_plan::Shape;
+use kintsugi_sim::zipf::Zipfian;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;

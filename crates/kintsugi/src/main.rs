@@ -24,9 +24,9 @@ mod plot;
 mod progress;
 mod service_cmd;
 mod sim_cmd;
+mod sim_requests;
 mod testbed;
 mod units;
-mod zipf;
 
 use clap::{Parser, Subcommand};
 

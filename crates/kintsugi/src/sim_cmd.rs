@@ -1,6 +1,7 @@
 //! `kintsugi sim`: run the planners' repair graphs in the flow-level simulator.
 
 use crate::atomic_file::write_atomic;
+use crate::sim_requests::RequestArgs;
 use crate::units::{parse_nonzero_size, parse_rate};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -10,7 +11,9 @@ use kintsugi_plan::schedule::{self, lb_degree::lb_degree, Cluster, Scheduler};
 use kintsugi_plan::Shape;
 use kintsugi_sim::chameleon_phases::{self, PhaseOptions, PhaseRecord};
 use kintsugi_sim::network_file::NetworkFile;
+use kintsugi_sim::requests::RequestLoad;
 use kintsugi_sim::scenario::{closed_form, lost_chunks, FullNode, Single};
+use kintsugi_sim::under_load::{self, ForegroundReport};
 use kintsugi_sim::utilization;
 use kintsugi_sim::{run_with_progress, Job, Model, Network, SimOptions};
 use serde::Serialize;
@@ -303,6 +306,8 @@ pub struct FullNodeArgs {
     /// repair's stream: 8/9).
     #[arg(long, default_value_t = 8.0 / 9.0)]
     pub straggler_share: f64,
+    #[command(flatten)]
+    pub requests: RequestArgs,
 }
 
 fn parse_max_active(s: &str) -> std::result::Result<usize, String> {
@@ -373,12 +378,19 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 let node = s.busiest_participant()?;
                 extra.push((node, at, a.straggler_share));
             }
-            // ChameleonEC runs phase by phase, planning each from the monitor's last period.
-            let phases = a.scheduler.chameleon().then_some((
-                &s,
-                PhaseOptions { phase_seconds: a.phase_seconds, monitor_period: a.monitor_period, sar: !a.no_sar, progress_period: 0.5 },
-            ));
-            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, phases, &extra)
+            // ChameleonEC runs phase by phase, planning each from the monitor's last period;
+            // with requests every scheduler plans from what the monitor saw before.
+            let full = FullRun {
+                scenario: &s,
+                phases: PhaseOptions {
+                    phase_seconds: a.phase_seconds,
+                    monitor_period: a.monitor_period,
+                    sar: !a.no_sar,
+                    progress_period: 0.5,
+                },
+                requests: a.requests.load(c.link, a.seed)?,
+            };
+            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, Some(full), &extra)
         }
         SimCmd::Balance(a) => balance(a),
         SimCmd::Geo(a) => geo(a),
@@ -420,6 +432,17 @@ struct SimReport {
     /// ChameleonEC's phases as they ran (`--scheduler chameleon`).
     #[serde(skip_serializing_if = "Option::is_none")]
     phases: Option<Phases>,
+    /// Users' requests beside the repair (`--fg-clients`): their latency and the
+    /// interference degree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreground: Option<ForegroundReport>,
+}
+
+/// A full-node scenario's own settings for [`simulate`].
+struct FullRun<'a> {
+    scenario: &'a FullNode,
+    phases: PhaseOptions,
+    requests: Option<(RequestLoad, f64)>,
 }
 
 #[derive(Serialize)]
@@ -440,7 +463,7 @@ fn simulate(
     closed: Option<f64>,
     lost_chunks: usize,
     failed: &[u32],
-    phased: Option<(&FullNode, PhaseOptions)>,
+    full: Option<FullRun>,
     stragglers: &[(u32, f64, f64)],
 ) -> Result<()> {
     if let Some(path) = &c.network {
@@ -477,14 +500,22 @@ fn simulate(
     );
     let cpu0 = cpu_seconds();
     let mut phases = None;
-    let r = match phased {
-        Some((s, p)) => {
-            let run = chameleon_phases::run(s, &net, &opts, p)?;
+    let mut foreground = None;
+    let r = match full {
+        Some(FullRun { scenario: s, phases: p, requests: Some((load, start)) }) => {
+            let run = under_load::run(s, &net, &load, start, &opts, p)?;
+            pb.set_position(jobs.len() as u64);
+            phases = run.phases.map(|(phase_seconds, monitor_period, phases)| Phases { phase_seconds, monitor_period, phases });
+            foreground = Some(run.foreground);
+            run.result
+        }
+        Some(FullRun { scenario: s, phases: p, requests: None }) if s.scheduler.chameleon() => {
+            let run = chameleon_phases::run(s, &net, &opts, p, None)?;
             pb.set_position(jobs.len() as u64);
             phases = Some(Phases { phase_seconds: run.phase_seconds, monitor_period: run.monitor_period, phases: run.phases });
             run.result
         }
-        None => run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?,
+        _ => run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?,
     };
     let sim_cpu = cpu_seconds() - cpu0;
     pb.finish_and_clear();
@@ -515,6 +546,7 @@ fn simulate(
         events: r.events,
         transfers: r.transfers,
         phases,
+        foreground,
     };
     if let (Some(path), Some(logs)) = (&csv_path, &r.rates) {
         let rows = utilization::bin(&net, logs, r.makespan, c.bins.max(1));
@@ -551,6 +583,9 @@ fn simulate(
             p.phases.iter().map(|ph| ph.stragglers).sum::<usize>(),
             p.phases.iter().map(|ph| ph.restarted).sum::<usize>()
         );
+    }
+    if let Some(f) = &report.foreground {
+        crate::sim_requests::print(f);
     }
     if let Some(p) = &csv_path {
         println!("  utilisation      {}", p.display());

@@ -225,6 +225,37 @@ fn full_node_chameleon_runs_in_phases() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("phase length"));
 }
 
+/// `sim full-node --fg-clients`: YCSB-A clients run beside the repair; the report gives the
+/// trace's time alone and with the repair, the interference degree T*/T - 1 from them, and
+/// the requests' latency, which the repair raises. Phases are on the repair's clock. Bad
+/// load flags are refused with a clear error.
+#[test]
+fn full_node_with_requests_reports_p99_and_interference() {
+    let load = ["--fg-clients", "4", "--fg-requests", "300", "--fg-start", "2", "--phase-seconds", "1.5"];
+    let out = chameleon_24_chunks(&load);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &v["foreground"];
+    assert_eq!(f["requests"], 1200);
+    assert_eq!(f["repair_start"], 2.0);
+    let (alone, with) = (f["trace_seconds_alone"].as_f64().unwrap(), f["trace_seconds"].as_f64().unwrap());
+    // 300 requests of 512 KiB, one at a time over a 25 MB/s client link: at least 6.3 s.
+    assert!(alone >= 300.0 * 524288.0 / 25e6, "{alone}");
+    assert!(with > alone, "the repair delays the trace");
+    assert!((f["interference"].as_f64().unwrap() - (with / alone - 1.0)).abs() < 1e-9);
+    assert!(f["during_repair"]["p99_ms"].as_f64().unwrap() > f["baseline"]["p99_ms"].as_f64().unwrap());
+    let phases = v["phases"]["phases"].as_array().unwrap();
+    assert_eq!(phases[0]["start"], 0.0);
+    assert_eq!(v["repair_seconds"], phases.last().unwrap()["end"]);
+    for (flag, value, says) in [("--fg-zipf", "1.5", "zipfian skew"), ("--fg-start", "inf", "--fg-start")] {
+        let mut args = load.to_vec();
+        args.extend([flag, value]);
+        let o = chameleon_24_chunks(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{err}");
+    }
+}
+
 /// `sim full-node --failed N`: several nodes fail at once, the report counts the chunks
 /// actually lost (about --chunks per failed node) and no failed node moves a byte; more
 /// failures than the code tolerates are refused with a clear error.

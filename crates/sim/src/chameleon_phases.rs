@@ -9,11 +9,13 @@
 
 use crate::engine::{self, Admission, JobResult, RateLog, SimOptions, SimResult};
 use crate::error::{Result, SimError};
-use crate::network::{Direction, Foreground, Network};
+use crate::network::{Direction, Network};
+use crate::requests::Trace;
 use crate::scenario::FullNode;
 use crate::Job;
 use kintsugi_plan::schedule::LostChunk;
 use kintsugi_plan::schedule::{self, Scheduler};
+use kintsugi_plan::NodeId;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -64,6 +66,18 @@ pub struct PhasedRun {
     pub phases: Vec<PhaseRecord>,
     pub phase_seconds: f64,
     pub monitor_period: f64,
+    /// With users' requests: their results in the run with the whole repair, in
+    /// [`Trace::append`]'s order (the repair's jobs are in `result`).
+    pub requests: Vec<JobResult>,
+}
+
+/// Users' requests beside the phases (see [`crate::requests`]): the trace (its clients
+/// already in the network), its results when run alone, and when the repair starts.
+#[derive(Clone, Copy)]
+pub struct WithRequests<'a> {
+    pub trace: &'a Trace,
+    pub alone: &'a [JobResult],
+    pub start: f64,
 }
 
 /// Runs `s` (scheduler `chameleon` or `chameleon-io`) phase by phase on `net`, its
@@ -74,7 +88,13 @@ pub struct PhasedRun {
 /// was running (an epoch) are simulated again, with the new phase's, at each phase: the
 /// same history up to the phase's start (the engine is deterministic and the new repairs
 /// start only then), and their overlap after it.
-pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> Result<PhasedRun> {
+///
+/// With `requests`, the repair starts at their `start`, every run carries the whole trace,
+/// and each plan sees, beside the foreground series, what the requests moved over each
+/// node's links in the monitor's period, as the nodes' traffic counters would report it.
+/// Requests outlive phases, so epochs are not cut: every run has every repair since the
+/// start.
+pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions, requests: Option<WithRequests>) -> Result<PhasedRun> {
     if !s.scheduler.chameleon() {
         return Err(SimError::BadScenario(format!("phases are ChameleonEC's; the scheduler is {}", s.scheduler)));
     }
@@ -86,7 +106,7 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     net.validate()?;
     // The phase length is fixed once, from the links' capacities, not from each phase's
     // residual bandwidth.
-    let (code, lost, idle) = s.plan_input(Some(net), &|_| 0.0)?;
+    let (code, lost, idle) = s.plan_input(Some(net), &|_, _| 0.0)?;
     let io = s.scheduler == Scheduler::ChameleonIo;
     let idle = if io { idle.storage_bound() } else { idle };
     let phase_seconds = if p.phase_seconds > 0.0 { p.phase_seconds } else { schedule::chameleon_phase_seconds(&idle) };
@@ -114,10 +134,14 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     // The repairs of the current epoch (chunk index, job), and its latest run.
     let mut epoch: Vec<(usize, Job)> = Vec::new();
     let mut last: Option<SimResult> = None;
-    let mut t = 0.0f64;
+    let mut t = requests.map_or(0.0, |r| r.start);
+    // The requests' latest results: the history every later run repeats up to its phase.
+    let mut seen_requests: Vec<JobResult> = requests.map_or(Vec::new(), |r| r.alone.to_vec());
+    let request_rates = |results: &[JobResult], a: f64, b: f64| requests.map_or(HashMap::new(), |r| r.trace.rates(results, a, b));
     while !todo.is_empty() {
         let window = ((t - monitor).max(0.0), t);
-        let seen = |f: &Foreground| f.mean(window.0, window.1);
+        let users = request_rates(&seen_requests, window.0, window.1);
+        let seen = |n: NodeId, d: Direction| net.foreground_mean(n, d, window.0, window.1) + users.get(&(n, d)).copied().unwrap_or(0.0);
         let mut cluster = s.cluster_seen(Some(net), &seen);
         cluster.phase_seconds = phase_seconds;
         let chunks: Vec<_> = todo.iter().map(|&i| without(code.as_ref(), &lost[i], shun.get(&i).copied())).collect();
@@ -130,7 +154,15 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
             if r.phase == 0 {
                 epoch.push((
                     i,
-                    Job { graph: r.graph, chunk_len: s.chunk, slice_len: s.slice, release: t, timeslots: r.slots, cancel_at: None },
+                    Job {
+                        graph: r.graph,
+                        chunk_len: s.chunk,
+                        slice_len: s.slice,
+                        release: t,
+                        timeslots: r.slots,
+                        cancel_at: None,
+                        request: None,
+                    },
                 ));
             } else {
                 later.push(i);
@@ -139,8 +171,7 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
         if epoch.len() == first {
             return Err(SimError::BadScenario("ChameleonEC planned an empty first phase".into()));
         }
-        let batch: Vec<Job> = epoch.iter().map(|(_, j)| j.clone()).collect();
-        let r = engine::run(net, &batch, &opts)?;
+        let r = run_batch(net, &epoch, requests, &opts)?;
         total.events += r.events;
         total.transfers += r.transfers;
         total.local_updates += r.local_updates;
@@ -170,7 +201,9 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
             let done = (end - j.start) / (j.end - j.start).max(f64::MIN_POSITIVE);
             if j.end > end && done < 0.5 && restarted.insert(i) {
                 epoch[x].1.cancel_at = Some(end);
-                if let Some(n) = waited_for(net, &epoch[x].1, end, p.progress_period) {
+                let users = request_rates(&r.jobs[epoch.len()..], (end - p.progress_period).max(0.0), end);
+                let users = |n: NodeId, d: Direction| users.get(&(n, d)).copied().unwrap_or(0.0);
+                if let Some(n) = waited_for(net, &epoch[x].1, end, p.progress_period, &users) {
                     shun.insert(i, n);
                 }
                 again.push(i);
@@ -191,13 +224,15 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
             r
         } else {
             // The run again with the cancellations: the same up to the phase's end.
-            let batch: Vec<Job> = epoch.iter().map(|(_, j)| j.clone()).collect();
-            let r = engine::run(net, &batch, &opts)?;
+            let r = run_batch(net, &epoch, requests, &opts)?;
             total.events += r.events;
             r
         };
-        // Nothing running past the phase's end: the epoch is over.
-        if r.jobs.iter().all(|j| j.end <= end) {
+        if requests.is_some() {
+            seen_requests = r.jobs[epoch.len()..].to_vec();
+        }
+        // Nothing running past the phase's end: the epoch is over (never with requests).
+        if requests.is_none() && r.jobs[..epoch.len()].iter().all(|j| j.end <= end) {
             close_epoch(&mut total, r);
             epoch.clear();
         } else {
@@ -211,7 +246,17 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions) -> R
     }
     total.jobs = jobs.into_iter().map(|j| j.expect("every chunk ran in some phase")).collect();
     total.makespan = total.jobs.iter().map(|j| j.end).fold(t, f64::max);
-    Ok(PhasedRun { result: total, phases, phase_seconds, monitor_period: monitor })
+    let requests = if requests.is_some() { seen_requests } else { Vec::new() };
+    Ok(PhasedRun { result: total, phases, phase_seconds, monitor_period: monitor, requests })
+}
+
+/// Runs an epoch's repairs, and the users' requests after them when there are any.
+fn run_batch(net: &Network, epoch: &[(usize, Job)], requests: Option<WithRequests>, opts: &SimOptions) -> Result<SimResult> {
+    let mut batch: Vec<Job> = epoch.iter().map(|(_, j)| j.clone()).collect();
+    if let Some(r) = requests {
+        r.trace.append(&mut batch)?;
+    }
+    engine::run(net, &batch, opts)
 }
 
 /// `chunk` without `node` among its helpers and destinations, where the code can rebuild it
@@ -237,12 +282,12 @@ fn without(code: &dyn kintsugi_codes::Code, chunk: &LostChunk, node: Option<u32>
 /// it: among the repair's senders' uplinks and receivers' downlinks, the one foreground
 /// left the least of over the last progress period, when that is under 0.75x the median
 /// link's share; None when the reports single out nothing.
-fn waited_for(net: &Network, job: &Job, t: f64, period: f64) -> Option<u32> {
+fn waited_for(net: &Network, job: &Job, t: f64, period: f64, users: &dyn Fn(NodeId, Direction) -> f64) -> Option<u32> {
     let g = &job.graph;
     let share = |n: u32, d: Direction| {
         let spec = &net.nodes[n as usize];
         let cap = if d == Direction::Up { spec.up } else { spec.down };
-        let fg: f64 = net.foreground.iter().filter(|f| f.node == n && f.direction == d).map(|f| f.mean((t - period).max(0.0), t)).sum();
+        let fg = net.foreground_mean(n, d, (t - period).max(0.0), t) + users(n, d);
         (cap - fg).max(0.0) / cap
     };
     let mut links: Vec<(f64, u32)> = Vec::new();
@@ -304,6 +349,7 @@ fn expectations(phase: &[(usize, Job)], cluster: &schedule::Cluster, chunk: f64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::Foreground;
 
     use crate::scenario::small_chameleon as scenario;
 
@@ -313,7 +359,7 @@ mod tests {
     fn phases_are_barriers_and_cover_every_chunk() {
         let s = scenario(40);
         let net = Network::homogeneous(16, 25e6);
-        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }).unwrap();
+        let p = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }, None).unwrap();
         assert!(p.phases.len() >= 3, "40 chunks of 8 MiB in 3-s phases on 25 MB/s links: {:?}", p.phases);
         assert_eq!(p.phases.iter().map(|ph| ph.chunks).sum::<usize>(), 40);
         assert_eq!(p.result.jobs.len(), 40);
@@ -341,7 +387,8 @@ mod tests {
         let s = scenario(60);
         let mut net = Network::homogeneous(16, 25e6);
         let busy = 5u32;
-        let plain = run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }).unwrap();
+        let plain =
+            run(&s, &net, &SimOptions::default(), PhaseOptions { phase_seconds: 3.0, sar: false, ..Default::default() }, None).unwrap();
         let t1 = plain.phases[1].start;
         net.foreground.push(Foreground { node: busy, direction: Direction::Down, points: vec![(t1, 24e6)] });
         let p = run(
@@ -349,6 +396,7 @@ mod tests {
             &net,
             &SimOptions::default(),
             PhaseOptions { phase_seconds: 3.0, monitor_period: 1.0, sar: false, ..Default::default() },
+            None,
         )
         .unwrap();
         assert_eq!(p.phases[0], plain.phases[0], "the first phase sees no foreground in either");
@@ -375,15 +423,15 @@ mod tests {
         }
         let opts = SimOptions::default();
         let p = PhaseOptions { phase_seconds: 20.0, ..Default::default() };
-        let idle = run(&s, &net, &opts, p).unwrap().result.makespan;
+        let idle = run(&s, &net, &opts, p, None).unwrap().result.makespan;
         for busy in [3u32, 9] {
             for direction in [Direction::Read, Direction::Write] {
                 net.foreground.push(Foreground { node: busy, direction, points: vec![(0.0, 9e6)] });
             }
         }
-        let plain = run(&s, &net, &opts, p).unwrap().result.makespan;
+        let plain = run(&s, &net, &opts, p, None).unwrap().result.makespan;
         s.scheduler = Scheduler::ChameleonIo;
-        let io = run(&s, &net, &opts, p).unwrap().result.makespan;
+        let io = run(&s, &net, &opts, p, None).unwrap().result.makespan;
         assert!(plain > idle * 1.2, "users' disk I/O slows the network-only plan: {plain} s vs {idle} s idle");
         assert!(io < plain * 0.85, "ChameleonEC-IO {io} s against ChameleonEC {plain} s");
     }
@@ -399,18 +447,20 @@ mod tests {
         let s = scenario(24);
         let plain = Network::homogeneous(16, 25e6);
         let p = |sar| PhaseOptions { phase_seconds: 1.5, sar, ..Default::default() };
-        let (etrp, sar) =
-            (run(&s, &plain, &SimOptions::default(), p(false)).unwrap(), run(&s, &plain, &SimOptions::default(), p(true)).unwrap());
+        let (etrp, sar) = (
+            run(&s, &plain, &SimOptions::default(), p(false), None).unwrap(),
+            run(&s, &plain, &SimOptions::default(), p(true), None).unwrap(),
+        );
         assert_eq!(sar.phases.iter().map(|ph| ph.stragglers).sum::<usize>(), 0, "no straggler: {:?}", sar.phases);
         assert_eq!(etrp.result.makespan, sar.result.makespan);
         // The node in most stripes: the paper's injector targets a participant.
-        let (_, lost, _) = s.plan_input(None, &|_| 0.0).unwrap();
+        let (_, lost, _) = s.plan_input(None, &|_, _| 0.0).unwrap();
         let busy = (1..16u32).max_by_key(|&n| lost.iter().filter(|c| c.holds(n)).count()).unwrap();
         let mut net = plain.clone();
         let at = etrp.phases[0].start + 0.25 * 1.5;
         net.foreground.push(Foreground { node: busy, direction: Direction::Up, points: vec![(at, 25e6 * 8.0 / 9.0)] });
         let (etrp, sar) =
-            (run(&s, &net, &SimOptions::default(), p(false)).unwrap(), run(&s, &net, &SimOptions::default(), p(true)).unwrap());
+            (run(&s, &net, &SimOptions::default(), p(false), None).unwrap(), run(&s, &net, &SimOptions::default(), p(true), None).unwrap());
         let late: usize = sar.phases.iter().map(|ph| ph.stragglers).sum();
         assert!(late > 0, "node {busy}'s repairs run late: {:?}", sar.phases);
         assert!(sar.result.makespan < etrp.result.makespan * 0.9, "SAR {} s against ETRP {} s", sar.result.makespan, etrp.result.makespan);

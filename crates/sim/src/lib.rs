@@ -17,9 +17,12 @@ pub mod error;
 pub mod maxmin;
 pub mod network;
 pub mod network_file;
+pub mod requests;
 pub mod scenario;
 pub mod sharing;
+pub mod under_load;
 pub mod utilization;
+pub mod zipf;
 
 pub use engine::{run, run_with_progress, Admission, Job, Model, SimOptions, SimResult};
 pub use error::{Result, SimError};

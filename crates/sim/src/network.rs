@@ -150,6 +150,12 @@ impl Network {
         Ok(())
     }
 
+    /// The foreground rate series put on node `n`'s link or disk in direction `d`, their
+    /// mean over [a, b] (their rate at `a` when the window is empty).
+    pub fn foreground_mean(&self, n: NodeId, d: Direction, a: f64, b: f64) -> f64 {
+        self.foreground.iter().filter(|f| f.node == n && f.direction == d).map(|f| f.mean(a, b)).sum()
+    }
+
     /// Base capacities of all resources, and the pair-cap resource ids.
     pub(crate) fn resources(&self) -> (Vec<f64>, HashMap<(NodeId, NodeId), u32>) {
         let mut caps = Vec::with_capacity(self.nodes.len() * RES_PER_NODE as usize + self.pair_caps.len());

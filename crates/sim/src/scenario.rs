@@ -38,7 +38,15 @@ impl Single {
         let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
         let task = RepairTask { equation, helper_nodes, destination: n as NodeId };
         let graph = shapes::build(self.method, &task)?;
-        let job = Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new(), cancel_at: None };
+        let job = Job {
+            graph,
+            chunk_len: self.chunk,
+            slice_len: self.slice,
+            release: 0.0,
+            timeslots: Vec::new(),
+            cancel_at: None,
+            request: None,
+        };
         Ok((Network::homogeneous(n + 1, self.link), vec![job]))
     }
 }
@@ -83,6 +91,10 @@ pub struct FullNode {
 }
 
 pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
+
+/// What the bandwidth monitor reports: the foreground on a node's link or disk, in bytes
+/// per second, that the planners subtract from its capacity.
+pub type Seen<'a> = &'a dyn Fn(NodeId, crate::network::Direction) -> f64;
 use kintsugi_plan::schedule::random_lost_chunks_of;
 
 impl FullNode {
@@ -94,11 +106,7 @@ impl FullNode {
     /// The code, the lost chunks and the cluster the schedulers plan with. With `net`, each
     /// node's bandwidth is its links less the foreground `seen` reports on them (never
     /// below 30%, ChameleonEC's rule), and the network's pair caps are the planners' link rates.
-    pub(crate) fn plan_input(
-        &self,
-        net: Option<&Network>,
-        seen: &dyn Fn(&crate::network::Foreground) -> f64,
-    ) -> Result<(Arc<dyn Code>, Vec<LostChunk>, Cluster)> {
+    pub(crate) fn plan_input(&self, net: Option<&Network>, seen: Seen) -> Result<(Arc<dyn Code>, Vec<LostChunk>, Cluster)> {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
         let n = code.n();
@@ -124,16 +132,14 @@ impl FullNode {
 
     /// The cluster the schedulers plan with, as [`FullNode::plan_input`] builds it (each
     /// ChameleonEC phase builds it again from what the monitor saw; the chunks stay).
-    pub(crate) fn cluster_seen(&self, net: Option<&Network>, seen: &dyn Fn(&crate::network::Foreground) -> f64) -> Cluster {
+    pub(crate) fn cluster_seen(&self, net: Option<&Network>, seen: Seen) -> Cluster {
         let total = self.nodes + self.requestors;
         let mut cluster = Cluster::homogeneous((self.failed as NodeId..total as NodeId).collect());
         cluster.default_bandwidth = self.link;
         cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
         cluster.chunk_bytes = self.chunk as f64;
         if let Some(net) = net {
-            let fg = |n: usize, d: crate::network::Direction| -> f64 {
-                net.foreground.iter().filter(|f| f.node as usize == n && f.direction == d).map(seen).sum()
-            };
+            let fg = |n: usize, d: crate::network::Direction| seen(n as NodeId, d);
             use crate::network::Direction;
             for n in self.failed..total.min(net.nodes.len()) {
                 let spec = &net.nodes[n];
@@ -161,7 +167,7 @@ impl FullNode {
     /// The live node in the most stripes that lost a chunk: where ChameleonEC's Exp#11 puts
     /// its straggler (readers on a participant of many repairs).
     pub fn busiest_participant(&self) -> Result<NodeId> {
-        let (_, lost, cluster) = self.plan_input(None, &|_| 0.0)?;
+        let (_, lost, cluster) = self.plan_input(None, &|_, _| 0.0)?;
         cluster
             .nodes
             .iter()
@@ -176,7 +182,14 @@ impl FullNode {
     /// repair: the plan is made once, from the start (see `chameleon_phases` for a plan
     /// made again at each phase).
     pub fn build_on(&self, net: Option<&Network>) -> Result<(Network, Vec<Job>, Admission)> {
-        let (code, lost, cluster) = self.plan_input(net, &|f| f.at(0.0))?;
+        let at_start = |n, d| net.map_or(0.0, |net| net.foreground_mean(n, d, 0.0, 0.0));
+        self.build_seen(net, &at_start, 0.0)
+    }
+
+    /// As [`FullNode::build_on`], planning with the foreground `seen` reports, every repair
+    /// released at `release`.
+    pub fn build_seen(&self, net: Option<&Network>, seen: Seen, release: f64) -> Result<(Network, Vec<Job>, Admission)> {
+        let (code, lost, cluster) = self.plan_input(net, seen)?;
         let plan = schedule::plan(code.as_ref(), self.method, self.scheduler, &lost, &cluster, self.seed ^ 0x5eed)?;
         let jobs = plan
             .repairs
@@ -185,9 +198,10 @@ impl FullNode {
                 graph: r.graph,
                 chunk_len: self.chunk,
                 slice_len: self.slice,
-                release: 0.0,
+                release,
                 timeslots: r.slots,
                 cancel_at: None,
+                request: None,
             })
             .collect();
         let admission = if self.scheduler.timeslots() || self.max_active == usize::MAX {
@@ -247,7 +261,7 @@ impl Geo {
         let helper_nodes = equation.helpers().iter().map(|&h| h as NodeId).collect();
         let task = RepairTask { equation, helper_nodes, destination: self.lost as NodeId };
         let graph = shapes::build(Shape::Ecpipe, &task)?;
-        Ok(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new(), cancel_at: None })
+        Ok(Job { graph, chunk_len: self.chunk, slice_len: self.slice, release: 0.0, timeslots: Vec::new(), cancel_at: None, request: None })
     }
 }
 

@@ -25,6 +25,18 @@ pub struct Job {
     /// straggler): its transfers end where they are and it ends unfinished. Not with
     /// timeslots.
     pub cancel_at: Option<f64>,
+    /// A user's request rather than a repair (see [`crate::requests`]).
+    pub request: Option<Request>,
+}
+
+/// What marks a job as a user's request: it is never held by per-destination admission
+/// (that limits repairs), and a closed-loop client's next request starts only once its
+/// last one has finished.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The job (an earlier one, itself a request) this one waits for; it then starts at
+    /// that job's end, or its own release if later.
+    pub after: Option<u32>,
 }
 
 /// Which jobs run at once.

@@ -176,6 +176,8 @@ struct Engine<'a> {
     done: Vec<Flow>,
     /// The last event only ended fluid flows that now drain: share at the next one.
     defer_reshare: bool,
+    /// Per job, the request that waits for it (a closed-loop client's next one).
+    next_request: Vec<Option<u32>>,
 }
 
 /// Runs `jobs` on `net` to completion.
@@ -202,7 +204,19 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
                 return Err(SimError::BadScenario(format!("job {i} cannot be cancelled at {c} (a finite time, and no timeslots)")));
             }
         }
+        if let Some(Request { after: Some(a) }) = j.request {
+            if a as usize >= i || jobs[a as usize].request.is_none() {
+                return Err(SimError::BadScenario(format!("request {i} waits for job {a}, which is not an earlier request")));
+            }
+        }
         st.push(JobState::new(j, job::job_mode(net, j, opts.model))?);
+    }
+    // Closed-loop clients: each request's successor.
+    let mut next_request = vec![None; jobs.len()];
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some(Request { after: Some(a) }) = j.request {
+            next_request[a as usize] = Some(i as u32);
+        }
     }
     if let Admission::PerDestination(0) = opts.admission {
         return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
@@ -250,6 +264,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         gates: gates::Gates::new(n_nodes),
         done: Vec::new(),
         defer_reshare: false,
+        next_request,
     };
     for j in jobs {
         let g = &j.graph;
@@ -271,14 +286,21 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
             e.timer(t, Timer::Cancel(i as u32));
         }
     }
+    // Requests bypass admission; a request after another is released when that one ends.
+    for (i, j) in jobs.iter().enumerate() {
+        if j.request.is_some_and(|r| r.after.is_none()) {
+            e.timer(j.release, Timer::Release(i as u32));
+        }
+    }
+    let repairs = jobs.iter().enumerate().filter(|(_, j)| j.request.is_none());
     match opts.admission {
         Admission::All => {
-            for (i, j) in jobs.iter().enumerate() {
+            for (i, j) in repairs {
                 e.timer(j.release, Timer::Release(i as u32));
             }
         }
         Admission::PerDestination(_) => {
-            for (i, j) in jobs.iter().enumerate() {
+            for (i, j) in repairs {
                 let dest = j.graph.vertex(j.graph.sink).node;
                 e.queues.entry(dest).or_default().push_back(i as u32);
             }
@@ -358,6 +380,13 @@ impl<'a> Engine<'a> {
         s.finished = true;
         self.results[j as usize].end = self.now;
         self.jobs_left -= 1;
+        if let Some(next) = self.next_request[j as usize] {
+            let t = self.jobs[next as usize].release.max(self.now);
+            self.timer(t, Timer::Release(next));
+        }
+        if self.jobs[j as usize].request.is_some() {
+            return;
+        }
         if let Admission::PerDestination(_) = self.admission {
             let g = &self.jobs[j as usize].graph;
             let dest = g.vertex(g.sink).node;
