@@ -32,8 +32,10 @@ With --requests (the paper's Exp#1 and #2 foreground figures): on the same movin
 records on the live nodes, each client on a 1 Gb/s link of its own) run 20,000 requests each
 from 5 s before the repair: repair throughput, the requests' P99 during the repair and over
 the whole trace, and the interference degree T*/T - 1, for ChameleonEC against CR, PPR and
-ECPipe with random sources and with RepairBoost. Requests share links with repair flow by
-flow (weighted max-min), where the series take their rate first.
+ECPipe with random sources (--baseline-active repairs at once per destination, default 1)
+and with RepairBoost, and ChameleonEC with each phase's repair paced at the residual
+bandwidth it planned with (--pace-repair). Requests share links with repair flow by flow
+(weighted max-min), where the series take their rate first.
 
 Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp11|--exp12|--requests] [--json]
 """
@@ -151,7 +153,8 @@ def requests(a):
     """Foreground P99 and interference degree from simulated YCSB-A requests (Exp#1, #2)."""
     link = a.link_gbit * 1e9 / 8
     rows = []
-    runs = [("chameleon", "ecpipe")] + [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")]
+    runs = [("chameleon", "ecpipe"), ("chameleon-paced", "ecpipe")] + [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")]
+    load = ["--fg-clients", "4", "--fg-requests", "20000", "--fg-start", "5"]
     with tempfile.TemporaryDirectory() as d:
         for seed in range(1, a.seeds + 1):
             path = os.path.join(d, f"net-{seed}.json")
@@ -159,8 +162,10 @@ def requests(a):
                 json.dump(network(seed, True, link, a.fg_top), f)
             row = {"seed": seed}
             for sched, method in runs:
-                row[f"{sched}+{method}"] = sim(a, path, sched, method, seed, extra=[
-                    "--fg-clients", "4", "--fg-requests", "20000", "--fg-start", "5"], whole=True)
+                extra = load + (["--pace-repair"] if sched == "chameleon-paced" else [])
+                if sched == "random":
+                    extra += ["--max-active", str(a.baseline_active)]
+                row[f"{sched}+{method}"] = sim(a, path, sched.replace("-paced", ""), method, seed, extra=extra, whole=True)
             rows.append(row)
             print(f"seed {seed}: done", file=sys.stderr)
     if a.json:
@@ -178,7 +183,7 @@ def requests(a):
         line = (f"| {k} | {med(x['throughput_mb_s'] for x in rs):.1f} | "
                 f"{med(x['foreground']['during_repair']['p99_ms'] for x in rs):.1f} / {med(x['foreground']['whole_trace']['p99_ms'] for x in rs):.1f} | "
                 f"{med(x['foreground']['interference'] for x in rs):.3f} | ")
-        if k == "chameleon+ecpipe":
+        if k.startswith("chameleon"):
             print(line + "- | - |")
             continue
         tp = med(y["throughput_mb_s"] / x["throughput_mb_s"] - 1 for x, y in zip(rs, c))
@@ -209,6 +214,8 @@ def main():
     ap.add_argument("--no-sar", action="store_true", help="ChameleonEC without straggler-aware re-scheduling (ETRP alone)")
     ap.add_argument("--exp11", action="store_true",
                     help="Exp#11 instead: SAR vs ETRP and vs random CR/PPR/ECPipe with a straggler (16 nodes, RS(6,3))")
+    ap.add_argument("--baseline-active", default="1",
+                    help="with --requests: repairs at once per destination for random sources (1, 3 as Ceph's osd_recovery_max_active, or all)")
     ap.add_argument("--requests", action="store_true",
                     help="Exp#1/#2's foreground figures instead: YCSB-A requests beside the repair, their P99 and T*/T - 1")
     a = ap.parse_args()

@@ -24,6 +24,7 @@ mod plot;
 mod progress;
 mod service_cmd;
 mod sim_cmd;
+mod sim_planner_checks;
 mod sim_requests;
 mod testbed;
 mod units;

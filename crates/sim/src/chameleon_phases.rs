@@ -35,11 +35,15 @@ pub struct PhaseOptions {
     pub sar: bool,
     /// How often progress is checked, seconds (the coordinator's repair_progress_ms).
     pub progress_period: f64,
+    /// Repair yields to users: each phase's repair is paced, on every node, at the residual
+    /// bandwidth the phase was planned with, so users keep what the monitor saw them take
+    /// (rather than a per-connection share against many repair streams).
+    pub pace: bool,
 }
 
 impl Default for PhaseOptions {
     fn default() -> Self {
-        PhaseOptions { phase_seconds: 0.0, monitor_period: 0.0, sar: true, progress_period: 0.5 }
+        PhaseOptions { phase_seconds: 0.0, monitor_period: 0.0, sar: true, progress_period: 0.5, pace: false }
     }
 }
 
@@ -134,6 +138,9 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions, requ
     // The repairs of the current epoch (chunk index, job), and its latest run.
     let mut epoch: Vec<(usize, Job)> = Vec::new();
     let mut last: Option<SimResult> = None;
+    // With pacing, each phase adds its repair caps from its start on.
+    let mut paced = net.clone();
+    let net = &mut paced;
     let mut t = requests.map_or(0.0, |r| r.start);
     // The requests' latest results: the history every later run repeats up to its phase.
     let mut seen_requests: Vec<JobResult> = requests.map_or(Vec::new(), |r| r.alone.to_vec());
@@ -144,6 +151,9 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions, requ
         let seen = |n: NodeId, d: Direction| net.foreground_mean(n, d, window.0, window.1) + users.get(&(n, d)).copied().unwrap_or(0.0);
         let mut cluster = s.cluster_seen(Some(net), &seen);
         cluster.phase_seconds = phase_seconds;
+        if p.pace {
+            pace_from(net, &cluster, t);
+        }
         let chunks: Vec<_> = todo.iter().map(|&i| without(code.as_ref(), &lost[i], shun.get(&i).copied())).collect();
         let seed = s.seed ^ 0x5eed ^ (phases.len() as u64) << 32;
         let plan = schedule::plan(code.as_ref(), s.method, s.scheduler, &chunks, &cluster, seed)?;
@@ -248,6 +258,20 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions, requ
     total.makespan = total.jobs.iter().map(|j| j.end).fold(t, f64::max);
     let requests = if requests.is_some() { seen_requests } else { Vec::new() };
     Ok(PhasedRun { result: total, phases, phase_seconds, monitor_period: monitor, requests })
+}
+
+/// From `t` on, repair takes at most the residual bandwidth `cluster` plans each live node
+/// with.
+fn pace_from(net: &mut Network, cluster: &schedule::Cluster, t: f64) {
+    for &n in &cluster.nodes {
+        let (up, down) = cluster.bandwidth_of(n);
+        for (direction, rate) in [(Direction::Up, up), (Direction::Down, down)] {
+            match net.repair_caps.iter_mut().find(|c| c.node == n && c.direction == direction) {
+                Some(c) => c.points.push((t, rate)),
+                None => net.repair_caps.push(crate::network::Foreground { node: n, direction, points: vec![(t, rate)] }),
+            }
+        }
+    }
 }
 
 /// Runs an epoch's repairs, and the users' requests after them when there are any.

@@ -80,10 +80,16 @@ pub struct Network {
     /// Extra cap on traffic from one node to another (bytes per second).
     pub pair_caps: HashMap<(NodeId, NodeId), f64>,
     pub foreground: Vec<Foreground>,
+    /// Caps on what repair may take of a node's uplink or downlink, from each time on
+    /// (series of bytes per second; ChameleonEC yielding to users: each phase's repair
+    /// paced at the residual bandwidth it was planned with). Users' requests and
+    /// foreground series are not held by them. None before a series' first point.
+    #[serde(default)]
+    pub repair_caps: Vec<Foreground>,
 }
 
-/// Resource ids: four per node, then one per pair cap.
-pub(crate) const RES_PER_NODE: u32 = 4;
+/// Resource ids: six per node, then one per pair cap.
+pub(crate) const RES_PER_NODE: u32 = 6;
 pub(crate) fn res_up(n: NodeId) -> u32 {
     n * RES_PER_NODE
 }
@@ -95,6 +101,13 @@ pub(crate) fn res_disk_read(n: NodeId) -> u32 {
 }
 pub(crate) fn res_disk_write(n: NodeId) -> u32 {
     n * RES_PER_NODE + 3
+}
+/// What repair may take of a node's uplink and downlink (`Network::repair_caps`).
+pub(crate) fn res_repair_up(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 4
+}
+pub(crate) fn res_repair_down(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 5
 }
 
 impl Network {
@@ -147,6 +160,14 @@ impl Network {
                 return bad(format!("foreground series of node {} must have sorted, non-negative times and rates", f.node));
             }
         }
+        for c in &self.repair_caps {
+            if c.node as usize >= self.nodes.len() || !matches!(c.direction, Direction::Up | Direction::Down) {
+                return bad(format!("a repair cap must name a node in 0..{} and its up or down link", self.nodes.len()));
+            }
+            if c.points.windows(2).any(|w| w[1].0 < w[0].0) || c.points.iter().any(|p| p.0 < 0.0 || !(p.1 > 0.0 && p.1.is_finite())) {
+                return bad(format!("repair caps of node {} must have sorted times and positive rates", c.node));
+            }
+        }
         Ok(())
     }
 
@@ -160,7 +181,7 @@ impl Network {
     pub(crate) fn resources(&self) -> (Vec<f64>, HashMap<(NodeId, NodeId), u32>) {
         let mut caps = Vec::with_capacity(self.nodes.len() * RES_PER_NODE as usize + self.pair_caps.len());
         for n in &self.nodes {
-            caps.extend([n.up, n.down, n.disk_read.unwrap_or(f64::INFINITY), n.disk_write.unwrap_or(f64::INFINITY)]);
+            caps.extend([n.up, n.down, n.disk_read.unwrap_or(f64::INFINITY), n.disk_write.unwrap_or(f64::INFINITY), n.up, n.down]);
         }
         let mut pairs: Vec<_> = self.pair_caps.iter().collect();
         pairs.sort_by_key(|(k, _)| **k);

@@ -265,6 +265,38 @@ mod tests {
         assert!(during.p50_ms / 1e3 > 1.3 * p50, "requests during the repair are slower");
     }
 
+    /// A repair cap holds repair's transfers, not users' requests: a 4 MiB repair under a
+    /// cap of a quarter of the link takes four times as long, while a request beside it
+    /// takes the rest of the link.
+    #[test]
+    fn repair_caps_hold_repair_but_not_requests() {
+        let mut net = Network::homogeneous(3, 100e6);
+        net.repair_caps.push(crate::network::Foreground { node: 1, direction: Direction::Up, points: vec![(0.0, 25e6)] });
+        let mut l = load(1, 4);
+        l.read_share = 1.0;
+        let trace = l.draw(&mut net, &[1]).unwrap();
+        let repair = Job {
+            graph: transfer(1, 2).unwrap(),
+            chunk_len: 4 << 20,
+            slice_len: 64 << 10,
+            release: 0.0,
+            timeslots: Vec::new(),
+            cancel_at: None,
+            request: None,
+        };
+        for model in [crate::engine::Model::Slice, crate::engine::Model::Fluid] {
+            let mut jobs = vec![repair.clone()];
+            let first = trace.append(&mut jobs).unwrap();
+            let r = engine::run(&net, &jobs, &SimOptions { model, ..Default::default() }).unwrap();
+            let t = (4 << 20) as f64 / 25e6;
+            assert!((r.jobs[0].end / t - 1.0).abs() < 0.03, "{model:?}: the repair took {} s against {t} s", r.jobs[0].end);
+            let four = 4.0 * (1 << 20) as f64 / 75e6;
+            assert!((Trace::end(&r.jobs[first..]) / four - 1.0).abs() < 0.05, "{model:?}: requests took {}", Trace::end(&r.jobs[first..]));
+        }
+        net.repair_caps[0].points[0].1 = 0.0;
+        assert!(net.validate().is_err(), "a cap of nothing would stall the repair");
+    }
+
     #[test]
     fn bad_loads_are_refused() {
         let mut net = Network::homogeneous(2, 1e6);

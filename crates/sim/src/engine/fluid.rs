@@ -71,6 +71,7 @@ impl Engine<'_> {
             if let Some(p) = self.pair_res(vx.node, to) {
                 items.push((p, w));
             }
+            items.extend(self.repair_caps(j, vx.node, to).map(|r| (r, w)));
             links.extend([(vx.node, true, w), (to, false, w)]);
         }
         let dest = g.vertex(g.sink).node;

@@ -17,7 +17,7 @@ mod vertex;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
-use crate::network::{res_disk_read, res_disk_write, res_down, res_up, Direction, Network};
+use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Direction, Network};
 use crate::sharing::Sharing;
 use kintsugi_plan::{NodeId, VertexId};
 use std::cmp::Reverse;
@@ -167,8 +167,10 @@ struct Engine<'a> {
     active: HashMap<NodeId, usize>,
     admission: Admission,
     jobs_left: usize,
-    // Foreground: (time, resource, rate) changes, applied in order.
-    fg_changes: Vec<(f64, u32, f64)>,
+    // Foreground and repair caps: (time, resource, capacity from then on), in order.
+    fg_changes: Vec<CapacityChange>,
+    /// Per node, whether repair is capped on its uplink and downlink.
+    paced: Vec<(bool, bool)>,
     rates_log: Option<Vec<RateLog>>,
     /// Timeslot gates (RepairBoost).
     gates: gates::Gates,
@@ -222,17 +224,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
     }
     let (base_caps, pair_ids) = net.resources();
-    let mut fg_changes = Vec::new();
-    for f in &net.foreground {
-        let r = match f.direction {
-            Direction::Up => res_up(f.node),
-            Direction::Down => res_down(f.node),
-            Direction::Read => res_disk_read(f.node),
-            Direction::Write => res_disk_write(f.node),
-        };
-        fg_changes.extend(f.points.iter().map(|&(t, rate)| (t, r, rate)));
-    }
-    fg_changes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (fg_changes, paced) = capacity_changes(net, &base_caps);
     let mut e = Engine {
         net,
         jobs,
@@ -260,6 +252,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         admission: opts.admission,
         jobs_left: jobs.len(),
         fg_changes,
+        paced,
         rates_log: opts.track_utilization.then(|| vec![Vec::new(); n_nodes]),
         gates: gates::Gates::new(n_nodes),
         done: Vec::new(),
@@ -336,7 +329,56 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
     })
 }
 
+/// (time, resource, its capacity from then on).
+type CapacityChange = (f64, u32, f64);
+
+/// Every resource's capacity changes, in time order: a link or disk less the sum of the
+/// foreground series on it (several may share one: a straggler's readers beside a network
+/// file's traffic), and repair caps as given. Also, per node, whether repair is capped on its
+/// uplink and downlink.
+fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChange>, Vec<(bool, bool)>) {
+    let mut by_res: std::collections::BTreeMap<u32, Vec<&crate::network::Foreground>> = Default::default();
+    for f in &net.foreground {
+        let r = match f.direction {
+            Direction::Up => res_up(f.node),
+            Direction::Down => res_down(f.node),
+            Direction::Read => res_disk_read(f.node),
+            Direction::Write => res_disk_write(f.node),
+        };
+        by_res.entry(r).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (r, series) in by_res {
+        let mut times: Vec<f64> = series.iter().flat_map(|f| f.points.iter().map(|p| p.0)).collect();
+        times.sort_by(f64::total_cmp);
+        times.dedup();
+        for t in times {
+            let rate: f64 = series.iter().map(|f| f.at(t)).sum();
+            out.push((t, r, (base[r as usize] - rate).max(0.0)));
+        }
+    }
+    let mut paced = vec![(false, false); net.nodes.len()];
+    for c in &net.repair_caps {
+        let (r, p) = match c.direction {
+            Direction::Up => (res_repair_up(c.node), &mut paced[c.node as usize].0),
+            _ => (res_repair_down(c.node), &mut paced[c.node as usize].1),
+        };
+        *p = true;
+        out.extend(c.points.iter().map(|&(t, cap)| (t, r, cap)));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (out, paced)
+}
+
 impl<'a> Engine<'a> {
+    /// The repair caps a repair's transfer from `src` to `dst` is held by, if any.
+    fn repair_caps(&self, job: u32, src: NodeId, dst: NodeId) -> impl Iterator<Item = u32> {
+        let repair = self.jobs[job as usize].request.is_none();
+        let up = repair && self.paced[src as usize].0;
+        let down = repair && self.paced[dst as usize].1;
+        up.then(|| res_repair_up(src)).into_iter().chain(down.then(|| res_repair_down(dst)))
+    }
+
     fn timer(&mut self, t: f64, what: Timer) {
         self.seq += 1;
         self.timers.push(Reverse((T(t), self.seq, what)));
@@ -463,8 +505,8 @@ impl<'a> Engine<'a> {
             Timer::Finish(job) => self.finish_job(job),
             Timer::Cancel(job) => self.cancel_job(job),
             Timer::Foreground(i) => {
-                let (_, r, rate) = self.fg_changes[i as usize];
-                self.sharing.set_capacity(r, (self.base_caps[r as usize] - rate).max(0.0));
+                let (_, r, cap) = self.fg_changes[i as usize];
+                self.sharing.set_capacity(r, cap);
             }
         }
     }
@@ -527,5 +569,26 @@ impl<'a> Engine<'a> {
             self.defer_reshare = drain_only && !fired;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::Foreground;
+
+    /// Two foreground series on one link add up (a straggler's readers beside a network
+    /// file's traffic); a repair cap is a capacity of its own.
+    #[test]
+    fn foreground_series_on_one_link_add_up() {
+        let mut net = Network::homogeneous(2, 100.0);
+        net.foreground.push(Foreground { node: 0, direction: Direction::Up, points: vec![(0.0, 10.0), (1.0, 0.0)] });
+        net.foreground.push(Foreground { node: 0, direction: Direction::Up, points: vec![(0.5, 20.0)] });
+        net.repair_caps.push(Foreground { node: 1, direction: Direction::Down, points: vec![(2.0, 30.0)] });
+        let (base, _) = net.resources();
+        let (changes, paced) = capacity_changes(&net, &base);
+        let up0 = res_up(0);
+        assert_eq!(changes, vec![(0.0, up0, 90.0), (0.5, up0, 70.0), (1.0, up0, 80.0), (2.0, res_repair_down(1), 30.0)]);
+        assert_eq!(paced, vec![(false, false), (false, true)]);
     }
 }

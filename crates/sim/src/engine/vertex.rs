@@ -84,13 +84,10 @@ impl Engine<'_> {
             }
             let bytes = self.st[j as usize].width[v as usize] * self.st[j as usize].windows[lane][u as usize] as f64;
             self.st[j as usize].sending[v as usize] = true;
-            let mut res = [res_up(vx.node), res_down(to), 0];
-            let mut len = 2;
-            if let Some(p) = self.pair_res(vx.node, to) {
-                res[2] = p;
-                len = 3;
-            }
-            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, FlowResources::new(&res[..len]), vx.node, to);
+            let mut res: smallvec::SmallVec<[u32; 5]> = smallvec::smallvec![res_up(vx.node), res_down(to)];
+            res.extend(self.pair_res(vx.node, to));
+            res.extend(self.repair_caps(j, vx.node, to));
+            self.add_flow(FlowKind::Net { job: j, vertex: v }, bytes, FlowResources::new(&res), vx.node, to);
             if overlap {
                 self.overlap_started(j, v, false);
             }
