@@ -5,7 +5,7 @@
 //! start at the first chunk that overlaps the range, for every layout.
 
 use crate::client::Client;
-use crate::object_io::{encode_stripe, get_chunk, join_all, put_chunk, ObjectSink, Progress, ReadReport};
+use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, join_all, put_chunk, ObjectSink, Progress, ReadReport};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{ChunkLoc, CoordRequest, Extent, ObjectLayout};
@@ -124,30 +124,65 @@ impl Client {
         }
         let layout = Arc::new(layout.clone());
         let mut report = ReadReport::default();
-        let fetch = |e: Extent| {
+        // Each wanted part: the whole chunk (checked against its checksum), or, for a range
+        // read, only the bytes asked for.
+        let ranged = offset > 0 || end < layout.size;
+        let fetch = |&(e, skip, take): &(Extent, u64, u64)| {
             let (me, layout) = (self.clone(), layout.clone());
-            tokio::spawn(async move { me.fetch_extent(&layout, e, method, slice).await })
+            tokio::spawn(async move { me.fetch_part(&layout, e, e.offset + skip, take, ranged, method, slice).await })
         };
         let mut next = None;
         let mut done = 0u64;
-        for (i, &(e, skip, take)) in wanted.iter().enumerate() {
+        for (i, &(e, _, take)) in wanted.iter().enumerate() {
             let current = match next.take() {
                 Some(f) => f,
-                None => fetch(e),
+                None => fetch(&wanted[i]),
             };
             if self.pipelined_reads {
-                next = wanted.get(i + 1).map(|w| fetch(w.0));
+                next = wanted.get(i + 1).map(fetch);
             }
-            let (chunk, degraded) = current.await.map_err(|x| x.to_string())??;
+            let (part, degraded) = current.await.map_err(|x| x.to_string())??;
             if let Some(secs) = degraded {
                 report.degraded.push((e.stripe, e.index, secs));
             }
-            let from = (e.offset + skip) as usize;
-            sink.write(&chunk[from..from + take as usize])?;
+            debug_assert_eq!(part.len() as u64, take);
+            sink.write(&part)?;
             done += take;
             progress(done);
         }
         Ok(report)
+    }
+
+    /// Bytes [from, from + take) of an extent's chunk. For a range read, less than the whole
+    /// chunk comes straight from its node as a range (its blocks verified there); if that
+    /// fails (lost, unreachable, a corrupt block), and for whole-object reads, the chunk is
+    /// fetched or rebuilt whole and checked as [`Client::fetch_extent`] does, then cut.
+    #[allow(clippy::too_many_arguments)] // a read's parameters
+    async fn fetch_part(
+        &self,
+        layout: &ObjectLayout,
+        e: Extent,
+        from: u64,
+        take: u64,
+        ranged: bool,
+        method: Shape,
+        slice: u64,
+    ) -> Result<(Vec<u8>, Option<f64>), String> {
+        let s = &layout.stripes[e.stripe];
+        let loc = &s.chunks[e.index];
+        if ranged && take < s.chunk_len && !loc.lost {
+            match get_chunk_range(loc, from, take, self.stall_timeout, &self.shaper).await {
+                Ok(part) => return Ok((part, None)),
+                Err(x) => tracing::info!("range of chunk {}: {x}; reading the chunk whole", loc.chunk),
+            }
+        }
+        let (chunk, degraded) = self.fetch_extent(layout, e, method, slice).await?;
+        let from = from as usize;
+        match chunk.get(from..from + take as usize) {
+            Some(_) if from == 0 && take as usize == chunk.len() => Ok((chunk, degraded)),
+            Some(part) => Ok((part.to_vec(), degraded)),
+            None => Err(format!("chunk {} has {} bytes, the read wants {from}+{take}", loc.chunk, chunk.len())),
+        }
     }
 
     /// One chunk of an extent, checked: from its node; else (lost, unreachable, corrupt)

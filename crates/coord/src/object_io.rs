@@ -346,9 +346,19 @@ pub(crate) async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Resul
 /// streams it, verifying as it reads; a corrupt block it meets mid-way ends the stream
 /// with its error.
 pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+    fetch_chunk(loc, None, len, t, shaper).await
+}
+
+/// Bytes [offset, offset + len) of a chunk, each block verified by its node against the
+/// block's checksum (the whole chunk's checksum cannot be checked on a part).
+pub async fn get_chunk_range(loc: &ChunkLoc, offset: u64, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+    fetch_chunk(loc, Some((offset, len)), len, t, shaper).await
+}
+
+async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
     let a = &loc.addr;
     let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
-    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone() }).await.map_err(|e| e.to_string())?;
+    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(|e| e.to_string())?;
     match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
         NodeResponse::Chunk { len: l, .. } if l == len => {}
         NodeResponse::Chunk { len: l, .. } => return Err(format!("node {} holds {l} bytes of {}, expected {len}", loc.node, loc.chunk)),

@@ -66,6 +66,17 @@ async fn write_read_degraded_read_and_repair() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[10] ^= 0x80;
     std::fs::write(&path, &bytes).unwrap();
+    // A range read takes only its bytes from the chunk, verified block by block on the node:
+    // a range in an intact block of it is served as is; one in the corrupt block is refused
+    // there and rebuilt by a degraded read.
+    let whole = data(300_001, 300_001);
+    let chunk_len = layout.stripes[0].chunk_len;
+    for (off, n, degraded) in [(chunk_len + 70_000, 1000, false), (chunk_len + 5, 100, true)] {
+        let mut out = Vec::new();
+        let rep = c.client.get_range_into("a", off, n, &mut out, Shape::Cr, 4096, &|_| {}).await.unwrap();
+        assert!(out == whole[off as usize..(off + n) as usize], "range {off}+{n}");
+        assert_eq!(!rep.degraded.is_empty(), degraded, "range {off}+{n}: {rep:?}");
+    }
     let (got, rep) = c.client.get("a", Shape::Ecpipe, 4096).await.unwrap();
     assert_eq!(got, data(300_001, 300_001));
     assert!(rep.degraded.iter().any(|&(s, i, _)| (s, i) == (0, 1)), "the corrupt chunk was rebuilt, not served: {rep:?}");

@@ -69,7 +69,7 @@ fn seeds() -> Vec<Vec<u8>> {
     for r in [
         NodeRequest::Ping,
         NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5 },
-        NodeRequest::GetChunk { chunk: chunk.clone() },
+        NodeRequest::GetChunk { chunk: chunk.clone(), range: None },
         NodeRequest::DeleteChunk { chunk: chunk.clone() },
         NodeRequest::Stat,
         NodeRequest::Pull { repair: 1, vertex: 2 },

@@ -402,21 +402,29 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             tokio::task::spawn_blocking(move || w.finish(Some(crc32c))).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
-        NodeRequest::GetChunk { chunk } => {
+        NodeRequest::GetChunk { chunk, range } => {
             let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
+            // A range read (an object's range GET) reads and verifies only the blocks it
+            // covers.
+            let (start, end) = match range {
+                None => (0, r.len()),
+                Some((off, len)) if off.checked_add(len).is_some_and(|e| e <= r.len()) => (off, off + len),
+                Some((off, len)) => return Err(format!("range {off}+{len} is outside chunk {chunk} ({} bytes)", r.len())),
+            };
             // Streamed piece by piece out of a verified read window (memory: one window);
             // a corrupt block found mid-way ends the stream with an error frame, and the
             // reader's whole-chunk checksum catches anything else.
             const PIECE: u64 = crate::exec::WIRE_PIECE as u64;
-            let mut window = crate::store::Window::new(1 << 20);
-            if !r.is_empty() {
-                window.get(&r, 0, PIECE.min(r.len()) as usize).map_err(|e| e.to_string())?;
+            // A short range reads no more than its own blocks.
+            let mut window = crate::store::Window::new((1 << 20).min((end - start) as usize + crate::store::BLOCK));
+            if end > start {
+                window.get(&r, start, PIECE.min(end - start) as usize).map_err(|e| e.to_string())?;
             }
             crate::disk_emulation::settle().await;
-            send(sock, &NodeResponse::Chunk { len: r.len(), crc32c: r.crc32c() }).await.map_err(io)?;
-            let mut off = 0;
-            while off < r.len() {
-                let n = PIECE.min(r.len() - off);
+            send(sock, &NodeResponse::Chunk { len: end - start, crc32c: r.crc32c() }).await.map_err(io)?;
+            let mut off = start;
+            while off < end {
+                let n = PIECE.min(end - off);
                 let piece = match window.get(&r, off, n as usize) {
                     Ok(p) => p,
                     Err(e) => {

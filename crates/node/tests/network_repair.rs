@@ -255,8 +255,14 @@ async fn malformed_frames_fail_one_connection_only() {
     write_frame(&mut s, Kind::Data, b"12345").await.unwrap();
     let r: NodeResponse = kintsugi_proto::recv(&mut s).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("checksum")), "{r:?}");
-    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(9, 9) }, T).await.unwrap();
+    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(9, 9), range: None }, T).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("not found")), "{r:?}");
+    // Ranges past a chunk's end (or overflowing) are refused.
+    put(&addr, &ChunkId::new(2, 2), &[7u8; 1000]).await;
+    for range in [(900, 200), (u64::MAX, 2), (1001, 0)] {
+        let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(2, 2), range: Some(range) }, T).await.unwrap();
+        assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("outside")), "{range:?}: {r:?}");
+    }
     let r = exec::request(&addr, &NodeRequest::Pull { repair: 77, vertex: 0 }, Duration::from_secs(15)).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
     // Hostile repair plans are refused before anything is allocated for them.

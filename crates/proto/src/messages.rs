@@ -124,9 +124,13 @@ pub enum NodeRequest {
         len: u64,
         crc32c: u32,
     },
-    /// Answered by `Chunk` and then data frames.
+    /// Answered by `Chunk` and then data frames: the whole chunk, or with `range` the
+    /// bytes [offset, offset + len) of it, each verified against its block's checksum
+    /// (the `Chunk` answer's checksum is still the whole chunk's).
     GetChunk {
         chunk: ChunkId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        range: Option<(u64, u64)>,
     },
     DeleteChunk {
         chunk: ChunkId,
