@@ -80,6 +80,13 @@ def with_disks(net, seed, disk, top):
     return net
 
 
+def dumped(a, rows):
+    """With --json, prints the raw rows and says so."""
+    if a.json:
+        print(json.dumps(rows, indent=1))
+    return a.json
+
+
 def exp12(a):
     """ChameleonEC and ChameleonEC-IO against random sources as storage tightens."""
     link = a.link_gbit * 1e9 / 8
@@ -97,8 +104,7 @@ def exp12(a):
                     row[f"random+{method}"] = sim(a, path, "random", method, seed)
                 rows.append(row)
                 print(f"storage 1/{ratio} of the link, seed {seed}: done", file=sys.stderr)
-    if a.json:
-        print(json.dumps(rows, indent=1))
+    if dumped(a, rows):
         return
     med = statistics.median
     print("| network : storage | random CR / PPR / ECPipe MB/s | ChameleonEC MB/s | its gain over the three | ChameleonEC-IO MB/s | IO over ChameleonEC: median (range) |")
@@ -134,8 +140,7 @@ def exp11(a):
                 row[name] = json.loads(out)["repair_seconds"]
             rows.append(row)
         print(f"seed {seed}: done", file=sys.stderr)
-    if a.json:
-        print(json.dumps(rows, indent=1))
+    if dumped(a, rows):
         return
     med = statistics.median
     print("| straggler at | ETRP s | ETRP+SAR s | SAR over ETRP: median (range) | random CR / PPR / ECPipe s | ChameleonEC (SAR) over CR / PPR / ECPipe |")
@@ -168,8 +173,7 @@ def requests(a):
                 row[f"{sched}+{method}"] = sim(a, path, sched.replace("-paced", ""), method, seed, extra=extra, whole=True)
             rows.append(row)
             print(f"seed {seed}: done", file=sys.stderr)
-    if a.json:
-        print(json.dumps(rows, indent=1))
+    if dumped(a, rows):
         return
     med = statistics.median
     paper = {"random+cr": ("+23.5%", "-18.2%", "-45.9%"), "random+ppr": ("+31.4%", "-9.1%", "-50.2%"),
@@ -240,8 +244,7 @@ def main():
                         row[f"{sched}+{method}"] = sim(a, path, sched, method, seed)
                 rows.append(row)
                 print(f"seed {seed}, foreground {foreground}: done", file=sys.stderr)
-    if a.json:
-        print(json.dumps(rows, indent=1))
+    if dumped(a, rows):
         return
     paper = {
         (True, "random"): {"cr": "+23.5%", "ppr": "+31.4%", "ecpipe": "+65.6%"},

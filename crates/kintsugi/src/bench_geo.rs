@@ -3,7 +3,8 @@
 //! stored in each layout (a fresh cluster per scheme), node 0 fails, and we time
 //! - normal reads, then degraded reads (pipelined, and for extent layouts one chunk at a
 //!   time) of the objects that had a data chunk on node 0, every byte checked;
-//! - range reads at random offsets, before the failure;
+//! - range reads before the failure (the paper's: a random length, half the object on average,
+//!   at a random offset; `--range-bytes` for a fixed length);
 //! - full-node recovery, every rebuilt chunk checked and every object read back after it.
 //!
 //! Sizes are the trace's divided by `--scale`, and so are s0, the chunk cap, the Stripe
@@ -69,9 +70,13 @@ pub struct GeoBenchArgs {
     /// Objects read normally and degraded (those with a data chunk on node 0).
     #[arg(long, default_value_t = 8)]
     pub reads: usize,
-    /// Range reads timed per scheme (1 MiB / scale each, at random offsets).
+    /// Range reads timed per scheme, before the failure.
     #[arg(long, default_value_t = 16)]
     pub ranges: usize,
+    /// Bytes of each range read, at a random offset; default: the paper's, a uniformly
+    /// random length (half the object on average) at a random offset that fits it.
+    #[arg(long, value_parser = crate::units::parse_nonzero_size)]
+    pub range_bytes: Option<usize>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Print one JSON object instead of a table.
@@ -298,11 +303,16 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     eprintln!("  {}: {} normal reads in {normal:.2} s", s.name, reads.len());
     // Range reads before the failure.
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
-    let range = ((1u64 << 20) / a.scale).max(1);
     let mut range_secs = 0.0;
     for _ in 0..a.ranges {
         let i = rng.random_range(0..sizes.len());
-        let off = rng.random_range(0..sizes[i]);
+        let (off, range) = match a.range_bytes {
+            Some(n) => (rng.random_range(0..sizes[i]), n as u64),
+            None => {
+                let len = rng.random_range(1..=sizes[i].max(1));
+                (rng.random_range(0..=sizes[i] - len.min(sizes[i])), len)
+            }
+        };
         let mut out = Vec::new();
         let t = Instant::now();
         c.get_range_into(&name(i), off, range, &mut out, Shape::Ppr, 256 << 10, &|_| {}).await.map_err(|e| anyhow!(e))?;

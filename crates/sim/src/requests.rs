@@ -197,6 +197,19 @@ mod tests {
     use super::*;
     use crate::engine::{self, SimOptions};
 
+    /// A repair moving `bytes` from one node to another.
+    fn repair_job(from: NodeId, to: NodeId, bytes: usize) -> Job {
+        Job {
+            graph: transfer(from, to).unwrap(),
+            chunk_len: bytes,
+            slice_len: 64 << 10,
+            release: 0.0,
+            timeslots: Vec::new(),
+            cancel_at: None,
+            request: None,
+        }
+    }
+
     fn load(clients: usize, requests: usize) -> RequestLoad {
         RequestLoad { clients, requests, value: 1 << 20, read_share: 0.5, records: 100, zipf: 0.99, client_link: 100e6, seed: 3 }
     }
@@ -241,15 +254,7 @@ mod tests {
         let p50 = Trace::latency(&base.jobs, None).p50_ms / 1e3;
         assert!((p50 / (2.0 * one) - 1.0).abs() < 0.1, "{p50} s against {} s", 2.0 * one);
         // A repair reading 4 MiB from node 1 to node 2 takes a third of the uplink.
-        let mut with = vec![Job {
-            graph: transfer(1, 2).unwrap(),
-            chunk_len: 4 << 20,
-            slice_len: 64 << 10,
-            release: 0.0,
-            timeslots: Vec::new(),
-            cancel_at: None,
-            request: None,
-        }];
+        let mut with = vec![repair_job(1, 2, 4 << 20)];
         let first = trace.append(&mut with).unwrap();
         assert_eq!(first, 1);
         let r = engine::run(&net, &with, &SimOptions::default()).unwrap();
@@ -275,15 +280,7 @@ mod tests {
         let mut l = load(1, 4);
         l.read_share = 1.0;
         let trace = l.draw(&mut net, &[1]).unwrap();
-        let repair = Job {
-            graph: transfer(1, 2).unwrap(),
-            chunk_len: 4 << 20,
-            slice_len: 64 << 10,
-            release: 0.0,
-            timeslots: Vec::new(),
-            cancel_at: None,
-            request: None,
-        };
+        let repair = repair_job(1, 2, 4 << 20);
         for model in [crate::engine::Model::Slice, crate::engine::Model::Fluid] {
             let mut jobs = vec![repair.clone()];
             let first = trace.append(&mut jobs).unwrap();
