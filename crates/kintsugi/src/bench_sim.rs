@@ -32,6 +32,9 @@ pub struct SimScaleArgs {
     pub chunk: usize,
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
+    /// `sim --event-window`: events within this many seconds taken together (0: exact).
+    #[arg(long, default_value_t = 0.0)]
+    pub event_window: f64,
     /// Runs per point; the median CPU and the spread are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
@@ -99,6 +102,7 @@ pub fn run(a: SimScaleArgs) -> Result<()> {
                         .args(["sim", "full-node", "--json", "--code", &a.code, "--method", method, "--scheduler", scheduler])
                         .args(["--model", &a.model, "--nodes", &nodes.to_string(), "--chunks", &chunks.to_string()])
                         .args(["--chunk", &a.chunk.to_string(), "--slice", &a.slice.to_string()])
+                        .args(["--event-window", &a.event_window.to_string()])
                         .output()
                         .context("cannot run kintsugi sim")?;
                     if !out.status.success() {

@@ -79,6 +79,11 @@ pub struct Common {
     /// repairs, not slices (default for `full-node`).
     #[arg(long)]
     pub model: Option<Model>,
+    /// Take events within this many seconds together, sharing links out once for all of
+    /// them (each comes at most this early); 0 is exact. For tens of thousands of repairs
+    /// running at once, where every event would recompute every fair share.
+    #[arg(long, default_value_t = 0.0)]
+    pub event_window: f64,
 }
 
 #[derive(Args, Debug)]
@@ -180,7 +185,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 _ => None,
             };
             let excluded = [a.lost as u32];
-            let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), ..Default::default() };
+            let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), event_window: c.event_window, ..Default::default() };
             simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None, &[])
         }
         SimCmd::FullNode(a) => {
@@ -209,7 +214,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 None => None,
             };
             let (net, jobs, admission) = s.build_on(custom.as_ref())?;
-            let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), ..Default::default() };
+            let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), event_window: c.event_window, ..Default::default() };
             let failed: Vec<u32> = (0..a.failed as u32).collect();
             let lost = jobs.len();
             let mut extra = Vec::new();

@@ -40,6 +40,36 @@ fn incremental_sharing_equals_full_recompute() {
     }
 }
 
+/// An event window takes events that close together at once: every repair still ends,
+/// within 2 x window x its place in its destination's queue of its exact end (each repair
+/// before it, two events each, may come a window early), bytes are all counted, and there
+/// are fewer events. A window that is not a number of seconds is refused.
+#[test]
+fn an_event_window_bounds_its_error() {
+    for (method, model) in [(Shape::Ecpipe, kintsugi_sim::Model::Fluid), (Shape::Cr, kintsugi_sim::Model::Slice)] {
+        let s = FullNode { max_active: 1, ..scenario(method, 1 << 20) };
+        let (net, jobs, admission) = s.build().unwrap();
+        let exact = engine::run(&net, &jobs, &SimOptions { admission, model, ..Default::default() }).unwrap();
+        let window = 0.002;
+        let fast = engine::run(&net, &jobs, &SimOptions { admission, model, event_window: window, ..Default::default() }).unwrap();
+        assert!(fast.events < exact.events, "{method}: {} events against {}", fast.events, exact.events);
+        let mut before = std::collections::HashMap::new();
+        for (j, (a, b)) in jobs.iter().zip(exact.jobs.iter().zip(&fast.jobs)) {
+            let dest = j.graph.vertex(j.graph.sink).node;
+            let n = before.entry(dest).or_insert(0usize);
+            *n += 1;
+            let bound = 2.0 * window * *n as f64;
+            assert!((a.end - b.end).abs() <= bound, "{method}: a repair ended at {} against {} exactly", b.end, a.end);
+        }
+        let total = |v: &[f64]| v.iter().sum::<f64>();
+        assert!((total(&fast.upload_bytes) / total(&exact.upload_bytes) - 1.0).abs() < 1e-9);
+    }
+    let (net, jobs, _) = scenario(Shape::Cr, 1 << 20).build().unwrap();
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert!(engine::run(&net, &jobs, &SimOptions { event_window: bad, ..Default::default() }).is_err());
+    }
+}
+
 #[test]
 fn bytes_are_conserved_and_admission_is_respected() {
     let s = FullNode { nodes: 30, chunks: 60, ..scenario(Shape::Cr, 4 << 20) };

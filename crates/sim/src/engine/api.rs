@@ -86,11 +86,18 @@ pub struct SimOptions {
     /// Recompute all fair shares at every event instead of only the affected flows
     /// (same result, much slower: the reference the incremental path is tested against).
     pub full_recompute: bool,
+    /// Seconds within which events are taken together: transfers ending and timers firing
+    /// up to this long after the next event are done with it, and links are shared out once
+    /// for all of them. 0 (the default) is exact. Each event so comes at most this early,
+    /// and a destination's queued repairs add up the error, so a repair ends at most
+    /// (window x repairs before it on its destination) early; it buys fewer recomputes of
+    /// the fair shares where thousands of repairs run at once.
+    pub event_window: f64,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { admission: Admission::All, model: Model::Slice, track_utilization: false, full_recompute: false }
+        SimOptions { admission: Admission::All, model: Model::Slice, track_utilization: false, full_recompute: false, event_window: 0.0 }
     }
 }
 

@@ -180,6 +180,8 @@ struct Engine<'a> {
     defer_reshare: bool,
     /// Per job, the request that waits for it (a closed-loop client's next one).
     next_request: Vec<Option<u32>>,
+    /// `SimOptions::event_window`.
+    event_window: f64,
 }
 
 /// Runs `jobs` on `net` to completion.
@@ -220,6 +222,9 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
             next_request[a as usize] = Some(i as u32);
         }
     }
+    if !(opts.event_window >= 0.0 && opts.event_window.is_finite()) {
+        return Err(SimError::BadScenario(format!("the event window must be a non-negative number of seconds, got {}", opts.event_window)));
+    }
     if let Admission::PerDestination(0) = opts.admission {
         return Err(SimError::BadScenario("at least one repair per destination must be allowed to run".into()));
     }
@@ -258,6 +263,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         done: Vec::new(),
         defer_reshare: false,
         next_request,
+        event_window: opts.event_window,
     };
     for j in jobs {
         let g = &j.graph;
@@ -531,12 +537,17 @@ impl<'a> Engine<'a> {
             self.now = t.max(self.now);
             self.events += 1;
             // Every transfer finishing now (several may finish together).
-            let horizon = self.now + 1e-12 * self.now.max(1.0);
+            let horizon = self.now + (1e-12 * self.now.max(1.0)).max(self.event_window);
             let mut done = std::mem::take(&mut self.done);
             while self.next_completion() <= horizon {
                 let Reverse((_, id, _)) = self.completions.pop().expect("peeked");
                 self.settle(id as usize);
                 let f = self.flows[id as usize].take().expect("valid entry");
+                // Ended early within the event window: its last bytes count now.
+                if let (FlowKind::Net { .. }, true) = (f.kind, f.remaining > 0.0) {
+                    self.up_bytes[f.src as usize] += f.remaining;
+                    self.down_bytes[f.dst as usize] += f.remaining;
+                }
                 let mut touched = std::mem::take(&mut self.removed_nodes);
                 self.shift_node_rates(f.kind, f.src, f.dst, -f.rate, &mut touched);
                 self.removed_nodes = touched;
