@@ -140,7 +140,7 @@ pub struct FullNodeArgs {
     /// for its slowest repair.
     #[arg(long)]
     pub no_sar: bool,
-    /// ChameleonEC yielding to users: every node paces each phase's repair at the residual
+    /// ChameleonEC yielding to users (`--scheduler chameleon`): every node paces each phase's repair at the residual
     /// bandwidth the phase was planned with (what the monitor saw users leave, never below
     /// 30% of the link), instead of sharing links connection by connection.
     #[arg(long)]
@@ -224,6 +224,9 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 }
                 let node = s.busiest_participant()?;
                 extra.push((node, at, a.straggler_share));
+            }
+            if a.pace_repair && !a.scheduler.chameleon() {
+                bail!("--pace-repair paces ChameleonEC's phases; use it with --scheduler chameleon or chameleon-io");
             }
             // ChameleonEC runs phase by phase, planning each from the monitor's last period;
             // with requests every scheduler plans from what the monitor saw before.

@@ -23,6 +23,12 @@ use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
+/// The most requests one run holds (clients x requests per client): the paper's trace is
+/// 400,000.
+pub const MAX_REQUESTS: usize = 1_000_000;
+/// The most records (each has its node, and the zipfian draw sums over all of them).
+pub const MAX_RECORDS: u64 = 10_000_000;
+
 /// The clients and what they ask for.
 #[derive(Clone, Debug)]
 pub struct RequestLoad {
@@ -58,6 +64,13 @@ impl RequestLoad {
         let bad = |m: &str| Err(SimError::BadScenario(m.into()));
         if self.clients == 0 || self.requests == 0 || self.records == 0 || self.value == 0 {
             return bad("request clients, requests per client, records and the value size must all be positive");
+        }
+        // Every request is a job held in memory (about a kilobyte each with its state).
+        if self.clients.saturating_mul(self.requests) > MAX_REQUESTS {
+            return Err(SimError::BadScenario(format!("at most {MAX_REQUESTS} requests in all (clients x requests per client)")));
+        }
+        if self.records > MAX_RECORDS {
+            return Err(SimError::BadScenario(format!("at most {MAX_RECORDS} records")));
         }
         if !((0.0..=1.0).contains(&self.read_share) && self.zipf > 0.0 && self.zipf < 1.0) {
             return bad("the read share must be within [0, 1] and the zipfian skew within (0, 1)");
@@ -303,5 +316,6 @@ mod tests {
             assert!(l.draw(&mut net, &[0]).is_err());
         }
         assert!(load(1, 1).draw(&mut net, &[]).is_err());
+        assert!(load(1000, 1001).draw(&mut net, &[0]).is_err(), "memory stays bounded");
     }
 }
