@@ -8,6 +8,7 @@
 //! (transfer completions, timers).
 
 mod api;
+mod capacity;
 mod flows;
 mod fluid;
 mod gates;
@@ -17,8 +18,9 @@ mod vertex;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
-use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Direction, Network};
+use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Network};
 use crate::sharing::Sharing;
+use capacity::{capacity_changes, CapacityChange};
 use kintsugi_plan::{NodeId, VertexId};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -335,47 +337,6 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
     })
 }
 
-/// (time, resource, its capacity from then on).
-type CapacityChange = (f64, u32, f64);
-
-/// Every resource's capacity changes, in time order: a link or disk less the sum of the
-/// foreground series on it (several may share one: a straggler's readers beside a network
-/// file's traffic), and repair caps as given. Also, per node, whether repair is capped on its
-/// uplink and downlink.
-fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChange>, Vec<(bool, bool)>) {
-    let mut by_res: std::collections::BTreeMap<u32, Vec<&crate::network::Foreground>> = Default::default();
-    for f in &net.foreground {
-        let r = match f.direction {
-            Direction::Up => res_up(f.node),
-            Direction::Down => res_down(f.node),
-            Direction::Read => res_disk_read(f.node),
-            Direction::Write => res_disk_write(f.node),
-        };
-        by_res.entry(r).or_default().push(f);
-    }
-    let mut out = Vec::new();
-    for (r, series) in by_res {
-        let mut times: Vec<f64> = series.iter().flat_map(|f| f.points.iter().map(|p| p.0)).collect();
-        times.sort_by(f64::total_cmp);
-        times.dedup();
-        for t in times {
-            let rate: f64 = series.iter().map(|f| f.at(t)).sum();
-            out.push((t, r, (base[r as usize] - rate).max(0.0)));
-        }
-    }
-    let mut paced = vec![(false, false); net.nodes.len()];
-    for c in &net.repair_caps {
-        let (r, p) = match c.direction {
-            Direction::Up => (res_repair_up(c.node), &mut paced[c.node as usize].0),
-            _ => (res_repair_down(c.node), &mut paced[c.node as usize].1),
-        };
-        *p = true;
-        out.extend(c.points.iter().map(|&(t, cap)| (t, r, cap)));
-    }
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    (out, paced)
-}
-
 impl<'a> Engine<'a> {
     /// The repair caps a repair's transfer from `src` to `dst` is held by, if any.
     fn repair_caps(&self, job: u32, src: NodeId, dst: NodeId) -> impl Iterator<Item = u32> {
@@ -580,26 +541,5 @@ impl<'a> Engine<'a> {
             self.defer_reshare = drain_only && !fired;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::network::Foreground;
-
-    /// Two foreground series on one link add up (a straggler's readers beside a network
-    /// file's traffic); a repair cap is a capacity of its own.
-    #[test]
-    fn foreground_series_on_one_link_add_up() {
-        let mut net = Network::homogeneous(2, 100.0);
-        net.foreground.push(Foreground { node: 0, direction: Direction::Up, points: vec![(0.0, 10.0), (1.0, 0.0)] });
-        net.foreground.push(Foreground { node: 0, direction: Direction::Up, points: vec![(0.5, 20.0)] });
-        net.repair_caps.push(Foreground { node: 1, direction: Direction::Down, points: vec![(2.0, 30.0)] });
-        let (base, _) = net.resources();
-        let (changes, paced) = capacity_changes(&net, &base);
-        let up0 = res_up(0);
-        assert_eq!(changes, vec![(0.0, up0, 90.0), (0.5, up0, 70.0), (1.0, up0, 80.0), (2.0, res_repair_down(1), 30.0)]);
-        assert_eq!(paced, vec![(false, false), (false, true)]);
     }
 }
