@@ -34,7 +34,7 @@ from 5 s before the repair: repair throughput, the requests' P99 during the repa
 the whole trace, and the interference degree T*/T - 1, for ChameleonEC against CR, PPR and
 ECPipe with random sources (--baseline-active repairs at once per destination, default 1)
 and with RepairBoost, and ChameleonEC with each phase's repair paced at the residual
-bandwidth it planned with (--pace-repair). Requests share links with repair flow by flow
+bandwidth it planned with (--pace-repair) and with the baselines' repairs per destination. Requests share links with repair flow by flow
 (weighted max-min), where the series take their rate first.
 
 Usage: python3 scripts/repro_chameleon_sim.py [--bin path/to/kintsugi] [--seeds 3] [--exp11|--exp12|--requests] [--json]
@@ -158,7 +158,8 @@ def requests(a):
     """Foreground P99 and interference degree from simulated YCSB-A requests (Exp#1, #2)."""
     link = a.link_gbit * 1e9 / 8
     rows = []
-    runs = [("chameleon", "ecpipe"), ("chameleon-paced", "ecpipe")] + [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")]
+    runs = [("chameleon", "ecpipe"), ("chameleon-paced", "ecpipe"), ("chameleon-capped", "ecpipe")] + \
+        [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")]
     load = ["--fg-clients", "4", "--fg-requests", "20000", "--fg-start", "5"]
     with tempfile.TemporaryDirectory() as d:
         for seed in range(1, a.seeds + 1):
@@ -168,9 +169,9 @@ def requests(a):
             row = {"seed": seed}
             for sched, method in runs:
                 extra = load + (["--pace-repair"] if sched == "chameleon-paced" else [])
-                if sched == "random":
+                if sched in ("random", "chameleon-capped"):
                     extra += ["--max-active", str(a.baseline_active)]
-                row[f"{sched}+{method}"] = sim(a, path, sched.replace("-paced", ""), method, seed, extra=extra, whole=True)
+                row[f"{sched}+{method}"] = sim(a, path, sched.split("-")[0], method, seed, extra=extra, whole=True)
             rows.append(row)
             print(f"seed {seed}: done", file=sys.stderr)
     if dumped(a, rows):
@@ -190,10 +191,20 @@ def requests(a):
         if k.startswith("chameleon"):
             print(line + "- | - |")
             continue
-        tp = med(y["throughput_mb_s"] / x["throughput_mb_s"] - 1 for x, y in zip(rs, c))
-        p99 = med(y["foreground"]["whole_trace"]["p99_ms"] / x["foreground"]["whole_trace"]["p99_ms"] - 1 for x, y in zip(rs, c))
-        intf = med(y["foreground"]["interference"] / x["foreground"]["interference"] - 1 for x, y in zip(rs, c))
-        print(line + f"{tp:+.1%}, {p99:+.1%}, {intf:+.1%} | {' / '.join(paper[k])} |")
+        print(line + f"{change(rs, c)} | {' / '.join(paper[k])} |")
+    capped = [r["chameleon-capped+ecpipe"] for r in rows]
+    print(f"\nChameleonEC at the baselines' {a.baseline_active} repair(s) per destination, against them: throughput, P99 (whole trace), interference")
+    for m in ("cr", "ppr", "ecpipe"):
+        print(f"- random+{m}: {change([r[f'random+{m}'] for r in rows], capped)}")
+
+
+def change(base, new):
+    """Medians of the new run's relative change over the base: throughput, whole-trace P99, interference."""
+    med = statistics.median
+    tp = med(y["throughput_mb_s"] / x["throughput_mb_s"] - 1 for x, y in zip(base, new))
+    p99 = med(y["foreground"]["whole_trace"]["p99_ms"] / x["foreground"]["whole_trace"]["p99_ms"] - 1 for x, y in zip(base, new))
+    intf = med(y["foreground"]["interference"] / x["foreground"]["interference"] - 1 for x, y in zip(base, new))
+    return f"{tp:+.1%}, {p99:+.1%}, {intf:+.1%}"
 
 
 def sim(a, path, scheduler, method, seed, phase=None, extra=(), whole=False):

@@ -106,10 +106,11 @@ pub struct FullNodeArgs {
     #[arg(long, default_value_t = 100)]
     pub chunks: usize,
     /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3),
-    /// or "all". Schedulers with timeslots (repairboost, repairboost-ts, repairboost-poll) start everything
-    /// and order transfers by their schedule instead.
-    #[arg(long, default_value = "1", value_parser = parse_max_active)]
-    pub max_active: usize,
+    /// or "all" [default: 1; ChameleonEC: all of a phase]. Schedulers with timeslots
+    /// (repairboost, repairboost-ts, repairboost-poll) start everything and order transfers by
+    /// their schedule instead.
+    #[arg(long, value_parser = parse_max_active)]
+    pub max_active: Option<usize>,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
     /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr, chameleon (which draws its own
     /// trees) or chameleon-io (the same, planned with disk bandwidth where it is scarcer).
@@ -200,7 +201,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 chunk: c.chunk,
                 slice: c.slice,
                 seed: a.seed,
-                max_active: a.max_active,
+                max_active: a.max_active.unwrap_or(if a.scheduler.chameleon() { usize::MAX } else { 1 }),
                 scheduler: a.scheduler,
                 requestors: a.requestors,
                 failed: a.failed,

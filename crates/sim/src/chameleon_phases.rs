@@ -115,7 +115,10 @@ pub fn run(s: &FullNode, net: &Network, opts: &SimOptions, p: PhaseOptions, requ
     let idle = if io { idle.storage_bound() } else { idle };
     let phase_seconds = if p.phase_seconds > 0.0 { p.phase_seconds } else { schedule::chameleon_phase_seconds(&idle) };
     let monitor = if p.monitor_period > 0.0 { p.monitor_period } else { phase_seconds };
-    let opts = SimOptions { admission: Admission::All, ..opts.clone() };
+    // A phase's repairs start at once, or a few per destination at a time (the plan's
+    // per-node budget is a sum of task times, so it holds either way).
+    let admission = if s.max_active == usize::MAX { Admission::All } else { Admission::PerDestination(s.max_active) };
+    let opts = SimOptions { admission, ..opts.clone() };
 
     let mut jobs: Vec<Option<JobResult>> = vec![None; lost.len()];
     let nodes = net.nodes.len();

@@ -159,6 +159,13 @@ mod tests {
         assert!(cham.phases.is_some());
         assert!(cham.result.makespan < random.result.makespan, "{} against {}", cham.result.makespan, random.result.makespan);
         assert!(cham.foreground.delay_seconds < random.foreground.delay_seconds);
+        // The same phases a repair per destination at a time: every chunk still rebuilt once,
+        // and requests wait behind fewer repair connections.
+        let mut one = s.clone();
+        one.max_active = 1;
+        let capped = run(&one, &net, &load(), 2.0, &opts, p).unwrap();
+        assert_eq!(capped.result.jobs.len(), s.chunks);
+        assert!(capped.foreground.during_repair.p99_ms < cham.foreground.during_repair.p99_ms);
         // The same trace alone in both.
         assert_eq!(cham.foreground.trace_seconds_alone, random.foreground.trace_seconds_alone);
     }
