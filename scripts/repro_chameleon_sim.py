@@ -80,6 +80,12 @@ def with_disks(net, seed, disk, top):
     return net
 
 
+def header(*columns):
+    """A markdown table's first two lines."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def dumped(a, rows):
     """With --json, prints the raw rows and says so."""
     if a.json:
@@ -107,8 +113,7 @@ def exp12(a):
     if dumped(a, rows):
         return
     med = statistics.median
-    print("| network : storage | random CR / PPR / ECPipe MB/s | ChameleonEC MB/s | its gain over the three | ChameleonEC-IO MB/s | IO over ChameleonEC: median (range) |")
-    print("|---|---|---|---|---|---|")
+    header('network : storage', 'random CR / PPR / ECPipe MB/s', 'ChameleonEC MB/s', 'its gain over the three', 'ChameleonEC-IO MB/s', 'IO over ChameleonEC: median (range)')
     for ratio in (2.5, 5.0):
         rs = [r for r in rows if r["ratio"] == ratio]
         base = [med(r[f"random+{m}"] for r in rs) for m in ("cr", "ppr", "ecpipe")]
@@ -143,8 +148,7 @@ def exp11(a):
     if dumped(a, rows):
         return
     med = statistics.median
-    print("| straggler at | ETRP s | ETRP+SAR s | SAR over ETRP: median (range) | random CR / PPR / ECPipe s | ChameleonEC (SAR) over CR / PPR / ECPipe |")
-    print("|---|---|---|---|---|---|")
+    header('straggler at', 'ETRP s', 'ETRP+SAR s', 'SAR over ETRP: median (range)', 'random CR / PPR / ECPipe s', 'ChameleonEC (SAR) over CR / PPR / ECPipe')
     for at in (None, 0.0, 0.25, 0.5):
         rs = [r for r in rows if r["at"] == at]
         g = [r["etrp"] / r["sar"] - 1 for r in rs]
@@ -180,8 +184,7 @@ def requests(a):
     paper = {"random+cr": ("+23.5%", "-18.2%", "-45.9%"), "random+ppr": ("+31.4%", "-9.1%", "-50.2%"),
              "random+ecpipe": ("+65.6%", "-17.6%", "-56.7%"), "repairboost+cr": ("+34.8%", "-", "-"),
              "repairboost+ppr": ("+16.7%", "-", "-"), "repairboost+ecpipe": ("+46.2%", "-", "-")}
-    print("| run | repair MB/s | P99 ms during repair / whole trace | interference | ChameleonEC's change: throughput, P99 (whole trace), interference | paper |")
-    print("|---|---|---|---|---|---|")
+    header('run', 'repair MB/s', 'P99 ms during repair / whole trace', 'interference', "ChameleonEC's change: throughput, P99 (whole trace), interference", 'paper')
     for k in [f"{s}+{m}" for s, m in runs]:
         rs = [r[k] for r in rows]
         c = [r["chameleon+ecpipe"] for r in rows]
@@ -262,8 +265,7 @@ def main():
         (True, "repairboost"): {"cr": "+34.8%", "ppr": "+16.7%", "ecpipe": "+46.2%"},
         (False, "random"): {"cr": "+25.0-41.3%", "ppr": "(all three)", "ecpipe": ""},
     }
-    print("| foreground | baseline | baseline MB/s (median) | ChameleonEC MB/s | ChameleonEC over it: median (range) | paper |")
-    print("|---|---|---|---|---|---|")
+    header('foreground', 'baseline', 'baseline MB/s (median)', 'ChameleonEC MB/s', 'ChameleonEC over it: median (range)', 'paper')
     for foreground in (True, False):
         rs = [r for r in rows if r["foreground"] == foreground]
         for sched, method in [(s, m) for s in ("random", "repairboost") for m in ("cr", "ppr", "ecpipe")] + [("chameleon", "one plan")]:

@@ -71,8 +71,7 @@ pub fn run(s: &FullNode, net: &Network, load: &RequestLoad, start: f64, opts: &S
     } else {
         // One plan, from what the monitor saw before the repair: the requests' mean rates
         // over the last monitoring period (the phase length's default, or all of it).
-        let from = (start - phases.monitor_period.max(0.0)).max(0.0);
-        let from = if phases.monitor_period > 0.0 { from } else { 0.0 };
+        let from = if phases.monitor_period > 0.0 { (start - phases.monitor_period).max(0.0) } else { 0.0 };
         let users = trace.rates(&alone, from, start);
         let seen = |n: NodeId, d: Direction| net.foreground_mean(n, d, from, start) + users.get(&(n, d)).copied().unwrap_or(0.0);
         let (_, mut jobs, admission) = s.build_seen(Some(&net), &seen, start)?;

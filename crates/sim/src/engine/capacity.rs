@@ -23,12 +23,18 @@ pub(super) fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChan
     }
     let mut out = Vec::new();
     for (r, series) in by_res {
-        let mut times: Vec<f64> = series.iter().flat_map(|f| f.points.iter().map(|p| p.0)).collect();
-        times.sort_by(f64::total_cmp);
-        times.dedup();
-        for t in times {
-            let rate: f64 = series.iter().map(|f| f.at(t)).sum();
-            out.push((t, r, (base[r as usize] - rate).max(0.0)));
+        // One sweep over every point in time order, keeping each series' current rate and
+        // their sum: a change per distinct time (series may hold thousands of points).
+        let mut points: Vec<(f64, usize, f64)> =
+            series.iter().enumerate().flat_map(|(i, f)| f.points.iter().map(move |&(t, rate)| (t, i, rate))).collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut now = vec![0.0; series.len()];
+        for (k, &(t, i, rate)) in points.iter().enumerate() {
+            now[i] = rate;
+            if points.get(k + 1).is_some_and(|next| next.0 == t) {
+                continue;
+            }
+            out.push((t, r, (base[r as usize] - now.iter().sum::<f64>()).max(0.0)));
         }
     }
     let mut paced = vec![(false, false); net.nodes.len()];
