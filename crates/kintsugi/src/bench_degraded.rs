@@ -33,6 +33,15 @@ pub struct DegradedArgs {
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// Testbed only: TCP congestion control of the nodes' connections (cubic, reno, bbr,
+    /// ...; `host`: the host's default). A chain has one flow per link: loss-free BBR kept
+    /// it smoother than cubic on this host, and the recorded figures ran the host's (BBR).
+    #[arg(long, default_value = "host")]
+    pub tcp_congestion: String,
+    /// Testbed only: longest queue of every shaped link, milliseconds at its rate (tc tbf's
+    /// latency); the recorded figures ran 100.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queue_ms: u32,
     #[arg(long)]
     pub json: bool,
 }
@@ -77,6 +86,9 @@ struct Report {
     slice_bytes: usize,
     runs: usize,
     testbed: bool,
+    /// The testbed nodes' TCP congestion control and the links' queue bound (milliseconds).
+    tcp_congestion: Option<String>,
+    queue_ms: Option<u32>,
     direct_seconds: f64,
     direct_cpu_cores: f64,
     direct_runs: Vec<f64>,
@@ -106,6 +118,8 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             coordinator_config: None,
             host_link: None,
             pace: None,
+            tcp_congestion: a.tcp_congestion.clone(),
+            queue_ms: a.queue_ms,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_coord::Client::new(&state.coordinator);
@@ -146,6 +160,8 @@ pub fn run(a: DegradedArgs) -> Result<()> {
         slice_bytes: a.slice,
         runs: a.runs,
         testbed: a.testbed,
+        tcp_congestion: a.testbed.then(|| crate::testbed::congestion_in_use(&a.tcp_congestion)),
+        queue_ms: a.testbed.then_some(a.queue_ms),
         direct_seconds: d,
         direct_cpu_cores: median(&direct.1),
         direct_runs: direct.0,
@@ -154,7 +170,10 @@ pub fn run(a: DegradedArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = if a.testbed { "netns testbed, tc tbf" } else { "loopback, token buckets" };
+        let how = match a.testbed {
+            true => format!("netns testbed, tc tbf, {} ms queues, {}", a.queue_ms, crate::testbed::congestion_in_use(&a.tcp_congestion)),
+            false => "loopback, token buckets".to_string(),
+        };
         println!(
             "{} chunk of {} bytes, slices of {}, links {:.0} Mbit/s ({how}), {} run(s)",
             a.code,

@@ -103,6 +103,13 @@ pub struct FullNodeArgs {
     /// of --link (e.g. 0.97), below tc's rate, so tc's queues stay short.
     #[arg(long, value_parser = parse_fraction)]
     pub pace: Option<f64>,
+    /// Testbed only: TCP congestion control of the nodes' connections (cubic, reno, bbr, ...;
+    /// `host`: the host's default).
+    #[arg(long, default_value = "cubic")]
+    pub tcp_congestion: String,
+    /// Testbed only: longest queue of every shaped link, milliseconds at its rate (tc tbf's latency).
+    #[arg(long, default_value_t = crate::testbed::DEFAULT_QUEUE_MS, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queue_ms: u32,
     /// Embedded cluster only: node 1's links run at this fraction of --link while it
     /// reports the full rate (a failing NIC or a noisy neighbour no monitoring sees).
     #[arg(long, value_parser = parse_fraction)]
@@ -175,6 +182,13 @@ struct Report {
     gate_timeslots: String,
     /// The nodes' own pacing, as a fraction of the link (testbed).
     pace: Option<f64>,
+    /// The nodes' TCP congestion control (testbed).
+    tcp_congestion: Option<String>,
+    /// The testbed links' queue bound, milliseconds.
+    queue_ms: Option<u32>,
+    /// The rate the simulator runs every link at: on the testbed, the TCP payload share of
+    /// it (tc counts frames); on loopback, the link's (token buckets count payload).
+    sim_link_bytes_per_s: f64,
     /// Node 1's real link rate as a fraction of the one it reports (embedded cluster).
     slow_node: Option<f64>,
     /// RepairBoost's adaptive sub-processes: chunks per round (0: one round).
@@ -277,6 +291,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         scheduler: a.scheduler.to_string(),
         gate_timeslots: a.gate_timeslots.to_string(),
         pace: a.pace,
+        tcp_congestion: a.testbed.then(|| crate::testbed::congestion_in_use(&a.tcp_congestion)),
+        queue_ms: a.testbed.then_some(a.queue_ms),
+        sim_link_bytes_per_s: crate::bench_fullnode_sim::sim_link_rate(&a),
         slow_node: a.slow_node,
         subprocess: a.subprocess,
         runs: a.runs,
@@ -286,7 +303,10 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = if a.testbed { "netns testbed, tc tbf" } else { "loopback, token buckets" };
+        let how = match a.testbed {
+            true => format!("netns testbed, tc tbf, {} ms queues, {}", a.queue_ms, crate::testbed::congestion_in_use(&a.tcp_congestion)),
+            false => "loopback, token buckets".to_string(),
+        };
         println!(
             "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,
@@ -405,6 +425,8 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
         // The benchmark's writes and verifying reads are not what is measured.
         host_link: Some(a.link * 50.0),
         pace: a.pace,
+        tcp_congestion: a.tcp_congestion.clone(),
+        queue_ms: a.queue_ms,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

@@ -48,7 +48,7 @@ pub(crate) fn simulate_same(
         cancel_at: None,
         request: None,
     };
-    let net = kintsugi_sim::Network::homogeneous(a.nodes, a.link);
+    let net = kintsugi_sim::Network::homogeneous(a.nodes, sim_link_rate(a));
     let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };
     let replay: Vec<kintsugi_sim::Job> = ran.iter().cloned().map(|g| job(g, Vec::new())).collect();
     let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
@@ -66,6 +66,16 @@ pub(crate) fn simulate_same(
         false => None,
     };
     Ok(SimSame { seconds: free.makespan, slotted, busiest })
+}
+
+/// The rate the simulator gives every link: what TCP payload gets of it on the testbed,
+/// whose tc shaping counts frames; all of it on loopback, whose token buckets count payload.
+pub(crate) fn sim_link_rate(a: &FullNodeArgs) -> f64 {
+    if a.testbed {
+        a.link * crate::testbed::TCP_PAYLOAD_SHARE
+    } else {
+        a.link
+    }
 }
 
 /// The simulator's view of the benchmark's own lost chunks.

@@ -211,6 +211,8 @@ fn on_testbed(a: &SarArgs, at: Option<f64>, sar: bool, rt: &tokio::runtime::Runt
         // bytes are limited by the straggler's shaped uplink.
         host_link: Some(a.link * 50.0),
         pace: None,
+        tcp_congestion: "cubic".into(),
+        queue_ms: crate::testbed::DEFAULT_QUEUE_MS,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

@@ -58,6 +58,10 @@ pub struct NodeArgs {
     /// Verified read-ahead per chunk a repair helper reads [default: 512KiB, 4MiB with an emulated HDD].
     #[arg(long, value_parser = crate::units::parse_nonzero_size)]
     pub read_ahead: Option<usize>,
+    /// TCP congestion control of the node's connections (e.g. cubic, reno; the kernel's
+    /// tcp_available_congestion_control lists them) [default: the host's].
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
 }
 
 /// What `kintsugi node` does besides running a node.
@@ -145,6 +149,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.hdd_seek_ms = a.hdd_seek_ms.or(cfg.hdd_seek_ms);
     cfg.hdd_bandwidth = a.hdd_bw.or(cfg.hdd_bandwidth);
     cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
+    cfg.tcp_congestion = a.tcp_congestion.or(cfg.tcp_congestion);
     if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
         bail!("hdd_seek_ms must be a number of milliseconds >= 0");
     }

@@ -51,7 +51,26 @@ pub struct UpArgs {
     /// node's token bucket serves them rather than as drop-tail queues do.
     #[arg(long, value_parser = crate::units::parse_fraction)]
     pub pace: Option<f64>,
+    /// TCP congestion control of the nodes' connections (cubic, reno, bbr, ...; `host`:
+    /// the host's default). cubic, Linux's usual default, whatever this host's: with BBR and
+    /// deep queues, a flow whose acknowledgements wait behind a busy link's data stalls at
+    /// its window while its own path idles.
+    #[arg(long, default_value = "cubic")]
+    pub tcp_congestion: String,
+    /// Longest queue of every shaped link, in milliseconds at its rate (tc tbf's latency).
+    /// Short, as a switch port's buffer is: with 100 ms, acknowledgements waited behind a
+    /// busy link's data, and flows starved while their own path idled.
+    #[arg(long, default_value_t = DEFAULT_QUEUE_MS, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queue_ms: u32,
 }
+
+/// tc tbf's queue bound on the testbed's links by default, milliseconds.
+pub const DEFAULT_QUEUE_MS: u32 = 20;
+
+/// The share of a tc-shaped link's rate that TCP payload gets: tbf counts whole frames, and
+/// a full-size segment carries 1448 bytes of payload (MSS with timestamps) in a 1514-byte
+/// Ethernet frame. The simulator models payload, so it runs the testbed's links at this.
+pub const TCP_PAYLOAD_SHARE: f64 = 1448.0 / 1514.0;
 
 #[derive(Args, Debug)]
 pub struct DownArgs {
@@ -112,16 +131,32 @@ fn quiet(args: &[&str]) {
     let _ = Command::new(args[0]).args(&args[1..]).stdout(Stdio::null()).stderr(Stdio::null()).status();
 }
 
+/// The algorithm `--tcp-congestion` names; `None` for `host`, the host's default.
+fn congestion(name: &str) -> Option<&str> {
+    (name != "host").then_some(name)
+}
+
+/// The algorithm the testbed's connections run under `--tcp-congestion name`, for reports.
+pub fn congestion_in_use(name: &str) -> String {
+    match congestion(name) {
+        Some(c) => c.to_string(),
+        None => {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").map_or("host default".into(), |s| s.trim().to_string())
+        }
+    }
+}
+
 /// tc's token bucket on one interface, optionally inside a namespace.
-fn shape(ns: Option<&str>, dev: &str, rate: f64) -> Result<()> {
+fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
     let bits = format!("{}bit", (rate * 8.0) as u64);
     // Burst must cover one timer tick at the rate; latency bounds the queue.
     let burst = format!("{}", ((rate / 250.0) as u64).max(64 * 1024));
+    let latency = format!("{queue_ms}ms");
     let mut args: Vec<&str> = Vec::new();
     if let Some(ns) = ns {
         args.extend(["ip", "netns", "exec", ns]);
     }
-    args.extend(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", "100ms"]);
+    args.extend(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", &latency]);
     sh(&args)
 }
 
@@ -134,6 +169,9 @@ pub fn up(a: &UpArgs) -> Result<State> {
     if a.nodes == 0 || a.nodes > 200 {
         bail!("--nodes must be between 1 and 200");
     }
+    // Refuse an algorithm this kernel lacks before building anything; this process's own
+    // connections (a benchmark's client) then use it too.
+    kintsugi_proto::tcp::set_congestion_control(congestion(&a.tcp_congestion)).map_err(|e| anyhow!(e))?;
     let n = &a.name;
     if Path::new(&format!("/sys/class/net/{n}br")).exists() {
         bail!("a testbed named '{n}' already exists; run `kintsugi testbed down --name {n}` first");
@@ -161,8 +199,8 @@ fn build(a: &UpArgs) -> Result<State> {
     sh(&["ip", "link", "set", &hb, "up"])?;
     sh(&["ip", "addr", "add", &format!("{net}.1/24"), "dev", &h])?;
     sh(&["ip", "link", "set", &h, "up"])?;
-    shape(None, &h, a.host_link.unwrap_or(a.link))?;
-    shape(None, &hb, a.host_link.unwrap_or(a.link))?;
+    shape(None, &h, a.host_link.unwrap_or(a.link), a.queue_ms)?;
+    shape(None, &hb, a.host_link.unwrap_or(a.link), a.queue_ms)?;
     let coordinator = format!("{net}.1:7400");
     // The testbed's own secret (mode 0600), used by every process it starts and by this one.
     let secret_file = a.dir.join("secret");
@@ -230,8 +268,8 @@ fn build(a: &UpArgs) -> Result<State> {
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", &p, "up"])?;
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
         // Namespace side = what the node sends (uplink); bridge side = what it receives.
-        shape(Some(&ns), &p, a.link)?;
-        shape(None, &v, a.link)?;
+        shape(Some(&ns), &p, a.link, a.queue_ms)?;
+        shape(None, &v, a.link, a.queue_ms)?;
         let data = a.dir.join(format!("node{i:03}"));
         let _ = std::fs::remove_dir_all(&data);
         let pid = spawn(
@@ -243,6 +281,7 @@ fn build(a: &UpArgs) -> Result<State> {
                 .args(["--worker-threads", &workers.to_string()])
                 // tc shapes the links: the node is told their rate for residual bandwidth.
                 .args(["--link-capacity", &format!("{}B/s", a.link)])
+                .args(congestion(&a.tcp_congestion).map(|c| ["--tcp-congestion", c]).into_iter().flatten())
                 .args(a.pace.map(|f| ["--link".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten()),
             &format!("node{i:03}"),
         )?;

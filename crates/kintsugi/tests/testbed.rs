@@ -74,6 +74,15 @@ fn attempt(tag: u32) -> Result<(), String> {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+        // The nodes' connections run cubic, the testbed's default, whatever the host's: node
+        // 1's heartbeats to the coordinator are one, seen from inside its namespace.
+        let ss = Command::new("ip").args(["netns", "exec", &format!("{name}n1"), "ss", "-tinH", "state", "established"]).output();
+        if let Some(o) = ss.ok().filter(|o| o.status.success()) {
+            let text = String::from_utf8_lossy(&o.stdout);
+            if !text.contains("cubic") {
+                return Err(format!("node 1's connections do not run cubic: {text}"));
+            }
+        }
         ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"])?;
         let stat: serde_json::Value = serde_json::from_str(&ok(&["stat", "obj", "--json"])?).unwrap();
         let victim = stat["stripes"][0]["chunks"][0]["node"].as_u64().unwrap().to_string();

@@ -91,7 +91,6 @@ pub fn open_input(
                 g.ticket.turn(Side::Receive, g.slot).await;
             }
             let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
-            let _ = s.set_nodelay(true);
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
             let mut s = tokio::io::BufReader::with_capacity(UPSTREAM_BUFFER, s);
             for (u, &size) in sizes.iter().enumerate() {

@@ -63,6 +63,10 @@ pub struct NodeConfig {
     /// Verified read-ahead per chunk a repair helper reads (default 512 KiB, 4 MiB on an
     /// emulated HDD).
     pub read_ahead_bytes: Option<usize>,
+    /// TCP congestion control of the node's connections (e.g. cubic); default: the host's.
+    /// The testbed sets cubic: with BBR, flows whose acknowledgements queue behind a busy
+    /// link's data stall at their window (see `kintsugi_proto::tcp`).
+    pub tcp_congestion: Option<String>,
 }
 
 impl Default for NodeConfig {
@@ -87,6 +91,7 @@ impl Default for NodeConfig {
             hdd_bandwidth: None,
             read_ahead_bytes: None,
             link_capacity: None,
+            tcp_congestion: None,
         }
     }
 }
@@ -182,6 +187,9 @@ fn claim_data_dir(cfg: &NodeConfig) -> Result<u64, String> {
 
 /// Starts a node: opens its store, binds its port, serves until stopped.
 pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
+    if cfg.tcp_congestion.is_some() {
+        kintsugi_proto::tcp::set_congestion_control(cfg.tcp_congestion.as_deref())?;
+    }
     for (what, r) in [("uplink", cfg.uplink), ("downlink", cfg.downlink)] {
         if let Some(r) = r {
             if !(r > 0.0 && r.is_finite()) {
@@ -251,7 +259,7 @@ async fn serve(
             _ = stop.changed() => break,
             accepted = listener.accept() => match accepted {
                 Ok((sock, _)) => {
-                    let _ = sock.set_nodelay(true);
+                    kintsugi_proto::tcp::tune(&sock);
                     conns.spawn(connection(sock, exec.clone(), stop_tx.clone()));
                 }
                 Err(e) => tracing::warn!("node {}: accept failed: {e}", exec.node),

@@ -169,7 +169,7 @@ pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key:
 pub async fn connect(addr: &str, t: Duration) -> Result<TcpStream, String> {
     let attempt = async {
         let mut s = TcpStream::connect(addr).await.map_err(|e| format!("{addr}: {e}"))?;
-        let _ = s.set_nodelay(true);
+        crate::tcp::tune(&s);
         if let Some(key) = secret() {
             client_handshake(&mut s, &key).await.map_err(|e| format!("{addr}: {e}"))?;
         }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod frame;
 pub mod messages;
+pub mod tcp;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};
 pub use messages::*;

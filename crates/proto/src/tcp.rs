@@ -1,0 +1,100 @@
+//! Per-connection TCP settings every kintsugi process applies to the connections it opens
+//! and accepts: no Nagle delay, and optionally a congestion-control algorithm of its own.
+//!
+//! Why the latter: the host's default may be BBR, which sizes its window from the smallest
+//! round trip it has seen. Where a node's uplink and downlink are both busy behind deep
+//! queues (a full-node repair on the testbed's tc links), acknowledgements wait in the same
+//! queues as data, round trips grow far past that minimum, and a BBR flow stalls at its
+//! window while its own path idles. Measured on the testbed, it took cubic and short queues
+//! together to remove that (REPRODUCTION.md); the testbed sets both.
+
+use std::sync::RwLock;
+use tokio::net::TcpStream;
+
+static CONGESTION: RwLock<Option<String>> = RwLock::new(None);
+
+/// The algorithms this kernel offers, as `/proc/sys/net/ipv4/tcp_available_congestion_control`
+/// lists them.
+pub fn available_congestion_controls() -> Vec<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Sets the congestion control for every later connection of this process (`None`: the
+/// host's default). Refused, with the kernel's choices, when a socket cannot take it.
+pub fn set_congestion_control(name: Option<&str>) -> Result<(), String> {
+    if let Some(name) = name {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot open a socket to check '{name}': {e}"))?;
+        set_on_fd(std::os::fd::AsRawFd::as_raw_fd(&probe), name).map_err(|e| {
+            let offered = available_congestion_controls();
+            if offered.is_empty() {
+                format!("TCP congestion control '{name}' is refused: {e}")
+            } else {
+                format!("TCP congestion control '{name}' is refused: {e} (this kernel offers: {})", offered.join(", "))
+            }
+        })?;
+    }
+    *CONGESTION.write().unwrap_or_else(|p| p.into_inner()) = name.map(str::to_string);
+    Ok(())
+}
+
+/// The congestion control this process asks for, if any.
+pub fn congestion_control() -> Option<String> {
+    CONGESTION.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Applies this process's settings to a connection. Best effort: a socket that refuses
+/// keeps the host's defaults (the name was checked when it was set).
+pub fn tune(s: &TcpStream) {
+    let _ = s.set_nodelay(true);
+    if let Some(name) = congestion_control() {
+        let _ = set_on_fd(std::os::fd::AsRawFd::as_raw_fd(s), &name);
+    }
+}
+
+fn set_on_fd(fd: std::os::fd::RawFd, name: &str) -> std::io::Result<()> {
+    if name.is_empty() || name.len() > 15 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an algorithm's name"));
+    }
+    // SAFETY: fd is an open socket for the duration of the call; the option value is a
+    // byte string of the given length, as TCP_CONGESTION takes.
+    let rc = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_ptr().cast(), name.len() as libc::socklen_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The congestion control a connection runs, as the kernel reports it.
+pub fn congestion_of(s: &TcpStream) -> Option<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf outlives the call and len is its size; the kernel writes at most len bytes.
+    let rc = unsafe {
+        libc::getsockopt(std::os::fd::AsRawFd::as_raw_fd(s), libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
+    };
+    (rc == 0).then(|| String::from_utf8_lossy(&buf[..len as usize]).trim_end_matches('\0').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connections_take_the_chosen_algorithm_and_bad_names_are_refused() {
+        assert!(set_congestion_control(Some("no-such-cc")).is_err());
+        assert!(set_congestion_control(Some("surely_not_a_cc")).unwrap_err().contains("refused"));
+        // reno is built into every Linux kernel.
+        set_congestion_control(Some("reno")).unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        tune(&a);
+        tune(&b);
+        assert_eq!(congestion_of(&a).as_deref(), Some("reno"));
+        assert_eq!(congestion_of(&b).as_deref(), Some("reno"));
+        set_congestion_control(None).unwrap();
+    }
+}
