@@ -211,8 +211,9 @@ fn on_testbed(a: &SarArgs, at: Option<f64>, sar: bool, rt: &tokio::runtime::Runt
         // bytes are limited by the straggler's shaped uplink.
         host_link: Some(a.link * 50.0),
         pace: None,
-        tcp_congestion: "cubic".into(),
-        queue_ms: crate::testbed::DEFAULT_QUEUE_MS,
+        // As its recorded figures ran: the host's algorithm, tc's 100 ms queues.
+        tcp_congestion: "host".into(),
+        queue_ms: 100,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);
