@@ -130,7 +130,7 @@ async fn serve(listener: TcpListener, coord: Arc<Coordinator>, mut stop: watch::
         tokio::select! {
             _ = stop.changed() => break,
             accepted = listener.accept() => if let Ok((sock, _)) = accepted {
-                let _ = sock.set_nodelay(true);
+                kintsugi_proto::tcp::tune(&sock);
                 conns.spawn(connection(sock, coord.clone()));
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}

@@ -170,10 +170,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = match a.testbed {
-            true => format!("netns testbed, tc tbf, {} ms queues, {}", a.queue_ms, crate::testbed::congestion_in_use(&a.tcp_congestion)),
-            false => "loopback, token buckets".to_string(),
-        };
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion);
         println!(
             "{} chunk of {} bytes, slices of {}, links {:.0} Mbit/s ({how}), {} run(s)",
             a.code,

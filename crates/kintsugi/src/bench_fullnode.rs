@@ -303,10 +303,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = match a.testbed {
-            true => format!("netns testbed, tc tbf, {} ms queues, {}", a.queue_ms, crate::testbed::congestion_in_use(&a.tcp_congestion)),
-            false => "loopback, token buckets".to_string(),
-        };
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion);
         println!(
             "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,

@@ -146,6 +146,14 @@ pub fn congestion_in_use(name: &str) -> String {
     }
 }
 
+/// How a benchmark's links are made, for its table header.
+pub fn links_label(testbed: bool, queue_ms: u32, tcp_congestion: &str) -> String {
+    match testbed {
+        true => format!("netns testbed, tc tbf, {queue_ms} ms queues, {}", congestion_in_use(tcp_congestion)),
+        false => "loopback, token buckets".to_string(),
+    }
+}
+
 /// tc's token bucket on one interface, optionally inside a namespace.
 fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
     let bits = format!("{}bit", (rate * 8.0) as u64);

@@ -64,6 +64,7 @@ pub struct NodeConfig {
     /// emulated HDD).
     pub read_ahead_bytes: Option<usize>,
     /// TCP congestion control of the node's connections (e.g. cubic); default: the host's.
+    /// Process-wide: nodes sharing a process (an embedded cluster) share it.
     /// The testbed sets cubic: with BBR, flows whose acknowledgements queue behind a busy
     /// link's data stall at their window (see `kintsugi_proto::tcp`).
     pub tcp_congestion: Option<String>,

@@ -67,20 +67,20 @@ fn set_on_fd(fd: std::os::fd::RawFd, name: &str) -> std::io::Result<()> {
     }
 }
 
-/// The congestion control a connection runs, as the kernel reports it.
-pub fn congestion_of(s: &TcpStream) -> Option<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf outlives the call and len is its size; the kernel writes at most len bytes.
-    let rc = unsafe {
-        libc::getsockopt(std::os::fd::AsRawFd::as_raw_fd(s), libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
-    };
-    (rc == 0).then(|| String::from_utf8_lossy(&buf[..len as usize]).trim_end_matches('\0').to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The congestion control a connection runs, as the kernel reports it.
+    fn congestion_of(s: &TcpStream) -> Option<String> {
+        let mut buf = [0u8; 16];
+        let mut len = buf.len() as libc::socklen_t;
+        // SAFETY: buf outlives the call and len is its size; the kernel writes at most len bytes.
+        let rc = unsafe {
+            libc::getsockopt(std::os::fd::AsRawFd::as_raw_fd(s), libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len)
+        };
+        (rc == 0).then(|| String::from_utf8_lossy(&buf[..len as usize]).trim_end_matches('\0').to_string())
+    }
 
     #[tokio::test]
     async fn connections_take_the_chosen_algorithm_and_bad_names_are_refused() {
