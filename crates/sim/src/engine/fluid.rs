@@ -14,6 +14,7 @@ use super::{Engine, FlowKind, JobMode, Timer};
 use crate::maxmin::FlowResources;
 use crate::network::{res_disk_read, res_disk_write, res_down, res_up};
 use kintsugi_plan::NodeId;
+use std::collections::HashMap;
 
 /// A running fluid repair.
 pub(super) struct FluidFlow {
@@ -21,6 +22,8 @@ pub(super) struct FluidFlow {
     pub links: Vec<(NodeId, bool, f64)>,
     /// Seconds from the flow's end until the last slice reaches the sink.
     pub fill: f64,
+    /// Units of the flow per byte of its longest lane (see `start_fluid`).
+    pub scale: f64,
 }
 
 impl Engine<'_> {
@@ -82,8 +85,27 @@ impl Engine<'_> {
             total += tau;
             slowest = slowest.max(tau);
         }
-        self.st[j as usize].fluid = Some(FluidFlow { links, fill: total - slowest });
-        self.add_flow(FlowKind::Fluid { job: j }, volume, FlowResources::weighted(items), dest, dest);
+        // A slot schedule (ECPipe cyclic) sends one unit at a time per node, in step order
+        // across its lanes, as the executor does: on a shared link the repair holds one
+        // connection's share, not one per lane. Scaling the flow's unit so that its busiest
+        // uplink carries weight 1 gives it that share and moves the same bytes.
+        let scale = if g.slots.iter().any(Option::is_some) {
+            let mut up: HashMap<NodeId, f64> = HashMap::new();
+            for &(node, _, w) in links.iter().filter(|l| l.1) {
+                *up.entry(node).or_default() += w;
+            }
+            up.values().copied().fold(1.0, f64::max)
+        } else {
+            1.0
+        };
+        for item in &mut items {
+            item.1 /= scale;
+        }
+        for link in &mut links {
+            link.2 /= scale;
+        }
+        self.st[j as usize].fluid = Some(FluidFlow { links, fill: total - slowest, scale });
+        self.add_flow(FlowKind::Fluid { job: j }, volume * scale, FlowResources::weighted(items), dest, dest);
     }
 
     /// Job j's flow has moved its bytes: the last slice still crosses the pipeline's other
@@ -103,7 +125,9 @@ impl Engine<'_> {
 
     /// Job j's flow volume: a byte of its longest lane is one unit.
     pub(super) fn fluid_volume(&self, j: u32) -> f64 {
-        self.st[j as usize].windows.iter().map(|w| w.iter().map(|&x| x as f64).sum::<f64>()).fold(0.0, f64::max)
+        let s = &self.st[j as usize];
+        let scale = s.fluid.as_ref().map_or(1.0, |f| f.scale);
+        scale * s.windows.iter().map(|w| w.iter().map(|&x| x as f64).sum::<f64>()).fold(0.0, f64::max)
     }
 
     /// Counts `moved` units of job j's flow on every link it crosses, at its weight there.
