@@ -125,7 +125,8 @@ pub fn plan(shape: Shape, lost: &[LostChunk], pools: &[(Vec<usize>, usize)], clu
         }
     }
     let templates: Vec<&Template> = pools.iter().map(|(_, need)| &cache[need]).collect();
-    let nodes = map(&templates, lost, pools, cluster, &mut Loads::default())?;
+    let mut nodes = map(&templates, lost, pools, cluster, &mut Loads::default())?;
+    super::rebalance::improve(&templates, lost, pools, cluster, &mut nodes);
     Ok(lost
         .iter()
         .zip(nodes)
