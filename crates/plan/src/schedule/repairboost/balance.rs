@@ -41,14 +41,7 @@ pub fn map(
     loads: &mut Loads,
 ) -> Result<Vec<Vec<NodeId>>> {
     // Per-node cost of one chunk up or down: 1 (homogeneous) or 1/bandwidth.
-    let per = |n: NodeId| -> (f64, f64) {
-        if cluster.bandwidth.is_empty() {
-            (1.0, 1.0)
-        } else {
-            let (u, d) = cluster.bandwidth_of(n);
-            (1.0 / u, 1.0 / d)
-        }
-    };
+    let per = |n: NodeId| chunk_cost(cluster, n);
     let mut placed: Vec<Vec<Option<NodeId>>> = templates.iter().map(|t| vec![None; t.k() + 1]).collect();
     let add = |loads: &mut Loads, n: NodeId, u: f64, d: f64| {
         let (pu, pd) = per(n);
@@ -99,6 +92,18 @@ pub fn map(
     leaves.sort_by(|a, b| templates[b.0].up[b.1].total_cmp(&templates[a.0].up[a.1]));
     place_helpers(leaves, &mut placed, loads, false)?;
     Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
+}
+
+/// The load of one chunk up and down at node n: 1 on a homogeneous cluster, else seconds at
+/// its bandwidth. A node measured at no bandwidth is very slow, not infinitely: moving a
+/// chunk off it must leave a number.
+pub(super) fn chunk_cost(cluster: &Cluster, n: NodeId) -> (f64, f64) {
+    if cluster.bandwidth.is_empty() {
+        (1.0, 1.0)
+    } else {
+        let (u, d) = cluster.bandwidth_of(n);
+        (1.0 / u.max(1e-3), 1.0 / d.max(1e-3))
+    }
 }
 
 /// The candidate with the smallest load; ties to the faster node (the smaller cost of a

@@ -20,6 +20,7 @@
 //! kept only if its busiest link is lower, or as high on fewer links.
 
 use super::super::{Cluster, LostChunk, Template};
+use super::balance::chunk_cost;
 use crate::graph::NodeId;
 use std::collections::{HashMap, VecDeque};
 
@@ -116,17 +117,7 @@ impl<'a> Rebalance<'a> {
         for &n in holders.iter().flatten().chain(placed.iter().flatten()) {
             id(n, &mut index);
         }
-        let cost = |n: NodeId| -> (f64, f64) {
-            if cluster.bandwidth.is_empty() {
-                (1.0, 1.0)
-            } else {
-                // A node measured at no bandwidth: very slow, not infinitely (moving a chunk
-                // off it must leave a number).
-                let (u, d) = cluster.bandwidth_of(n);
-                (1.0 / u.max(1e-3), 1.0 / d.max(1e-3))
-            }
-        };
-        let (cost_up, cost_down) = nodes.iter().map(|&n| cost(n)).unzip();
+        let (cost_up, cost_down) = nodes.iter().map(|&n| chunk_cost(cluster, n)).unzip();
         let mut loads = Loads { up: vec![0.0; nodes.len()], down: vec![0.0; nodes.len()], cost_up, cost_down };
         let mut at = vec![Vec::new(); nodes.len()];
         for (c, ps) in placed.iter().enumerate() {
