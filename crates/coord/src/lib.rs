@@ -20,6 +20,7 @@ mod repair_batch;
 mod seal;
 mod straggler;
 pub mod straggler_injector;
+mod stripe_placement;
 mod subprocess;
 
 pub use client::Client;

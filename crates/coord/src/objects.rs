@@ -10,6 +10,7 @@
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, ObjectRecord, StripeRecord};
+use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
@@ -69,12 +70,7 @@ impl Coordinator {
         }
         let full_ratio = self.cfg.full_ratio;
         // Placement load is a heuristic: read outside the transaction.
-        let mut load: HashMap<NodeId, usize> = HashMap::new();
-        for s in self.meta.stripes()? {
-            for n in s.nodes {
-                *load.entry(n).or_default() += 1;
-            }
-        }
+        let spread = StripeSpread::of(self.meta.stripes()?.iter().map(|s| &s.nodes[..]));
         // Sub-packetized codes (Clay) need whole sub-chunks: round the chunk up, as Ceph does.
         let alpha = c.sub_chunks() as u64;
         let chunk_size = chunk_size.next_multiple_of(alpha);
@@ -89,7 +85,7 @@ impl Coordinator {
         self.meta.update(&mut |t| {
             let version = t.next_id("version")?;
             let mut stripes = Vec::new();
-            let mut load = load.clone();
+            let mut spread = spread.clone();
             let mut room = room.clone();
             let mut left = size;
             while left > 0 {
@@ -97,20 +93,17 @@ impl Coordinator {
                 left -= data_len;
                 let id = t.next_id("stripe")?;
                 let chunk_len = data_len.div_ceil(c.k() as u64).next_multiple_of(alpha);
-                // Least-loaded distinct nodes with room; ties rotate with the stripe id.
-                let mut order: Vec<NodeId> =
+                let fits: Vec<NodeId> =
                     alive.iter().copied().filter(|n| room.get(n).copied().flatten().is_none_or(|r| r >= chunk_len)).collect();
-                if order.len() < c.n() {
+                let Some(nodes) = spread.choose(&fits, c.n(), id) else {
                     return bad(format!(
                         "{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
                         c.n(),
-                        order.len()
+                        fits.len()
                     ));
-                }
-                order.sort_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % alive.len() as u64));
-                let nodes: Vec<NodeId> = order[..c.n()].to_vec();
+                };
+                spread.add(&nodes);
                 for n in &nodes {
-                    *load.entry(*n).or_default() += 1;
                     if let Some(Some(r)) = room.get_mut(n) {
                         *r -= chunk_len;
                     }
