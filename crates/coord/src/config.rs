@@ -75,6 +75,8 @@ pub struct CoordConfig {
     /// after it opened (checked every `seal_interval_ms`).
     pub seal_after_ms: u64,
     pub seal_interval_ms: u64,
+    /// Geo layout: stripes sealed at once.
+    pub seal_parallel: usize,
     /// Repair weight (chunk size in 4 MiB units) a node takes part in at once, as
     /// Geometric Partitioning's recovery queue (512 in the paper); `repair_max_active` and
     /// `--parallel` still bound the chunks in flight cluster-wide.
@@ -115,6 +117,7 @@ impl Default for CoordConfig {
             staging_copies: 3,
             seal_after_ms: 60_000,
             seal_interval_ms: 1_000,
+            seal_parallel: 8,
             recovery_node_budget: 512,
         }
     }

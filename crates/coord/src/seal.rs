@@ -36,24 +36,37 @@ impl Coordinator {
             return Ok(0);
         }
         let now = now_ms();
-        let mut sealed = 0;
         let open: Vec<StripeRecord> = self.meta.stripes()?.into_iter().filter(|s| s.open).collect();
         if !open.is_empty() {
             self.maybe_open.store(true, Ordering::SeqCst);
         }
+        let mut due = Vec::new();
         for s in open {
             let k = s.code.build().map_err(|e| e.to_string())?.k();
             let full = s.owners[..k].iter().all(|&o| o != 0);
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
             // A stripe whose every slot was freed (its puts abandoned) waits for new ones.
             let empty = s.owners[..k].iter().all(|&o| o == 0 || o == FILLER);
-            if !(all || full || old) || writing(&s, k) || empty {
-                continue;
+            if (all || full || old) && !writing(&s, k) && !empty {
+                due.push(s.id);
             }
-            match self.seal(s.id).await {
-                Ok(true) => sealed += 1,
-                Ok(false) => {}
-                Err(e) => tracing::warn!("sealing stripe {}: {e}; it stays open and is tried again", s.id),
+        }
+        // Several stripes at once: one stripe's graphs keep only its k + m disks busy, and
+        // each seal is its own transactions, so stripes never see each other's.
+        let mut sealed = 0;
+        let mut running = JoinSet::new();
+        let mut due = due.into_iter();
+        loop {
+            while running.len() < self.cfg.seal_parallel.max(1) {
+                let Some(id) = due.next() else { break };
+                let me = self.clone();
+                running.spawn(async move { (id, me.seal(id).await) });
+            }
+            let Some(done) = running.join_next().await else { break };
+            match done.map_err(|e| e.to_string())? {
+                (_, Ok(true)) => sealed += 1,
+                (_, Ok(false)) => {}
+                (id, Err(e)) => tracing::warn!("sealing stripe {id}: {e}; it stays open and is tried again"),
             }
         }
         Ok(sealed)
