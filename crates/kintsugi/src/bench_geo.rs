@@ -67,6 +67,9 @@ pub struct GeoBenchArgs {
     /// most of them, at every position of the stripe, so all of Clay's read patterns occur).
     #[arg(long, default_value_t = 2)]
     pub pgs: u32,
+    /// Objects stored at once.
+    #[arg(long, default_value_t = 4)]
+    pub put_parallel: usize,
     /// Objects read normally and degraded (those with a data chunk on node 0).
     #[arg(long, default_value_t = 8)]
     pub reads: usize,
@@ -124,6 +127,13 @@ struct Row {
     /// Recovery throughput over RS's on the Stripe layout (paper: geo 1.85).
     #[serde(skip_serializing_if = "Option::is_none")]
     recovery_vs_rs: Option<f64>,
+    /// Bytes the surviving nodes read from their disks for the recovery.
+    recovery_disk_read_bytes: u64,
+    /// The busiest surviving disk's I/O time during the recovery (positioning plus transfer):
+    /// the recovery's disk bound on these emulated disks.
+    recovery_disk_busiest_seconds: f64,
+    /// recovery_seconds / recovery_disk_busiest_seconds (1: the disks set the pace).
+    recovery_over_disk_bound: f64,
     /// The objects read, normal and degraded (same objects).
     objects_read: usize,
     normal_read_seconds: f64,
@@ -251,10 +261,22 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     let c = e.client.clone();
     let name = |i: usize| format!("obj{i:05}");
     let t = Instant::now();
-    for (i, &size) in sizes.iter().enumerate() {
-        let data = pattern(size as usize, i as u64 + 1);
-        let mut r = &data[..];
-        c.put_with_layout(&name(i), &mut r, size, s.code, s.chunk, s.layout, &|_| {}).await.map_err(|e| anyhow!("{}: {e}", name(i)))?;
+    // Several puts at once: each writes to a few disks (its home and staging copies, or one
+    // stripe), and the cluster has many.
+    let mut puts = tokio::task::JoinSet::new();
+    let mut todo = sizes.iter().copied().enumerate();
+    loop {
+        while puts.len() < a.put_parallel.max(1) {
+            let Some((i, size)) = todo.next() else { break };
+            let (c, code, chunk, layout) = (c.clone(), s.code, s.chunk, s.layout);
+            puts.spawn(async move {
+                let data = pattern(size as usize, i as u64 + 1);
+                let mut r = &data[..];
+                c.put_with_layout(&name(i), &mut r, size, code, chunk, layout, &|_| {}).await.map_err(|e| anyhow!("{}: {e}", name(i)))
+            });
+        }
+        let Some(done) = puts.join_next().await else { break };
+        done??;
     }
     if s.layout != LayoutSpec::Stripe && s.layout != LayoutSpec::StripeMax {
         c.seal().await.map_err(|e| anyhow!(e))?;
@@ -338,7 +360,24 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         None
     };
     eprintln!("  {}: degraded reads in {degraded:.2} s ({:?} s one chunk at a time); recovering node 0", s.name, unpipelined);
+    let before = e.stats();
     let r = c.repair(a.method, 1 << 20, a.parallel, Scheduler::Repairboost).await.map_err(|e| anyhow!(e))?;
+    let after = e.stats();
+    let (mut disk_read, mut busy) = (0u64, Vec::new());
+    for (b, a) in before.iter().zip(&after) {
+        if let (Some(b), Some(a)) = (b, a) {
+            disk_read += a.repair_read.saturating_sub(b.repair_read);
+            busy.push(a.disk_busy_seconds - b.disk_busy_seconds);
+        }
+    }
+    let busiest = busy.iter().copied().fold(0.0, f64::max);
+    tracing::info!("{}: disk seconds per surviving node during recovery: {busy:.2?}", s.name);
+    eprintln!(
+        "  {}: recovery read {} from the disks; busiest disk {busiest:.2} s of I/O ({:.2}x of it)",
+        s.name,
+        human_bytes(disk_read),
+        r.seconds / busiest.max(1e-9)
+    );
     eprintln!("  {}: {} lost chunks ({}) rebuilt in {:.2} s; reading everything back", s.name, r.lost, human_bytes(r.bytes), r.seconds);
     verified &= r.failed == 0;
     for (i, &size) in sizes.iter().enumerate() {
@@ -358,6 +397,9 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         recovery_seconds: r.seconds,
         recovery_mb_per_s: r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
         recovery_vs_rs: None,
+        recovery_disk_read_bytes: disk_read,
+        recovery_disk_busiest_seconds: busiest,
+        recovery_over_disk_bound: r.seconds / busiest.max(1e-9),
         objects_read: reads.len(),
         normal_read_seconds: normal,
         degraded_read_seconds: degraded,

@@ -135,6 +135,7 @@ fn stat(exec: &Executor) -> NodeStat {
         repair_read: exec.counters.read.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
         timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
+        disk_busy_seconds: exec.store.disk().map_or(0.0, |d| d.busy_seconds()),
     }
 }
 

@@ -213,6 +213,9 @@ pub struct NodeStat {
     /// Transfers that waited at this node's timeslot gates for earlier slots (RepairBoost).
     #[serde(default)]
     pub timeslot_waits: u64,
+    /// Seconds of I/O the node's emulated disk has served or queued (0 on a real disk).
+    #[serde(default)]
+    pub disk_busy_seconds: f64,
 }
 
 /// Requests the coordinator serves (from nodes and clients).
