@@ -115,7 +115,7 @@ impl Coordinator {
                     });
                     let placement = (0..s.nodes.len()).map(|j| (usable(j) && Some(&s.nodes[j]) != shunned).then_some(s.nodes[j])).collect();
                     // Every node of the stripe stays out, also one holding a corrupt copy.
-                    LostChunk { placement, lost: p.index, avoid: s.nodes.clone() }
+                    LostChunk { placement, lost: p.index, avoid: s.nodes.clone(), size: s.chunk_len }
                 })
                 .collect();
             let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;

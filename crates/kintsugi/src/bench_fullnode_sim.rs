@@ -21,7 +21,7 @@ pub(crate) async fn lost_chunks(client: &Client, a: &FullNodeArgs) -> Result<Vec
             }
             if let Some(index) = nodes.iter().position(|&n| n == 0) {
                 let placement = nodes.iter().map(|&n| (n != 0).then_some(n)).collect();
-                lost.push(kintsugi_plan::schedule::LostChunk { placement, lost: index, avoid: nodes.clone() });
+                lost.push(kintsugi_plan::schedule::LostChunk { placement, lost: index, avoid: nodes.clone(), size: 0 });
             }
         }
     }

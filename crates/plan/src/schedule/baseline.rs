@@ -120,7 +120,7 @@ mod tests {
     use super::*;
 
     fn stripe(nodes: &[NodeId], lost: usize) -> LostChunk {
-        LostChunk { placement: nodes.iter().enumerate().map(|(i, &n)| (i != lost).then_some(n)).collect(), lost, avoid: vec![] }
+        LostChunk { placement: nodes.iter().enumerate().map(|(i, &n)| (i != lost).then_some(n)).collect(), lost, avoid: vec![], size: 0 }
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct LostChunk {
     pub lost: usize,
     /// Live nodes that must not receive it either, such as the holder of a corrupt copy.
     pub avoid: Vec<NodeId>,
+    /// The chunk's bytes; 0 when unknown. RepairBoost balances a batch whose sizes are all
+    /// known by bytes (Geo's chunks differ up to 64-fold), any other by count.
+    pub size: u64,
 }
 
 impl LostChunk {
@@ -487,7 +490,7 @@ pub fn random_lost_chunks(nodes: usize, chunks: usize, n: usize, seed: u64) -> V
             stripe.push(0);
             stripe.shuffle(&mut rng);
             let lost = stripe.iter().position(|&x| x == 0).expect("node 0 is in the stripe");
-            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost, avoid: Vec::new() }
+            LostChunk { placement: stripe.iter().map(|&x| (x != 0).then_some(x)).collect(), lost, avoid: Vec::new(), size: 0 }
         })
         .collect()
 }
@@ -519,7 +522,7 @@ pub fn random_lost_chunks_of(nodes: usize, chunks: usize, n: usize, failed: usiz
             let placement: Vec<Option<NodeId>> = stripe.iter().map(|&x| (!is_failed(x)).then_some(x)).collect();
             for (i, &x) in stripe.iter().enumerate() {
                 if is_failed(x) {
-                    out.push(LostChunk { placement: placement.clone(), lost: i, avoid: Vec::new() });
+                    out.push(LostChunk { placement: placement.clone(), lost: i, avoid: Vec::new(), size: 0 });
                 }
             }
         }

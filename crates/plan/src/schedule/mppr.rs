@@ -79,7 +79,7 @@ mod tests {
     #[test]
     fn busy_sources_and_loaded_destinations_are_avoided() {
         // Two stripes on nodes 0 (lost), 1, 2: RS(2,1) needs both survivors.
-        let a = LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![] };
+        let a = LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![], size: 0 };
         let b = a.clone();
         let mut cluster = Cluster::homogeneous(vec![1, 2, 3, 4, 5]);
         cluster.user_load_mb.insert(4, 1000.0); // node 4 serves heavy user traffic
@@ -88,7 +88,7 @@ mod tests {
         assert_eq!(c[0].destination, 3, "node 4 is loaded by users; 3 is the least loaded outside the stripe");
         assert_eq!(c[1].destination, 5, "node 3 is now a repair destination and 4 still loaded");
         // With three candidates for two sources, the busy one is left out.
-        let wide = LostChunk { placement: vec![None, Some(1), Some(2), Some(3)], lost: 0, avoid: vec![] };
+        let wide = LostChunk { placement: vec![None, Some(1), Some(2), Some(3)], lost: 0, avoid: vec![], size: 0 };
         let c = plan(&[a.clone(), wide], &[(vec![1, 2], 2), (vec![1, 2, 3], 2)], &cluster, &co).unwrap();
         assert_eq!(c[1].helpers, vec![3, 1], "node 3 has no reconstructions yet, then node 1 (lower id than 2)");
     }

@@ -146,7 +146,7 @@ mod tests {
     /// N3, D3+U2 to N4, D4 to N3, U3 to N1, U4 to N7.
     pub(crate) fn figure_8() -> (LostChunk, Cluster) {
         let placement = vec![Some(1), None, Some(3), Some(4), Some(5), Some(7)];
-        let chunk = LostChunk { placement, lost: 1, avoid: vec![1, 2, 3, 4, 5, 7] };
+        let chunk = LostChunk { placement, lost: 1, avoid: vec![1, 2, 3, 4, 5, 7], size: 0 };
         let mut cluster = Cluster::homogeneous(vec![1, 3, 4, 5, 6, 7, 8]);
         for (n, up, down) in
             [(1, 60.0, 30.0), (3, 150.0, 150.0), (4, 90.0, 90.0), (5, 20.0, 20.0), (6, 60.0, 60.0), (7, 50.0, 20.0), (8, 40.0, 40.0)]

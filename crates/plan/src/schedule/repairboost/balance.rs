@@ -8,7 +8,9 @@
 //!
 //! never two positions of one graph on the same node. Ties go to the lower node id. With
 //! heterogeneous bandwidth the loads are in seconds (chunks / bandwidth), so that nodes
-//! finish together (§3.4), and ties go to the faster node first.
+//! finish together (§3.4), and ties go to the faster node first. Where the batch's chunks
+//! differ in size (Geo's grow geometrically), a chunk weighs its size over the mean (the
+//! paper's chunks are all alike), and larger chunks are placed first within each step.
 
 use super::super::{no_destination, Choice, Cluster, LostChunk, Template};
 use crate::error::Result;
@@ -42,6 +44,7 @@ pub fn map(
 ) -> Result<Vec<Vec<NodeId>>> {
     // Per-node cost of one chunk up or down: 1 (homogeneous) or 1/bandwidth.
     let per = |n: NodeId| chunk_cost(cluster, n);
+    let w = weights(lost);
     let mut placed: Vec<Vec<Option<NodeId>>> = templates.iter().map(|t| vec![None; t.k() + 1]).collect();
     let add = |loads: &mut Loads, n: NodeId, u: f64, d: f64| {
         let (pu, pd) = per(n);
@@ -72,26 +75,36 @@ pub fn map(
                 let load = |n| if download { (loads.down(n), per(n).1) } else { (loads.up(n), per(n).0) };
                 let n = pick(&cand, load).ok_or_else(|| too_few(&lost[c]))?;
                 placed[c][p] = Some(n);
-                add(loads, n, templates[c].up[p], templates[c].down[p]);
+                add(loads, n, templates[c].up[p] * w[c], templates[c].down[p] * w[c]);
             }
             Ok(())
         };
-    inter.sort_by(|a, b| templates[b.0].down[b.1].total_cmp(&templates[a.0].down[a.1]));
+    inter.sort_by(|a, b| (templates[b.0].down[b.1] * w[b.0]).total_cmp(&(templates[a.0].down[a.1] * w[a.0])));
     place_helpers(inter, &mut placed, loads, true)?;
     // 2. Roots: the least download among nodes outside the stripe.
     let mut roots: Vec<usize> = (0..templates.len()).collect();
-    roots.sort_by(|&a, &b| templates[b].down[templates[b].k()].total_cmp(&templates[a].down[templates[a].k()]));
+    roots.sort_by(|&a, &b| (templates[b].down[templates[b].k()] * w[b]).total_cmp(&(templates[a].down[templates[a].k()] * w[a])));
     for c in roots {
         let k = templates[c].k();
         let cand = cluster.destinations(&lost[c]);
         let n = pick(&cand, |n| (loads.down(n), per(n).1)).ok_or_else(|| no_destination(&lost[c]))?;
         placed[c][k] = Some(n);
-        add(loads, n, templates[c].up[k], templates[c].down[k]);
+        add(loads, n, templates[c].up[k] * w[c], templates[c].down[k] * w[c]);
     }
     // 3. Leaves: the least upload among the stripe's unused holders.
-    leaves.sort_by(|a, b| templates[b.0].up[b.1].total_cmp(&templates[a.0].up[a.1]));
+    leaves.sort_by(|a, b| (templates[b.0].up[b.1] * w[b.0]).total_cmp(&(templates[a.0].up[a.1] * w[a.0])));
     place_helpers(leaves, &mut placed, loads, false)?;
     Ok(placed.into_iter().map(|ps| ps.into_iter().map(|n| n.expect("every position placed")).collect()).collect())
+}
+
+/// Each chunk's weight in the loads: its size over the batch's mean when every size is
+/// known, else 1 (every chunk alike, as in the paper).
+pub(super) fn weights(lost: &[LostChunk]) -> Vec<f64> {
+    if lost.is_empty() || lost.iter().any(|c| c.size == 0) {
+        return vec![1.0; lost.len()];
+    }
+    let mean = lost.iter().map(|c| c.size as f64).sum::<f64>() / lost.len() as f64;
+    lost.iter().map(|c| c.size as f64 / mean).collect()
 }
 
 /// The load of one chunk up and down at node n: 1 on a homogeneous cluster, else seconds at
@@ -161,7 +174,7 @@ mod tests {
             loads.down.insert(i as NodeId + 1, d);
         }
         // RS(4,2): shards on N1, N2, N3, N5, N6 survive; the lost one was on a failed node.
-        let chunk = LostChunk { placement: vec![None, Some(1), Some(2), Some(3), Some(5), Some(6)], lost: 0, avoid: vec![] };
+        let chunk = LostChunk { placement: vec![None, Some(1), Some(2), Some(3), Some(5), Some(6)], lost: 0, avoid: vec![], size: 0 };
         let pools = vec![(vec![1, 2, 3, 4, 5], 4)];
         let cluster = Cluster::homogeneous(vec![1, 2, 3, 4, 5, 6]);
         let nodes = map(&[&t], &[chunk], &pools, &cluster, &mut loads).unwrap();
@@ -178,7 +191,7 @@ mod tests {
     /// the destination is the node that finishes the chunk first, not the lowest id.
     #[test]
     fn an_empty_slow_node_is_not_a_free_one() {
-        let lost = vec![LostChunk { placement: vec![Some(3), Some(4), None], lost: 2, avoid: vec![] }];
+        let lost = vec![LostChunk { placement: vec![Some(3), Some(4), None], lost: 2, avoid: vec![], size: 0 }];
         let pools = vec![(vec![0, 1], 2)];
         let mut cluster = Cluster::homogeneous(vec![1, 2, 3, 4]);
         cluster.default_bandwidth = 100.0;
@@ -187,5 +200,31 @@ mod tests {
         assert_eq!(c[0].destination, 2);
         cluster.bandwidth.clear();
         assert_eq!(plan(Shape::Cr, &lost, &pools, &cluster).unwrap()[0].destination, 1, "homogeneous: ties to the lowest id");
+    }
+
+    /// Chunks of unlike sizes (Geo's) are balanced by bytes: four chunks whose only possible
+    /// destinations are nodes 1 and 2, one of 16 MiB and three of 1 MiB. By count each node
+    /// would take two, one of them 17 MiB; by bytes the large one goes alone.
+    #[test]
+    fn unlike_chunks_balance_by_bytes() {
+        let mib = 1u64 << 20;
+        let lost: Vec<LostChunk> = [1, 16, 1, 1]
+            .iter()
+            .map(|&m| LostChunk { placement: vec![Some(3), Some(4), None], lost: 2, avoid: vec![], size: m * mib })
+            .collect();
+        let pools = vec![(vec![0, 1], 2); 4];
+        let cluster = Cluster::homogeneous(vec![1, 2, 3, 4]);
+        let per_node = |lost: &[LostChunk]| {
+            let mut bytes = [0u64; 3];
+            for (c, ch) in plan(Shape::Cr, lost, &pools, &cluster).unwrap().iter().zip(lost) {
+                bytes[c.destination as usize] += ch.size;
+            }
+            bytes[1].max(bytes[2])
+        };
+        assert_eq!(per_node(&lost), 16 * mib);
+        // Unknown sizes: by count, two each, as the paper's equal chunks.
+        let unknown: Vec<LostChunk> = lost.iter().map(|c| LostChunk { size: 0, ..c.clone() }).collect();
+        let dests: Vec<NodeId> = plan(Shape::Cr, &unknown, &pools, &cluster).unwrap().iter().map(|c| c.destination).collect();
+        assert_eq!(dests.iter().filter(|&&d| d == 1).count(), 2, "{dests:?}");
     }
 }

@@ -17,7 +17,9 @@
 //! two children keep Algorithm 1's place. With per-node bandwidth (the cluster plans with
 //! measured rates) loads are in seconds, as in Algorithm 1: a chain then ends at a node
 //! that stays below the busiest link after taking the chunk at its own rate. The result is
-//! kept only if its busiest link is lower, or as high on fewer links.
+//! kept only if its busiest link is lower, or as high on fewer links. A batch of chunks of
+//! unlike sizes keeps Algorithm 1's placement (weighed by size there): a move here shifts
+//! one chunk, and a chain would trade chunks of different sizes.
 
 use super::super::{Cluster, LostChunk, Template};
 use super::balance::chunk_cost;
@@ -38,7 +40,9 @@ pub fn improve(templates: &[&Template], lost: &[LostChunk], pools: &[(Vec<usize>
     // At scale the greedy is already within a chunk or two of the average on every link
     // (1.01x the bound at 1,000 chunks) and the search cost 5-9 s of CPU at 100,000 chunks
     // (`sim full-node --nodes 1000 --chunks 100000 --method ppr --scheduler repairboost`).
-    if placed.is_empty() || placed.len() > MAX_CHUNKS {
+    // Its moves are whole chunks of one size: a batch of unlike chunks keeps Algorithm 1's
+    // placement, which weighs them by size.
+    if placed.is_empty() || placed.len() > MAX_CHUNKS || lost.windows(2).any(|w| w[0].size != w[1].size) {
         return;
     }
     let before: Vec<Vec<NodeId>> = placed.to_vec();
@@ -288,9 +292,9 @@ mod tests {
         let t = Template::new(Shape::Cr, 1).unwrap();
         // Chunks A and C have shards on 1 and 2, chunk B on 2 and 9.
         let lost = vec![
-            LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![] },
-            LostChunk { placement: vec![None, Some(2), Some(9)], lost: 0, avoid: vec![] },
-            LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![] },
+            LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![], size: 0 },
+            LostChunk { placement: vec![None, Some(2), Some(9)], lost: 0, avoid: vec![], size: 0 },
+            LostChunk { placement: vec![None, Some(1), Some(2)], lost: 0, avoid: vec![], size: 0 },
         ];
         let pools = vec![(vec![1, 2], 1), (vec![1, 2], 1), (vec![1, 2], 1)];
         let templates = vec![&t, &t, &t];
@@ -331,7 +335,7 @@ mod tests {
                     }
                     let mut placement: Vec<Option<NodeId>> = ns[..k + m].iter().map(|&n| Some(n)).collect();
                     placement[0] = None;
-                    LostChunk { placement, lost: 0, avoid: vec![] }
+                    LostChunk { placement, lost: 0, avoid: vec![], size: 0 }
                 })
                 .collect();
             let pools: Vec<(Vec<usize>, usize)> = lost.iter().map(|_| ((1..k + m).collect(), k)).collect();
