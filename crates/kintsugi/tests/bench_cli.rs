@@ -210,6 +210,9 @@ fn geo_bench_verifies_every_scheme() {
         assert!(r["lost_chunks"].as_u64().unwrap() > 0, "node 0 held chunks: {r}");
         assert!(r["recovery_mb_per_s"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["degraded_over_normal"].as_f64().unwrap() > 0.0, "{r}");
+        // The helpers read from their emulated disks, which report the time they were busy.
+        assert!(r["recovery_disk_read_bytes"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["recovery_disk_busiest_seconds"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert_eq!(rows[1]["recovery_vs_rs"].as_f64(), Some(1.0));
     assert!(rows[0]["pipelining_gain"].is_number(), "extent layouts report the pipelining gain");
