@@ -378,10 +378,10 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     let r = c.repair(a.method, 1 << 20, a.parallel, Scheduler::Repairboost).await.map_err(|e| anyhow!(e))?;
     let after = e.stats();
     let (mut disk_read, mut busy) = (0u64, Vec::new());
-    for (b, a) in before.iter().zip(&after) {
-        if let (Some(b), Some(a)) = (b, a) {
-            disk_read += a.repair_read.saturating_sub(b.repair_read);
-            busy.push(a.disk_busy_seconds - b.disk_busy_seconds);
+    for (was, now) in before.iter().zip(&after) {
+        if let (Some(was), Some(now)) = (was, now) {
+            disk_read += now.repair_read.saturating_sub(was.repair_read);
+            busy.push(now.disk_busy_seconds - was.disk_busy_seconds);
         }
     }
     let busiest = busy.iter().copied().fold(0.0, f64::max);
