@@ -37,7 +37,8 @@ impl Coordinator {
         let r = self.repair_locked(lost, c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
         tracing::info!("automatic repair: {} repaired, {} skipped, {} failed in {:.1} s", r.repaired, r.skipped, r.failed, r.seconds);
         // `status` shows the counts, not the graphs.
-        *self.last_auto.lock().expect("last auto lock") = Some(RepairReport { graphs: Vec::new(), ..r.clone() });
+        *self.last_auto.lock().expect("last auto lock") =
+            Some(RepairReport { graphs: Vec::new(), graph_timeslots: Vec::new(), ..r.clone() });
         Ok(Some(r))
     }
 }

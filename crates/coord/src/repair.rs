@@ -17,6 +17,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
+/// What rebuilt a chunk: its graph, and the timeslots its transfers were gated by (empty:
+/// none), for replaying it in the simulator.
+pub(crate) struct Ran {
+    pub graph: RepairGraph,
+    pub timeslots: Vec<Option<u32>>,
+}
+
 impl Coordinator {
     /// Builds a repair graph for chunk `index` of stripe `s` towards `target`, avoiding `avoid`.
     pub(crate) fn plan(
@@ -223,7 +230,7 @@ impl Coordinator {
         p: &PendingRepair,
         scheduled: Option<Choice>,
         timeslots: Option<GraphSlots>,
-    ) -> Result<(usize, Option<RepairGraph>), String> {
+    ) -> Result<(usize, Option<Ran>), String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
         let key = (p.stripe, p.index);
@@ -316,7 +323,8 @@ impl Coordinator {
                         }
                         Ok(())
                     })?;
-                    let Some(old) = old else { return Ok((attempt, Some(a.graph))) };
+                    let ran = Ran { graph: a.graph, timeslots: a.timeslots };
+                    let Some(old) = old else { return Ok((attempt, Some(ran))) };
                     // A corrupt copy left on another live node is removed (best effort).
                     let old_addr = if old == dest { None } else { self.alive().get(&old).cloned() };
                     if let Some(addr) = old_addr {
@@ -324,7 +332,7 @@ impl Coordinator {
                             request(&addr, &NodeRequest::DeleteChunk { chunk: ChunkId::new(p.stripe, p.index) }, Duration::from_secs(2))
                                 .await;
                     }
-                    return Ok((attempt, Some(a.graph)));
+                    return Ok((attempt, Some(ran)));
                 }
                 Err(e) => {
                     tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));

@@ -6,6 +6,7 @@ use crate::coordinator::Coordinator;
 use crate::full_node_plan::GraphSlots;
 use crate::meta::PendingRepair;
 use crate::recovery_budget::{weight, NodeBudget};
+use crate::repair::Ran;
 use crate::straggler::{PhaseWatch, Verdict};
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{NodeId, RepairGraph};
@@ -137,18 +138,19 @@ impl Coordinator {
                 // Cancelled to be planned in a later phase: counted there.
                 (key, Ok((0, _)), _, _) if watch.and_then(|w| w.verdict(key)) == Some(Verdict::Restart) => report.lost -= 1,
                 (_, Ok((0, _)), _, _) => report.skipped += 1,
-                (_, Ok((attempts, graph)), len, finished) => {
-                    if let (Some(rec), Some(g)) = (record.as_deref_mut(), &graph) {
-                        rec.push((finished, g.clone()));
+                (_, Ok((attempts, ran)), len, finished) => {
+                    if let (Some(rec), Some(r)) = (record.as_deref_mut(), &ran) {
+                        rec.push((finished, r.graph.clone()));
                     }
                     report.repaired += 1;
                     report.retries += attempts - 1;
                     report.bytes += len;
                     // Up to a count and a size: a Clay graph's coefficients run to hundreds
                     // of KiB, and the report must fit one frame.
-                    if let Some(g) = graph.filter(|_| report.graphs.len() < REPORTED_GRAPHS && graph_bytes < REPORTED_GRAPH_BYTES) {
-                        graph_bytes += serde_json::to_vec(&g).map_or(0, |v| v.len());
-                        report.graphs.push(g);
+                    if let Some(r) = ran.filter(|_| report.graphs.len() < REPORTED_GRAPHS && graph_bytes < REPORTED_GRAPH_BYTES) {
+                        graph_bytes += serde_json::to_vec(&r.graph).map_or(0, |v| v.len());
+                        report.graphs.push(r.graph);
+                        report.graph_timeslots.push(r.timeslots);
                     }
                 }
                 (_, Err(e), _, _) => {
@@ -164,7 +166,7 @@ impl Coordinator {
 
 /// Repairs under way: each yields its chunk, its result, the chunk's length and when it
 /// finished (seconds from the start).
-pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<RepairGraph>), String>, u64, f64)>;
+pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<Ran>), String>, u64, f64)>;
 
 /// Adds one round's report (a ChameleonEC phase, a RepairBoost sub-process) to the total.
 pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
@@ -180,6 +182,7 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.errors.extend(r.errors);
     let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
     total.graphs.extend(r.graphs.into_iter().take(room));
+    total.graph_timeslots.extend(r.graph_timeslots.into_iter().take(room));
 }
 
 /// Graphs a repair report carries at most (what ran, for replaying it in the simulator).

@@ -146,7 +146,12 @@ struct MethodRow {
     /// repair_seconds / sim_seconds, median over runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     over_sim: Option<f64>,
-    /// The simulator with the scheduler's timeslots gating transfers (RepairBoost), median.
+    /// The coordinator's graphs gated by the timeslots the nodes gated them by, median;
+    /// absent when the nodes gated none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_replay_gated_seconds: Option<f64>,
+    /// The same lost chunks planned afresh by the scheduler and gated by its timeslots
+    /// (RepairBoost), as `sim full-node` runs them, median.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_slotted_seconds: Option<f64>,
     /// The busiest link of the replayed graphs (first run), seconds: equal to
@@ -259,6 +264,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         let sims: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.seconds)).collect();
         let over_sim: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.seconds)).collect();
         let slotted: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.slotted)).collect();
+        let replay_gated: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.replay_gated)).collect();
         rows.push(MethodRow {
             method: method.to_string(),
             lost_chunks: runs[0].lost,
@@ -269,6 +275,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             sim_seconds: sims.map(|v| crate::bench::stat(&v).median),
             over_sim: over_sim.map(|v| crate::bench::stat(&v).median),
             sim_slotted_seconds: slotted.map(|v| crate::bench::stat(&v).median),
+            sim_replay_gated_seconds: replay_gated.map(|v| crate::bench::stat(&v).median),
             sim_busiest_link_seconds: runs[0].sim.map(|s| s.busiest),
             node_loads: runs[0].loads.clone(),
             repair_mb_per_s: crate::bench::stat(&runs.iter().map(|r| r.lost as f64 * a.chunk as f64 / r.seconds / 1e6).collect::<Vec<_>>())
@@ -317,12 +324,23 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.gate_timeslots
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>12} {:>9} {:>10}",
-            "method", "lost", "repair s", "bound s", "busiest s", "x bound", "sim s", "x sim", "sim slots s", "verified", "CPU cores"
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>10} {:>12} {:>9} {:>10}",
+            "method",
+            "lost",
+            "repair s",
+            "bound s",
+            "busiest s",
+            "x bound",
+            "sim s",
+            "x sim",
+            "sim gated",
+            "sim slots s",
+            "verified",
+            "CPU cores"
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>12} {:>9} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>10} {:>12} {:>9} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
@@ -331,6 +349,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
                 m.ratio,
                 m.sim_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.over_sim.map_or("-".to_string(), |s| format!("{s:.2}")),
+                m.sim_replay_gated_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.sim_slotted_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 if m.verified { "yes" } else { "NO" },
                 m.cpu_cores
@@ -477,7 +496,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     };
     let report = report?;
     let sim = match lost_chunks {
-        Some(lost) => Some(simulate_same(a, method, &lost, &report.graphs)?),
+        Some(lost) => Some(simulate_same(a, method, &lost, &report.graphs, &report.graph_timeslots)?),
         None => None,
     };
     let fg = baseline.zip(during).map(|(b, d)| Interference::new(&b, &d));

@@ -30,13 +30,16 @@ pub(crate) async fn lost_chunks(client: &Client, a: &FullNodeArgs) -> Result<Vec
 
 /// The simulator (reference slice model, uniform links of the benchmark's rate) on what
 /// the cluster ran: the coordinator's own graphs, every transfer as soon as its inputs
-/// allow, as the nodes run them. With a scheduler that has timeslots, also the same lost
-/// chunks (`lost`, read before the repair) planned afresh and gated by their slots.
+/// allow, as the nodes run them. Where the nodes gated some of them by timeslots
+/// (`ran_slots`, one per graph), also those graphs gated by those slots. With a scheduler
+/// that has timeslots, also the same lost chunks (`lost`, read before the repair) planned
+/// afresh and gated by their slots.
 pub(crate) fn simulate_same(
     a: &FullNodeArgs,
     method: Shape,
     lost: &[kintsugi_plan::schedule::LostChunk],
     ran: &[kintsugi_plan::RepairGraph],
+    ran_slots: &[Vec<Option<u32>>],
 ) -> Result<SimSame> {
     use kintsugi_plan::schedule::{self, Cluster};
     let job = |graph: kintsugi_plan::RepairGraph, timeslots: Vec<Option<u32>>| kintsugi_sim::Job {
@@ -53,6 +56,14 @@ pub(crate) fn simulate_same(
     let replay: Vec<kintsugi_sim::Job> = ran.iter().cloned().map(|g| job(g, Vec::new())).collect();
     let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
     let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
+    let gated = ran_slots.len() == ran.len() && ran_slots.iter().flatten().any(Option::is_some);
+    let replay_gated = match gated {
+        true => {
+            let jobs: Vec<kintsugi_sim::Job> = ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect();
+            Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan)
+        }
+        false => None,
+    };
     let slotted = match a.scheduler.timeslots() {
         true => {
             let code = a.code.build()?;
@@ -65,7 +76,7 @@ pub(crate) fn simulate_same(
         }
         false => None,
     };
-    Ok(SimSame { seconds: free.makespan, slotted, busiest })
+    Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest })
 }
 
 /// The rate the simulator gives every link: what TCP payload gets of it on the testbed,
@@ -83,6 +94,8 @@ pub(crate) fn sim_link_rate(a: &FullNodeArgs) -> f64 {
 pub(crate) struct SimSame {
     /// The coordinator's graphs replayed: every transfer as soon as its inputs allow.
     pub seconds: f64,
+    /// The same graphs gated by the timeslots the nodes gated them by; `None` when none were.
+    pub replay_gated: Option<f64>,
     /// The scheduler's plan gated by its timeslots (RepairBoost), as `sim full-node` runs
     /// it; `None` for schedulers without slots.
     pub slotted: Option<f64>,

@@ -112,8 +112,14 @@ fn small_full_node(extra: &str) -> serde_json::Value {
 /// network's lower bound, and the simulated repair does not beat its busiest link.
 #[test]
 fn full_node_reports_the_simulator_on_the_same_chunks() {
-    let v = small_full_node("--methods cr,ecpipe --link 400mbit --json");
+    let v = small_full_node("--methods cr,ecpipe,ppr --link 400mbit --json");
     for m in v["methods"].as_array().unwrap() {
+        // By default the nodes gate only store-and-forward graphs (PPR) by their timeslots;
+        // the report carries those slots and the simulator replays the graphs under them.
+        match m["method"].as_str().unwrap() {
+            "ppr" => assert!(m["sim_replay_gated_seconds"].as_f64().unwrap() >= m["bound_seconds"].as_f64().unwrap() * 0.999, "{m}"),
+            _ => assert!(m.get("sim_replay_gated_seconds").is_none(), "pipelined graphs ran ungated: {m}"),
+        }
         assert_eq!(m["verified"], true);
         let bound = m["bound_seconds"].as_f64().unwrap();
         let sim = m["sim_seconds"].as_f64().unwrap();

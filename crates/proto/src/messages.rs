@@ -493,6 +493,9 @@ pub struct RepairReport {
     /// what ran, with its helpers and destinations, for replaying it in the simulator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graphs: Vec<RepairGraph>,
+    /// The timeslots each of `graphs` was gated by on the nodes (empty: not gated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graph_timeslots: Vec<Vec<Option<u32>>>,
 }
 
 fn is_zero(n: &usize) -> bool {
