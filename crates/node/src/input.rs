@@ -115,6 +115,9 @@ pub fn open_input(
             }
             if let Some(g) = &gate {
                 g.ticket.done(Side::Receive, g.slot);
+                // The sender's slot ends at delivery, not when its last byte left for the
+                // socket buffers: it waits for this before its next slot's send.
+                let _ = send(s.get_mut(), &NodeResponse::Ok).await;
             }
             Ok(())
         }

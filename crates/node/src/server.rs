@@ -535,6 +535,11 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             }
             sock.flush().await.map_err(|e| e.to_string())?;
             if let Some((ticket, slot)) = timeslot {
+                // Done once the receiver has it all (it says so), as the simulator's gates
+                // pass at delivery: bytes still queued in socket buffers would otherwise
+                // share the uplink with the next slot's send. A receiver that went away
+                // ends the slot as well.
+                let _ = kintsugi_proto::frame::read_frame_timeout(sock, exec.io_timeout).await;
                 ticket.done(Side::Send, slot);
             }
             return Ok(false);

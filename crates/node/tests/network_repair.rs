@@ -297,3 +297,65 @@ async fn malformed_frames_fail_one_connection_only() {
         n.stop().await;
     }
 }
+
+/// RepairBoost's timeslots end at delivery: a node's send of slot 1 waits until the receiver
+/// of its slot-0 send has every byte, not only until those bytes have left for the socket
+/// buffers (which hold this whole chunk). The slot-0 destination downloads at 50 KB/s, the
+/// slot-1 destination at full speed; before, slot 1 finished long before slot 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeslot_ends_when_its_receiver_has_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..5u32 {
+        let downlink = (i == 3).then_some(50_000.0);
+        let cfg = NodeConfig { id: i, data_dir: dir.path().join(format!("n{i}")), downlink, ..Default::default() };
+        nodes.push(start(cfg).await.unwrap());
+    }
+    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let code = "rs:2,1".parse::<CodeSpec>().unwrap().build().unwrap();
+    let len = 100_000usize;
+    let shards = stripe(code.as_ref(), len, 7);
+    for (i, s) in shards.iter().enumerate() {
+        put(&peers[&(i as u32)], &ChunkId::new(1, i), s).await;
+    }
+    let lost = 2;
+    let eq = code.repair_equation(lost, &[0, 1]).unwrap();
+    let started = std::time::Instant::now();
+    let mut waits = Vec::new();
+    for (slot, dest) in [(0u32, 3u32), (1, 4)] {
+        let task = RepairTask { equation: eq.clone(), helper_nodes: vec![0, 1], destination: dest };
+        let graph = shapes::build(Shape::Cr, &task).unwrap();
+        let timeslots = (0..graph.vertices.len()).map(|v| (v != graph.sink.index()).then_some(slot)).collect();
+        let a = Assignment {
+            repair: 10 + slot as u64,
+            graph,
+            chunk_len: len as u64,
+            slice_len: 4096,
+            term_chunks: vec![ChunkId::new(1, 0), ChunkId::new(1, 1)],
+            peers: peers.clone(),
+            store: Some(StoreSpec {
+                chunk: ChunkId::new(100 + slot as u64, lost),
+                crc32c: crc32c::crc32c(&shards[lost]),
+                new_parity: false,
+            }),
+            timeslots,
+        };
+        dispatch(&a).await;
+        let addr = peers[&dest].clone();
+        waits.push(tokio::spawn(async move {
+            let r = exec::request(&addr, &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 20_000 }, Duration::from_secs(30)).await;
+            (r, started.elapsed().as_secs_f64())
+        }));
+    }
+    let mut done = Vec::new();
+    for w in waits {
+        let (r, at) = w.await.unwrap();
+        assert_eq!(r.unwrap(), NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) });
+        done.push(at);
+    }
+    assert!(done[0] > 1.0, "the slow destination took only {:.2} s", done[0]);
+    assert!(done[1] >= done[0] * 0.9, "slot 1 finished at {:.2} s, before slot 0 was delivered at {:.2} s", done[1], done[0]);
+    for n in nodes {
+        n.stop().await;
+    }
+}
