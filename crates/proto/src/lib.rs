@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod frame;
+pub mod layout;
 pub mod messages;
 pub mod tcp;
 
