@@ -87,10 +87,13 @@ pub fn open_input(
     let repair = a.repair;
     tokio::spawn(async move {
         let result: Result<(), String> = async {
+            // Connected and authenticated before the gate (four round trips under load):
+            // once it opens, only the `Pull` and the first byte are left on the critical
+            // path, where the simulator's gated transfer starts at once.
+            let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             if let Some(g) = &gate {
                 g.ticket.turn(Side::Receive, g.slot).await;
             }
-            let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
             let mut s = tokio::io::BufReader::with_capacity(UPSTREAM_BUFFER, s);
             for (u, &size) in sizes.iter().enumerate() {
