@@ -141,6 +141,39 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
     Timeslots { slots, timeslots: t }
 }
 
+/// Graphs scheduled over all tries, at most: each try is a whole schedule (a batch of 500
+/// RS(6,3) PPR graphs takes about 4 ms), so large batches get fewer tries.
+const SHUFFLE_BUDGET: usize = 16_000;
+
+/// The fewest slots of `tries` schedules: the graphs in their own order, then shuffled
+/// (seeded, so a plan is repeatable). The greedy matching breaks ties by graph order, and
+/// on a balanced batch, where every node has about as many transfers as the load bound,
+/// one order may leave a node idle in a slot where another does not (RS(6,3), 25 chunks on
+/// 16 nodes: 10 to 14 slots by order; the best of 32 orders reaches the load bound of 10
+/// in the simulator's case). Large batches get fewer tries (`SHUFFLE_BUDGET`), from 8,000
+/// graphs one: their slots are already within a few percent of the bound.
+pub fn schedule_best(graphs: &[&RepairGraph], pref: Preference, tries: usize, seed: u64) -> Timeslots {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut best = schedule(graphs, pref);
+    let tries = tries.min(SHUFFLE_BUDGET / graphs.len().max(1));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut order: Vec<usize> = (0..graphs.len()).collect();
+    for _ in 1..tries {
+        order.shuffle(&mut rng);
+        let shuffled: Vec<&RepairGraph> = order.iter().map(|&i| graphs[i]).collect();
+        let ts = schedule(&shuffled, pref);
+        if ts.timeslots < best.timeslots {
+            let mut slots = vec![Vec::new(); graphs.len()];
+            for (s, &i) in ts.slots.into_iter().zip(&order) {
+                slots[i] = s;
+            }
+            best = Timeslots { slots, timeslots: ts.timeslots };
+        }
+    }
+    best
+}
+
 /// Where an ordering of transfers starts: no slot given, every vertex waiting for all its
 /// inputs, and the vertices that may send now (all inputs in; same-node hops passed on).
 pub(super) struct Start {
@@ -441,14 +474,15 @@ mod against_the_bound {
 
     /// RepairBoost-balanced full-node batches of RS(6,3): taking the busiest work first
     /// after the paper's rule takes fewer slots overall, most for ECPipe's long chains, and
-    /// at most one more in any batch (a greedy order, not an optimum). (Measured over 10 seeds each, slots over the load bound: PPR on
+    /// at most one more in any batch (a greedy order, not an optimum); the best of 32
+    /// shuffled orders fewer still, PPR within 1% of the load bound. (Measured over 10 seeds each, slots over the load bound: PPR on
     /// 16 nodes with 24 chunks 1.100 -> 1.090, on 30 with 100 1.067 -> 1.043; ECPipe 1.560
     /// -> 1.460 and 1.295 -> 1.210.)
     #[test]
     fn busiest_first_comes_closer_to_the_load_bound() {
         let code = "rs:6,3".parse::<kintsugi_codes::CodeSpec>().unwrap().build().unwrap();
         for shape in [Shape::Ppr, Shape::Ecpipe, Shape::Cr] {
-            let (mut paper, mut ours, mut floor) = (0, 0, 0);
+            let (mut paper, mut ours, mut floor, mut shuffled) = (0, 0, 0, 0);
             for (nodes, chunks) in [(16, 24), (16, 48), (30, 100)] {
                 for seed in 0..6 {
                     let lost = random_lost_chunks(nodes, chunks, 9, seed);
@@ -458,6 +492,10 @@ mod against_the_bound {
                     let a = schedule(&graphs, Preference::NewLeaves);
                     let b = schedule(&graphs, Preference::NewLeavesThenBusiest);
                     super::tests::check(&graphs, &b);
+                    let c = schedule_best(&graphs, Preference::NewLeavesThenBusiest, 32, seed);
+                    super::tests::check(&graphs, &c);
+                    assert!(c.timeslots <= b.timeslots);
+                    shuffled += c.timeslots;
                     let lb = bound(&graphs);
                     assert!(b.timeslots >= lb);
                     assert!(
@@ -470,12 +508,18 @@ mod against_the_bound {
                 }
             }
             eprintln!(
-                "{shape}: slots over the load bound, paper's rule {:.3}, busiest first {:.3}",
+                "{shape}: slots over the load bound, paper's rule {:.3}, busiest first {:.3}, best of 32 orders {:.3}",
                 paper as f64 / floor as f64,
-                ours as f64 / floor as f64
+                ours as f64 / floor as f64,
+                shuffled as f64 / floor as f64
             );
             if shape != Shape::Cr {
                 assert!(ours < paper, "{shape}: {ours} slots against the paper's rule's {paper}");
+                assert!(shuffled < ours, "{shape}: the best of 32 orders took {shuffled} slots, one order {ours}");
+            }
+            if shape == Shape::Ppr {
+                // Measured 1.010: PPR's balanced batches reach their load bound nearly always.
+                assert!((shuffled as f64) < 1.03 * floor as f64, "PPR: {shuffled} slots against a load bound of {floor}");
             }
         }
     }
