@@ -92,7 +92,9 @@ pub fn open_input(
             // path, where the simulator's gated transfer starts at once.
             let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
             if let Some(g) = &gate {
+                tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input connected");
                 g.ticket.turn(Side::Receive, g.slot).await;
+                tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "receive gate open, pulling");
             }
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
             let mut s = tokio::io::BufReader::with_capacity(UPSTREAM_BUFFER, s);
@@ -106,6 +108,11 @@ pub fn open_input(
                     if n == 0 && data.len() < size {
                         return Err(format!("node {node} sent an empty frame inside unit {u} (expected {size} bytes)"));
                     }
+                    if let (Some(g), 0) = (&gate, u) {
+                        if data.len() == n {
+                            tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input's first bytes in");
+                        }
+                    }
                     shaper.recv(n).await;
                     counters.received.fetch_add(n as u64, Ordering::Relaxed);
                     if data.len() == size {
@@ -117,6 +124,7 @@ pub fn open_input(
                 }
             }
             if let Some(g) = &gate {
+                tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input complete");
                 g.ticket.done(Side::Receive, g.slot);
                 // The sender's slot ends at delivery, not when its last byte left for the
                 // socket buffers: it waits for this before its next slot's send.

@@ -464,11 +464,15 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             // RepairBoost's timeslot: no send of an earlier slot outstanding on this node.
             let timeslot = run.ticket.clone().zip(run.assignment.timeslots.get(vertex as usize).copied().flatten());
             if let Some((ticket, slot)) = &timeslot {
+                tracing::debug!(node = exec.node, repair, vertex, slot, "gated pull received");
                 let turn = ticket.turn(Side::Send, *slot);
                 tokio::pin!(turn);
                 loop {
                     tokio::select! {
-                        _ = &mut turn => break,
+                        _ = &mut turn => {
+                            tracing::debug!(node = exec.node, repair, vertex, slot, "send gate open");
+                            break;
+                        }
                         _ = tokio::time::sleep(keepalive) => {
                             if let Err(e) = send(sock, &NodeResponse::Gated).await {
                                 ticket.release();
@@ -478,6 +482,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     }
                 }
             }
+            let mut first_unit = timeslot.as_ref().map(|(_, s)| *s);
             loop {
                 let item = match tokio::time::timeout(keepalive, rx.recv()).await {
                     Err(_) => {
@@ -487,6 +492,9 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     Ok(None) => break,
                     Ok(Some(item)) => item,
                 };
+                if let Some(slot) = first_unit.take() {
+                    tracing::debug!(node = exec.node, repair, vertex, slot, "gated send's first unit ready");
+                }
                 let Unit { bytes, slot } = match item {
                     Ok(u) => u,
                     Err(e) => {
@@ -539,7 +547,9 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 // pass at delivery: bytes still queued in socket buffers would otherwise
                 // share the uplink with the next slot's send. A receiver that went away
                 // ends the slot as well.
+                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send written");
                 let _ = kintsugi_proto::frame::read_frame_timeout(sock, exec.io_timeout).await;
+                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send acknowledged");
                 ticket.done(Side::Send, slot);
             }
             return Ok(false);
