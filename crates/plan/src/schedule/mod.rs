@@ -428,7 +428,7 @@ pub fn plan(code: &dyn Code, shape: Shape, scheduler: Scheduler, lost: &[LostChu
         let ts = if scheduler == Scheduler::RepairboostPoll {
             repairboost::polling::schedule(&graphs, cluster.chunk_len(), |a, b| cluster.link_bandwidth(a, b))
         } else {
-            repairboost::timeslot::schedule_best(&graphs, repairboost::timeslot::Preference::NewLeavesThenBusiest, 32, seed)
+            repairboost::timeslot::schedule_best(&graphs, repairboost::timeslot::Preference::NewLeavesThenBusiest, 1024, seed)
         };
         timeslots = ts.timeslots;
         for (r, s) in repairs.iter_mut().zip(ts.slots) {
