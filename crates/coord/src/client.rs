@@ -28,6 +28,10 @@ pub struct Client {
     /// Extent layouts: fetch (or rebuild) the next chunk while the current one is written
     /// (Geometric Partitioning's pipelined reads). Off: one chunk after another.
     pub pipelined_reads: bool,
+    /// The link a read's bytes go on to after this client (its uplink): Geometric
+    /// Partitioning's HTTP server, which rebuilds inside the data centre and streams to a
+    /// client limited to 1 Gbit/s. Unshaped by default.
+    pub egress: Arc<Shaper>,
 }
 
 impl Client {
@@ -39,6 +43,7 @@ impl Client {
             counters: Arc::default(),
             stall_timeout: Duration::from_millis(500),
             pipelined_reads: true,
+            egress: Arc::new(Shaper::default()),
         }
     }
 

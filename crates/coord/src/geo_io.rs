@@ -147,6 +147,8 @@ impl Client {
             }
             debug_assert_eq!(part.len() as u64, take);
             sink.write(&part)?;
+            // Sent on (the next chunk is being fetched or rebuilt meanwhile).
+            self.egress.send(part.len()).await;
             done += take;
             progress(done);
         }

@@ -263,6 +263,7 @@ impl Client {
                 }
                 let n = left.min(chunk.len());
                 sink.write(&chunk[..n])?;
+                self.egress.send(n).await;
                 left -= n;
             }
             done += s.data_len;
