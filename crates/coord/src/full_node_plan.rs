@@ -124,8 +124,7 @@ impl Coordinator {
                 out.insert(key, Choice { helpers: r.helpers(), destination: r.destination(), tree: r.tree_parents() });
                 first_slot.insert(key, (r.phase, r.first_slot()));
                 if gate(&r.graph) && r.slots.iter().any(Option::is_some) {
-                    let nodes = r.graph.vertices.iter().map(|v| v.node).collect();
-                    timeslots.insert(key, GraphSlots { nodes, slots: r.slots.clone() });
+                    timeslots.insert(key, GraphSlots::of(&r.graph, r.slots.clone()));
                 }
             }
         }
@@ -151,9 +150,24 @@ pub(crate) struct Planned {
 pub(crate) struct GraphSlots {
     pub nodes: Vec<NodeId>,
     pub slots: Vec<Option<u32>>,
+    /// Its gated transfers between nodes: (from, to, slot).
+    pub transfers: Vec<(NodeId, NodeId, u32)>,
 }
 
 impl GraphSlots {
+    pub(crate) fn of(g: &RepairGraph, slots: Vec<Option<u32>>) -> Self {
+        let transfers = g
+            .vertices
+            .iter()
+            .zip(&slots)
+            .filter_map(|(v, &slot)| {
+                let to = g.vertex(v.output?).node;
+                (to != v.node).then_some((v.node, to, slot?))
+            })
+            .collect();
+        GraphSlots { nodes: g.vertices.iter().map(|v| v.node).collect(), slots, transfers }
+    }
+
     pub(crate) fn fits(&self, g: &RepairGraph) -> bool {
         g.slots.iter().all(Option::is_none)
             && self.slots.len() == g.vertices.len()
@@ -219,7 +233,8 @@ mod tests {
             assert!(!TimeslotGating::None.gates(&graph(m)));
         }
         let g = graph(Shape::Ppr);
-        let slots = GraphSlots { nodes: g.vertices.iter().map(|v| v.node).collect(), slots: vec![Some(0); g.vertices.len()] };
+        let slots = GraphSlots::of(&g, vec![Some(0); g.vertices.len()]);
+        assert_eq!(slots.transfers.len(), g.network_edges().count());
         assert!(slots.fits(&g));
         let other = shapes::build(Shape::Ppr, &RepairTask { destination: 8, ..task.clone() }).unwrap();
         assert!(!slots.fits(&other), "another destination: another graph");

@@ -22,6 +22,7 @@ mod straggler;
 pub mod straggler_injector;
 mod stripe_placement;
 mod subprocess;
+mod timeslot_reservation;
 
 pub use client::Client;
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};

@@ -8,6 +8,7 @@ use crate::coordinator::{bad, Coordinator};
 use crate::full_node_plan::{prioritise, GraphSlots};
 use crate::meta::{Change, PendingRepair, StripeRecord};
 use crate::straggler::{Running, Verdict};
+use crate::timeslot_reservation::Claim;
 use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{Choice, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
@@ -97,7 +98,17 @@ impl Coordinator {
         });
         let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
         let slice_len = slice.clamp(1, s.chunk_len.max(1));
-        Ok(Assignment { repair, graph, chunk_len: s.chunk_len, slice_len, term_chunks, peers, store, timeslots: Vec::new() })
+        Ok(Assignment {
+            repair,
+            graph,
+            chunk_len: s.chunk_len,
+            slice_len,
+            term_chunks,
+            peers,
+            store,
+            timeslots: Vec::new(),
+            gate_batch: None,
+        })
     }
 
     /// A live node holding no chunk of stripe `id` (whose chunks are on `nodes`), with room
@@ -135,7 +146,10 @@ impl Coordinator {
         )
         .await?
         {
-            NodeResponse::RepairDone { crc32c } => Ok(crc32c),
+            NodeResponse::RepairDone { crc32c } => {
+                tracing::debug!(repair = a.repair, "the sink has the chunk durable");
+                Ok(crc32c)
+            }
             NodeResponse::Error { message } => Err(message),
             other => Err(format!("unexpected answer {other:?}")),
         }
@@ -230,6 +244,7 @@ impl Coordinator {
         p: &PendingRepair,
         scheduled: Option<Choice>,
         timeslots: Option<GraphSlots>,
+        mut claim: Option<Claim>,
     ) -> Result<(usize, Option<Ran>), String> {
         let mut avoid = BTreeSet::new();
         let mut last = String::new();
@@ -264,7 +279,10 @@ impl Coordinator {
             // The scheduler's timeslots hold for the graph it planned, on the first attempt.
             if let Some(t) = timeslots.as_ref().filter(|t| attempt == 1 && t.fits(&a.graph)) {
                 a.timeslots = t.slots.clone();
+                a.gate_batch = claim.as_mut().map(Claim::claim);
             }
+            // Not running the planned graph: its reserved transfers go back now.
+            drop(claim.take());
             let dest = a.graph.vertex(a.graph.sink).node;
             if let Some(w) = &sar {
                 let graph = a.graph.clone();
@@ -278,6 +296,7 @@ impl Coordinator {
                 };
                 w.register(key, running);
             }
+            tracing::debug!(repair = a.repair, chunk = %ChunkId::new(p.stripe, p.index), attempt, "dispatching");
             let outcome = match self.store_rebuilt(&a).await {
                 Ok(crc) if Some(crc) == s.crcs[p.index] => Ok(()),
                 Ok(crc) => Err(format!("rebuilt chunk has crc {crc:08x}")),
@@ -323,6 +342,7 @@ impl Coordinator {
                         }
                         Ok(())
                     })?;
+                    tracing::debug!(repair = a.repair, chunk = %ChunkId::new(p.stripe, p.index), "rebuilt chunk durable and recorded");
                     let ran = Ran { graph: a.graph, timeslots: a.timeslots };
                     let Some(old) = old else { return Ok((attempt, Some(ran))) };
                     // A corrupt copy left on another live node is removed (best effort).

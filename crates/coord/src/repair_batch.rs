@@ -8,6 +8,7 @@ use crate::meta::PendingRepair;
 use crate::recovery_budget::{weight, NodeBudget};
 use crate::repair::Ran;
 use crate::straggler::{PhaseWatch, Verdict};
+use crate::timeslot_reservation::Claim;
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;
@@ -66,10 +67,16 @@ impl Coordinator {
         // Geometric Partitioning's per-node budget of repair weight (chunk size in 4 MiB
         // units), on the nodes a repair will read from and write to.
         let budget = NodeBudget::new(self.cfg.recovery_node_budget);
+        // Every node learns its gated transfers before the first repair reaches it.
+        let reservation = self.reserve_timeslots(&todo, &timeslots, parallel).await;
         for p in todo {
             let (c, sem) = (self.clone(), sem.clone());
             let choice = choices.remove(&(p.stripe, p.index));
             let slots = timeslots.remove(&(p.stripe, p.index));
+            let claim = match (&reservation, &slots) {
+                (Some(r), Some(t)) if r.repairs.contains(&(p.stripe, p.index)) => Some(Claim::new(self.clone(), r.batch, t)),
+                _ => None,
+            };
             let lock = stripe_locks.entry(p.stripe).or_default().clone();
             // Permits are taken in this order, so repairs start in schedule order.
             let permit = sem.acquire_owned().await.expect("semaphore open");
@@ -92,13 +99,16 @@ impl Coordinator {
                 let _held = held;
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
-                let r = c.repair_one(&p, choice, slots).await;
+                let r = c.repair_one(&p, choice, slots, claim).await;
                 ((p.stripe, p.index), r, len, started.elapsed().as_secs_f64())
             });
         }
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
         self.collect(&mut set, &mut report, record, watch).await?;
         report.seconds = started.elapsed().as_secs_f64();
+        if let Some(r) = &reservation {
+            self.end_reservation(r).await;
+        }
         Ok((report, set))
     }
 

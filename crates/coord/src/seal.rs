@@ -153,6 +153,7 @@ impl Coordinator {
                 peers,
                 store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true }),
                 timeslots: Vec::new(),
+                gate_batch: None,
             };
             let me = self.clone();
             set.spawn(async move { (p, me.store_rebuilt(&a).await) });

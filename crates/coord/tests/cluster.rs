@@ -260,6 +260,9 @@ async fn repairboost_timeslots_gate_transfers_on_the_nodes() {
         let r = c.client.repair(Shape::Ecpipe, 16_384, 32, Scheduler::Repairboost).await.unwrap();
         assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
         let waits: u64 = c.nodes.iter().flatten().map(|n| n.stat().timeslot_waits).sum();
+        // The batch's reservation is claimed or released everywhere: nothing holds a gate.
+        let reserved: u64 = c.nodes.iter().flatten().map(|n| n.stat().timeslot_reservations).sum();
+        assert_eq!(reserved, 0, "reservations left on the nodes after the repair");
         if gate {
             assert!(waits > 0, "{lost} repairs in one go and no transfer waited for its timeslot");
         } else {

@@ -292,6 +292,7 @@ impl NodeProcs {
                 peers: self.peers.clone(),
                 store: Some(StoreSpec { chunk: target.clone(), crc32c: want, new_parity: false }),
                 timeslots: Vec::new(),
+                gate_batch: None,
             };
             for addr in self.peers.values() {
                 let r =

@@ -53,7 +53,17 @@ fn assignments() -> Vec<Assignment> {
                 let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(9, h)).collect();
                 let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7, new_parity: false });
                 let chunk_len = (code.sub_chunks() * 4096) as u64;
-                out.push(Assignment { repair: 1, graph, chunk_len, slice_len: 1024, term_chunks, peers, store, timeslots: Vec::new() });
+                out.push(Assignment {
+                    repair: 1,
+                    graph,
+                    chunk_len,
+                    slice_len: 1024,
+                    term_chunks,
+                    peers,
+                    store,
+                    timeslots: Vec::new(),
+                    gate_batch: None,
+                });
             }
         }
     }
@@ -76,10 +86,13 @@ fn seeds() -> Vec<Vec<u8>> {
         NodeRequest::WaitRepair { repair: 1, timeout_ms: 10 },
         NodeRequest::Progress { repair: 1 },
         NodeRequest::CancelRepair { repair: 1 },
+        NodeRequest::ReserveTimeslots { batch: 7, sends: vec![0, 3, 3], receives: vec![1], hold_ms: 100 },
+        NodeRequest::ReleaseTimeslots { batch: 7, sends: vec![3], receives: vec![], everything: false },
     ] {
         push(serde_json::to_value(r).unwrap());
     }
-    for x in a.iter().step_by(3) {
+    for (i, x) in a.iter().step_by(3).enumerate() {
+        let x = Assignment { gate_batch: (i % 2 == 1).then_some(7), ..x.clone() };
         push(serde_json::to_value(NodeRequest::RunRepair { assignment: Box::new(x.clone()) }).unwrap());
         push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
     }

@@ -261,7 +261,7 @@ impl Executor {
                 receives.push(slot);
             }
         }
-        (!sends.is_empty() || !receives.is_empty()).then(|| self.timeslots.register(sends, receives))
+        (!sends.is_empty() || !receives.is_empty()).then(|| self.timeslots.register_in(a.gate_batch, sends, receives))
     }
 
     /// The gate an input of a vertex on this node waits at, if its transfer is gated.
@@ -448,6 +448,7 @@ impl Executor {
         let written = run.written.clone();
         let counters = self.counters.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
+            let chunk_name = chunk.clone();
             let mut w = store.writer(&chunk).map_err(|e| e.to_string())?;
             while let Some(buf) = rx.blocking_recv() {
                 w.write(&buf).map_err(|e| e.to_string())?;
@@ -457,13 +458,16 @@ impl Executor {
             if w.len() != len {
                 return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
             }
+            let t = std::time::Instant::now();
             let crc = w.finish(crc).map_err(|e| e.to_string())?;
+            tracing::debug!(chunk = %chunk_name, ms = t.elapsed().as_secs_f64() * 1e3, "rebuilt chunk synced and renamed");
             counters.written.fetch_add(len, Ordering::Relaxed);
             Ok(crc)
         });
         let out = SinkOutput::Stream(&tx);
         let gates = |i| Self::input_gate(run, self.node, i);
         let r = sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
+        tracing::debug!(node = self.node, repair = a.repair, "sink has every unit");
         drop(tx);
         let written = writer.await.map_err(|e| e.to_string())?;
         match r {

@@ -20,6 +20,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// The longest a timeslot reservation holds a node's gates (a coordinator asking for more
+/// gets this).
+const MAX_RESERVATION_HOLD_MS: u64 = 600_000;
+
 /// A node's configuration (TOML for `kintsugi node --config`); every field has a default.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -135,6 +139,7 @@ fn stat(exec: &Executor) -> NodeStat {
         repair_read: exec.counters.read.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
         timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
+        timeslot_reservations: exec.timeslots.reserved_batches() as u64,
         disk_busy_seconds: exec.store.disk().map_or(0.0, |d| d.busy_seconds()),
     }
 }
@@ -564,6 +569,22 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 None => NodeResponse::Error { message: format!("repair {repair} is not known on node {}", exec.node) },
             };
             send(sock, &r).await.map_err(io)?;
+        }
+        NodeRequest::ReserveTimeslots { batch, sends, receives, hold_ms } => {
+            exec.timeslots.reserve(batch, &sends, &receives);
+            tracing::debug!(node = exec.node, batch, sends = sends.len(), receives = receives.len(), hold_ms, "timeslots reserved");
+            // A reservation left by a coordinator that went away must not hold the node's
+            // gates for ever: what is still unclaimed after the hold is released.
+            let (gates, hold) = (exec.timeslots.clone(), Duration::from_millis(hold_ms.min(MAX_RESERVATION_HOLD_MS)));
+            tokio::spawn(async move {
+                tokio::time::sleep(hold).await;
+                gates.release(batch, &[], &[], true);
+            });
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
+        NodeRequest::ReleaseTimeslots { batch, sends, receives, everything } => {
+            exec.timeslots.release(batch, &sends, &receives, everything);
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::CancelRepair { repair } => {
             exec.cancel(repair);

@@ -86,6 +86,7 @@ async fn every_shape_over_tcp() {
                 peers: peers.clone(),
                 store: None,
                 timeslots: Vec::new(),
+                gate_batch: None,
             };
             repair += 1;
             dispatch(&a).await;
@@ -108,6 +109,7 @@ async fn every_shape_over_tcp() {
                 peers: peers.clone(),
                 store,
                 timeslots: Vec::new(),
+                gate_batch: None,
             };
             repair += 1;
             dispatch(&a).await;
@@ -162,6 +164,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
         peers,
         store: None,
         timeslots: Vec::new(),
+        gate_batch: None,
     };
     dispatch(&a).await;
     let units = exec::check_assignment(&a).unwrap();
@@ -203,6 +206,7 @@ async fn clay_repair_moves_d_over_q_chunks() {
                 peers: peers.clone(),
                 store: None,
                 timeslots: Vec::new(),
+                gate_batch: None,
             };
             let count = |f: fn(&exec::Counters) -> u64| nodes.iter().map(|n| f(&n.exec.counters)).sum::<u64>();
             let (read0, sent0) = (count(|c| c.read.load(Ordering::Relaxed)), count(|c| c.sent.load(Ordering::Relaxed)));
@@ -278,6 +282,7 @@ async fn malformed_frames_fail_one_connection_only() {
         peers: [(0u32, addr.clone())].into_iter().collect(),
         store: None,
         timeslots: Vec::new(),
+        gate_batch: None,
     };
     let mut lanes = good.clone();
     lanes.graph.lanes = 1 << 40;
@@ -339,6 +344,7 @@ async fn a_timeslot_ends_when_its_receiver_has_everything() {
                 new_parity: false,
             }),
             timeslots,
+            gate_batch: None,
         };
         dispatch(&a).await;
         let addr = peers[&dest].clone();

@@ -101,6 +101,10 @@ pub struct Assignment {
     /// hop within one node, or an unscheduled send). Empty: the nodes do not gate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeslots: Vec<Option<u32>>,
+    /// The batch whose reserved transfers ([`NodeRequest::ReserveTimeslots`]) this repair's
+    /// gated transfers claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_batch: Option<u64>,
 }
 
 mod pairs {
@@ -156,6 +160,27 @@ pub enum NodeRequest {
     /// How far this node's sink of `repair` is (ChameleonEC's progress reports).
     Progress {
         repair: u64,
+    },
+    /// Reserves this node's transfers in a batch of gated repairs before any is dispatched
+    /// (RepairBoost's timeslots): the slots of its sends and of its receives. Until a repair
+    /// of the batch claims them, or they are released, or `hold_ms` passes, they hold this
+    /// node's later slots back as dispatched ones do.
+    ReserveTimeslots {
+        batch: u64,
+        sends: Vec<u32>,
+        receives: Vec<u32>,
+        hold_ms: u64,
+    },
+    /// Gives back reserved transfers of `batch` no repair will claim: those listed, or with
+    /// `everything` all it has left on this node.
+    ReleaseTimeslots {
+        batch: u64,
+        #[serde(default)]
+        sends: Vec<u32>,
+        #[serde(default)]
+        receives: Vec<u32>,
+        #[serde(default)]
+        everything: bool,
     },
     /// Stops this node's part of `repair` (the coordinator re-plans it: ChameleonEC's
     /// straggler-aware re-scheduling). Unknown or finished repairs are not an error.
@@ -215,6 +240,9 @@ pub struct NodeStat {
     /// Transfers that waited at this node's timeslot gates for earlier slots (RepairBoost).
     #[serde(default)]
     pub timeslot_waits: u64,
+    /// Batches of repairs with timeslots reserved on this node and not all claimed yet.
+    #[serde(default)]
+    pub timeslot_reservations: u64,
     /// Seconds of I/O the node's emulated disk has served or queued (0 on a real disk).
     #[serde(default)]
     pub disk_busy_seconds: f64,
