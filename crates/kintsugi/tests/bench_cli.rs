@@ -204,6 +204,8 @@ fn geo_bench_verifies_every_scheme() {
             "1",
             "--hdd-bw",
             "400MB/s",
+            "--client-link",
+            "40mbit",
         ])
         .output()
         .unwrap();
@@ -212,6 +214,12 @@ fn geo_bench_verifies_every_scheme() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for r in rows {
+        // Every timed read went on through the 5 MB/s client link (less one burst).
+        let sent = r["read_bytes"].as_f64().unwrap();
+        assert!(sent > 0.0, "{r}");
+        for t in ["normal_read_seconds", "degraded_read_seconds"] {
+            assert!(r[t].as_f64().unwrap() >= (sent - 131_072.0 * r["objects_read"].as_f64().unwrap()) / 5e6, "{t}: {r}");
+        }
         assert_eq!(r["verified"], true, "{r}");
         assert!(r["lost_chunks"].as_u64().unwrap() > 0, "node 0 held chunks: {r}");
         assert!(r["recovery_mb_per_s"].as_f64().unwrap() > 0.0, "{r}");
@@ -222,6 +230,8 @@ fn geo_bench_verifies_every_scheme() {
     }
     assert_eq!(rows[1]["recovery_vs_rs"].as_f64(), Some(1.0));
     assert!(rows[0]["pipelining_gain"].is_number(), "extent layouts report the pipelining gain");
+    let (gain, cut) = (rows[0]["pipelining_gain"].as_f64().unwrap(), rows[0]["pipelining_cut"].as_f64().unwrap());
+    assert!((cut - gain / (1.0 + gain)).abs() < 1e-9, "the cut is 1 - pipelined / one chunk at a time: {cut} against a gain of {gain}");
     assert!(rows[1]["pipelining_gain"].is_null(), "the Stripe layout has no chunk pipeline");
     let bad = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "geo", "--schemes", "raid5"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(1));
