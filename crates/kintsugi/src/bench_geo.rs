@@ -319,12 +319,18 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         done??;
     }
     let stored_seconds = t.elapsed().as_secs_f64();
+    let before_seal = e.stats();
     if s.layout != LayoutSpec::Stripe && s.layout != LayoutSpec::StripeMax {
         c.seal().await.map_err(|e| anyhow!(e))?;
     }
     let put_seconds = t.elapsed().as_secs_f64();
     let seal_seconds = put_seconds - stored_seconds;
-    eprintln!("  {}: {} objects stored in {stored_seconds:.1} s, sealed {seal_seconds:.1} s later", s.name, sizes.len());
+    let seal_busiest = busiest_disk(&before_seal, &e.stats());
+    eprintln!(
+        "  {}: {} objects stored in {stored_seconds:.1} s, sealed {seal_seconds:.1} s later (busiest disk {seal_busiest:.1} s of I/O meanwhile)",
+        s.name,
+        sizes.len()
+    );
     let stored: u64 = e.stats().iter().flatten().map(|st| st.bytes).sum();
     // Staging copies still on disk after sealing (should be none).
     let mut copies_left = 0;
@@ -454,4 +460,13 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         range_read_ms: range_secs * 1e3 / a.ranges.max(1) as f64,
         verified,
     })
+}
+
+/// The most I/O time one node's emulated disk served between two stat snapshots.
+fn busiest_disk(before: &[Option<kintsugi_proto::NodeStat>], after: &[Option<kintsugi_proto::NodeStat>]) -> f64 {
+    before
+        .iter()
+        .zip(after)
+        .filter_map(|(was, now)| Some(now.as_ref()?.disk_busy_seconds - was.as_ref()?.disk_busy_seconds))
+        .fold(0.0, f64::max)
 }

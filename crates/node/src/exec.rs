@@ -57,7 +57,7 @@ pub use crate::input::{open_input, InputGate, InputStream};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
 pub use crate::slot_gate::SlotGate;
-use crate::terms::sum_inputs;
+use crate::terms::{sum_inputs, SharedReads};
 pub use crate::terms::{LocalTerm, RawInput};
 use crate::timeslot_gate::{Ticket, TimeslotGates};
 
@@ -93,6 +93,8 @@ pub struct Executor {
     registered: Notify,
     /// RepairBoost's timeslots across this node's repairs.
     pub timeslots: Arc<TimeslotGates>,
+    /// Read windows of helper chunks, shared by every repair reading the same chunk at once.
+    pub(crate) shared_reads: SharedReads,
 }
 
 impl Executor {
@@ -107,6 +109,7 @@ impl Executor {
             runs: Mutex::new(HashMap::new()),
             registered: Notify::new(),
             timeslots: Arc::default(),
+            shared_reads: SharedReads::default(),
         }
     }
 
@@ -375,7 +378,7 @@ impl Executor {
             })
             .collect();
         let local = match vx.local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, &self.shared_reads, self.node)?),
             None => None,
         };
         crate::disk_emulation::settle().await;
@@ -415,7 +418,7 @@ impl Executor {
         let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
         self.check_space(a.chunk_len)?;
         let local = match a.graph.vertex(a.graph.sink).local {
-            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, self.node)?),
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, &self.shared_reads, self.node)?),
             None => None,
         };
         crate::disk_emulation::settle().await;

@@ -169,7 +169,7 @@ impl ChunkStore {
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         if let Some((st, footer)) = self.footers.lock().expect("footer cache").get(id) {
             if *st == stamp {
-                return Ok(ChunkReader { id: id.clone(), file: f, footer: footer.clone(), disk });
+                return Ok(ChunkReader { id: id.clone(), file: f, footer: footer.clone(), disk, stamp });
             }
         }
         let size = meta.len();
@@ -198,7 +198,7 @@ impl ChunkStore {
         }
         let footer = Arc::new(footer);
         remember(&self.footers, id, stamp, footer.clone());
-        Ok(ChunkReader { id: id.clone(), file: f, footer, disk })
+        Ok(ChunkReader { id: id.clone(), file: f, footer, disk, stamp })
     }
 
     /// Removes a chunk (absent is fine).
@@ -347,6 +347,8 @@ pub struct ChunkReader {
     file: File,
     footer: Arc<Footer>,
     disk: Option<(Arc<DiskEmulation>, u64)>,
+    /// Which version of the chunk's file this reads.
+    pub(crate) stamp: FileStamp,
 }
 
 impl ChunkReader {

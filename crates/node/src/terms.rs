@@ -3,15 +3,15 @@
 //! verified windows and multiplied straight out of them).
 
 use crate::exec::Counters;
-use crate::store::{ChunkStore, ReadCache};
+use crate::store::{ChunkReader, ChunkStore, ReadCache};
 use kintsugi_codes::TermMatrix;
 use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
-use kintsugi_proto::Assignment;
+use kintsugi_proto::{Assignment, ChunkId};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// An input that sends raw reads (a Clay helper): its coefficients, applied here.
 pub struct RawInput {
@@ -73,6 +73,37 @@ pub(crate) async fn sum_inputs(
     Ok(acc.unwrap_or_else(|| crate::pool::zeroed(size)))
 }
 
+/// Read windows of the helper chunks this node's repairs read, by chunk, while some repair
+/// still reads it. The m parity graphs that seal a Geo stripe read every data chunk at once
+/// (and repairs of several chunks of one stripe read the same helpers): one read and one
+/// checksum pass serve them all, where each read the chunk itself before.
+#[derive(Default)]
+pub struct SharedReads(Mutex<HashMap<ChunkId, Weak<Mutex<ReadCache>>>>);
+
+impl SharedReads {
+    /// The live cache of `reader`'s chunk, if it reads the same version of the file.
+    fn get(&self, reader: &ChunkReader) -> Option<Arc<Mutex<ReadCache>>> {
+        let c = self.0.lock().expect("shared reads lock").get(&reader.id)?.upgrade()?;
+        let same = c.lock().expect("cache lock").reader().stamp == reader.stamp;
+        same.then_some(c)
+    }
+
+    fn insert(&self, id: ChunkId, cache: &Arc<Mutex<ReadCache>>) {
+        let mut m = self.0.lock().expect("shared reads lock");
+        // Entries of chunks nobody reads any more go, so the map stays as small as the
+        // chunks being read.
+        if m.len() >= 64 {
+            m.retain(|_, w| w.strong_count() > 0);
+        }
+        m.insert(id, Arc::downgrade(cache));
+    }
+
+    /// Chunks some repair reads now.
+    pub fn live(&self) -> usize {
+        self.0.lock().expect("shared reads lock").values().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
 /// A helper chunk on this node and its term of the equation.
 pub struct LocalTerm {
     term: kintsugi_codes::HelperTerm,
@@ -91,13 +122,15 @@ pub struct LocalTerm {
 
 impl LocalTerm {
     /// Opens term `t` for one vertex; `shared` holds the caches of the run's terms on this
-    /// node, so lanes reading the same chunk read and verify each block once.
+    /// node, so lanes reading the same chunk read and verify each block once, and `node`
+    /// those of every repair here, so concurrent repairs reading one chunk do too.
     pub fn open(
         store: &ChunkStore,
         a: &Assignment,
         t: usize,
         counters: Arc<Counters>,
         shared: &Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
+        across: &SharedReads,
         node: NodeId,
     ) -> Result<Self, String> {
         let term = a.graph.equation.terms[t].clone();
@@ -110,19 +143,36 @@ impl LocalTerm {
                 if reader.len() != a.chunk_len {
                     return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
                 }
+                if let Some(c) = across.get(&reader) {
+                    e.insert(c.clone());
+                    return Self::with_cache(store, term, alpha, a.chunk_len, counters, c);
+                }
                 // A window per read stream per lane here, one spare; the store's read-ahead
                 // in all.
                 let lanes = a.graph.vertices.iter().filter(|v| v.node == node && v.local == Some(t)).count().max(1);
                 let count = (reads * lanes).min(64) + 1;
+                let id = reader.id.clone();
                 let c = Arc::new(Mutex::new(ReadCache::new(reader, count, store.read_ahead() / (reads * lanes))));
+                across.insert(id, &c);
                 e.insert(c.clone());
                 c
             }
         };
+        Self::with_cache(store, term, alpha, a.chunk_len, counters, cache)
+    }
+
+    fn with_cache(
+        store: &ChunkStore,
+        term: kintsugi_codes::HelperTerm,
+        alpha: usize,
+        chunk_len: u64,
+        counters: Arc<Counters>,
+        cache: Arc<Mutex<ReadCache>>,
+    ) -> Result<Self, String> {
         Ok(LocalTerm {
             matrix: term.matrix(alpha),
             term,
-            sub: a.chunk_len as usize / alpha,
+            sub: chunk_len as usize / alpha,
             counters,
             cache,
             span: store.read_ahead(),

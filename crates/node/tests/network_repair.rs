@@ -365,3 +365,75 @@ async fn a_timeslot_ends_when_its_receiver_has_everything() {
         n.stop().await;
     }
 }
+
+/// Repairs that read the same helper chunk at once share its reads: four degraded reads of
+/// one RS(4,2) chunk, run together, keep each helper's emulated disk busy about as long as
+/// one of them alone (each read the whole chunk before: four times as long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..6u32 {
+        let cfg = NodeConfig {
+            id: i,
+            data_dir: dir.path().join(format!("n{i}")),
+            hdd_seek_ms: Some(1.0),
+            hdd_bandwidth: Some(10e6),
+            ..Default::default()
+        };
+        nodes.push(start(cfg).await.unwrap());
+    }
+    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let code = "rs:4,2".parse::<CodeSpec>().unwrap().build().unwrap();
+    let len = 1_000_003;
+    let shards = stripe(code.as_ref(), len, 9);
+    for (i, s) in shards.iter().enumerate() {
+        put(&peers[&(i as u32)], &ChunkId::new(9, i), s).await;
+    }
+    let eq = code.repair_equation(0, &[1, 2, 3, 4]).unwrap();
+    let plan = |repair: u64| Assignment {
+        repair,
+        graph: shapes::build(Shape::Cr, &RepairTask { equation: eq.clone(), helper_nodes: vec![1, 2, 3, 4], destination: READER }).unwrap(),
+        chunk_len: len as u64,
+        slice_len: 65_536,
+        term_chunks: (1..5).map(|h| ChunkId::new(9, h)).collect(),
+        peers: peers.clone(),
+        store: None,
+        timeslots: Vec::new(),
+        gate_batch: None,
+    };
+    let busy = || nodes[1..5].iter().map(|n| n.exec.store.disk().unwrap().busy_seconds()).collect::<Vec<f64>>();
+    let (plan, shards) = (&plan, &shards);
+    let run = |repairs: Vec<u64>| async move {
+        let plans: Vec<Assignment> = repairs.into_iter().map(plan).collect();
+        for a in &plans {
+            dispatch(a).await;
+        }
+        let sinks: Vec<_> = plans
+            .into_iter()
+            .map(|a| {
+                tokio::spawn(async move {
+                    let units = exec::check_assignment(&a).unwrap();
+                    exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap()
+                })
+            })
+            .collect();
+        for s in sinks {
+            assert_eq!(s.await.unwrap(), shards[0]);
+        }
+    };
+    let b0 = busy();
+    run(vec![1]).await;
+    let b1 = busy();
+    run(vec![2, 3, 4, 5]).await;
+    let b2 = busy();
+    for h in 0..4 {
+        let (one, four) = (b1[h] - b0[h], b2[h] - b1[h]);
+        // One read of the chunk: 0.1 s at 10 MB/s.
+        assert!(one >= 0.09, "helper {}: {one:.3} s for one read of 1 MB", h + 1);
+        assert!(four < 1.6 * one, "helper {}: four repairs at once kept the disk busy {four:.3} s, one alone {one:.3} s", h + 1);
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}

@@ -233,7 +233,8 @@ pub struct NodeStat {
     /// Repair data this node sent and received over the network.
     pub repair_sent: u64,
     pub repair_received: u64,
-    /// Helper bytes this node read from its disk for repairs and degraded reads.
+    /// Helper bytes repairs and degraded reads took from this node's chunks (each repair
+    /// counts what it used; repairs reading one chunk at once share its disk reads).
     #[serde(default)]
     pub repair_read: u64,
     pub active_repairs: u64,
