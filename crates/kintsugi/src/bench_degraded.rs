@@ -42,6 +42,9 @@ pub struct DegradedArgs {
     /// latency); the recorded figures ran 100.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub queue_ms: u32,
+    /// Testbed only: MTU of every link (9000: jumbo frames).
+    #[arg(long, default_value_t = crate::testbed::DEFAULT_MTU, value_parser = clap::value_parser!(u32).range(576..=9000))]
+    pub mtu: u32,
     #[arg(long)]
     pub json: bool,
 }
@@ -89,6 +92,7 @@ struct Report {
     /// The testbed nodes' TCP congestion control and the links' queue bound (milliseconds).
     tcp_congestion: Option<String>,
     queue_ms: Option<u32>,
+    mtu: Option<u32>,
     direct_seconds: f64,
     direct_cpu_cores: f64,
     direct_runs: Vec<f64>,
@@ -120,6 +124,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             pace: None,
             tcp_congestion: a.tcp_congestion.clone(),
             queue_ms: a.queue_ms,
+            mtu: a.mtu,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_coord::Client::new(&state.coordinator);
@@ -162,6 +167,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
         testbed: a.testbed,
         tcp_congestion: a.testbed.then(|| crate::testbed::congestion_in_use(&a.tcp_congestion)),
         queue_ms: a.testbed.then_some(a.queue_ms),
+        mtu: a.testbed.then_some(a.mtu),
         direct_seconds: d,
         direct_cpu_cores: median(&direct.1),
         direct_runs: direct.0,
@@ -170,7 +176,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion);
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu);
         println!(
             "{} chunk of {} bytes, slices of {}, links {:.0} Mbit/s ({how}), {} run(s)",
             a.code,

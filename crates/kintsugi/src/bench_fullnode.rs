@@ -110,6 +110,9 @@ pub struct FullNodeArgs {
     /// Testbed only: longest queue of every shaped link, milliseconds at its rate (tc tbf's latency).
     #[arg(long, default_value_t = crate::testbed::DEFAULT_QUEUE_MS, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub queue_ms: u32,
+    /// Testbed only: MTU of every link (9000: jumbo frames).
+    #[arg(long, default_value_t = crate::testbed::DEFAULT_MTU, value_parser = clap::value_parser!(u32).range(576..=9000))]
+    pub mtu: u32,
     /// Embedded cluster only: node 1's links run at this fraction of --link while it
     /// reports the full rate (a failing NIC or a noisy neighbour no monitoring sees).
     #[arg(long, value_parser = parse_fraction)]
@@ -191,6 +194,8 @@ struct Report {
     tcp_congestion: Option<String>,
     /// The testbed links' queue bound, milliseconds.
     queue_ms: Option<u32>,
+    /// The testbed links' MTU.
+    mtu: Option<u32>,
     /// The rate the simulator runs every link at: on the testbed, the TCP payload share of
     /// it (tc counts frames); on loopback, the link's (token buckets count payload).
     sim_link_bytes_per_s: f64,
@@ -300,6 +305,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         pace: a.pace,
         tcp_congestion: a.testbed.then(|| crate::testbed::congestion_in_use(&a.tcp_congestion)),
         queue_ms: a.testbed.then_some(a.queue_ms),
+        mtu: a.testbed.then_some(a.mtu),
         sim_link_bytes_per_s: crate::bench_fullnode_sim::sim_link_rate(&a),
         slow_node: a.slow_node,
         subprocess: a.subprocess,
@@ -310,7 +316,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion);
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu);
         println!(
             "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,
@@ -443,6 +449,7 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
         pace: a.pace,
         tcp_congestion: a.tcp_congestion.clone(),
         queue_ms: a.queue_ms,
+        mtu: a.mtu,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

@@ -83,7 +83,7 @@ pub(crate) fn simulate_same(
 /// whose tc shaping counts frames; all of it on loopback, whose token buckets count payload.
 pub(crate) fn sim_link_rate(a: &FullNodeArgs) -> f64 {
     if a.testbed {
-        a.link * crate::testbed::TCP_PAYLOAD_SHARE
+        a.link * crate::testbed::tcp_payload_share(a.mtu)
     } else {
         a.link
     }

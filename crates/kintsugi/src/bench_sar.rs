@@ -214,6 +214,7 @@ fn on_testbed(a: &SarArgs, at: Option<f64>, sar: bool, rt: &tokio::runtime::Runt
         // As its recorded figures ran: the host's algorithm, tc's 100 ms queues.
         tcp_congestion: "host".into(),
         queue_ms: 100,
+        mtu: crate::testbed::DEFAULT_MTU,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

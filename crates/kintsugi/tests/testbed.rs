@@ -43,7 +43,10 @@ fn attempt(tag: u32) -> Result<(), String> {
     let coord = coord_s.as_str();
     std::env::remove_var("KINTSUGI_SECRET_FILE");
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
-    let up = run(&["testbed", "up", "--nodes", "7", "--link", "400mbit", "--name", &name, "--octet", &octet, "--dir", d], coord);
+    let up = run(
+        &["testbed", "up", "--nodes", "7", "--link", "400mbit", "--mtu", "9000", "--name", &name, "--octet", &octet, "--dir", d],
+        coord,
+    );
     if !up.status.success() {
         let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
         return Err(format!("testbed up: {}", String::from_utf8_lossy(&up.stderr)));
@@ -82,6 +85,12 @@ fn attempt(tag: u32) -> Result<(), String> {
             if !text.contains("cubic") {
                 return Err(format!("node 1's connections do not run cubic: {text}"));
             }
+        }
+        // Jumbo frames (`--mtu 9000`) on node 1's link.
+        let link = Command::new("ip").args(["netns", "exec", &format!("{name}n1"), "ip", "link", "show", &format!("{name}p1")]).output();
+        let link = link.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+        if !link.contains("mtu 9000") {
+            return Err(format!("node 1's link is not at MTU 9000: {link}"));
         }
         ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"])?;
         let stat: serde_json::Value = serde_json::from_str(&ok(&["stat", "obj", "--json"])?).unwrap();
