@@ -11,7 +11,7 @@
 use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
-use kintsugi_proto::{recv, send, Assignment, NodeRequest, NodeResponse, READER};
+use kintsugi_proto::{Assignment, READER};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -522,12 +522,4 @@ pub(crate) fn unit_sizes(units: &[Vec<Range<usize>>], width: usize) -> Vec<usize
     units.iter().map(|ws| width * ws.iter().map(|w| w.len()).sum::<usize>()).collect()
 }
 
-/// Reads a node's response to a request on an open connection.
-pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, String> {
-    let mut s = kintsugi_proto::auth::connect(addr, io_timeout).await?;
-    send(&mut s, req).await.map_err(|e| format!("{addr}: {e}"))?;
-    tokio::time::timeout(io_timeout, recv(&mut s))
-        .await
-        .map_err(|_| format!("{addr}: no answer within {io_timeout:?}"))?
-        .map_err(|e| format!("{addr}: {e}"))
-}
+pub use crate::requests::request;

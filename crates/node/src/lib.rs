@@ -9,6 +9,7 @@ mod inventory;
 pub mod monitor;
 pub mod pool;
 mod read_window;
+pub mod requests;
 pub mod server;
 pub mod shaper;
 mod sink;

@@ -437,3 +437,54 @@ async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
         n.stop().await;
     }
 }
+
+/// Short exchanges reuse one connection per node; an answer that is an error, or one with
+/// data behind it, leaves none behind; a connection the node closed while idle (here: the
+/// node restarted on its address) is replaced by a new one without failing the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_reuse_connections_and_survive_a_closed_one() {
+    use kintsugi_node::requests::idle_to;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |listen: String| NodeConfig { id: 0, data_dir: dir.path().join("n0"), listen, ..Default::default() };
+    let node = start(cfg("127.0.0.1:0".into())).await.unwrap();
+    let addr = node.addr.to_string();
+    assert_eq!(idle_to(&addr), 0);
+    for _ in 0..3 {
+        assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+    }
+    assert_eq!(idle_to(&addr), 1, "one connection served all three");
+    let r = exec::request(&addr, &NodeRequest::Progress { repair: 12_345 }, T).await.unwrap();
+    assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
+    assert_eq!(idle_to(&addr), 0, "an error answer gives no connection back");
+    put(&addr, &ChunkId::new(1, 1), &[7u8; 1000]).await;
+    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(1, 1), range: None }, T).await.unwrap();
+    assert!(matches!(r, NodeResponse::Chunk { len: 1000, .. }), "{r:?}");
+    assert_eq!(idle_to(&addr), 0, "a chunk's data frames follow its answer: not reused");
+    assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+    assert_eq!(idle_to(&addr), 1);
+    node.stop().await;
+    let node = start(cfg(addr.clone())).await.unwrap();
+    assert_eq!(exec::request(&addr, &NodeRequest::Stat, T).await.map(|r| matches!(r, NodeResponse::Stat(_))), Ok(true));
+    assert_eq!(idle_to(&addr), 1);
+    node.stop().await;
+}
+
+/// A connection made in one runtime is never handed to another (a benchmark builds and
+/// drops runtimes): requests from a second runtime, after the first is gone, still work.
+#[test]
+fn requests_from_a_new_runtime_do_not_reuse_a_dead_runtimes_connections() {
+    use kintsugi_node::requests::idle_to;
+    let dir = tempfile::tempdir().unwrap();
+    let nodes_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let node = nodes_rt.block_on(start(NodeConfig { id: 0, data_dir: dir.path().join("n0"), ..Default::default() })).unwrap();
+    let addr = node.addr.to_string();
+    for _ in 0..2 {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            assert_eq!(idle_to(&addr), 0, "a fresh runtime starts with no idle connection");
+            assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+            assert_eq!(idle_to(&addr), 1);
+        });
+    }
+    nodes_rt.block_on(node.stop());
+}
