@@ -47,10 +47,17 @@ pub struct Coordinator {
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
     pub(crate) epoch: u64,
+    /// Repair ids (the low half under `epoch`), a block at a time from the metadata store.
+    pub(crate) repair_ids: crate::id_blocks::IdBlocks,
+    /// Timeslot batch ids, likewise.
+    pub(crate) batch_ids: crate::id_blocks::IdBlocks,
     /// This cluster's id (made on the first start); nodes record it in their data
     /// directories and a node of another cluster is refused.
     pub cluster_id: u64,
 }
+
+/// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
+const ID_BLOCK: u64 = 1024;
 
 /// A running coordinator.
 pub struct CoordHandle {
@@ -102,6 +109,8 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         last_auto: Mutex::new(None),
         sar: Mutex::new(None),
         epoch,
+        repair_ids: crate::id_blocks::IdBlocks::new("repair", ID_BLOCK),
+        batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));

@@ -9,6 +9,7 @@ pub mod coordinator;
 pub mod full_node_plan;
 pub mod geo_io;
 pub mod geo_layout;
+mod id_blocks;
 mod inventory;
 pub mod meta;
 mod object_io;

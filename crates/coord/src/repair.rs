@@ -96,7 +96,9 @@ impl Coordinator {
             crc32c: s.crcs[index].unwrap_or(0),
             new_parity: false,
         });
-        let repair = (self.epoch << 32) | (self.meta.next_id("repair")? & 0xffff_ffff);
+        let numbering = Instant::now();
+        let repair = (self.epoch << 32) | (self.repair_ids.next(self.meta.as_ref())? & 0xffff_ffff);
+        tracing::debug!(repair, id_ms = numbering.elapsed().as_secs_f64() * 1e3, "numbered a repair");
         let slice_len = slice.clamp(1, s.chunk_len.max(1));
         Ok(Assignment {
             repair,
@@ -326,6 +328,7 @@ impl Coordinator {
                     // Read and written in one transaction: a concurrent report or commit is
                     // never overwritten with a stale copy of the stripe.
                     let mut old = None;
+                    let recording = Instant::now();
                     self.meta.update(&mut |t| {
                         t.put(Change::DeletePending { stripe: p.stripe, index: p.index })?;
                         if let Some(mut s) = t.stripe(p.stripe)? {
@@ -342,7 +345,12 @@ impl Coordinator {
                         }
                         Ok(())
                     })?;
-                    tracing::debug!(repair = a.repair, chunk = %ChunkId::new(p.stripe, p.index), "rebuilt chunk durable and recorded");
+                    tracing::debug!(
+                        repair = a.repair,
+                        chunk = %ChunkId::new(p.stripe, p.index),
+                        record_ms = recording.elapsed().as_secs_f64() * 1e3,
+                        "rebuilt chunk durable and recorded"
+                    );
                     let ran = Ran { graph: a.graph, timeslots: a.timeslots };
                     let Some(old) = old else { return Ok((attempt, Some(ran))) };
                     // A corrupt copy left on another live node is removed (best effort).
