@@ -153,6 +153,7 @@ impl Coordinator {
                         rec.push((finished, r.graph.clone()));
                     }
                     report.repaired += 1;
+                    report.first_done = Some(report.first_done.map_or(finished, |f| f.min(finished)));
                     report.retries += attempts - 1;
                     report.bytes += len;
                     // Up to a count and a size: a Clay graph's coefficients run to hundreds
@@ -190,6 +191,7 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.postponed += r.postponed;
     total.restarted += r.restarted;
     total.errors.extend(r.errors);
+    total.first_done = total.first_done.or(r.first_done);
     let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
     total.graphs.extend(r.graphs.into_iter().take(room));
     total.graph_timeslots.extend(r.graph_timeslots.into_iter().take(room));

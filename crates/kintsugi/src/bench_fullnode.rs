@@ -161,6 +161,14 @@ struct MethodRow {
     /// busiest_link_seconds when the replay is what ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     sim_busiest_link_seconds: Option<f64>,
+    /// Seconds from the first rebuilt chunk done to the last, median over runs: how
+    /// unevenly repairs that started together progressed (all chunks start at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finish_spread_seconds: Option<f64>,
+    /// The same in the simulator's replay of what ran (gated where the nodes gated),
+    /// median over runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_finish_spread_seconds: Option<f64>,
     /// Rebuilt bytes per second of repair, median over runs.
     repair_mb_per_s: f64,
     /// The foreground workload before and during the repair (medians over runs), with
@@ -223,6 +231,8 @@ struct Run {
     sim: Option<SimSame>,
     /// Per node: chunks' worth of repair traffic sent and received.
     loads: Vec<(u32, f64, f64)>,
+    /// Seconds until the first rebuilt chunk was durable and recorded.
+    first_done: Option<f64>,
     /// The foreground workload, with --load-clients.
     fg: Option<Interference>,
     verified: bool,
@@ -270,6 +280,8 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
         let over_sim: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.seconds)).collect();
         let slotted: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.slotted)).collect();
         let replay_gated: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.replay_gated)).collect();
+        let spread: Option<Vec<f64>> = runs.iter().map(|r| r.first_done.map(|f| r.seconds - f)).collect();
+        let sim_spread: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.replay() - s.first_done)).collect();
         rows.push(MethodRow {
             method: method.to_string(),
             lost_chunks: runs[0].lost,
@@ -283,6 +295,8 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             sim_replay_gated_seconds: replay_gated.map(|v| crate::bench::stat(&v).median),
             sim_busiest_link_seconds: runs[0].sim.map(|s| s.busiest),
             node_loads: runs[0].loads.clone(),
+            finish_spread_seconds: spread.map(|v| crate::bench::stat(&v).median),
+            sim_finish_spread_seconds: sim_spread.map(|v| crate::bench::stat(&v).median),
             repair_mb_per_s: crate::bench::stat(&runs.iter().map(|r| r.lost as f64 * a.chunk as f64 / r.seconds / 1e6).collect::<Vec<_>>())
                 .median,
             foreground: Interference::median(&runs.iter().filter_map(|r| r.fg.clone()).collect::<Vec<_>>()),
@@ -330,7 +344,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.gate_timeslots
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>10} {:>12} {:>9} {:>10}",
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>10} {:>12} {:>16} {:>9} {:>10}",
             "method",
             "lost",
             "repair s",
@@ -341,12 +355,13 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             "x sim",
             "sim gated",
             "sim slots s",
+            "spread s (sim)",
             "verified",
             "CPU cores"
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>10} {:>12} {:>9} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>10} {:>12} {:>16} {:>9} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
@@ -357,6 +372,11 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
                 m.over_sim.map_or("-".to_string(), |s| format!("{s:.2}")),
                 m.sim_replay_gated_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.sim_slotted_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
+                match (m.finish_spread_seconds, m.sim_finish_spread_seconds) {
+                    (Some(s), Some(t)) => format!("{s:.2} ({t:.2})"),
+                    (Some(s), None) => format!("{s:.2}"),
+                    _ => "-".to_string(),
+                },
                 if m.verified { "yes" } else { "NO" },
                 m.cpu_cores
             );
@@ -528,7 +548,18 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     let eq = code.repair_equation(0, &helpers).map_err(|e| anyhow!("{e}"))?;
     let per_chunk = eq.terms.iter().map(|t| t.read_count() as f64).sum::<f64>() / eq.sub_chunks as f64;
     let bound = lost as f64 * per_chunk * a.chunk as f64 / ((a.nodes - 1) as f64 * a.link);
-    Ok(Run { lost, seconds: report.seconds, bound, busiest: busiest as f64 / a.link, cpu, sim, loads, fg, verified })
+    Ok(Run {
+        lost,
+        seconds: report.seconds,
+        bound,
+        busiest: busiest as f64 / a.link,
+        cpu,
+        sim,
+        loads,
+        first_done: report.first_done,
+        fg,
+        verified,
+    })
 }
 
 /// Writes `objects` objects of `size` bytes (`object-NNNN`, [`pattern`] contents), fails

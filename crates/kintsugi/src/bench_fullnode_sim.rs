@@ -57,10 +57,14 @@ pub(crate) fn simulate_same(
     let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
     let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;
     let gated = ran_slots.len() == ran.len() && ran_slots.iter().flatten().any(Option::is_some);
+    let first = |r: &kintsugi_sim::SimResult| r.jobs.iter().map(|j| j.end).fold(f64::INFINITY, f64::min);
+    let mut first_done = first(&free);
     let replay_gated = match gated {
         true => {
             let jobs: Vec<kintsugi_sim::Job> = ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect();
-            Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan)
+            let r = kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?;
+            first_done = first(&r);
+            Some(r.makespan)
         }
         false => None,
     };
@@ -76,7 +80,7 @@ pub(crate) fn simulate_same(
         }
         false => None,
     };
-    Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest })
+    Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest, first_done })
 }
 
 /// The rate the simulator gives every link: what TCP payload gets of it on the testbed,
@@ -101,4 +105,14 @@ pub(crate) struct SimSame {
     pub slotted: Option<f64>,
     /// The busiest link of the replayed graphs, seconds at the link rate.
     pub busiest: f64,
+    /// When the first chunk was done in the replay of what ran (gated where the nodes
+    /// gated), seconds.
+    pub first_done: f64,
+}
+
+impl SimSame {
+    /// The replay of what ran: gated by its timeslots where the nodes gated it.
+    pub fn replay(&self) -> f64 {
+        self.replay_gated.unwrap_or(self.seconds)
+    }
 }

@@ -133,6 +133,14 @@ fn full_node_reports_the_simulator_on_the_same_chunks() {
             (counted - busiest).abs() <= 0.02 * busiest,
             "nodes counted {counted} s on their busiest link, the replay {busiest} s: {m}"
         );
+        // From the first chunk done to the last: no chunk is done before one chunk (1 MiB)
+        // has crossed a 400 Mbit/s link, on the cluster or in the simulator.
+        let one_chunk = (1u64 << 20) as f64 / 50e6;
+        let spread = m["finish_spread_seconds"].as_f64().unwrap();
+        assert!(spread >= 0.0 && m["repair_seconds"].as_f64().unwrap() - spread >= one_chunk * 0.99, "{m}");
+        let sim_spread = m["sim_finish_spread_seconds"].as_f64().unwrap();
+        let replay = m["sim_replay_gated_seconds"].as_f64().unwrap_or(sim);
+        assert!(sim_spread >= 0.0 && replay - sim_spread >= one_chunk * 0.99, "{m}");
     }
 }
 

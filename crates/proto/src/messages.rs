@@ -424,6 +424,11 @@ pub struct RepairReport {
     /// The timeslots each of `graphs` was gated by on the nodes (empty: not gated).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graph_timeslots: Vec<Vec<Option<u32>>>,
+    /// Seconds from the start until the first rebuilt chunk was durable and recorded (of
+    /// the first round, with sub-processes or phases). Its distance to `seconds` shows how
+    /// unevenly the repairs that started together progressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_done: Option<f64>,
 }
 
 fn is_zero(n: &usize) -> bool {
