@@ -17,12 +17,33 @@ use tokio::net::TcpStream;
 const T: Duration = Duration::from_secs(10);
 
 async fn cluster(n: usize, dir: &std::path::Path, link: Option<f64>) -> Vec<NodeHandle> {
+    cluster_with(n, dir, |_, cfg| {
+        cfg.uplink = link;
+        cfg.downlink = link;
+    })
+    .await
+}
+
+/// Nodes 0..n, each configured by `tweak` (its id, its config).
+async fn cluster_with(n: usize, dir: &std::path::Path, tweak: impl Fn(u32, &mut NodeConfig)) -> Vec<NodeHandle> {
     let mut nodes = Vec::new();
-    for i in 0..n {
-        let cfg = NodeConfig { id: i as u32, data_dir: dir.join(format!("n{i}")), uplink: link, downlink: link, ..Default::default() };
+    for i in 0..n as u32 {
+        let mut cfg = NodeConfig { id: i, data_dir: dir.join(format!("n{i}")), ..Default::default() };
+        tweak(i, &mut cfg);
         nodes.push(start(cfg).await.unwrap());
     }
     nodes
+}
+
+fn peers_of(nodes: &[NodeHandle]) -> BTreeMap<u32, String> {
+    nodes.iter().map(|n| (n.id, n.addr.to_string())).collect()
+}
+
+/// Stores chunk i of stripe `id` on node i.
+async fn put_stripe(peers: &BTreeMap<u32, String>, id: u64, shards: &[Vec<u8>]) {
+    for (i, s) in shards.iter().enumerate() {
+        put(&peers[&(i as u32)], &ChunkId::new(id, i), s).await;
+    }
 }
 
 async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
@@ -56,7 +77,7 @@ fn stripe(code: &dyn Code, len: usize, seed: u64) -> Vec<Vec<u8>> {
 async fn every_shape_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let nodes = cluster(12, dir.path(), None).await;
-    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let peers = peers_of(&nodes);
     let mut repair = 1;
     for (spec, len, slice) in
         [("rs:6,3", 100_003usize, 4096u64), ("lrc:6,2,2", 65_536, 1000), ("rs:3,2", 10, 1), ("clay:6,3,8", 27 * 1001, 300)]
@@ -64,9 +85,7 @@ async fn every_shape_over_tcp() {
         let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
         let shards = stripe(code.as_ref(), len, repair);
         let sid = repair;
-        for (i, s) in shards.iter().enumerate() {
-            put(&peers[&(i as u32)], &ChunkId::new(sid, i), s).await;
-        }
+        put_stripe(&peers, sid, &shards).await;
         let lost = 1;
         let avail: Vec<usize> = (0..code.n()).filter(|&i| i != lost).collect();
         let helpers = code.choose_helpers(lost, &avail).unwrap();
@@ -131,24 +150,16 @@ async fn every_shape_over_tcp() {
 async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
     let dir = tempfile::tempdir().unwrap();
     let t = Duration::from_millis(300);
-    let mut nodes = Vec::new();
-    for i in 0..7u32 {
-        let cfg = NodeConfig {
-            id: i,
-            data_dir: dir.path().join(format!("n{i}")),
-            uplink: Some(1e6),
-            io_timeout_ms: t.as_millis() as u64,
-            ..Default::default()
-        };
-        nodes.push(start(cfg).await.unwrap());
-    }
-    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let nodes = cluster_with(7, dir.path(), |_, cfg| {
+        cfg.uplink = Some(1e6);
+        cfg.io_timeout_ms = t.as_millis() as u64;
+    })
+    .await;
+    let peers = peers_of(&nodes);
     let code = "rs:4,2".parse::<CodeSpec>().unwrap().build().unwrap();
     let len = 400_000;
     let shards = stripe(code.as_ref(), len, 5);
-    for (i, s) in shards.iter().enumerate() {
-        put(&peers[&(i as u32)], &ChunkId::new(1, i), s).await;
-    }
+    put_stripe(&peers, 1, &shards).await;
     let lost = 0;
     let avail: Vec<usize> = (1..code.n()).collect();
     let eq = code.repair_equation(lost, &code.choose_helpers(lost, &avail).unwrap()).unwrap();
@@ -184,14 +195,12 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
 async fn clay_repair_moves_d_over_q_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let nodes = cluster(14, dir.path(), None).await;
-    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let peers = peers_of(&nodes);
     let len = 256 * 1000;
     for (sid, spec, expect) in [(1u64, "clay:10,4,13", 13 * len / 4), (2, "rs:10,4", 10 * len)] {
         let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
         let shards = stripe(code.as_ref(), len, sid);
-        for (i, s) in shards.iter().enumerate() {
-            put(&peers[&(i as u32)], &ChunkId::new(sid, i), s).await;
-        }
+        put_stripe(&peers, sid, &shards).await;
         for lost in [0usize, 6, 13] {
             let avail: Vec<usize> = (0..code.n()).filter(|&i| i != lost).collect();
             let eq = code.repair_equation(lost, &code.choose_helpers(lost, &avail).unwrap()).unwrap();
@@ -310,19 +319,12 @@ async fn malformed_frames_fail_one_connection_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeslot_ends_when_its_receiver_has_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for i in 0..5u32 {
-        let downlink = (i == 3).then_some(50_000.0);
-        let cfg = NodeConfig { id: i, data_dir: dir.path().join(format!("n{i}")), downlink, ..Default::default() };
-        nodes.push(start(cfg).await.unwrap());
-    }
-    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let nodes = cluster_with(5, dir.path(), |i, cfg| cfg.downlink = (i == 3).then_some(50_000.0)).await;
+    let peers = peers_of(&nodes);
     let code = "rs:2,1".parse::<CodeSpec>().unwrap().build().unwrap();
     let len = 100_000usize;
     let shards = stripe(code.as_ref(), len, 7);
-    for (i, s) in shards.iter().enumerate() {
-        put(&peers[&(i as u32)], &ChunkId::new(1, i), s).await;
-    }
+    put_stripe(&peers, 1, &shards).await;
     let lost = 2;
     let eq = code.repair_equation(lost, &[0, 1]).unwrap();
     let started = std::time::Instant::now();
@@ -372,24 +374,16 @@ async fn a_timeslot_ends_when_its_receiver_has_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
     let dir = tempfile::tempdir().unwrap();
-    let mut nodes = Vec::new();
-    for i in 0..6u32 {
-        let cfg = NodeConfig {
-            id: i,
-            data_dir: dir.path().join(format!("n{i}")),
-            hdd_seek_ms: Some(1.0),
-            hdd_bandwidth: Some(10e6),
-            ..Default::default()
-        };
-        nodes.push(start(cfg).await.unwrap());
-    }
-    let peers: BTreeMap<u32, String> = nodes.iter().map(|n| (n.id, n.addr.to_string())).collect();
+    let nodes = cluster_with(6, dir.path(), |_, cfg| {
+        cfg.hdd_seek_ms = Some(1.0);
+        cfg.hdd_bandwidth = Some(10e6);
+    })
+    .await;
+    let peers = peers_of(&nodes);
     let code = "rs:4,2".parse::<CodeSpec>().unwrap().build().unwrap();
     let len = 1_000_003;
     let shards = stripe(code.as_ref(), len, 9);
-    for (i, s) in shards.iter().enumerate() {
-        put(&peers[&(i as u32)], &ChunkId::new(9, i), s).await;
-    }
+    put_stripe(&peers, 9, &shards).await;
     let eq = code.repair_equation(0, &[1, 2, 3, 4]).unwrap();
     let plan = |repair: u64| Assignment {
         repair,
