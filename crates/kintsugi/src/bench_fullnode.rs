@@ -99,8 +99,9 @@ pub struct FullNodeArgs {
     /// only order repair starts.
     #[arg(long, default_value_t = TimeslotGating::default())]
     pub gate_timeslots: TimeslotGating,
-    /// Testbed only: also pace every node's traffic in the node process at this fraction
-    /// of --link (e.g. 0.97), below tc's rate, so tc's queues stay short.
+    /// Testbed only: also pace what every node sends, in the node process, at this
+    /// fraction of --link (e.g. 0.95), below tc's rate, so tc's queues stay short and each
+    /// uplink is shared evenly among its transfers.
     #[arg(long, value_parser = parse_fraction)]
     pub pace: Option<f64>,
     /// Testbed only: TCP congestion control of the nodes' connections (cubic, reno, bbr, ...;
@@ -339,7 +340,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
             a.size,
             a.chunk,
             a.link * 8.0 / 1e6,
-            a.pace.map(|f| format!(", nodes pace at {f}")).unwrap_or_default(),
+            a.pace.map(|f| format!(", nodes pace their sends at {f}")).unwrap_or_default(),
             a.scheduler,
             a.gate_timeslots
         );

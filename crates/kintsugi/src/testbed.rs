@@ -46,9 +46,11 @@ pub struct UpArgs {
     /// Benchmarks give it more, so writing the data set is not what takes the time.
     #[arg(long, value_parser = parse_rate)]
     pub host_link: Option<f64>,
-    /// Also pace each node's traffic in the node process at this fraction of --link (e.g.
-    /// 0.97), below tc's rate: tc's queues then stay short, and flows share a link as the
-    /// node's token bucket serves them rather than as drop-tail queues do.
+    /// Also pace what each node sends, in the node process, at this fraction of --link
+    /// (e.g. 0.95), below tc's rate: tc's queues then stay short, and a node's transfers
+    /// share its uplink as its token bucket serves them rather than as drop-tail queues do.
+    /// Receiving is not paced: a shaper taking tokens after a frame is read holds a
+    /// receiver's many streams back by TCP flow control, not evenly (full-node CR lost 5%).
     #[arg(long, value_parser = crate::units::parse_fraction)]
     pub pace: Option<f64>,
     /// TCP congestion control of the nodes' connections (cubic, reno, bbr, ...; `host`:
@@ -302,7 +304,7 @@ fn build(a: &UpArgs) -> Result<State> {
                 // tc shapes the links: the node is told their rate for residual bandwidth.
                 .args(["--link-capacity", &format!("{}B/s", a.link)])
                 .args(congestion(&a.tcp_congestion).map(|c| ["--tcp-congestion", c]).into_iter().flatten())
-                .args(a.pace.map(|f| ["--link".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten()),
+                .args(a.pace.map(|f| ["--uplink".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten()),
             &format!("node{i:03}"),
         )?;
         state.pids.push(pid);

@@ -44,7 +44,10 @@ fn attempt(tag: u32) -> Result<(), String> {
     std::env::remove_var("KINTSUGI_SECRET_FILE");
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     let up = run(
-        &["testbed", "up", "--nodes", "7", "--link", "400mbit", "--mtu", "9000", "--name", &name, "--octet", &octet, "--dir", d],
+        &[
+            "testbed", "up", "--nodes", "7", "--link", "400mbit", "--mtu", "9000", "--pace", "0.9", "--name", &name, "--octet", &octet,
+            "--dir", d,
+        ],
         coord,
     );
     if !up.status.success() {
@@ -79,18 +82,50 @@ fn attempt(tag: u32) -> Result<(), String> {
         }
         // The nodes' connections run cubic, the testbed's default, whatever the host's: node
         // 1's heartbeats to the coordinator are one, seen from inside its namespace.
-        let ss = Command::new("ip").args(["netns", "exec", &format!("{name}n1"), "ss", "-tinH", "state", "established"]).output();
-        if let Some(o) = ss.ok().filter(|o| o.status.success()) {
-            let text = String::from_utf8_lossy(&o.stdout);
+        // Right after `up` a heartbeat connection may be between two attempts (the first
+        // handshakes on fresh namespaces are sometimes lost and retried), so wait for one.
+        let ss = || Command::new("ip").args(["netns", "exec", &format!("{name}n1"), "ss", "-tinH", "state", "established"]).output();
+        for attempt in 0..50 {
+            let Some(o) = ss().ok().filter(|o| o.status.success()) else { break };
+            let text = String::from_utf8_lossy(&o.stdout).to_string();
+            if text.trim().is_empty() {
+                if attempt == 49 {
+                    return Err("node 1 has no established connection 5 s after every node was live".into());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                continue;
+            }
             if !text.contains("cubic") {
                 return Err(format!("node 1's connections do not run cubic: {text}"));
             }
+            break;
         }
         // Jumbo frames (`--mtu 9000`) on node 1's link.
         let link = Command::new("ip").args(["netns", "exec", &format!("{name}n1"), "ip", "link", "show", &format!("{name}p1")]).output();
         let link = link.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
         if !link.contains("mtu 9000") {
             return Err(format!("node 1's link is not at MTU 9000: {link}"));
+        }
+        // `--pace 0.9`: every node paces what it sends at 90% of the link, and receives
+        // unshaped (tc shapes both ways).
+        let mut paced = 0;
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let args: Vec<String> = std::fs::read(p.path().join("cmdline"))
+                .unwrap_or_default()
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).to_string())
+                .collect();
+            if !(args.iter().any(|a| a == "node") && args.iter().any(|a| a.starts_with(d))) {
+                continue;
+            }
+            let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+            if value("--uplink") != Some("45000000B/s".into()) || value("--downlink").is_some() || value("--link").is_some() {
+                return Err(format!("a node of the paced testbed runs with {args:?}"));
+            }
+            paced += 1;
+        }
+        if paced != 7 {
+            return Err(format!("{paced} paced node processes of 7"));
         }
         ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"])?;
         let stat: serde_json::Value = serde_json::from_str(&ok(&["stat", "obj", "--json"])?).unwrap();
