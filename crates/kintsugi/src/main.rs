@@ -5,6 +5,7 @@ mod bench;
 mod bench_clay;
 mod bench_degraded;
 mod bench_fullnode;
+mod bench_fullnode_report;
 mod bench_fullnode_sim;
 mod bench_geo;
 mod bench_isal;
