@@ -1,9 +1,10 @@
 //! Request/response exchanges with nodes over reused connections. A node serves request
 //! after request on one connection, so a short exchange (a repair plan, a reservation, a
 //! wait for a chunk to be durable) need not pay a TCP setup and the secret's challenge each
-//! time: the coordinator dispatched a batch of 25 repairs over 175 fresh connections, and
-//! the nodes registered them 18-105 ms after the first was sent. Connections come back only
-//! after an exchange that leaves nothing unread (no data frames follow, no error closed it).
+//! time: the coordinator dispatched a batch of 25 repairs over 175 fresh connections. (The
+//! nodes still register such a batch 18-105 ms after the first plan is sent: the setups were
+//! not what delayed them.) Connections come back only after an exchange that leaves nothing
+//! unread (no data frames follow, no error closed it).
 
 use kintsugi_proto::{recv, send, FrameError, NodeRequest, NodeResponse};
 use std::collections::HashMap;

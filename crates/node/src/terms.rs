@@ -122,7 +122,7 @@ pub struct LocalTerm {
 
 impl LocalTerm {
     /// Opens term `t` for one vertex; `shared` holds the caches of the run's terms on this
-    /// node, so lanes reading the same chunk read and verify each block once, and `node`
+    /// node, so lanes reading the same chunk read and verify each block once, and `across`
     /// those of every repair here, so concurrent repairs reading one chunk do too.
     pub fn open(
         store: &ChunkStore,
