@@ -186,6 +186,16 @@ pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
 }
 
 impl Coordinator {
+    /// A fresh repair id: this start's epoch above, the persistent counter below.
+    pub(crate) fn repair_id(&self) -> Result<u64, String> {
+        Ok((self.epoch << 32) | (self.repair_ids.next(self.meta.as_ref())? & 0xffff_ffff))
+    }
+
+    /// A fresh timeslot batch id, likewise.
+    pub(crate) fn batch_id(&self) -> Result<u64, String> {
+        Ok((self.epoch << 32) | (self.batch_ids.next(self.meta.as_ref())? & 0xffff_ffff))
+    }
+
     pub(crate) fn io_timeout(&self) -> Duration {
         Duration::from_millis(self.cfg.io_timeout_ms.max(1))
     }

@@ -96,9 +96,7 @@ impl Coordinator {
             crc32c: s.crcs[index].unwrap_or(0),
             new_parity: false,
         });
-        let numbering = Instant::now();
-        let repair = (self.epoch << 32) | (self.repair_ids.next(self.meta.as_ref())? & 0xffff_ffff);
-        tracing::debug!(repair, id_ms = numbering.elapsed().as_secs_f64() * 1e3, "numbered a repair");
+        let repair = self.repair_id()?;
         let slice_len = slice.clamp(1, s.chunk_len.max(1));
         Ok(Assignment {
             repair,

@@ -145,7 +145,7 @@ impl Coordinator {
             let graph = shapes::build(self.cfg.repair_method, &task).map_err(|e| e.to_string())?;
             let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
             let a = Assignment {
-                repair: (self.epoch << 32) | (self.repair_ids.next(self.meta.as_ref())? & 0xffff_ffff),
+                repair: self.repair_id()?,
                 graph,
                 chunk_len: s.chunk_len,
                 slice_len: self.cfg.repair_slice.clamp(1, s.chunk_len.max(1)),

@@ -72,7 +72,7 @@ impl Coordinator {
         if repairs.is_empty() || units.values().any(|&u| u > self.cfg.recovery_node_budget.max(1)) {
             return None;
         }
-        let batch = (self.epoch << 32) | (self.batch_ids.next(self.meta.as_ref()).ok()? & 0xffff_ffff);
+        let batch = self.batch_id().ok()?;
         // Held until claimed; the hold only frees nodes of a coordinator that went away.
         let hold_ms = (self.io_timeout() * 6).as_millis() as u64;
         let alive = self.alive();

@@ -325,13 +325,14 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     }
     let put_seconds = t.elapsed().as_secs_f64();
     let seal_seconds = put_seconds - stored_seconds;
-    let seal_busiest = busiest_disk(&before_seal, &e.stats());
+    let after_seal = e.stats();
+    let seal_busiest = busiest_disk(&before_seal, &after_seal);
     eprintln!(
         "  {}: {} objects stored in {stored_seconds:.1} s, sealed {seal_seconds:.1} s later (busiest disk {seal_busiest:.1} s of I/O meanwhile)",
         s.name,
         sizes.len()
     );
-    let stored: u64 = e.stats().iter().flatten().map(|st| st.bytes).sum();
+    let stored: u64 = after_seal.iter().flatten().map(|st| st.bytes).sum();
     // Staging copies still on disk after sealing (should be none).
     let mut copies_left = 0;
     for i in 0..a.nodes {
