@@ -355,6 +355,7 @@ impl Coordinator {
                         alive: up,
                         crc32c: s.crcs[i],
                         lost: !up || s.bad[i],
+                        bucket: s.bucket(),
                     }
                 })
                 .collect();
@@ -375,6 +376,7 @@ impl Coordinator {
                                 alive: up,
                                 crc32c: s.crcs[i],
                                 lost: !up,
+                                bucket: None,
                             }
                         })
                         .collect()

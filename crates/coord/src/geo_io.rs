@@ -277,6 +277,7 @@ mod tests {
                     alive: true,
                     crc32c: None,
                     lost: false,
+                    bucket: None,
                 })
                 .collect();
         }

@@ -5,16 +5,16 @@
 //! of n nodes (rendezvous hashing over the live nodes); its *home* is the group member with
 //! the least used capacity, and every chunk of the object lands there. A chunk of size s is
 //! the data of one slot of a Clay stripe of size class s formed across the group's members:
-//! the same slot of each member's same-size bucket. Stripes fill up with chunks of several
-//! objects, each staged with copies on other members (f4-style: parity is never updated in
-//! place); a full or old stripe is sealed in the background (`seal`), which computes its
-//! parity and drops the copies. The remainder is a small RS stripe across the group.
+//! the same slot of each member's same-size bucket: the stripe's `slot`, numbered per group
+//! and size class, and on each node the chunk is that slot of its bucket file for the class
+//! (`kintsugi_node::bucket`). Stripes fill up with chunks of several objects, each staged
+//! with copies on other members (f4-style: parity is never updated in place); a full or old
+//! stripe is sealed in the background (`seal`), which computes its parity and drops the
+//! copies. The remainder is a small RS stripe across the group.
 //!
-//! Where this differs from the paper: the node store keeps one file per chunk rather than
-//! one bucket file per size class (the chunk is still one sequential extent on disk, and an
-//! emulated HDD sees the same I/O); the remainder is RS-striped on its own rather than
-//! packed into a shared small-size bucket; the per-object index is the coordinator's
-//! metadata store (redb), not an index replicated on r + 1 members.
+//! Where this differs from the paper: the remainder is RS-striped on its own (chunk files,
+//! not a bucket) rather than packed into a shared small-size bucket; the per-object index
+//! is the coordinator's metadata store (redb), not an index replicated on r + 1 members.
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, ObjectRecord, StripeRecord};
@@ -154,6 +154,7 @@ impl Coordinator {
                     replicas: vec![],
                     pg,
                     opened_ms: 0,
+                    slot: None,
                 }))?;
                 let mut left = part.remainder;
                 for i in 0..k {
@@ -185,6 +186,8 @@ impl Coordinator {
                     Some(f) => f,
                     None => {
                         let id = t.next_id("stripe")?;
+                        // Slots count from 0 per placement group and size class.
+                        let slot = t.next_id(&format!("bucket.{pg}.{size}"))? - 1;
                         let s = StripeRecord {
                             id,
                             code,
@@ -200,6 +203,7 @@ impl Coordinator {
                             replicas: vec![vec![]; n],
                             pg,
                             opened_ms: now_ms(),
+                            slot: Some(slot),
                         };
                         (s, 0)
                     }

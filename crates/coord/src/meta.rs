@@ -80,6 +80,18 @@ pub struct StripeRecord {
     pub pg: u32,
     #[serde(default)]
     pub opened_ms: u64,
+    /// Geo stripes: the slot of its placement group's size-class bucket it occupies on every
+    /// member (numbered per placement group and size class; Geometric Partitioning keeps a
+    /// stripe's chunks at the same offset of the members' same-size buckets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u64>,
+}
+
+impl StripeRecord {
+    /// Where chunk `index`'s node keeps it: a bucket slot (Geo stripes), or a file.
+    pub fn bucket(&self) -> Option<kintsugi_proto::BucketSlot> {
+        self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class: self.chunk_len, slot })
+    }
 }
 
 /// The owner of a Geo data slot left empty when its stripe was sealed: a virtual chunk of
@@ -444,6 +456,7 @@ mod tests {
                     replicas: vec![],
                     pg: 0,
                     opened_ms: 0,
+                    slot: Some(4),
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

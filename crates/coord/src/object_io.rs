@@ -329,9 +329,8 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
 pub(crate) async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
     let a = &loc.addr;
     let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
-    send(&mut s, &NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) })
-        .await
-        .map_err(|e| e.to_string())?;
+    let put = NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: loc.bucket };
+    send(&mut s, &put).await.map_err(|e| e.to_string())?;
     for piece in data.chunks(1 << 20) {
         write_frame(&mut s, Kind::Data, piece).await.map_err(|e| e.to_string())?;
     }

@@ -123,6 +123,7 @@ impl Coordinator {
                     replicas: vec![],
                     pg: 0,
                     opened_ms: 0,
+                    slot: None,
                 }))?;
                 stripes.push(id);
             }

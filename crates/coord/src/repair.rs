@@ -95,6 +95,7 @@ impl Coordinator {
             chunk: ChunkId::new(s.id, index),
             crc32c: s.crcs[index].unwrap_or(0),
             new_parity: false,
+            bucket: s.bucket(),
         });
         let repair = self.repair_id()?;
         let slice_len = slice.clamp(1, s.chunk_len.max(1));

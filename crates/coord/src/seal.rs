@@ -151,7 +151,7 @@ impl Coordinator {
                 slice_len: self.cfg.repair_slice.clamp(1, s.chunk_len.max(1)),
                 term_chunks: sources.into_iter().map(|x| x.1).collect(),
                 peers,
-                store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true }),
+                store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true, bucket: s.bucket() }),
                 timeslots: Vec::new(),
                 gate_batch: None,
             };

@@ -72,8 +72,15 @@ impl Straggler {
         let data: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 31 + 7) as u8).collect());
         let mut tasks = JoinSet::new();
         for w in 0..writers.max(1) {
-            let loc =
-                ChunkLoc { chunk: ChunkId::new(SCRATCH - w as u64, 0), node, addr: addr.clone(), alive: true, crc32c: None, lost: false };
+            let loc = ChunkLoc {
+                chunk: ChunkId::new(SCRATCH - w as u64, 0),
+                node,
+                addr: addr.clone(),
+                alive: true,
+                crc32c: None,
+                lost: false,
+                bucket: None,
+            };
             let (data, bytes, mut rx, t) = (data.clone(), bytes.clone(), rx.clone(), client.io_timeout);
             tasks.spawn(async move {
                 loop {

@@ -202,10 +202,39 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
         }
         let copies = std::fs::read_dir(dir.path().join(format!("node{i}")))
             .unwrap()
-            .filter(|f| f.as_ref().unwrap().file_name().to_string_lossy().contains(".r"))
+            .filter(|f| {
+                let name = f.as_ref().unwrap().file_name().to_string_lossy().to_string();
+                name.ends_with(".chunk") && name.contains(".r")
+            })
             .count();
         assert_eq!(copies, 0, "node {i} still holds staging copies");
     }
+    // Sealed Geo and Contiguous chunks, data, parity and rebuilt alike, are slots of their
+    // placement group's size-class bucket files, aligned at slot * class, not files of
+    // their own; a stripe's chunks share one slot number.
+    let mut in_buckets = 0;
+    for (name, _, layout) in &objs {
+        if !matches!(layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. }) {
+            continue;
+        }
+        let l = c.client.stat(name).await.unwrap();
+        for e in &l.extents {
+            let s = &l.stripes[e.stripe];
+            let Some(slot) = s.chunks[e.index].bucket else { continue };
+            assert!(s.chunks.iter().all(|x| x.bucket == Some(slot)), "{name}: one slot per stripe");
+            // Empty slots (fillers, virtual zeros) are stored nowhere.
+            let filler = Some(crc32c::crc32c(&vec![0u8; s.chunk_len as usize]));
+            for x in s.chunks.iter().filter(|x| x.node != victim && x.crc32c.is_some() && x.crc32c != filler) {
+                let node = dir.path().join(format!("node{}", x.node));
+                assert!(!node.join(format!("{}.chunk", x.chunk)).exists(), "{name}: {} is a file of its own", x.chunk);
+                let bucket = node.join(kintsugi_node::bucket::file_name(&slot));
+                let len = std::fs::metadata(&bucket).unwrap_or_else(|e| panic!("{}: {e}", bucket.display())).len();
+                assert!(len >= (slot.slot + 1) * slot.class, "{name}: {} ends before slot {}", bucket.display(), slot.slot);
+                in_buckets += 1;
+            }
+        }
+    }
+    assert!(in_buckets > 20, "{in_buckets} chunks found in buckets");
     c.stop().await;
 }
 

@@ -290,7 +290,7 @@ impl NodeProcs {
                 slice_len: slice as u64,
                 term_chunks: term_chunks.clone(),
                 peers: self.peers.clone(),
-                store: Some(StoreSpec { chunk: target.clone(), crc32c: want, new_parity: false }),
+                store: Some(StoreSpec { chunk: target.clone(), crc32c: want, new_parity: false, bucket: None }),
                 timeslots: Vec::new(),
                 gate_batch: None,
             };

@@ -51,7 +51,8 @@ fn assignments() -> Vec<Assignment> {
                 let peers: BTreeMap<u32, String> =
                     graph.vertices.iter().filter(|v| v.node != READER).map(|v| (v.node, format!("127.0.0.1:{}", 7000 + v.node))).collect();
                 let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(9, h)).collect();
-                let store = (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7, new_parity: false });
+                let store =
+                    (destination != READER).then(|| StoreSpec { chunk: ChunkId::new(9, lost), crc32c: 7, new_parity: false, bucket: None });
                 let chunk_len = (code.sub_chunks() * 4096) as u64;
                 out.push(Assignment {
                     repair: 1,
@@ -78,7 +79,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let mut push = |v: serde_json::Value| s.push(serde_json::to_vec(&v).unwrap());
     for r in [
         NodeRequest::Ping,
-        NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5 },
+        NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5, bucket: None },
         NodeRequest::GetChunk { chunk: chunk.clone(), range: None },
         NodeRequest::DeleteChunk { chunk: chunk.clone() },
         NodeRequest::Stat,

@@ -422,7 +422,7 @@ impl Executor {
             None => None,
         };
         crate::disk_emulation::settle().await;
-        let (store, chunk, crc) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c));
+        let (store, chunk, crc, bucket) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c), spec.bucket);
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
             let gates = |i| Self::input_gate(run, self.node, i);
             let mut data = vec![0u8; a.chunk_len as usize];
@@ -432,7 +432,7 @@ impl Executor {
             // repaired only once it is durable (the caller waits for this).
             let counters = self.counters.clone();
             return tokio::task::spawn_blocking(move || {
-                let mut w = store.writer(&chunk)?;
+                let mut w = store.writer_in(&chunk, bucket)?;
                 w.write(&data)?;
                 let crc = w.finish(crc)?;
                 counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -452,7 +452,7 @@ impl Executor {
         let counters = self.counters.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
             let chunk_name = chunk.clone();
-            let mut w = store.writer(&chunk).map_err(|e| e.to_string())?;
+            let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?;
             while let Some(buf) = rx.blocking_recv() {
                 w.write(&buf).map_err(|e| e.to_string())?;
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);

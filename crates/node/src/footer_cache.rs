@@ -37,6 +37,13 @@ impl FileStamp {
             ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
         }
     }
+
+    /// One version of a chunk in a bucket: the bucket file, the slot and the write's
+    /// generation (the bucket file itself changes with every other slot's write).
+    pub(crate) fn of_slot(m: &std::fs::Metadata, offset: u64, generation: u64) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp { ino: m.ino(), dev: m.dev(), len: offset, mtime_ns: generation as i128, ctime_ns: -1 }
+    }
 }
 
 /// Footers kept at most; the cache starts over beyond (a footer is ~10 bytes per 64 KiB).

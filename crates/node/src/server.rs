@@ -398,9 +398,9 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
     match req {
         NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,
         NodeRequest::Stat => send(sock, &NodeResponse::Stat(stat(exec))).await.map_err(io)?,
-        NodeRequest::PutChunk { chunk, len, crc32c } => {
+        NodeRequest::PutChunk { chunk, len, crc32c, bucket } => {
             exec.check_space(len)?;
-            let mut w = exec.store.writer(&chunk).map_err(|e| e.to_string())?;
+            let mut w = exec.store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?;
             while w.len() < len {
                 let data = match read_frame_timeout(sock, exec.io_timeout).await.map_err(io)? {
                     Frame::Data(d) => d,

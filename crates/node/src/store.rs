@@ -2,7 +2,11 @@
 //! `data | footer JSON | u32 footer length | "KSCHNK01"`. The footer holds the length, the
 //! CRC-32C of the whole chunk and of every 64 KiB block, so any range can be verified as it
 //! is read and a corrupted chunk is detected before a single bad byte is served. Writes go
-//! to a temporary file, are fsynced and renamed into place.
+//! to a temporary file, are fsynced and renamed into place. A Geo stripe's chunk goes to a
+//! slot of a size-class bucket file instead, its footer in the bucket index ([`bucket`]);
+//! a chunk file of the same id, if any, takes precedence (it is the newer version).
+//!
+//! [`bucket`]: crate::bucket
 //!
 //! File I/O here is synchronous: chunks live on local disks and the calls are short; the
 //! network executor streams slices, so no call reads more than one slice's blocks.
@@ -20,8 +24,10 @@ use kintsugi_geo::HddModel;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::bucket::{self, BucketIndex};
 use crate::footer_cache::{remember, FileStamp, FooterCache};
 pub use crate::read_window::{ReadCache, Window};
+use kintsugi_proto::BucketSlot;
 
 const MAGIC: &[u8; 8] = b"KSCHNK01";
 /// Checksum granularity.
@@ -41,6 +47,8 @@ pub enum StoreError {
     Mismatch { chunk: ChunkId, got: u32, want: u32 },
     #[error("i/o on {path}: {err}")]
     Io { path: String, err: std::io::Error },
+    #[error("{0}")]
+    BadBucket(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -49,7 +57,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Footer {
-    len: u64,
+    pub(crate) len: u64,
     block: usize,
     crc32c: u32,
     blocks: Vec<u32>,
@@ -66,6 +74,8 @@ pub struct ChunkStore {
     /// reopening an unchanged file skips the footer read (a positioning on an HDD) and its
     /// parse. Any rewrite, rename or truncation changes the stamp and reloads it.
     footers: FooterCache,
+    /// Where chunks in size-class buckets are.
+    buckets: Arc<BucketIndex>,
 }
 
 /// Bytes of verified read-ahead a repair helper keeps per chunk it reads (shared among its
@@ -84,7 +94,13 @@ impl ChunkStore {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        Ok(ChunkStore { dir: dir.to_path_buf(), disk: None, read_ahead: READ_AHEAD, footers: Arc::new(Mutex::new(HashMap::new())) })
+        Ok(ChunkStore {
+            dir: dir.to_path_buf(),
+            disk: None,
+            read_ahead: READ_AHEAD,
+            footers: Arc::new(Mutex::new(HashMap::new())),
+            buckets: Arc::new(BucketIndex::new(dir)),
+        })
     }
 
     /// Opens the store with every I/O going through an emulated HDD.
@@ -110,9 +126,10 @@ impl ChunkStore {
         self.disk.as_ref()
     }
 
-    /// Every chunk stored here (by file name; files that are not chunks are passed over).
+    /// Every chunk stored here (chunk files by name, files that are not chunks passed over;
+    /// and the chunks in buckets).
     pub fn list(&self) -> Result<Vec<ChunkId>, StoreError> {
-        let mut ids = Vec::new();
+        let mut ids: Vec<ChunkId> = self.buckets.list()?.into_iter().map(|(id, _)| id).collect();
         for e in std::fs::read_dir(&self.dir).map_err(io(&self.dir))?.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
             if let Some(id) = name.strip_suffix(".chunk").and_then(|n| ChunkId::try_from(n.to_string()).ok()) {
@@ -120,6 +137,7 @@ impl ChunkStore {
             }
         }
         ids.sort();
+        ids.dedup();
         Ok(ids)
     }
 
@@ -129,14 +147,44 @@ impl ChunkStore {
 
     /// Starts writing a chunk; nothing is visible until [`ChunkWriter::finish`].
     pub fn writer(&self, id: &ChunkId) -> Result<ChunkWriter, StoreError> {
+        self.writer_in(id, None)
+    }
+
+    /// Starts writing a chunk into bucket slot `bucket` (a file of its own without one);
+    /// nothing is visible until [`ChunkWriter::finish`]. A chunk already in a bucket is
+    /// rewritten as a file of its own, so its slot keeps the old version until the new one
+    /// is durable.
+    pub fn writer_in(&self, id: &ChunkId, bucket: Option<BucketSlot>) -> Result<ChunkWriter, StoreError> {
         let path = self.path(id);
-        let tmp = self.dir.join(format!("{id}.{}.tmp", unique()));
-        let file = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
-        let disk = self.disk.clone().map(|d| (d, file_key(&tmp.to_string_lossy())));
+        let mut target = None;
+        if let Some(slot) = bucket {
+            let base = slot.offset().map_err(StoreError::BadBucket)?;
+            if self.buckets.get(id)?.is_none() {
+                let name = bucket::file_name(&slot);
+                let bpath = self.dir.join(&name);
+                let created = !bpath.exists();
+                let mut f = OpenOptions::new().write(true).create(true).truncate(false).open(&bpath).map_err(io(&bpath))?;
+                f.seek(SeekFrom::Start(base)).map_err(io(&bpath))?;
+                let disk = self.disk.clone().map(|d| (d, file_key(&bpath.to_string_lossy())));
+                let into = InBucket { name, path: bpath.clone(), base, class: slot.class, created };
+                target = Some((f, disk, into));
+            }
+        }
+        let (file, disk, tmp, bucket) = match target {
+            Some((f, disk, into)) => (f, disk, into.path.clone(), Some(into)),
+            None => {
+                let tmp = self.dir.join(format!("{id}.{}.tmp", unique()));
+                let file = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
+                let disk = self.disk.clone().map(|d| (d, file_key(&tmp.to_string_lossy())));
+                (file, disk, tmp, None)
+            }
+        };
         Ok(ChunkWriter {
             id: id.clone(),
             path,
             tmp,
+            bucket,
+            index: self.buckets.clone(),
             file: Some(file),
             len: 0,
             crc: 0,
@@ -160,7 +208,7 @@ impl ChunkStore {
         let path = self.path(id);
         let mut f = match File::open(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::NotFound(id.clone())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return self.bucket_reader(id),
             Err(e) => return Err(io(&path)(e)),
         };
         let corrupt = |detail: String| StoreError::Corrupt { chunk: id.clone(), detail };
@@ -169,7 +217,7 @@ impl ChunkStore {
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         if let Some((st, footer)) = self.footers.lock().expect("footer cache").get(id) {
             if *st == stamp {
-                return Ok(ChunkReader { id: id.clone(), file: f, footer: footer.clone(), disk, stamp });
+                return Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer: footer.clone(), disk, stamp });
             }
         }
         let size = meta.len();
@@ -198,17 +246,48 @@ impl ChunkStore {
         }
         let footer = Arc::new(footer);
         remember(&self.footers, id, stamp, footer.clone());
-        Ok(ChunkReader { id: id.clone(), file: f, footer, disk, stamp })
+        Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer, disk, stamp })
     }
 
-    /// Removes a chunk (absent is fine).
+    /// A chunk in a bucket: its slot of the bucket file, its footer from the index.
+    fn bucket_reader(&self, id: &ChunkId) -> Result<ChunkReader, StoreError> {
+        let Some(e) = self.buckets.get(id)? else { return Err(StoreError::NotFound(id.clone())) };
+        let path = self.dir.join(&e.file);
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(x) if x.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Corrupt { chunk: id.clone(), detail: format!("its bucket {} is missing", e.file) })
+            }
+            Err(x) => return Err(io(&path)(x)),
+        };
+        let meta = f.metadata().map_err(io(&path))?;
+        let footer = e.footer;
+        if footer.block != BLOCK || footer.blocks.len() as u64 != footer.len.div_ceil(BLOCK as u64) {
+            return Err(StoreError::Corrupt { chunk: id.clone(), detail: "its bucket index entry does not match".into() });
+        }
+        if meta.len() < e.offset + footer.len {
+            return Err(StoreError::Corrupt {
+                chunk: id.clone(),
+                detail: format!("bucket {} ends at {} bytes, before the chunk's end {}", e.file, meta.len(), e.offset + footer.len),
+            });
+        }
+        let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
+        let stamp = FileStamp::of_slot(&meta, e.offset, e.generation);
+        Ok(ChunkReader { id: id.clone(), file: f, base: e.offset, footer: Arc::new(footer), disk, stamp })
+    }
+
+    /// Removes a chunk (absent is fine): its file, and its bucket slot (punched out).
     pub fn delete(&self, id: &ChunkId) -> Result<(), StoreError> {
         self.footers.lock().expect("footer cache").remove(id);
         let p = self.path(id);
         match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&p)(e)),
-            _ => Ok(()),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&p)(e)),
+            _ => {}
         }
+        if let Some(e) = self.buckets.remove(id)? {
+            bucket::punch(&self.dir.join(&e.file), e.offset, e.footer.len);
+        }
+        Ok(())
     }
 
     /// Bytes still free on the file system holding the store.
@@ -221,10 +300,11 @@ impl ChunkStore {
         (r == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
     }
 
-    /// Number of chunks and their total file size.
+    /// Number of chunks and their total size (chunk files whole, bucket chunks' bytes).
     pub fn usage(&self) -> (u64, u64) {
-        let mut n = 0;
-        let mut bytes = 0;
+        let in_buckets = self.buckets.list().unwrap_or_default();
+        let mut n = in_buckets.len() as u64;
+        let mut bytes = in_buckets.iter().map(|(_, len)| len).sum();
         if let Ok(rd) = std::fs::read_dir(&self.dir) {
             for e in rd.flatten() {
                 if e.file_name().to_string_lossy().ends_with(".chunk") {
@@ -243,11 +323,25 @@ fn unique() -> String {
     format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A writer's bucket slot.
+struct InBucket {
+    name: String,
+    path: PathBuf,
+    base: u64,
+    class: u64,
+    /// The writer created the bucket file: its directory entry is synced too.
+    created: bool,
+}
+
 /// Appends a chunk in order, computing checksums as it goes.
 pub struct ChunkWriter {
     id: ChunkId,
     path: PathBuf,
+    /// The temporary file (the bucket file when writing into a bucket).
     tmp: PathBuf,
+    bucket: Option<InBucket>,
+    /// The store's bucket index (a chunk written to a file of its own leaves any bucket).
+    index: Arc<BucketIndex>,
     file: Option<File>,
     len: u64,
     crc: u32,
@@ -260,6 +354,11 @@ pub struct ChunkWriter {
 
 impl ChunkWriter {
     pub fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        if let Some(b) = &self.bucket {
+            if self.len + data.len() as u64 > b.class {
+                return Err(StoreError::BadBucket(format!("chunk {} is longer than its bucket's size class ({} bytes)", self.id, b.class)));
+            }
+        }
         self.file.as_mut().expect("open until finish").write_all(data).map_err(io(&self.tmp))?;
         self.len += data.len() as u64;
         // Two hardware CRC passes over cached data (whole chunk, per block) cost less than
@@ -305,6 +404,9 @@ impl ChunkWriter {
             }
         }
         let footer = Footer { len: self.len, block: BLOCK, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
+        if self.bucket.is_some() {
+            return self.finish_in_bucket(footer);
+        }
         let fbytes = serde_json::to_vec(&footer).expect("footer serialises");
         let footer = Arc::new(footer);
         let mut f = self.file.take().expect("finish once");
@@ -329,13 +431,54 @@ impl ChunkWriter {
         if let Some(dir) = self.path.parent() {
             File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
         }
+        // A version of the chunk in a bucket is older than this one: its slot goes.
+        if let Some(old) = self.index.remove(&self.id)? {
+            bucket::punch(&self.dir_of().join(&old.file), old.offset, old.footer.len);
+        }
         Ok(self.crc)
+    }
+}
+
+impl ChunkWriter {
+    /// The slot's bytes are durable before the index points at them; then a chunk file of
+    /// the same id (an older version) goes.
+    fn finish_in_bucket(mut self, footer: Footer) -> Result<u32, StoreError> {
+        let b = self.bucket.take().expect("writing into a bucket");
+        let f = self.file.take().expect("finish once");
+        if let Some((d, key)) = &self.disk {
+            d.io(*key, b.base, self.len);
+            crate::disk_emulation::settle_blocking();
+        }
+        f.sync_data().map_err(io(&b.path))?;
+        drop(f);
+        if b.created {
+            File::open(self.dir_of()).and_then(|d| d.sync_all()).map_err(io(&b.path))?;
+        }
+        let generation = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let entry = bucket::Entry { file: b.name.clone(), offset: b.base, footer, generation };
+        if let Some(old) = self.index.put(&self.id, &entry)? {
+            // Written meanwhile by another writer to another slot: that slot is dead now.
+            if old.file != entry.file || old.offset != entry.offset {
+                bucket::punch(&self.dir_of().join(&old.file), old.offset, old.footer.len);
+            }
+        }
+        self.footers.lock().expect("footer cache").remove(&self.id);
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&self.path)(e)),
+            _ => {}
+        }
+        Ok(self.crc)
+    }
+
+    fn dir_of(&self) -> PathBuf {
+        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 }
 
 impl Drop for ChunkWriter {
     fn drop(&mut self) {
-        if self.file.is_some() {
+        // An unfinished bucket write leaves bytes in a slot nothing points at.
+        if self.file.is_some() && self.bucket.is_none() {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
@@ -345,6 +488,8 @@ impl Drop for ChunkWriter {
 pub struct ChunkReader {
     pub(crate) id: ChunkId,
     file: File,
+    /// Where the chunk starts in the file (its slot, in a bucket).
+    base: u64,
     footer: Arc<Footer>,
     disk: Option<(Arc<DiskEmulation>, u64)>,
     /// Which version of the chunk's file this reads.
@@ -377,9 +522,9 @@ impl ChunkReader {
         // Reused buffers keep their length: the read overwrites every byte, so nothing is
         // zeroed except when the window grows.
         buf.resize((end - start) as usize, 0);
-        self.emulate(start, end - start);
+        self.emulate(self.base + start, end - start);
         self.file
-            .read_exact_at(buf, start)
+            .read_exact_at(buf, self.base + start)
             .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
         self.verify(start, buf)?;
         Ok(start)
@@ -422,9 +567,9 @@ impl ChunkReader {
         let start = b0 * BLOCK as u64;
         let end = ((b1 + 1) * BLOCK as u64).min(size);
         let mut buf = vec![0u8; (end - start) as usize];
-        self.emulate(start, end - start);
+        self.emulate(self.base + start, end - start);
         self.file
-            .read_exact_at(&mut buf, start)
+            .read_exact_at(&mut buf, self.base + start)
             .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
         self.verify(start, &buf)?;
         let s = (off - start) as usize;

@@ -48,7 +48,9 @@ async fn put_stripe(peers: &BTreeMap<u32, String>, id: u64, shards: &[Vec<u8>]) 
 
 async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data) }).await.unwrap();
+    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: None })
+        .await
+        .unwrap();
     for piece in data.chunks(100_000) {
         write_frame(&mut s, Kind::Data, piece).await.unwrap();
     }
@@ -118,7 +120,7 @@ async fn every_shape_over_tcp() {
             let task = RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination: dest };
             let graph = shapes::build(shape, &task).unwrap();
             let target = ChunkId::new(1000 + repair, lost);
-            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]), new_parity: false });
+            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]), new_parity: false, bucket: None });
             let a = Assignment {
                 repair,
                 graph,
@@ -262,7 +264,7 @@ async fn malformed_frames_fail_one_connection_only() {
         let _ = tokio::time::timeout(T, kintsugi_proto::recv::<_, NodeResponse>(&mut s)).await;
     }
     // Requests that are well-formed but wrong get errors, not panics.
-    let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0 };
+    let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0, bucket: None };
     let mut s = TcpStream::connect(&addr).await.unwrap();
     send(&mut s, &bad_put).await.unwrap();
     write_frame(&mut s, Kind::Data, b"12345").await.unwrap();
@@ -344,6 +346,7 @@ async fn a_timeslot_ends_when_its_receiver_has_everything() {
                 chunk: ChunkId::new(100 + slot as u64, lost),
                 crc32c: crc32c::crc32c(&shards[lost]),
                 new_parity: false,
+                bucket: None,
             }),
             timeslots,
             gate_batch: None,

@@ -98,6 +98,9 @@ pub struct ChunkLoc {
     pub crc32c: Option<u32>,
     /// Marked lost (node dead or chunk reported bad) and not yet repaired.
     pub lost: bool,
+    /// The bucket slot holding it on its node (Geo and Contiguous stripes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<crate::BucketSlot>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

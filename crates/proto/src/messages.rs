@@ -70,6 +70,36 @@ impl std::fmt::Display for ChunkId {
     }
 }
 
+/// Where a Geo (or Contiguous) stripe's chunk lives on a node: slot `slot` of the node's
+/// bucket file for size class `class` of placement group `pg`, at byte `slot * class`
+/// (Geometric Partitioning, section 4.2: a stripe is the same slot of its members'
+/// same-size buckets, so every chunk of it sits at the same offset on each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BucketSlot {
+    pub pg: u32,
+    pub class: u64,
+    pub slot: u64,
+}
+
+impl BucketSlot {
+    /// Largest size class a bucket takes (the partitioner caps chunks at 256 MiB; the
+    /// coordinator accepts caps up to 1 GiB).
+    pub const MAX_CLASS: u64 = 1 << 30;
+    /// Bucket files stay under 2^50 bytes (1 PiB): a slot past that is a bad request.
+    pub const MAX_END: u64 = 1 << 50;
+
+    /// The slot's first byte in its bucket file, if the slot is a sane one.
+    pub fn offset(&self) -> Result<u64, String> {
+        if self.class == 0 || self.class > Self::MAX_CLASS {
+            return Err(format!("bucket size class {} is outside 1..={}", self.class, Self::MAX_CLASS));
+        }
+        match self.slot.checked_mul(self.class) {
+            Some(off) if off + self.class <= Self::MAX_END => Ok(off),
+            _ => Err(format!("bucket slot {} of class {} is past the largest bucket file", self.slot, self.class)),
+        }
+    }
+}
+
 /// Where a repair's sink puts the rebuilt chunk when it runs on a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreSpec {
@@ -80,6 +110,9 @@ pub struct StoreSpec {
     /// known yet, the sink reports the one it computed.
     #[serde(default)]
     pub new_parity: bool,
+    /// The bucket slot the chunk goes to (Geo stripes); else a file of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<BucketSlot>,
 }
 
 /// A node's part in a repair: the whole graph (each node runs the vertices placed on it).
@@ -129,6 +162,9 @@ pub enum NodeRequest {
         chunk: ChunkId,
         len: u64,
         crc32c: u32,
+        /// The bucket slot the chunk goes to (a Geo stripe's chunk); else a file of its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bucket: Option<BucketSlot>,
     },
     /// Answered by `Chunk` and then data frames: the whole chunk, or with `range` the
     /// bytes [offset, offset + len) of it, each verified against its block's checksum
