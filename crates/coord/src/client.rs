@@ -93,7 +93,24 @@ impl Client {
         slice: u64,
         avoid: Vec<NodeId>,
     ) -> Result<Vec<u8>, String> {
-        let mut req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid };
+        self.degraded_read_range(name, version, stripe, index, None, method, slice, avoid).await
+    }
+
+    /// A degraded read of bytes [offset, offset + len) of a chunk only (`range`; codes of
+    /// one sub-chunk), or of the whole chunk.
+    #[allow(clippy::too_many_arguments)] // one request's fields
+    pub async fn degraded_read_range(
+        &self,
+        name: &str,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        range: Option<(u64, u64)>,
+        method: Shape,
+        slice: u64,
+        avoid: Vec<NodeId>,
+    ) -> Result<Vec<u8>, String> {
+        let mut req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid, range };
         let mut answer = self.call(&req, self.io_timeout).await;
         if matches!(&answer, Err(e) if e.contains("cannot recover")) {
             // Too few chunks looked available: the nodes this read found slow are only

@@ -246,8 +246,8 @@ impl Coordinator {
                     .collect();
                 Ok(CoordResponse::Objects { objects })
             }
-            CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid } => {
-                let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid).await?;
+            CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
+                let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;
                 Ok(CoordResponse::Plan { assignment: Box::new(a) })
             }
             CoordRequest::ReportBad { name, stripe, index, reason, version } => {
@@ -340,8 +340,13 @@ impl Coordinator {
         let alive = self.alive();
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
         let mut stripes = Vec::new();
-        for id in &o.stripes {
+        let mut extents = o.extents.clone();
+        for (si, id) in o.stripes.iter().enumerate() {
             let s = self.meta.stripe(*id)?.ok_or(format!("stripe {id} is missing from the metadata"))?;
+            // A piece of a small-size bucket slot carries its own checksum.
+            for e in extents.iter_mut().filter(|e| e.stripe == si && s.small) {
+                e.crc32c = s.pieces.get(e.index).and_then(|p| p.iter().find(|p| p.version == o.version && p.offset == e.offset)?.crc);
+            }
             let chunks = s
                 .nodes
                 .iter()
@@ -390,6 +395,7 @@ impl Coordinator {
                 open: s.open,
                 replicas: if s.open { replicas } else { vec![] },
                 code: (s.code != o.code).then_some(s.code),
+                small: s.small,
             });
         }
         Ok(ObjectLayout {
@@ -400,7 +406,7 @@ impl Coordinator {
             version: o.version,
             stripes,
             layout: o.layout,
-            extents: o.extents.clone(),
+            extents,
         })
     }
 

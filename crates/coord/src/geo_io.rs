@@ -8,7 +8,7 @@ use crate::client::Client;
 use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, join_all, put_chunk, ObjectSink, Progress, ReadReport};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
-use kintsugi_proto::{ChunkLoc, CoordRequest, Extent, ObjectLayout};
+use kintsugi_proto::{ChunkId, ChunkLoc, CoordRequest, Extent, ObjectLayout};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -28,7 +28,7 @@ pub fn extents_of(layout: &ObjectLayout) -> Vec<Extent> {
                 break;
             }
             let len = left.min(s.chunk_len);
-            out.push(Extent { stripe: si, index, offset: 0, len });
+            out.push(Extent { stripe: si, index, offset: 0, len, crc32c: None });
             left -= len;
         }
     }
@@ -64,6 +64,13 @@ impl Client {
                 let chunk = Arc::new(chunk);
                 let mut locs = vec![s.chunks[e.index].clone()];
                 locs.extend(s.replicas.get(e.index).into_iter().flatten().cloned());
+                if s.small {
+                    // A piece of a small-size bucket slot: a chunk of its own until sealed.
+                    for (copy, loc) in locs.iter_mut().enumerate() {
+                        loc.chunk = ChunkId::piece(s.id, e.index, e.offset, copy);
+                        loc.bucket = None;
+                    }
+                }
                 for loc in locs {
                     let c = chunk.clone();
                     set.spawn(async move { put_chunk(&loc, &c, t).await });
@@ -171,6 +178,9 @@ impl Client {
         slice: u64,
     ) -> Result<(Vec<u8>, Option<f64>), String> {
         let s = &layout.stripes[e.stripe];
+        if s.small {
+            return self.fetch_piece(layout, e, from - e.offset, take, method, slice).await;
+        }
         let loc = &s.chunks[e.index];
         if ranged && take < s.chunk_len && !loc.lost {
             match get_chunk_range(loc, from, take, self.stall_timeout, &self.shaper).await {
@@ -185,6 +195,82 @@ impl Client {
             Some(part) => Ok((part.to_vec(), degraded)),
             None => Err(format!("chunk {} has {} bytes, the read wants {from}+{take}", loc.chunk, chunk.len())),
         }
+    }
+
+    /// Bytes [skip, skip + take) of a piece of a small-size bucket slot, the whole piece
+    /// checked against its own checksum: while its stripe is open, the piece's chunk from
+    /// its home or a staging copy; once sealed, its range of the slot's chunk, else the
+    /// slot's chunk whole (rebuilt by a degraded read if need be). A stripe sealed since
+    /// the layout was read (its pieces gone) is read again as sealed.
+    #[allow(clippy::too_many_arguments)] // a read's parameters
+    async fn fetch_piece(
+        &self,
+        layout: &ObjectLayout,
+        e: Extent,
+        skip: u64,
+        take: u64,
+        method: Shape,
+        slice: u64,
+    ) -> Result<(Vec<u8>, Option<f64>), String> {
+        let want = e.crc32c.ok_or_else(|| format!("the piece of '{}' in stripe {} has no checksum", layout.name, e.stripe))?;
+        let cut = |p: Vec<u8>| -> Vec<u8> {
+            if skip == 0 && take == p.len() as u64 {
+                p
+            } else {
+                p[skip as usize..(skip + take) as usize].to_vec()
+            }
+        };
+        let t = Instant::now();
+        let mut fresh = None;
+        for attempt in 0..2 {
+            let layout = if attempt == 0 { layout } else { fresh.as_ref().expect("set before the second attempt") };
+            let s = &layout.stripes[e.stripe];
+            if s.open {
+                let holders = std::iter::once(&s.chunks[e.index]).chain(s.replicas.get(e.index).into_iter().flatten());
+                for (copy, loc) in holders.enumerate().filter(|(_, l)| !l.lost) {
+                    let mut loc = loc.clone();
+                    loc.chunk = ChunkId::piece(s.id, e.index, e.offset, copy);
+                    loc.bucket = None;
+                    match get_chunk(&loc, e.len, self.stall_timeout, &self.shaper).await {
+                        Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), (copy > 0).then(|| t.elapsed().as_secs_f64()))),
+                        Ok(_) => tracing::info!("piece {} on node {} does not match its checksum", loc.chunk, loc.node),
+                        Err(x) => tracing::debug!("piece {}: {x}", loc.chunk),
+                    }
+                }
+                if attempt == 0 {
+                    let now = self.layout(CoordRequest::Lookup { name: layout.name.clone() }).await?;
+                    if now.version != layout.version {
+                        return Err(format!("'{}' was replaced while it was read", layout.name));
+                    }
+                    fresh = Some(now);
+                    continue;
+                }
+                return Err(format!("no copy of the piece of '{}' in stripe {} could be read", layout.name, s.id));
+            }
+            let loc = &s.chunks[e.index];
+            if !loc.lost {
+                match get_chunk_range(loc, e.offset, e.len, self.stall_timeout, &self.shaper).await {
+                    Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), None)),
+                    Ok(_) => tracing::info!("the piece at {} of chunk {} does not match its checksum", e.offset, loc.chunk),
+                    Err(x) => tracing::info!("the piece at {} of chunk {}: {x}; a degraded read of it", e.offset, loc.chunk),
+                }
+            }
+            // RS rebuilds a byte range from the same range of k others: only the piece.
+            let avoid: Vec<NodeId> = if loc.lost { vec![] } else { vec![loc.node] };
+            let range = Some((e.offset, e.len));
+            match self.degraded_read_range(&layout.name, layout.version, e.stripe, e.index, range, method, slice, avoid).await {
+                Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), Some(t.elapsed().as_secs_f64()))),
+                Ok(_) => tracing::info!("the rebuilt piece at {} of chunk {} does not match its checksum", e.offset, loc.chunk),
+                Err(x) => tracing::info!("a degraded read of the piece at {} of chunk {}: {x}; of the chunk whole", e.offset, loc.chunk),
+            }
+            let (chunk, degraded) = self.fetch_extent(layout, e, method, slice).await?;
+            let p = chunk.get(e.offset as usize..(e.offset + e.len) as usize).ok_or("the piece is past its slot's chunk")?.to_vec();
+            if crc32c::crc32c(&p) != want {
+                return Err(format!("the piece of '{}' in chunk {} does not match its checksum", layout.name, loc.chunk));
+            }
+            return Ok((cut(p), degraded));
+        }
+        Err(format!("the piece of '{}' in stripe {} could not be read", layout.name, e.stripe))
     }
 
     /// One chunk of an extent, checked: from its node; else (lost, unreachable, corrupt)
@@ -256,8 +342,16 @@ mod tests {
     /// A Stripe layout's bytes are its stripes' data chunks in order, the last one short.
     #[test]
     fn stripe_layouts_map_to_extents_in_order() {
-        let stripe =
-            |data_len, chunk_len| StripeLayout { id: 0, data_len, chunk_len, chunks: vec![], open: false, replicas: vec![], code: None };
+        let stripe = |data_len, chunk_len| StripeLayout {
+            id: 0,
+            data_len,
+            chunk_len,
+            chunks: vec![],
+            open: false,
+            replicas: vec![],
+            code: None,
+            small: false,
+        };
         let mut l = ObjectLayout {
             name: "x".into(),
             size: 25,

@@ -10,15 +10,15 @@
 //! (`kintsugi_node::bucket`). Stripes fill up with chunks of several objects, each staged
 //! with copies on other members (f4-style: parity is never updated in place); a full or old
 //! stripe is sealed in the background (`seal`), which computes its parity and drops the
-//! copies. The remainder is a small RS stripe across the group.
+//! copies. The remainder is a piece of the group's small-size bucket (`small_bucket`).
 //!
-//! Where this differs from the paper: the remainder is RS-striped on its own (chunk files,
-//! not a bucket) rather than packed into a shared small-size bucket; the per-object index
-//! is the coordinator's metadata store (redb), not an index replicated on r + 1 members.
+//! Where this differs from the paper: the per-object index is the coordinator's metadata
+//! store (redb), not an index replicated on r + 1 members.
 
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, ObjectRecord, StripeRecord};
+use crate::meta::{Change, ObjectRecord, StripeRecord, Txn};
 use crate::objects::now_ms;
+use crate::small_bucket;
 use kintsugi_codes::CodeSpec;
 use kintsugi_geo::partition::{partition, DEFAULT_MAX_CHUNK};
 use kintsugi_plan::NodeId;
@@ -115,59 +115,62 @@ impl Coordinator {
         let mut member_set = members.clone();
         member_set.sort_unstable();
         // Candidates are read outside the transaction and checked again inside it.
-        let candidates: Vec<(u64, u64)> = self
-            .meta
-            .stripes()?
-            .into_iter()
-            .filter(|s| {
-                s.open && s.pg == pg && s.code == code && {
-                    let mut m = s.nodes.clone();
-                    m.sort_unstable();
-                    m == member_set
-                }
-            })
-            .map(|s| (s.id, s.chunk_len))
-            .collect();
+        let same_group = |s: &StripeRecord| {
+            let mut m = s.nodes.clone();
+            m.sort_unstable();
+            s.open && s.pg == pg && m == member_set
+        };
+        let (mut candidates, mut small_candidates) = (Vec::new(), Vec::new());
+        for s in self.meta.stripes()?.into_iter().filter(same_group) {
+            if s.small && s.code == remainder_code(code) && !s.sealing {
+                small_candidates.push((s.id, s.chunk_len));
+            } else if !s.small && s.code == code {
+                candidates.push((s.id, s.chunk_len));
+            }
+        }
         let copies = self.cfg.staging_copies.clamp(1, n);
         let mut obj = None;
         self.meta.update(&mut |t| {
             let version = t.next_id("version")?;
             let mut stripes = Vec::new();
             let mut extents = Vec::new();
-            if part.remainder > 0 {
-                let rcode = remainder_code(code);
-                let rc = rcode.build().map_err(|e| e.to_string())?;
-                let chunk_len = part.remainder.div_ceil(k as u64).next_multiple_of(rc.sub_chunks() as u64);
-                let id = t.next_id("stripe")?;
-                t.put(Change::PutStripe(StripeRecord {
-                    id,
-                    code: rcode,
-                    data_len: part.remainder,
-                    chunk_len,
-                    nodes: rotation.clone(),
-                    crcs: vec![None; n],
-                    bad: vec![false; n],
-                    discarded_ms: 0,
-                    changed_ms: now_ms(),
-                    open: false,
-                    owners: vec![],
-                    replicas: vec![],
-                    pg,
-                    opened_ms: 0,
-                    slot: None,
-                }))?;
-                let mut left = part.remainder;
-                for i in 0..k {
-                    let len = left.min(chunk_len);
-                    if len == 0 {
-                        break;
-                    }
-                    extents.push(Extent { stripe: 0, index: i, offset: 0, len });
-                    left -= len;
-                }
-                stripes.push(id);
-            }
             let mut taken: HashSet<u64> = HashSet::new();
+            if part.remainder > 0 {
+                // The remainder is a piece of the group's small-size bucket.
+                let rcode = remainder_code(code);
+                let rk = rcode.build().map_err(|e| e.to_string())?.k();
+                let mut fresh = |t: &mut dyn Txn| -> Result<StripeRecord, String> {
+                    let id = t.next_id("stripe")?;
+                    let slot = t.next_id(&format!("bucket.small.{pg}.{s0}"))? - 1;
+                    Ok(StripeRecord {
+                        id,
+                        code: rcode,
+                        data_len: rk as u64 * s0,
+                        chunk_len: s0,
+                        nodes: rotation.clone(),
+                        crcs: vec![None; n],
+                        bad: vec![false; n],
+                        discarded_ms: 0,
+                        changed_ms: now_ms(),
+                        open: true,
+                        owners: vec![0; n],
+                        replicas: vec![vec![]; n],
+                        pg,
+                        opened_ms: now_ms(),
+                        slot: Some(slot),
+                        small: true,
+                        pieces: vec![vec![]; n],
+                        sealing: false,
+                    })
+                };
+                let small: Vec<u64> = small_candidates.iter().filter(|&&(_, len)| len == s0).map(|&(id, _)| id).collect();
+                let (s, slot, offset) =
+                    small_bucket::reserve_piece(t, &small, &mut fresh, members[home], rk, version, part.remainder, copies)?;
+                extents.push(Extent { stripe: 0, index: slot, offset, len: part.remainder, crc32c: None });
+                taken.insert(s.id);
+                stripes.push(s.id);
+                t.put(Change::PutStripe(s))?;
+            }
             for &size in &part.chunks {
                 let mut found = None;
                 for &(id, len) in &candidates {
@@ -204,6 +207,9 @@ impl Coordinator {
                             pg,
                             opened_ms: now_ms(),
                             slot: Some(slot),
+                            small: false,
+                            pieces: vec![],
+                            sealing: false,
                         };
                         (s, 0)
                     }
@@ -215,7 +221,7 @@ impl Coordinator {
                 let home_node = s.nodes[slot];
                 s.replicas[slot] = (k..n).chain(0..k).map(|i| s.nodes[i]).filter(|&x| x != home_node).take(copies - 1).collect();
                 s.changed_ms = now_ms();
-                extents.push(Extent { stripe: stripes.len(), index: slot, offset: 0, len: size });
+                extents.push(Extent { stripe: stripes.len(), index: slot, offset: 0, len: size, crc32c: None });
                 stripes.push(s.id);
                 t.put(Change::PutStripe(s))?;
             }

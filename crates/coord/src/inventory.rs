@@ -56,6 +56,17 @@ impl Coordinator {
                 s.replicas.iter().enumerate().flat_map(move |(i, c)| c.iter().enumerate().map(move |(j, &n)| ((s.id, i, j + 1), n)))
             })
             .collect();
+        // Pieces of open small-size bucket stripes: (stripe, slot, offset, copy) -> node.
+        let pieces: HashMap<(u64, usize, u64, usize), NodeId> = all
+            .iter()
+            .filter(|s| s.small && s.open)
+            .flat_map(|s| {
+                s.pieces.iter().enumerate().flat_map(move |(i, p)| {
+                    let holders: Vec<NodeId> = std::iter::once(s.nodes[i]).chain(s.replicas[i].iter().copied()).collect();
+                    p.iter().flat_map(move |p| holders.clone().into_iter().enumerate().map(move |(c, n)| ((s.id, i, p.offset, c), n)))
+                })
+            })
+            .collect();
         let stripes: HashMap<u64, Vec<NodeId>> = all.into_iter().map(|s| (s.id, s.nodes)).collect();
         let garbage: HashSet<u64> = self.meta.garbage_stripes()?.into_iter().map(|g| g.id).collect();
         // Expected here, committed, not known bad, and missing: lost. A stripe whose chunks
@@ -81,7 +92,8 @@ impl Coordinator {
                 let referenced = c
                     .parts()
                     .is_some_and(|(sid, i)| garbage.contains(&sid) || stripes.get(&sid).is_some_and(|nodes| nodes.get(i) == Some(&node)))
-                    || c.replica_parts().is_some_and(|key| copies.get(&key) == Some(&node));
+                    || c.replica_parts().is_some_and(|key| copies.get(&key) == Some(&node))
+                    || c.piece_parts().is_some_and(|key| pieces.get(&key) == Some(&node));
                 if referenced {
                     orphans.remove(&(node, c.clone()));
                     continue;

@@ -19,6 +19,7 @@ pub mod recovery_budget;
 mod repair;
 mod repair_batch;
 mod seal;
+mod small_bucket;
 mod straggler;
 pub mod straggler_injector;
 mod stripe_placement;

@@ -85,14 +85,43 @@ pub struct StripeRecord {
     /// stripe's chunks at the same offset of the members' same-size buckets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u64>,
+    /// A stripe of its placement group's small-size bucket (RS): each data slot packs the
+    /// pieces (`pieces`) of several objects, remainders and small objects.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub small: bool,
+    /// Small-size bucket stripes: the pieces in each data slot, by offset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pieces: Vec<Vec<Piece>>,
+    /// Small-size bucket stripes being sealed: no piece is added any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sealing: bool,
+}
+
+/// An object's piece of a small-size bucket slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// The object version it belongs to.
+    pub version: u64,
+    pub offset: u64,
+    pub len: u64,
+    /// Known once the object is committed.
+    pub crc: Option<u32>,
 }
 
 impl StripeRecord {
     /// Where chunk `index`'s node keeps it: a bucket slot (Geo stripes), or a file.
     pub fn bucket(&self) -> Option<kintsugi_proto::BucketSlot> {
-        self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class: self.chunk_len, slot })
+        self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class: self.chunk_len, slot, small: self.small })
+    }
+
+    /// Bytes of data slot `i` taken by pieces (small-size bucket stripes).
+    pub fn slot_used(&self, i: usize) -> u64 {
+        self.pieces.get(i).and_then(|p| p.iter().map(|p| p.offset + p.len).max()).unwrap_or(0)
     }
 }
+
+/// The owner of a small-size bucket data slot that holds pieces (each piece names its own).
+pub const PIECES: u64 = u64::MAX - 1;
 
 /// The owner of a Geo data slot left empty when its stripe was sealed: a virtual chunk of
 /// zeros (no file anywhere), which contributes nothing to any equation and is never lost,
@@ -164,6 +193,19 @@ pub trait Txn {
             }
             let mut changed = false;
             for e in o.extents.iter().filter(|e| e.stripe == si) {
+                // A piece reserved but never committed leaves its slot; committed ones stay.
+                if s.small && s.open {
+                    if let Some(p) = s.pieces.get_mut(e.index) {
+                        let before = p.len();
+                        p.retain(|p| p.version != o.version || p.crc.is_some());
+                        changed |= p.len() != before;
+                        if p.is_empty() {
+                            s.owners[e.index] = 0;
+                            s.replicas[e.index].clear();
+                        }
+                    }
+                    continue;
+                }
                 if s.open && s.owners.get(e.index) == Some(&o.version) && s.crcs[e.index].is_none() {
                     s.owners[e.index] = 0;
                     s.replicas[e.index].clear();
@@ -457,6 +499,9 @@ mod tests {
                     pg: 0,
                     opened_ms: 0,
                     slot: Some(4),
+                    small: true,
+                    pieces: vec![vec![Piece { version: 3, offset: 10, len: 5, crc: Some(9) }]],
+                    sealing: true,
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

@@ -124,6 +124,9 @@ impl Coordinator {
                     pg: 0,
                     opened_ms: 0,
                     slot: None,
+                    small: false,
+                    pieces: vec![],
+                    sealing: false,
                 }))?;
                 stripes.push(id);
             }
@@ -161,6 +164,22 @@ impl Coordinator {
             }
             for (si, (id, c)) in o.stripes.iter().zip(&crcs).enumerate() {
                 let mut s = t.stripe(*id)?.ok_or(format!("stripe {id} of upload {version} vanished"))?;
+                if s.small {
+                    // A small-size bucket piece: its own checksum.
+                    let e = o.extents.iter().find(|e| e.stripe == si);
+                    let piece =
+                        e.and_then(|e| s.pieces.get_mut(e.index)?.iter_mut().find(|p| p.version == version && p.offset == e.offset));
+                    let Some(piece) = piece else {
+                        return bad(format!("upload {version} holds no piece of stripe {id}"));
+                    };
+                    if c.len() != 1 {
+                        return bad(format!("stripe {id}: {} checksums for the object's one piece in it", c.len()));
+                    }
+                    piece.crc = Some(c[0]);
+                    s.changed_ms = now_ms();
+                    t.put(Change::PutStripe(s))?;
+                    continue;
+                }
                 if !s.owners.is_empty() {
                     // A shared Geo stripe: the one checksum of this object's chunk in it.
                     let slot = o.extents.iter().find(|e| e.stripe == si).map(|e| e.index);

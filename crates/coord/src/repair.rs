@@ -109,6 +109,7 @@ impl Coordinator {
             store,
             timeslots: Vec::new(),
             gate_batch: None,
+            term_offset: None,
         })
     }
 
@@ -211,6 +212,7 @@ impl Coordinator {
         method: Shape,
         slice: u64,
         avoid: Vec<NodeId>,
+        range: Option<(u64, u64)>,
     ) -> Result<Assignment, String> {
         let id = self.stripe_of(name, version, stripe)?;
         // Nodes the reader found hung are not helpers (the chunk's own node is not one either).
@@ -224,7 +226,19 @@ impl Coordinator {
             if s.open {
                 return bad(format!("stripe {id} is not sealed yet (no parity): read a staging copy of its chunk"));
             }
-            let a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
+            let mut a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
+            if let Some((offset, len)) = range {
+                // Only the range: each helper reads the same range of its chunk.
+                if a.graph.equation.sub_chunks != 1 {
+                    return bad(format!("{}: a range of a chunk is rebuilt only by codes of one sub-chunk", s.code));
+                }
+                if len == 0 || offset.checked_add(len).is_none_or(|end| end > s.chunk_len) {
+                    return bad(format!("range {offset}+{len} is outside the chunk's {} bytes", s.chunk_len));
+                }
+                a.term_offset = Some(offset);
+                a.chunk_len = len;
+                a.slice_len = a.slice_len.clamp(1, len);
+            }
             match self.dispatch(&a).await {
                 Ok(()) => return Ok(a),
                 Err(e) => {

@@ -16,6 +16,7 @@
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
 use crate::objects::now_ms;
+use crate::small_bucket;
 use kintsugi_node::exec::request;
 use kintsugi_plan::{shapes, NodeId, RepairTask};
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, StoreSpec};
@@ -43,7 +44,7 @@ impl Coordinator {
         let mut due = Vec::new();
         for s in open {
             let k = s.code.build().map_err(|e| e.to_string())?.k();
-            let full = s.owners[..k].iter().all(|&o| o != 0);
+            let full = if s.small { small_bucket::full(&s, k) } else { s.owners[..k].iter().all(|&o| o != 0) };
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
             // A stripe whose every slot was freed (its puts abandoned) waits for new ones.
             let empty = s.owners[..k].iter().all(|&o| o == 0 || o == FILLER);
@@ -87,6 +88,8 @@ impl Coordinator {
             for o in s.owners[..k].iter_mut().filter(|o| **o == 0) {
                 *o = FILLER;
             }
+            // No piece joins a small stripe from here on.
+            s.sealing = s.small;
             t.put(Change::PutStripe(s.clone()))?;
             reserved = Some(s);
             Ok(())
@@ -103,10 +106,21 @@ impl Coordinator {
         for i in (0..k).filter(|&i| s.is_filler(i)) {
             crcs[i] = Some(zeros);
         }
-        // Where each data slot is read from: its node, else a live staging copy.
+        // Where each data slot is read from: its node, else a live staging copy. A small
+        // stripe's slots are assembled from their pieces first.
         let mut down_data = Vec::new();
         let mut copies: BTreeMap<usize, Vec<(NodeId, ChunkId)>> = BTreeMap::new();
-        for (i, node) in nodes.iter().enumerate().take(k) {
+        if s.small {
+            let (assembled, from_copies) = self.assemble_slots(&s, k, &up).await?;
+            for (i, crc) in assembled {
+                crcs[i] = Some(crc);
+            }
+            for (i, live) in from_copies {
+                copies.insert(i, live);
+                down_data.push(i);
+            }
+        }
+        for (i, node) in nodes.iter().enumerate().take(k).filter(|_| !s.small) {
             if !up(node) && !s.is_filler(i) {
                 let live: Vec<(NodeId, ChunkId)> =
                     s.replicas[i].iter().enumerate().filter(|(_, r)| up(r)).map(|(c, &r)| (r, ChunkId::replica(id, i, c + 1))).collect();
@@ -154,6 +168,7 @@ impl Coordinator {
                 store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true, bucket: s.bucket() }),
                 timeslots: Vec::new(),
                 gate_batch: None,
+                term_offset: None,
             };
             let me = self.clone();
             set.spawn(async move { (p, me.store_rebuilt(&a).await) });
@@ -188,6 +203,9 @@ impl Coordinator {
             s.owners[..k].iter().filter(|&&o| o == FILLER).count(),
             &nodes[k..]
         );
+        if s.small {
+            self.drop_pieces(&s, &up).await;
+        }
         for (i, copies) in dropped.iter().enumerate() {
             for (c, node) in copies.iter().enumerate() {
                 if up(node) {
@@ -206,6 +224,9 @@ impl Coordinator {
 
 /// A put is still writing into the stripe: a slot reserved by an upload not committed.
 fn writing(s: &StripeRecord, k: usize) -> bool {
+    if s.small {
+        return small_bucket::writing(s);
+    }
     (0..k).any(|i| s.owners[i] != 0 && s.owners[i] != FILLER && s.crcs[i].is_none())
 }
 

@@ -135,18 +135,36 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
     // Two objects in one placement group share stripes, in different slots.
     let mut slots = HashSet::new();
     let mut shared = 0;
-    for (name, _, layout) in &objs {
+    // Remainders and small objects: one piece each, packed into the small-size bucket's
+    // RS stripes, several objects' pieces to a stripe.
+    let mut small_uses = 0;
+    let mut small_stripes = HashSet::new();
+    for (name, len, layout) in &objs {
         if !matches!(layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. }) {
             continue;
         }
         let l = c.client.stat(name).await.unwrap();
+        let pieces: Vec<_> = l.extents.iter().filter(|e| l.stripes[e.stripe].small).collect();
+        let (s0, cut) = match layout {
+            LayoutSpec::Contiguous { chunk } => (*chunk, *chunk),
+            _ => (S0, S0),
+        };
+        assert_eq!(pieces.len(), usize::from(*len as u64 % cut != 0 || (*len as u64) < s0 && *len > 0), "{name}: {pieces:?}");
+        for e in pieces {
+            assert!(e.crc32c.is_some() && e.len < s0, "{name}: {e:?}");
+            assert_eq!(l.stripes[e.stripe].code, Some("rs:4,2".parse().unwrap()), "{name}: the small-size bucket is RS");
+            small_uses += 1;
+            small_stripes.insert(l.stripes[e.stripe].id);
+        }
         for e in l.extents.iter().filter(|e| l.stripes[e.stripe].open) {
-            assert!(slots.insert((l.stripes[e.stripe].id, e.index)), "{name}: slot {:?} taken twice", (l.stripes[e.stripe].id, e.index));
+            let key = (l.stripes[e.stripe].id, e.index, e.offset);
+            assert!(slots.insert(key), "{name}: slot {key:?} taken twice");
         }
         shared += l.stripes.iter().filter(|s| s.open).count();
     }
     let stripes: HashSet<u64> = slots.iter().map(|s| s.0).collect();
     assert!(stripes.len() < shared, "no stripe holds chunks of two objects ({} stripes, {shared} uses)", stripes.len());
+    assert!(small_stripes.len() < small_uses, "no small-size bucket stripe holds two objects' pieces ({small_uses} pieces)");
 
     // Range reads start at the first overlapping chunk, any layout.
     for (name, len, _) in &objs {
@@ -183,6 +201,20 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
     }
     let (_, rep) = c.client.get("geo-6", Shape::Ppr, 4096).await.unwrap();
     assert!(!rep.degraded.is_empty(), "geo-6 is read by degraded reads after sealing");
+    // Its front remainder, a piece of a small-size bucket slot on the dead node, is rebuilt
+    // alone: RS combines the same byte range of k other slots.
+    let l = c.client.stat("geo-6").await.unwrap();
+    let e = l.extents[0];
+    assert!(l.stripes[e.stripe].small && l.stripes[e.stripe].chunks[e.index].node == victim, "{e:?}");
+    for method in [Shape::Cr, Shape::Ecpipe] {
+        let piece =
+            c.client.degraded_read_range("geo-6", 0, e.stripe, e.index, Some((e.offset, e.len)), method, 1024, vec![]).await.unwrap();
+        assert!(piece == data(1_200_017, 1_200_017)[..e.len as usize], "{method}: the piece rebuilt alone");
+    }
+    // A Clay chunk's bytes are not combinations of the same bytes of others: no ranges.
+    let big = l.extents.last().unwrap();
+    let err = c.client.degraded_read_range("geo-6", 0, big.stripe, big.index, Some((0, 100)), Shape::Cr, 1024, vec![]).await.unwrap_err();
+    assert!(err.contains("one sub-chunk"), "{err}");
     let lost = c.client.status().await.unwrap().lost_chunks;
     assert!(lost > 0);
     let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();
@@ -204,10 +236,10 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
             .unwrap()
             .filter(|f| {
                 let name = f.as_ref().unwrap().file_name().to_string_lossy().to_string();
-                name.ends_with(".chunk") && name.contains(".r")
+                name.ends_with(".chunk") && (name.contains(".r") || name.contains(".o"))
             })
             .count();
-        assert_eq!(copies, 0, "node {i} still holds staging copies");
+        assert_eq!(copies, 0, "node {i} still holds staging copies or pieces");
     }
     // Sealed Geo and Contiguous chunks, data, parity and rebuilt alike, are slots of their
     // placement group's size-class bucket files, aligned at slot * class, not files of
@@ -235,6 +267,11 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
         }
     }
     assert!(in_buckets > 20, "{in_buckets} chunks found in buckets");
+    let small_buckets = (0..9)
+        .flat_map(|i| std::fs::read_dir(dir.path().join(format!("node{i}"))).unwrap().flatten())
+        .filter(|f| f.file_name().to_string_lossy().contains(".small."))
+        .count();
+    assert!(small_buckets > 0, "no small-size bucket file");
     c.stop().await;
 }
 
@@ -266,7 +303,7 @@ async fn concurrent_geo_puts_overwrites_and_deletes() {
         assert!(got == data(len, i as u64), "o{i}");
         let l = c.client.stat(&format!("o{i}")).await.unwrap();
         for e in l.extents.iter().filter(|e| l.stripes[e.stripe].open) {
-            assert!(slots.insert((l.stripes[e.stripe].id, e.index)), "o{i}: a slot taken twice");
+            assert!(slots.insert((l.stripes[e.stripe].id, e.index, e.offset)), "o{i}: a slot taken twice");
         }
     }
     // Overwrite one, delete another, while their stripes are open; then seal everything.
@@ -292,6 +329,11 @@ async fn concurrent_geo_puts_overwrites_and_deletes() {
         for e in &l.extents {
             let got = c.client.degraded_read(&name, e.stripe, e.index, Shape::Ppr, 4096).await.unwrap();
             assert_eq!(Some(crc32c::crc32c(&got)), l.stripes[e.stripe].chunks[e.index].crc32c, "{name} {e:?}");
+            if l.stripes[e.stripe].small {
+                // A small-size bucket slot: the object's piece of it is its own bytes.
+                let piece = &got[e.offset as usize..(e.offset + e.len) as usize];
+                assert_eq!(Some(crc32c::crc32c(piece)), e.crc32c, "{name} {e:?}");
+            }
         }
     }
     c.stop().await;

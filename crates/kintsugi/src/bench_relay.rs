@@ -293,6 +293,7 @@ impl NodeProcs {
                 store: Some(StoreSpec { chunk: target.clone(), crc32c: want, new_parity: false, bucket: None }),
                 timeslots: Vec::new(),
                 gate_batch: None,
+                term_offset: None,
             };
             for addr in self.peers.values() {
                 let r =

@@ -64,6 +64,7 @@ fn assignments() -> Vec<Assignment> {
                     store,
                     timeslots: Vec::new(),
                     gate_batch: None,
+                    term_offset: None,
                 });
             }
         }
@@ -89,6 +90,19 @@ fn seeds() -> Vec<Vec<u8>> {
         NodeRequest::CancelRepair { repair: 1 },
         NodeRequest::ReserveTimeslots { batch: 7, sends: vec![0, 3, 3], receives: vec![1], hold_ms: 100 },
         NodeRequest::ReleaseTimeslots { batch: 7, sends: vec![3], receives: vec![], everything: false },
+        NodeRequest::PutChunk {
+            chunk: chunk.clone(),
+            len: 100,
+            crc32c: 5,
+            bucket: Some(kintsugi_proto::BucketSlot { pg: 3, class: 4096, slot: 2, small: true }),
+        },
+        NodeRequest::Assemble {
+            chunk: chunk.clone(),
+            len: 4096,
+            pieces: vec![(kintsugi_proto::ChunkId::piece(3, 2, 0, 0), 0), (kintsugi_proto::ChunkId::piece(3, 2, 100, 1), 100)],
+            crc32c: 9,
+            bucket: Some(kintsugi_proto::BucketSlot { pg: 3, class: 4096, slot: 2, small: true }),
+        },
     ] {
         push(serde_json::to_value(r).unwrap());
     }
@@ -121,7 +135,16 @@ fn seeds() -> Vec<Vec<u8>> {
         CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },
         CoordRequest::Lookup { name: "o".into() },
         CoordRequest::List,
-        CoordRequest::DegradedRead { name: "o".into(), stripe: 0, index: 1, method: Shape::Ppr, slice: 4096, version: 0, avoid: vec![2] },
+        CoordRequest::DegradedRead {
+            name: "o".into(),
+            stripe: 0,
+            index: 1,
+            method: Shape::Ppr,
+            slice: 4096,
+            version: 0,
+            avoid: vec![2],
+            range: Some((100, 50)),
+        },
         CoordRequest::ReportBad { name: "o".into(), stripe: 0, index: 1, reason: "x".into(), version: 1 },
         CoordRequest::Repair { method: Shape::Ecpipe, slice: 4096, parallel: 2, scheduler: Default::default() },
         CoordRequest::Status,

@@ -36,7 +36,10 @@ pub(crate) struct Entry {
 
 /// The bucket file name of a slot.
 pub fn file_name(slot: &BucketSlot) -> String {
-    format!("pg{:05}.c{:010}.bucket", slot.pg, slot.class)
+    match slot.small {
+        false => format!("pg{:05}.c{:010}.bucket", slot.pg, slot.class),
+        true => format!("pg{:05}.small.c{:010}.bucket", slot.pg, slot.class),
+    }
 }
 
 /// The bucket index of a store, opened on first use: stores that never see a bucket write
@@ -194,7 +197,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ChunkStore::open(dir.path()).unwrap();
         let class = 200_000u64;
-        let slot = |pg, class, slot| BucketSlot { pg, class, slot };
+        let slot = |pg, class, slot| BucketSlot { pg, class, slot, small: false };
         let (a, b, c) = (ChunkId::new(1, 0), ChunkId::new(7, 3), ChunkId::new(9, 1));
         let (da, db, dc) = (bytes(class as usize, 1), bytes(class as usize, 2), bytes(70_000, 3));
         put(&store, &a, slot(3, class, 0), &da).unwrap();
@@ -273,8 +276,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ChunkStore::open(dir.path()).unwrap();
         let id = ChunkId::new(2, 0);
-        put(&store, &id, BucketSlot { pg: 0, class: 100_000, slot: 1 }, &bytes(100_000, 5)).unwrap();
-        let path = dir.path().join("pg00000.c0000100000.bucket");
+        put(&store, &id, BucketSlot { pg: 0, class: 100_000, slot: 1, small: true }, &bytes(100_000, 5)).unwrap();
+        let path = dir.path().join("pg00000.small.c0000100000.bucket");
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(150_000).unwrap();
         assert!(matches!(store.reader(&id), Err(StoreError::Corrupt { .. })));
         std::fs::remove_file(&path).unwrap();

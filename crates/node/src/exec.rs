@@ -501,6 +501,9 @@ pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, S
             a.chunk_len, a.slice_len
         ));
     }
+    if let Some(off) = a.term_offset.filter(|_| g.equation.sub_chunks != 1 || a.store.is_some()) {
+        return Err(format!("a ranged repair (from byte {off}) needs a code of one sub-chunk and goes to a reader"));
+    }
     if !a.timeslots.is_empty() && a.timeslots.len() != g.vertices.len() {
         return Err(format!("{} timeslots for {} vertices", a.timeslots.len(), g.vertices.len()));
     }

@@ -1,6 +1,7 @@
 //! The kintsugi storage node: a chunk store on local disk, a network executor for its part
 //! of repair graphs, emulated links, and the server tying them together.
 
+pub mod assemble;
 pub mod bucket;
 pub mod disk_emulation;
 pub mod exec;

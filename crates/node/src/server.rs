@@ -455,6 +455,17 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
             }
             sock.flush().await.map_err(|e| e.to_string())?;
         }
+        NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket } => {
+            if len > kintsugi_proto::BucketSlot::MAX_CLASS {
+                return Err(format!("a slot of {len} bytes is larger than any bucket's"));
+            }
+            exec.check_space(len)?;
+            let store = exec.store.clone();
+            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, len, &pieces, crc32c, bucket))
+                .await
+                .map_err(|e| e.to_string())??;
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
         NodeRequest::DeleteChunk { chunk } => {
             exec.store.delete(&chunk).map_err(|e| e.to_string())?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;

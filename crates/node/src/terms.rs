@@ -114,6 +114,8 @@ pub struct LocalTerm {
     cache: Arc<Mutex<ReadCache>>,
     /// The largest span read in one go (the store's read-ahead).
     span: usize,
+    /// Where the bytes this repair combines start in the chunk (a ranged repair's offset).
+    view: u64,
     /// The longest gap between ranges a read covers rather than skips: on an HDD, what
     /// the disk transfers in one positioning time (cheaper to read through than to seek
     /// over); elsewhere 0 (only touching ranges are merged).
@@ -140,12 +142,23 @@ impl LocalTerm {
             std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
             std::collections::hash_map::Entry::Vacant(e) => {
                 let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
-                if reader.len() != a.chunk_len {
-                    return Err(format!("chunk {} is {} bytes, the plan says {}", a.term_chunks[t], reader.len(), a.chunk_len));
+                // A ranged repair reads `chunk_len` bytes from `term_offset` on.
+                let fits = match a.term_offset {
+                    None => reader.len() == a.chunk_len,
+                    Some(off) => off.checked_add(a.chunk_len).is_some_and(|end| end <= reader.len()),
+                };
+                if !fits {
+                    return Err(format!(
+                        "chunk {} is {} bytes, the plan reads {} from byte {}",
+                        a.term_chunks[t],
+                        reader.len(),
+                        a.chunk_len,
+                        a.term_offset.unwrap_or(0)
+                    ));
                 }
                 if let Some(c) = across.get(&reader) {
                     e.insert(c.clone());
-                    return Self::with_cache(store, term, alpha, a.chunk_len, counters, c);
+                    return Self::with_cache(store, term, alpha, a, counters, c);
                 }
                 // A window per read stream per lane here, one spare; the store's read-ahead
                 // in all.
@@ -158,21 +171,22 @@ impl LocalTerm {
                 c
             }
         };
-        Self::with_cache(store, term, alpha, a.chunk_len, counters, cache)
+        Self::with_cache(store, term, alpha, a, counters, cache)
     }
 
     fn with_cache(
         store: &ChunkStore,
         term: kintsugi_codes::HelperTerm,
         alpha: usize,
-        chunk_len: u64,
+        a: &Assignment,
         counters: Arc<Counters>,
         cache: Arc<Mutex<ReadCache>>,
     ) -> Result<Self, String> {
         Ok(LocalTerm {
             matrix: term.matrix(alpha),
             term,
-            sub: chunk_len as usize / alpha,
+            sub: a.chunk_len as usize / alpha,
+            view: a.term_offset.unwrap_or(0),
             counters,
             cache,
             span: store.read_ahead(),
@@ -221,7 +235,7 @@ impl LocalTerm {
 
     /// Offsets of this term's sub-chunk reads for window `w`.
     fn offsets(&self, w: &Range<usize>) -> Vec<u64> {
-        self.term.reads.iter().flat_map(|r| r.clone()).map(|r| (r * self.sub + w.start) as u64).collect()
+        self.term.reads.iter().flat_map(|r| r.clone()).map(|r| (r * self.sub + w.start) as u64 + self.view).collect()
     }
 
     /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by

@@ -108,6 +108,7 @@ async fn every_shape_over_tcp() {
                 store: None,
                 timeslots: Vec::new(),
                 gate_batch: None,
+                term_offset: None,
             };
             repair += 1;
             dispatch(&a).await;
@@ -131,6 +132,7 @@ async fn every_shape_over_tcp() {
                 store,
                 timeslots: Vec::new(),
                 gate_batch: None,
+                term_offset: None,
             };
             repair += 1;
             dispatch(&a).await;
@@ -178,6 +180,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
         store: None,
         timeslots: Vec::new(),
         gate_batch: None,
+        term_offset: None,
     };
     dispatch(&a).await;
     let units = exec::check_assignment(&a).unwrap();
@@ -218,6 +221,7 @@ async fn clay_repair_moves_d_over_q_chunks() {
                 store: None,
                 timeslots: Vec::new(),
                 gate_batch: None,
+                term_offset: None,
             };
             let count = |f: fn(&exec::Counters) -> u64| nodes.iter().map(|n| f(&n.exec.counters)).sum::<u64>();
             let (read0, sent0) = (count(|c| c.read.load(Ordering::Relaxed)), count(|c| c.sent.load(Ordering::Relaxed)));
@@ -294,6 +298,7 @@ async fn malformed_frames_fail_one_connection_only() {
         store: None,
         timeslots: Vec::new(),
         gate_batch: None,
+        term_offset: None,
     };
     let mut lanes = good.clone();
     lanes.graph.lanes = 1 << 40;
@@ -350,6 +355,7 @@ async fn a_timeslot_ends_when_its_receiver_has_everything() {
             }),
             timeslots,
             gate_batch: None,
+            term_offset: None,
         };
         dispatch(&a).await;
         let addr = peers[&dest].clone();
@@ -398,6 +404,7 @@ async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
         store: None,
         timeslots: Vec::new(),
         gate_batch: None,
+        term_offset: None,
     };
     let busy = || nodes[1..5].iter().map(|n| n.exec.store.disk().unwrap().busy_seconds()).collect::<Vec<f64>>();
     let (plan, shards) = (&plan, &shards);

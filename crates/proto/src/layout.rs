@@ -68,6 +68,10 @@ pub struct Extent {
     pub index: usize,
     pub offset: u64,
     pub len: u64,
+    /// A piece of a small-size bucket slot (a Geo remainder or small object): its own
+    /// checksum, as the slot's chunk holds other objects' pieces too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32c: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,6 +90,10 @@ pub struct StripeLayout {
     /// The stripe's code where it is not the object's (a Geo object's RS remainder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<CodeSpec>,
+    /// A stripe of the small-size bucket: each data chunk packs pieces of several objects
+    /// (staged as pieces of their own while the stripe is open).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub small: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

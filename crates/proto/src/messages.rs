@@ -30,6 +30,25 @@ impl ChunkId {
     pub fn replica(stripe: u64, index: usize, copy: usize) -> Self {
         ChunkId(format!("s{stripe:08}.{index:03}.r{copy}"))
     }
+    /// A piece staged for slot `index` of small-size-bucket stripe `stripe`, at `offset` in
+    /// the slot; `copy` 0 is the home's, 1, 2, ... its staging copies. The pieces of a slot
+    /// are assembled into its chunk when the stripe is sealed.
+    pub fn piece(stripe: u64, index: usize, offset: u64, copy: usize) -> Self {
+        match copy {
+            0 => ChunkId(format!("s{stripe:08}.{index:03}.o{offset}")),
+            c => ChunkId(format!("s{stripe:08}.{index:03}.o{offset}.r{c}")),
+        }
+    }
+    /// (stripe, index, offset, copy) of a piece named by [`ChunkId::piece`].
+    pub fn piece_parts(&self) -> Option<(u64, usize, u64, usize)> {
+        let (s, rest) = self.0.strip_prefix('s')?.split_once('.')?;
+        let (i, rest) = rest.split_once(".o")?;
+        let (off, copy) = match rest.split_once(".r") {
+            Some((o, c)) => (o, c.parse().ok().filter(|&c| c > 0)?),
+            None => (rest, 0),
+        };
+        Some((s.parse().ok()?, i.parse().ok()?, off.parse().ok()?, copy))
+    }
     /// (stripe, index, copy) of a staging copy named by [`ChunkId::replica`].
     pub fn replica_parts(&self) -> Option<(u64, usize, usize)> {
         let (s, rest) = self.0.strip_prefix('s')?.split_once('.')?;
@@ -79,6 +98,10 @@ pub struct BucketSlot {
     pub pg: u32,
     pub class: u64,
     pub slot: u64,
+    /// The placement group's small-size bucket (RS stripes packing remainders and small
+    /// objects) rather than a size class's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub small: bool,
 }
 
 impl BucketSlot {
@@ -138,6 +161,12 @@ pub struct Assignment {
     /// gated transfers claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate_batch: Option<u64>,
+    /// Set: the helpers read their chunks from this byte on (`chunk_len` bytes of each),
+    /// a ranged repair, which rebuilds only that range of the lost chunk. Codes of one
+    /// sub-chunk only (RS, LRC: each byte of a chunk is a combination of the same byte of
+    /// the others); a small-size bucket piece's degraded read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term_offset: Option<u64>,
 }
 
 mod pairs {
@@ -222,6 +251,18 @@ pub enum NodeRequest {
     /// straggler-aware re-scheduling). Unknown or finished repairs are not an error.
     CancelRepair {
         repair: u64,
+    },
+    /// Writes chunk `chunk` of `len` bytes from pieces stored here (each `(piece, offset)`,
+    /// in ascending order, not overlapping), zeros between and after them: a small-size
+    /// bucket slot sealed. The result must have checksum `crc32c` (the coordinator's, from
+    /// the pieces' own), or nothing is stored. Answered by `Ok`.
+    Assemble {
+        chunk: ChunkId,
+        len: u64,
+        pieces: Vec<(ChunkId, u64)>,
+        crc32c: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bucket: Option<BucketSlot>,
     },
 }
 
@@ -359,6 +400,9 @@ pub enum CoordRequest {
         /// Nodes the reader found hung: not used as helpers.
         #[serde(default)]
         avoid: Vec<NodeId>,
+        /// Only bytes [offset, offset + len) of the chunk (codes of one sub-chunk).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        range: Option<(u64, u64)>,
     },
     ReportBad {
         name: String,
@@ -561,6 +605,23 @@ mod tests {
         assert_eq!(r.replica_parts(), Some((12, 3, 2)));
         assert_eq!(ChunkId::new(12, 3).replica_parts(), None);
         assert!(ChunkId::try_from(r.as_str().to_string()).is_ok());
+    }
+
+    /// Pieces of small-size bucket slots neither look like a stripe's chunk nor like a
+    /// staging copy, and round-trip.
+    #[test]
+    fn pieces_have_their_own_names() {
+        for copy in [0, 1, 2] {
+            let p = ChunkId::piece(12, 3, 4096, copy);
+            assert_eq!(p.parts(), None);
+            assert_eq!(p.replica_parts(), None);
+            assert_eq!(p.piece_parts(), Some((12, 3, 4096, copy)));
+            assert!(ChunkId::try_from(p.as_str().to_string()).is_ok());
+        }
+        assert_eq!(ChunkId::piece(1, 0, 7, 0).as_str(), "s00000001.000.o7");
+        assert_eq!(ChunkId::new(12, 3).piece_parts(), None);
+        assert_eq!(ChunkId::replica(12, 3, 1).piece_parts(), None);
+        assert_eq!(ChunkId::try_from("s00000001.000.o7.r0".to_string()).unwrap().piece_parts(), None);
     }
 
     /// Requests from clients that predate layouts still parse, as the Stripe layout.
