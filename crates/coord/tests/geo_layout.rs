@@ -336,5 +336,32 @@ async fn concurrent_geo_puts_overwrites_and_deletes() {
             }
         }
     }
+    // A failing disk flips a bit inside a bucket file, in one object's Clay chunk and in
+    // another's small-size bucket piece: reads notice (block checksums), rebuild what they
+    // need, and return the stored bytes.
+    let mut flipped = Vec::new();
+    for &(i, len) in put.iter().filter(|p| p.0 != 5 && p.0 != 3) {
+        let l = c.client.stat(&format!("o{i}")).await.unwrap();
+        let want_small = flipped.is_empty();
+        let Some(e) = l.extents.iter().find(|e| l.stripes[e.stripe].small == want_small) else { continue };
+        let loc = &l.stripes[e.stripe].chunks[e.index];
+        let slot = loc.bucket.expect("sealed Geo chunks are in buckets");
+        let path = dir.path().join(format!("node{}", loc.node)).join(kintsugi_node::bucket::file_name(&slot));
+        let at = slot.slot * slot.class + e.offset + e.len / 2;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let mut b = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, at).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[b[0] ^ 0x10], at).unwrap();
+        flipped.push((i, len));
+        if flipped.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(flipped.len(), 2, "a Clay chunk and a piece to damage");
+    for &(i, len) in &flipped {
+        let (got, rep) = c.client.get(&format!("o{i}"), Shape::Ppr, 4096).await.unwrap();
+        assert!(got == data(len, i as u64), "o{i} after a bit flip in its bucket");
+        assert!(!rep.degraded.is_empty(), "o{i}: the damaged part was rebuilt");
+    }
     c.stop().await;
 }

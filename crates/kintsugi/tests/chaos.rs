@@ -5,7 +5,9 @@
 //! back byte-exact as its last acknowledged version (or a write whose outcome the client
 //! never learned), deleted objects must be gone, every chunk of every stripe must be on
 //! its node and pass its checksums, no node may hold an orphan, and `status` must say 0
-//! lost. No read during the run may return a mix of versions.
+//! lost. No read during the run may return a mix of versions. Half the names are Geo
+//! objects (Clay chunks in shared stripes and bucket files, remainders in the small-size
+//! bucket), sealed in the background while the faults go on.
 //!
 //! Seeded and bounded: `CHAOS_SEED` (default: random, printed), `CHAOS_SECS` (default 20).
 //! Faults stay within what RS(4,2) tolerates: at most one node down at a time, and each
@@ -16,6 +18,7 @@ use kintsugi_coord::client::get_chunk;
 use kintsugi_coord::Client;
 use kintsugi_node::Shaper;
 use kintsugi_plan::Shape;
+use kintsugi_proto::LayoutSpec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,7 +50,7 @@ impl Cluster {
                 "listen = \"{coord_addr}\"\ndata_dir = \"{}\"\ndead_after_ms = 1000\ndown_out_ms = 2500\n\
                  auto_repair_interval_ms = 300\nrepair_slice = 8192\nchunk_size = 32768\nio_timeout_ms = 3000\n\
                  upload_timeout_ms = 4000\ngc_grace_ms = 1000\ngc_interval_ms = 300\norphan_grace_ms = 3000\n\
-                 inventory_slack_ms = 2000\n",
+                 inventory_slack_ms = 2000\nplacement_groups = 2\nseal_after_ms = 1500\nseal_interval_ms = 300\n",
                 dir.join("coord").display()
             ),
         )
@@ -163,6 +166,10 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
     let c = client(&coord);
     let mut rng = StdRng::seed_from_u64(seed ^ (id + 1).wrapping_mul(0x1234_5678_9abc_def1));
     let code: CodeSpec = "rs:4,2".parse().unwrap();
+    // Odd names are Geo objects: Clay chunks of 32 KiB, 64 KiB, ... in shared stripes,
+    // remainders in the small-size bucket, staged with copies and sealed in the background.
+    let clay: CodeSpec = "clay:4,2,5".parse().unwrap();
+    let geo = LayoutSpec::Geo { s0: 32 << 10, q: 2, cap: 0 };
     let mut serial = id << 40;
     let mut failures = 0;
     while Instant::now() < deadline {
@@ -180,7 +187,12 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
             serial += 1;
             let data = Arc::new(content(name, serial, seed, &mut rng));
             hist.lock().unwrap().versions[name].push(data.clone());
-            let r = c.put(&key, &data, code, 0).await;
+            let r = if name % 2 == 1 {
+                let mut reader = &data[..];
+                c.put_with_layout(&key, &mut reader, data.len() as u64, clay, 0, geo, &|_| {}).await.map(|_| ())
+            } else {
+                c.put(&key, &data, code, 0).await.map(|_| ())
+            };
             if let Err(e) = &r {
                 hist.lock().unwrap().error("put", e);
             }
@@ -323,7 +335,9 @@ fn chaos_never_loses_or_mixes_acknowledged_data() {
                 eprintln!("--- {} (last lines) ---\n{}", f.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
             }
         }
-        panic!("chaos seed {seed}: {e}");
+        // The processes' logs and data stay for a look.
+        let kept = tmp.keep();
+        panic!("chaos seed {seed}: {e} (logs and data kept in {})", kept.display());
     }
     let acked = h.writes.iter().flatten().filter(|w| w.acked).count();
     let total = h.writes.iter().flatten().count();
@@ -384,6 +398,8 @@ async fn whole(cluster: &Cluster, c: &Client) -> Result<(), String> {
     if s.lost_chunks > 0 || s.repairing {
         return Err(format!("status: {} lost, repairing {}", s.lost_chunks, s.repairing));
     }
+    // Geo stripes still open are sealed now (parity computed, copies dropped).
+    c.seal().await?;
     let mut referenced: BTreeSet<(u32, u64, usize)> = BTreeSet::new();
     for o in c.list().await? {
         let l = c.stat(&o.name).await?;
@@ -391,8 +407,15 @@ async fn whole(cluster: &Cluster, c: &Client) -> Result<(), String> {
             return Err(format!("{} still has an uncommitted version", o.name));
         }
         for st in &l.stripes {
+            if st.open {
+                return Err(format!("{}: stripe {} is still open", o.name, st.id));
+            }
             for (i, loc) in st.chunks.iter().enumerate() {
                 referenced.insert((loc.node, st.id, i));
+                // An empty slot of a sealed Geo stripe: virtual zeros, stored nowhere.
+                if l.layout != LayoutSpec::Stripe && loc.crc32c == Some(crc32c::crc32c(&vec![0u8; st.chunk_len as usize])) {
+                    continue;
+                }
                 let got = get_chunk(loc, st.chunk_len, Duration::from_secs(3), &Shaper::default()).await?;
                 if Some(crc32c::crc32c(&got)) != loc.crc32c {
                     return Err(format!("chunk {} on node {} does not match its checksum", loc.chunk, loc.node));

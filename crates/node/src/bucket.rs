@@ -250,12 +250,22 @@ mod tests {
         assert!(err.to_string().contains("corrupt chunk"), "{err}");
         assert_eq!(store.reader(&a).unwrap().read(0, class).unwrap(), da);
 
-        // Rewriting a chunk that is in a bucket (a repair in place) keeps the old slot until
-        // the new version, a file of its own, is durable; the new one is read.
+        // Rewriting a chunk into its own slot (a retried put) leaves it missing, never half
+        // old and half new, until the new version is durable; then it is read from there.
+        let mut w = store.writer_in(&b, Some(slot(3, class, 2))).unwrap();
+        w.write(&db[..1000]).unwrap();
+        drop(w);
+        assert!(matches!(store.reader(&b), Err(StoreError::NotFound(_))), "a cut-short rewrite");
         let fixed = db.clone();
         put(&store, &b, slot(3, class, 2), &fixed).unwrap();
-        assert!(dir.path().join(format!("{b}.chunk")).exists());
+        assert!(!dir.path().join(format!("{b}.chunk")).exists());
         assert_eq!(store.reader(&b).unwrap().read(0, class).unwrap(), fixed);
+        // Into another slot, the old version stays until the new one, a file of its own, is
+        // durable; the new one is read.
+        let other: Vec<u8> = bytes(class as usize, 7);
+        put(&store, &b, slot(3, class, 4), &other).unwrap();
+        assert!(dir.path().join(format!("{b}.chunk")).exists());
+        assert_eq!(store.reader(&b).unwrap().read(0, class).unwrap(), other);
         assert_eq!(store.list().unwrap().len(), 3);
 
         // Deleting a frees its slot only (punched: the file keeps its length).

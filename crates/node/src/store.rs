@@ -151,16 +151,26 @@ impl ChunkStore {
     }
 
     /// Starts writing a chunk into bucket slot `bucket` (a file of its own without one);
-    /// nothing is visible until [`ChunkWriter::finish`]. A chunk already in a bucket is
-    /// rewritten as a file of its own, so its slot keeps the old version until the new one
-    /// is durable.
+    /// nothing new is visible until [`ChunkWriter::finish`]. A chunk already in another
+    /// slot is rewritten as a file of its own, so its slot keeps the old version until the
+    /// new one is durable; one already in this slot is dropped from the index first (it is
+    /// missing, never mixed, until the new version is durable).
     pub fn writer_in(&self, id: &ChunkId, bucket: Option<BucketSlot>) -> Result<ChunkWriter, StoreError> {
         let path = self.path(id);
         let mut target = None;
         if let Some(slot) = bucket {
             let base = slot.offset().map_err(StoreError::BadBucket)?;
-            if self.buckets.get(id)?.is_none() {
-                let name = bucket::file_name(&slot);
+            let name = bucket::file_name(&slot);
+            // The same chunk written into its own slot again (a put's retry, or a slot
+            // reused after an abandoned put): it leaves the index first, so a write cut
+            // short leaves it missing (and rebuilt) rather than half old, half new. In
+            // another slot, the old version stays until the new one, a file of its own, is
+            // durable.
+            let existing = self.buckets.get(id)?;
+            if existing.as_ref().is_some_and(|e| e.file == name && e.offset == base) {
+                self.buckets.remove(id)?;
+            }
+            if existing.is_none_or(|e| e.file == name && e.offset == base) {
                 let bpath = self.dir.join(&name);
                 let created = !bpath.exists();
                 let mut f = OpenOptions::new().write(true).create(true).truncate(false).open(&bpath).map_err(io(&bpath))?;
