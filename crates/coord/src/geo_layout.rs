@@ -161,6 +161,7 @@ impl Coordinator {
                         small: true,
                         pieces: vec![vec![]; n],
                         sealing: false,
+                        class: 0,
                     })
                 };
                 let small: Vec<u64> = small_candidates.iter().filter(|&&(_, len)| len == s0).map(|&(id, _)| id).collect();
@@ -210,6 +211,7 @@ impl Coordinator {
                             small: false,
                             pieces: vec![],
                             sealing: false,
+                            class: 0,
                         };
                         (s, 0)
                     }

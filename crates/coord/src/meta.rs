@@ -95,6 +95,15 @@ pub struct StripeRecord {
     /// Small-size bucket stripes being sealed: no piece is added any more.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sealing: bool,
+    /// The bucket size class of its slots when not `chunk_len`: a small-size bucket stripe
+    /// keeps its s0-byte slots but is sealed with chunks only as long as its fullest slot
+    /// (the rest of each slot is a hole in the bucket file).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub class: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// An object's piece of a small-size bucket slot.
@@ -111,7 +120,8 @@ pub struct Piece {
 impl StripeRecord {
     /// Where chunk `index`'s node keeps it: a bucket slot (Geo stripes), or a file.
     pub fn bucket(&self) -> Option<kintsugi_proto::BucketSlot> {
-        self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class: self.chunk_len, slot, small: self.small })
+        let class = if self.class > 0 { self.class } else { self.chunk_len };
+        self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class, slot, small: self.small })
     }
 
     /// Bytes of data slot `i` taken by pieces (small-size bucket stripes).
@@ -502,6 +512,7 @@ mod tests {
                     small: true,
                     pieces: vec![vec![Piece { version: 3, offset: 10, len: 5, crc: Some(9) }]],
                     sealing: true,
+                    class: 64,
                 }),
                 Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),

@@ -127,6 +127,7 @@ impl Coordinator {
                     small: false,
                     pieces: vec![],
                     sealing: false,
+                    class: 0,
                 }))?;
                 stripes.push(id);
             }

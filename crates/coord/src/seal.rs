@@ -88,8 +88,17 @@ impl Coordinator {
             for o in s.owners[..k].iter_mut().filter(|o| **o == 0) {
                 *o = FILLER;
             }
-            // No piece joins a small stripe from here on.
-            s.sealing = s.small;
+            // No piece joins a small stripe from here on, and its chunks are only as long as
+            // its fullest slot (its slots stay s0 bytes apart in the bucket files).
+            if s.small {
+                s.sealing = true;
+                let used = (0..k).map(|i| s.slot_used(i)).max().unwrap_or(0).max(1);
+                if s.class == 0 {
+                    s.class = s.chunk_len;
+                }
+                s.chunk_len = used.min(s.chunk_len);
+                s.data_len = k as u64 * s.chunk_len;
+            }
             t.put(Change::PutStripe(s.clone()))?;
             reserved = Some(s);
             Ok(())

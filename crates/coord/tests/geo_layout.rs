@@ -245,6 +245,7 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
     // placement group's size-class bucket files, aligned at slot * class, not files of
     // their own; a stripe's chunks share one slot number.
     let mut in_buckets = 0;
+    let mut trimmed = 0;
     for (name, _, layout) in &objs {
         if !matches!(layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. }) {
             continue;
@@ -261,12 +262,17 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
                 assert!(!node.join(format!("{}.chunk", x.chunk)).exists(), "{name}: {} is a file of its own", x.chunk);
                 let bucket = node.join(kintsugi_node::bucket::file_name(&slot));
                 let len = std::fs::metadata(&bucket).unwrap_or_else(|e| panic!("{}: {e}", bucket.display())).len();
-                assert!(len >= (slot.slot + 1) * slot.class, "{name}: {} ends before slot {}", bucket.display(), slot.slot);
+                // A small-size bucket stripe's chunks are as long as its fullest slot, less than
+                // the slot (the rest is a hole).
+                assert!(s.chunk_len <= slot.class, "{name}: chunks of {} bytes in slots of {}", s.chunk_len, slot.class);
+                trimmed += usize::from(s.small && s.chunk_len < slot.class);
+                assert!(len >= slot.slot * slot.class + s.chunk_len, "{name}: {} ends before slot {}", bucket.display(), slot.slot);
                 in_buckets += 1;
             }
         }
     }
     assert!(in_buckets > 20, "{in_buckets} chunks found in buckets");
+    assert!(trimmed > 0, "no small-size bucket stripe was sealed shorter than its slots");
     let small_buckets = (0..9)
         .flat_map(|i| std::fs::read_dir(dir.path().join(format!("node{i}"))).unwrap().flatten())
         .filter(|f| f.file_name().to_string_lossy().contains(".small."))

@@ -334,11 +334,20 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         sizes.len()
     );
     let stored: u64 = after_seal.iter().flatten().map(|st| st.bytes).sum();
-    // Staging copies still on disk after sealing (should be none).
+    // Staging copies and small-size bucket pieces still on disk after sealing (should be
+    // none): chunk files named as copies (`.rN`) or pieces (`.oOFFSET`).
     let mut copies_left = 0;
     for i in 0..a.nodes {
         if let Ok(d) = std::fs::read_dir(dir.path().join(format!("node{i:02}"))) {
-            copies_left += d.flatten().filter(|f| f.file_name().to_string_lossy().contains(".r")).count();
+            copies_left += d
+                .flatten()
+                .filter(|f| {
+                    let name = f.file_name().to_string_lossy().to_string();
+                    name.strip_suffix(".chunk")
+                        .and_then(|id| kintsugi_proto::ChunkId::try_from(id.to_string()).ok())
+                        .is_some_and(|id| id.replica_parts().is_some() || id.piece_parts().is_some())
+                })
+                .count();
         }
     }
     eprintln!(
