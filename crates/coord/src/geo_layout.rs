@@ -75,6 +75,34 @@ pub fn geometry_of(layout: LayoutSpec) -> Option<(u64, u64, u64)> {
     }
 }
 
+/// A new open stripe of placement group `pg` across `nodes` in bucket slot `slot`: of
+/// the size class `chunk_len`, or of the small-size bucket (`small`, its slots packing pieces).
+#[allow(clippy::too_many_arguments)] // a stripe's facts
+fn open_stripe(id: u64, code: CodeSpec, k: usize, chunk_len: u64, nodes: &[NodeId], pg: u32, slot: u64, small: bool) -> StripeRecord {
+    let n = nodes.len();
+    StripeRecord {
+        id,
+        code,
+        data_len: k as u64 * chunk_len,
+        chunk_len,
+        nodes: nodes.to_vec(),
+        crcs: vec![None; n],
+        bad: vec![false; n],
+        discarded_ms: 0,
+        changed_ms: now_ms(),
+        open: true,
+        owners: vec![0; n],
+        replicas: vec![vec![]; n],
+        pg,
+        opened_ms: now_ms(),
+        slot: Some(slot),
+        small,
+        pieces: if small { vec![vec![]; n] } else { vec![] },
+        sealing: false,
+        class: 0,
+    }
+}
+
 impl Coordinator {
     /// Starts a put of a Geo or Contiguous object: reserves a slot for each of its chunks
     /// in open stripes of its placement group (opening new ones where none has the home's
@@ -142,27 +170,7 @@ impl Coordinator {
                 let mut fresh = |t: &mut dyn Txn| -> Result<StripeRecord, String> {
                     let id = t.next_id("stripe")?;
                     let slot = t.next_id(&format!("bucket.small.{pg}.{s0}"))? - 1;
-                    Ok(StripeRecord {
-                        id,
-                        code: rcode,
-                        data_len: rk as u64 * s0,
-                        chunk_len: s0,
-                        nodes: rotation.clone(),
-                        crcs: vec![None; n],
-                        bad: vec![false; n],
-                        discarded_ms: 0,
-                        changed_ms: now_ms(),
-                        open: true,
-                        owners: vec![0; n],
-                        replicas: vec![vec![]; n],
-                        pg,
-                        opened_ms: now_ms(),
-                        slot: Some(slot),
-                        small: true,
-                        pieces: vec![vec![]; n],
-                        sealing: false,
-                        class: 0,
-                    })
+                    Ok(open_stripe(id, rcode, rk, s0, &rotation, pg, slot, true))
                 };
                 let small: Vec<u64> = small_candidates.iter().filter(|&&(_, len)| len == s0).map(|&(id, _)| id).collect();
                 let (s, slot, offset) =
@@ -192,28 +200,7 @@ impl Coordinator {
                         let id = t.next_id("stripe")?;
                         // Slots count from 0 per placement group and size class.
                         let slot = t.next_id(&format!("bucket.{pg}.{size}"))? - 1;
-                        let s = StripeRecord {
-                            id,
-                            code,
-                            data_len: k as u64 * size,
-                            chunk_len: size,
-                            nodes: rotation.clone(),
-                            crcs: vec![None; n],
-                            bad: vec![false; n],
-                            discarded_ms: 0,
-                            changed_ms: now_ms(),
-                            open: true,
-                            owners: vec![0; n],
-                            replicas: vec![vec![]; n],
-                            pg,
-                            opened_ms: now_ms(),
-                            slot: Some(slot),
-                            small: false,
-                            pieces: vec![],
-                            sealing: false,
-                            class: 0,
-                        };
-                        (s, 0)
+                        (open_stripe(id, code, k, size, &rotation, pg, slot, false), 0)
                     }
                 };
                 taken.insert(s.id);
