@@ -149,7 +149,7 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
             LayoutSpec::Contiguous { chunk } => (*chunk, *chunk),
             _ => (S0, S0),
         };
-        assert_eq!(pieces.len(), usize::from(*len as u64 % cut != 0 || (*len as u64) < s0 && *len > 0), "{name}: {pieces:?}");
+        assert_eq!(pieces.len(), usize::from(!(*len as u64).is_multiple_of(cut) || (*len as u64) < s0 && *len > 0), "{name}: {pieces:?}");
         for e in pieces {
             assert!(e.crc32c.is_some() && e.len < s0, "{name}: {e:?}");
             assert_eq!(l.stripes[e.stripe].code, Some("rs:4,2".parse().unwrap()), "{name}: the small-size bucket is RS");
