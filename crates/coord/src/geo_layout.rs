@@ -205,10 +205,7 @@ impl Coordinator {
                 };
                 taken.insert(s.id);
                 s.owners[slot] = version;
-                // Staging copies on the parity members first (they hold no data of the
-                // stripe), then on other data members.
-                let home_node = s.nodes[slot];
-                s.replicas[slot] = (k..n).chain(0..k).map(|i| s.nodes[i]).filter(|&x| x != home_node).take(copies - 1).collect();
+                s.replicas[slot] = s.staging_nodes(slot, k, copies);
                 s.changed_ms = now_ms();
                 extents.push(Extent { stripe: stripes.len(), index: slot, offset: 0, len: size, crc32c: None });
                 stripes.push(s.id);

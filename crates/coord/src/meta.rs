@@ -124,6 +124,13 @@ impl StripeRecord {
         self.slot.map(|slot| kintsugi_proto::BucketSlot { pg: self.pg, class, slot, small: self.small })
     }
 
+    /// Where data slot `slot`'s staging copies go (`copies` in all, its own node included):
+    /// the parity members first (they hold no data of the stripe), then other data members.
+    pub fn staging_nodes(&self, slot: usize, k: usize, copies: usize) -> Vec<NodeId> {
+        let home = self.nodes[slot];
+        (k..self.nodes.len()).chain(0..k).map(|i| self.nodes[i]).filter(|&x| x != home).take(copies.saturating_sub(1)).collect()
+    }
+
     /// Bytes of data slot `i` taken by pieces (small-size bucket stripes).
     pub fn slot_used(&self, i: usize) -> u64 {
         self.pieces.get(i).and_then(|p| p.iter().map(|p| p.offset + p.len).max()).unwrap_or(0)

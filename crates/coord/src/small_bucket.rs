@@ -55,8 +55,7 @@ pub(crate) fn reserve_piece(
     s.pieces[slot].push(Piece { version, offset, len, crc: None });
     s.owners[slot] = PIECES;
     if s.replicas[slot].is_empty() {
-        let n = s.nodes.len();
-        s.replicas[slot] = (k..n).chain(0..k).map(|i| s.nodes[i]).filter(|&x| x != home).take(copies - 1).collect();
+        s.replicas[slot] = s.staging_nodes(slot, k, copies);
     }
     s.changed_ms = now_ms();
     Ok((s, slot, offset))
