@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod bucket;
+mod chunk_writer;
 pub mod disk_emulation;
 pub mod exec;
 mod footer_cache;

@@ -13,8 +13,8 @@
 
 use kintsugi_proto::ChunkId;
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -25,11 +25,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::bucket::{self, BucketIndex};
+pub use crate::chunk_writer::ChunkWriter;
 use crate::footer_cache::{remember, FileStamp, FooterCache};
 pub use crate::read_window::{ReadCache, Window};
 use kintsugi_proto::BucketSlot;
 
-const MAGIC: &[u8; 8] = b"KSCHNK01";
+pub(crate) const MAGIC: &[u8; 8] = b"KSCHNK01";
 /// Checksum granularity.
 pub const BLOCK: usize = 64 * 1024;
 const MAX_FOOTER: u32 = 64 << 20;
@@ -51,31 +52,31 @@ pub enum StoreError {
     BadBucket(String),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |err| StoreError::Io { path: path.display().to_string(), err }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Footer {
     pub(crate) len: u64,
-    block: usize,
-    crc32c: u32,
-    blocks: Vec<u32>,
+    pub(crate) block: usize,
+    pub(crate) crc32c: u32,
+    pub(crate) blocks: Vec<u32>,
 }
 
 /// A directory of chunk files.
 #[derive(Debug)]
 pub struct ChunkStore {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// When set, every read and write first waits for the emulated HDD.
-    disk: Option<Arc<DiskEmulation>>,
-    read_ahead: usize,
+    pub(crate) disk: Option<Arc<DiskEmulation>>,
+    pub(crate) read_ahead: usize,
     /// Footers of recently opened chunks, each with the stamp of the file it came from:
     /// reopening an unchanged file skips the footer read (a positioning on an HDD) and its
     /// parse. Any rewrite, rename or truncation changes the stamp and reloads it.
-    footers: FooterCache,
+    pub(crate) footers: FooterCache,
     /// Where chunks in size-class buckets are.
-    buckets: Arc<BucketIndex>,
+    pub(crate) buckets: Arc<BucketIndex>,
 }
 
 /// Bytes of verified read-ahead a repair helper keeps per chunk it reads (shared among its
@@ -141,7 +142,7 @@ impl ChunkStore {
         Ok(ids)
     }
 
-    fn path(&self, id: &ChunkId) -> PathBuf {
+    pub(crate) fn path(&self, id: &ChunkId) -> PathBuf {
         self.dir.join(format!("{id}.chunk"))
     }
 
@@ -156,54 +157,7 @@ impl ChunkStore {
     /// new one is durable; one already in this slot is dropped from the index first (it is
     /// missing, never mixed, until the new version is durable).
     pub fn writer_in(&self, id: &ChunkId, bucket: Option<BucketSlot>) -> Result<ChunkWriter, StoreError> {
-        let path = self.path(id);
-        let mut target = None;
-        if let Some(slot) = bucket {
-            let base = slot.offset().map_err(StoreError::BadBucket)?;
-            let name = bucket::file_name(&slot);
-            // The same chunk written into its own slot again (a put's retry, or a slot
-            // reused after an abandoned put): it leaves the index first, so a write cut
-            // short leaves it missing (and rebuilt) rather than half old, half new. In
-            // another slot, the old version stays until the new one, a file of its own, is
-            // durable.
-            let existing = self.buckets.get(id)?;
-            if existing.as_ref().is_some_and(|e| e.file == name && e.offset == base) {
-                self.buckets.remove(id)?;
-            }
-            if existing.is_none_or(|e| e.file == name && e.offset == base) {
-                let bpath = self.dir.join(&name);
-                let created = !bpath.exists();
-                let mut f = OpenOptions::new().write(true).create(true).truncate(false).open(&bpath).map_err(io(&bpath))?;
-                f.seek(SeekFrom::Start(base)).map_err(io(&bpath))?;
-                let disk = self.disk.clone().map(|d| (d, file_key(&bpath.to_string_lossy())));
-                let into = InBucket { name, path: bpath.clone(), base, class: slot.class, created };
-                target = Some((f, disk, into));
-            }
-        }
-        let (file, disk, tmp, bucket) = match target {
-            Some((f, disk, into)) => (f, disk, into.path.clone(), Some(into)),
-            None => {
-                let tmp = self.dir.join(format!("{id}.{}.tmp", unique()));
-                let file = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
-                let disk = self.disk.clone().map(|d| (d, file_key(&tmp.to_string_lossy())));
-                (file, disk, tmp, None)
-            }
-        };
-        Ok(ChunkWriter {
-            id: id.clone(),
-            path,
-            tmp,
-            bucket,
-            index: self.buckets.clone(),
-            file: Some(file),
-            len: 0,
-            crc: 0,
-            blocks: Vec::new(),
-            block_crc: 0,
-            block_fill: 0,
-            disk,
-            footers: self.footers.clone(),
-        })
+        ChunkWriter::open(self, id, bucket)
     }
 
     /// Writes a whole chunk.
@@ -324,173 +278,6 @@ impl ChunkStore {
             }
         }
         (n, bytes)
-    }
-}
-
-fn unique() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// A writer's bucket slot.
-struct InBucket {
-    name: String,
-    path: PathBuf,
-    base: u64,
-    class: u64,
-    /// The writer created the bucket file: its directory entry is synced too.
-    created: bool,
-}
-
-/// Appends a chunk in order, computing checksums as it goes.
-pub struct ChunkWriter {
-    id: ChunkId,
-    path: PathBuf,
-    /// The temporary file (the bucket file when writing into a bucket).
-    tmp: PathBuf,
-    bucket: Option<InBucket>,
-    /// The store's bucket index (a chunk written to a file of its own leaves any bucket).
-    index: Arc<BucketIndex>,
-    file: Option<File>,
-    len: u64,
-    crc: u32,
-    blocks: Vec<u32>,
-    block_crc: u32,
-    block_fill: usize,
-    disk: Option<(Arc<DiskEmulation>, u64)>,
-    footers: FooterCache,
-}
-
-impl ChunkWriter {
-    pub fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
-        if let Some(b) = &self.bucket {
-            if self.len + data.len() as u64 > b.class {
-                return Err(StoreError::BadBucket(format!("chunk {} is longer than its bucket's size class ({} bytes)", self.id, b.class)));
-            }
-        }
-        self.file.as_mut().expect("open until finish").write_all(data).map_err(io(&self.tmp))?;
-        self.len += data.len() as u64;
-        // Two hardware CRC passes over cached data (whole chunk, per block) cost less than
-        // combining block CRCs into the whole one (crc32c_combine: ~2 instructions a byte).
-        self.crc = crc32c::crc32c_append(self.crc, data);
-        while !data.is_empty() {
-            let take = (BLOCK - self.block_fill).min(data.len());
-            self.block_crc = crc32c::crc32c_append(self.block_crc, &data[..take]);
-            self.block_fill += take;
-            data = &data[take..];
-            if self.block_fill == BLOCK {
-                self.close_block();
-            }
-        }
-        Ok(())
-    }
-
-    fn close_block(&mut self) {
-        self.blocks.push(self.block_crc);
-        self.block_crc = 0;
-        self.block_fill = 0;
-    }
-
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True before any byte was written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Checks the CRC against `expected` (if given), then makes the chunk durable and
-    /// visible. Returns its CRC.
-    pub fn finish(mut self, expected: Option<u32>) -> Result<u32, StoreError> {
-        if self.block_fill > 0 {
-            self.close_block();
-        }
-        if let Some(want) = expected {
-            if want != self.crc {
-                return Err(StoreError::Mismatch { chunk: self.id.clone(), got: self.crc, want });
-            }
-        }
-        let footer = Footer { len: self.len, block: BLOCK, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
-        if self.bucket.is_some() {
-            return self.finish_in_bucket(footer);
-        }
-        let fbytes = serde_json::to_vec(&footer).expect("footer serialises");
-        let footer = Arc::new(footer);
-        let mut f = self.file.take().expect("finish once");
-        let tmp = self.tmp.clone();
-        f.write_all(&fbytes).map_err(io(&tmp))?;
-        f.write_all(&(fbytes.len() as u32).to_le_bytes()).map_err(io(&tmp))?;
-        f.write_all(MAGIC).map_err(io(&tmp))?;
-        // Writes are buffered by the page cache; an emulated disk sees the whole file go out
-        // in one sequential I/O at the fsync. `finish` runs on blocking threads.
-        if let Some((d, key)) = &self.disk {
-            d.io(*key, 0, self.len + fbytes.len() as u64 + 12);
-            crate::disk_emulation::settle_blocking();
-        }
-        f.sync_all().map_err(io(&tmp))?;
-        drop(f);
-        std::fs::rename(&tmp, &self.path).map_err(io(&self.path))?;
-        // The footer just written is the one a reader would find: keep it (the file's stamp
-        // after the rename names this version).
-        if let Ok(m) = std::fs::metadata(&self.path) {
-            remember(&self.footers, &self.id, FileStamp::of(&m), footer);
-        }
-        if let Some(dir) = self.path.parent() {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
-        }
-        // A version of the chunk in a bucket is older than this one: its slot goes.
-        if let Some(old) = self.index.remove(&self.id)? {
-            bucket::punch(&self.dir_of().join(&old.file), old.offset, old.footer.len);
-        }
-        Ok(self.crc)
-    }
-}
-
-impl ChunkWriter {
-    /// The slot's bytes are durable before the index points at them; then a chunk file of
-    /// the same id (an older version) goes.
-    fn finish_in_bucket(mut self, footer: Footer) -> Result<u32, StoreError> {
-        let b = self.bucket.take().expect("writing into a bucket");
-        let f = self.file.take().expect("finish once");
-        if let Some((d, key)) = &self.disk {
-            d.io(*key, b.base, self.len);
-            crate::disk_emulation::settle_blocking();
-        }
-        f.sync_data().map_err(io(&b.path))?;
-        drop(f);
-        if b.created {
-            File::open(self.dir_of()).and_then(|d| d.sync_all()).map_err(io(&b.path))?;
-        }
-        let generation = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        let entry = bucket::Entry { file: b.name.clone(), offset: b.base, footer, generation };
-        if let Some(old) = self.index.put(&self.id, &entry)? {
-            // Written meanwhile by another writer to another slot: that slot is dead now.
-            if old.file != entry.file || old.offset != entry.offset {
-                bucket::punch(&self.dir_of().join(&old.file), old.offset, old.footer.len);
-            }
-        }
-        self.footers.lock().expect("footer cache").remove(&self.id);
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&self.path)(e)),
-            _ => {}
-        }
-        Ok(self.crc)
-    }
-
-    fn dir_of(&self) -> PathBuf {
-        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
-    }
-}
-
-impl Drop for ChunkWriter {
-    fn drop(&mut self) {
-        // An unfinished bucket write leaves bytes in a slot nothing points at.
-        if self.file.is_some() && self.bucket.is_none() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
@@ -658,6 +445,7 @@ mod tests {
 #[cfg(test)]
 mod footer_cache_tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     /// A cached footer serves reopens of the same file only: a file changed in place (its
     /// footer or its data) or replaced is read and checked again.
