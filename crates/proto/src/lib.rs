@@ -2,6 +2,7 @@
 //! raw data slices, and the typed messages nodes, the coordinator and clients exchange.
 
 pub mod auth;
+pub mod chunk_id;
 pub mod frame;
 pub mod layout;
 pub mod messages;
