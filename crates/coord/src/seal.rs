@@ -88,16 +88,8 @@ impl Coordinator {
             for o in s.owners[..k].iter_mut().filter(|o| **o == 0) {
                 *o = FILLER;
             }
-            // No piece joins a small stripe from here on, and its chunks are only as long as
-            // its fullest slot (its slots stay s0 bytes apart in the bucket files).
             if s.small {
-                s.sealing = true;
-                let used = (0..k).map(|i| s.slot_used(i)).max().unwrap_or(0).max(1);
-                if s.class == 0 {
-                    s.class = s.chunk_len;
-                }
-                s.chunk_len = used.min(s.chunk_len);
-                s.data_len = k as u64 * s.chunk_len;
+                small_bucket::start_sealing(&mut s, k);
             }
             t.put(Change::PutStripe(s.clone()))?;
             reserved = Some(s);
@@ -128,16 +120,21 @@ impl Coordinator {
                 copies.insert(i, live);
                 down_data.push(i);
             }
-        }
-        for (i, node) in nodes.iter().enumerate().take(k).filter(|_| !s.small) {
-            if !up(node) && !s.is_filler(i) {
-                let live: Vec<(NodeId, ChunkId)> =
-                    s.replicas[i].iter().enumerate().filter(|(_, r)| up(r)).map(|(c, &r)| (r, ChunkId::replica(id, i, c + 1))).collect();
-                if live.is_empty() {
-                    return bad(format!("chunk {} and all its staging copies are on nodes that are down", ChunkId::new(id, i)));
+        } else {
+            for (i, node) in nodes.iter().enumerate().take(k) {
+                if !up(node) && !s.is_filler(i) {
+                    let live: Vec<(NodeId, ChunkId)> = s.replicas[i]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| up(r))
+                        .map(|(c, &r)| (r, ChunkId::replica(id, i, c + 1)))
+                        .collect();
+                    if live.is_empty() {
+                        return bad(format!("chunk {} and all its staging copies are on nodes that are down", ChunkId::new(id, i)));
+                    }
+                    copies.insert(i, live);
+                    down_data.push(i);
                 }
-                copies.insert(i, live);
-                down_data.push(i);
             }
         }
         // A parity slot whose node is down goes to a spare node.

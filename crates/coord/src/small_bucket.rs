@@ -88,6 +88,18 @@ pub(crate) fn full(s: &StripeRecord, k: usize) -> bool {
     (0..k).all(|i| s.slot_used(i) * 8 >= s.chunk_len * FULL_EIGHTHS)
 }
 
+/// Closes small stripe `s` to new pieces for sealing, and cuts its chunks to its fullest
+/// slot (its slots stay s0 bytes apart in the bucket files: the rest is a hole).
+pub(crate) fn start_sealing(s: &mut StripeRecord, k: usize) {
+    s.sealing = true;
+    let used = (0..k).map(|i| s.slot_used(i)).max().unwrap_or(0).max(1);
+    if s.class == 0 {
+        s.class = s.chunk_len;
+    }
+    s.chunk_len = used.min(s.chunk_len);
+    s.data_len = k as u64 * s.chunk_len;
+}
+
 /// A put is still writing a piece into the stripe.
 pub(crate) fn writing(s: &StripeRecord) -> bool {
     s.pieces.iter().flatten().any(|p| p.crc.is_none())
