@@ -61,6 +61,23 @@ fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Database>>> {
     OPEN.get_or_init(Default::default)
 }
 
+/// The redb database at `path`, created with `table` if need be: the one this process has
+/// open already, else a new open (redb allows one open per file).
+pub(crate) fn open_shared(path: &Path, table: TableDefinition<&str, &[u8]>) -> Result<Arc<Database>, String> {
+    let mut open = registry().lock().expect("database registry");
+    if let Some(db) = open.get(path).and_then(Weak::upgrade) {
+        return Ok(db);
+    }
+    let db = Database::create(path).map_err(|x| x.to_string())?;
+    let w = db.begin_write().map_err(|x| x.to_string())?;
+    w.open_table(table).map_err(|x| x.to_string())?;
+    w.commit().map_err(|x| x.to_string())?;
+    let db = Arc::new(db);
+    open.retain(|_, w| w.strong_count() > 0);
+    open.insert(path.to_path_buf(), Arc::downgrade(&db));
+    Ok(db)
+}
+
 impl BucketIndex {
     pub fn new(dir: &Path) -> Self {
         BucketIndex { path: dir.join(INDEX_FILE), db: OnceLock::new() }
@@ -74,20 +91,7 @@ impl BucketIndex {
         if !create && !self.path.exists() {
             return Ok(None);
         }
-        let mut open = registry().lock().expect("bucket index registry");
-        let db = match open.get(&self.path).and_then(Weak::upgrade) {
-            Some(db) => db,
-            None => {
-                let db = Database::create(&self.path).map_err(|x| err(&self.path)(x.to_string()))?;
-                let w = db.begin_write().map_err(|x| err(&self.path)(x.to_string()))?;
-                w.open_table(INDEX).map_err(|x| err(&self.path)(x.to_string()))?;
-                w.commit().map_err(|x| err(&self.path)(x.to_string()))?;
-                let db = Arc::new(db);
-                open.retain(|_, w| w.strong_count() > 0);
-                open.insert(self.path.clone(), Arc::downgrade(&db));
-                db
-            }
-        };
+        let db = open_shared(&self.path, INDEX).map_err(err(&self.path))?;
         Ok(Some(self.db.get_or_init(|| db)))
     }
 

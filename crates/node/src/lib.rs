@@ -10,6 +10,7 @@ mod footer_cache;
 mod input;
 mod inventory;
 pub mod monitor;
+pub mod object_index;
 pub mod pool;
 mod read_window;
 pub mod requests;

@@ -466,6 +466,16 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                 .map_err(|e| e.to_string())??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
+        NodeRequest::IndexPut { pg, name, seq, record } => {
+            let ix = exec.store.objects.clone();
+            tokio::task::spawn_blocking(move || ix.put(pg, &name, seq, record.as_deref())).await.map_err(|e| e.to_string())??;
+            send(sock, &NodeResponse::Ok).await.map_err(io)?;
+        }
+        NodeRequest::IndexGet { pg, name } => {
+            let ix = exec.store.objects.clone();
+            let (seq, record) = tokio::task::spawn_blocking(move || ix.get(pg, &name)).await.map_err(|e| e.to_string())??;
+            send(sock, &NodeResponse::IndexEntry { seq, record }).await.map_err(io)?;
+        }
         NodeRequest::DeleteChunk { chunk } => {
             exec.store.delete(&chunk).map_err(|e| e.to_string())?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;

@@ -77,6 +77,8 @@ pub struct ChunkStore {
     pub(crate) footers: FooterCache,
     /// Where chunks in size-class buckets are.
     pub(crate) buckets: Arc<BucketIndex>,
+    /// The records of the per-object index this node holds.
+    pub objects: Arc<crate::object_index::ObjectIndex>,
 }
 
 /// Bytes of verified read-ahead a repair helper keeps per chunk it reads (shared among its
@@ -101,6 +103,7 @@ impl ChunkStore {
             read_ahead: READ_AHEAD,
             footers: Arc::new(Mutex::new(HashMap::new())),
             buckets: Arc::new(BucketIndex::new(dir)),
+            objects: Arc::new(crate::object_index::ObjectIndex::new(dir)),
         })
     }
 

@@ -6,6 +6,7 @@ pub mod chunk_id;
 pub mod frame;
 pub mod layout;
 pub mod messages;
+pub mod object_index;
 pub mod tcp;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};

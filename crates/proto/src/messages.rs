@@ -153,6 +153,20 @@ pub enum NodeRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bucket: Option<BucketSlot>,
     },
+    /// Keeps object `name`'s index record (`None`: deleted, or not indexed any more) for
+    /// placement group `pg`, unless the node has one of a later `seq` already. Answered
+    /// by `Ok`.
+    IndexPut {
+        pg: u32,
+        name: String,
+        seq: u64,
+        record: Option<Vec<u8>>,
+    },
+    /// The node's index record of object `name`; answered by `IndexEntry`.
+    IndexGet {
+        pg: u32,
+        name: String,
+    },
 }
 
 /// A node's answers.
@@ -187,6 +201,11 @@ pub enum NodeResponse {
     Progress {
         bytes: u64,
         done: bool,
+    },
+    /// An index record and its sequence number (`seq` 0: the node has none).
+    IndexEntry {
+        seq: u64,
+        record: Option<Vec<u8>>,
     },
 }
 
@@ -466,6 +485,12 @@ pub struct ClusterStatus {
     /// What the last automatic repair did.
     #[serde(default)]
     pub last_auto_repair: Option<RepairReport>,
+    /// Placement groups of the Geo layout, and nodes of each keeping its per-object index
+    /// (0: no index): with `nodes`, what a client needs to read without the coordinator.
+    #[serde(default)]
+    pub placement_groups: u32,
+    #[serde(default)]
+    pub index_copies: usize,
 }
 
 #[cfg(test)]
