@@ -32,6 +32,11 @@ pub struct Client {
     /// Partitioning's HTTP server, which rebuilds inside the data centre and streams to a
     /// client limited to 1 Gbit/s. Unshaped by default.
     pub egress: Arc<Shaper>,
+    /// Find Geo and Contiguous objects through their placement group's index (on by
+    /// default); off: always ask the coordinator.
+    pub index_reads: bool,
+    /// The cluster map, once learnt (`index_reads`).
+    pub(crate) map: Arc<std::sync::Mutex<Option<Arc<crate::index_reads::ClusterMap>>>>,
 }
 
 impl Client {
@@ -44,6 +49,8 @@ impl Client {
             stall_timeout: Duration::from_millis(500),
             pipelined_reads: true,
             egress: Arc::new(Shaper::default()),
+            index_reads: true,
+            map: Arc::default(),
         }
     }
 

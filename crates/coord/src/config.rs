@@ -81,6 +81,12 @@ pub struct CoordConfig {
     /// Geometric Partitioning's recovery queue (512 in the paper); `repair_max_active` and
     /// `--parallel` still bound the chunks in flight cluster-wide.
     pub recovery_node_budget: u64,
+    /// Geo and Contiguous objects: nodes of each placement group keeping its per-object
+    /// index (the paper's r + 1), so reads find chunks without the coordinator; 0: none.
+    pub index_copies: usize,
+    /// How often index records that missed a holder, or name chunks a repair moved, are
+    /// published again.
+    pub index_sync_ms: u64,
 }
 
 impl Default for CoordConfig {
@@ -119,6 +125,8 @@ impl Default for CoordConfig {
             seal_interval_ms: 1_000,
             seal_parallel: 8,
             recovery_node_budget: 512,
+            index_copies: 3,
+            index_sync_ms: 500,
         }
     }
 }

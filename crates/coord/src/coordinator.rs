@@ -54,6 +54,8 @@ pub struct Coordinator {
     /// This cluster's id (made on the first start); nodes record it in their data
     /// directories and a node of another cluster is refused.
     pub cluster_id: u64,
+    /// Index records left to publish (`object_index`).
+    pub(crate) index: crate::object_index::IndexSync,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -111,11 +113,13 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         epoch,
         repair_ids: crate::id_blocks::IdBlocks::new("repair", ID_BLOCK),
         batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
+        index: Default::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::seal::sealer(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::object_index::sync(coord.clone(), stop_rx.clone()));
     if coord.cfg.auto_repair {
         tokio::spawn(crate::auto_repair::run(coord.clone(), stop_rx));
     }
@@ -222,12 +226,24 @@ impl Coordinator {
             CoordRequest::CreateObject { name, size, code, chunk_size, layout } => {
                 Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size, layout)?))
             }
-            CoordRequest::Seal => Ok(CoordResponse::Sealed { stripes: self.seal_due(true).await? }),
+            CoordRequest::Seal => {
+                let stripes = self.seal_due(true).await?;
+                self.sync_index_now().await;
+                Ok(CoordResponse::Sealed { stripes })
+            }
             CoordRequest::CommitObject { name, version, crcs } => {
-                self.commit(&name, version, crcs)?;
+                if self.commit(&name, version, crcs)? {
+                    self.publish_acknowledged(&name).await?;
+                }
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::DeleteObject { name } => Ok(CoordResponse::Deleted { existed: self.delete(&name)? }),
+            CoordRequest::DeleteObject { name } => {
+                let (existed, indexed) = self.delete(&name)?;
+                if indexed {
+                    self.publish_acknowledged(&name).await?;
+                }
+                Ok(CoordResponse::Deleted { existed })
+            }
             CoordRequest::Inventory { node, boot, chunks, last } => {
                 self.inventory(node, boot, chunks, last)?;
                 Ok(CoordResponse::Ok)
@@ -259,10 +275,16 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::Repair { method, slice, parallel, scheduler } => {
-                Ok(CoordResponse::Repaired(self.repair(method, slice, parallel, scheduler).await?))
+                let report = self.repair(method, slice, parallel, scheduler).await?;
+                self.sync_index_now().await;
+                Ok(CoordResponse::Repaired(report))
             }
             CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
-            CoordRequest::RemoveNode { node } => Ok(CoordResponse::Repaired(self.remove_node(node).await?)),
+            CoordRequest::RemoveNode { node } => {
+                let report = self.remove_node(node).await?;
+                self.sync_index_now().await;
+                Ok(CoordResponse::Repaired(report))
+            }
         }
     }
 
@@ -517,6 +539,8 @@ impl Coordinator {
             pending_repairs: self.meta.pending()?.len(),
             repairing: self.repairing.try_lock().is_err(),
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
+            placement_groups: self.cfg.placement_groups,
+            index_copies: self.cfg.index_copies,
         })
     }
 }

@@ -318,11 +318,19 @@ impl Client {
         slice: u64,
         progress: Progress<'_>,
     ) -> Result<ReadReport, String> {
-        let layout = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
+        let (layout, from_index) = self.locate(name).await?;
         if offset > layout.size {
             return Err(format!("offset {offset} is past the end of '{name}' ({} bytes)", layout.size));
         }
-        self.read_extents(&layout, offset, len, sink, method, slice, progress).await
+        match self.read_extents(&layout, offset, len, sink, method, slice, progress).await {
+            Err(e) if from_index => {
+                tracing::info!("reading '{name}' as its index record says: {e}; asking the coordinator");
+                let now = self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| format!("{e} (and {c})"))?;
+                sink.restart().map_err(|r| format!("reading '{name}' as its index record says failed ({e}), and {r}"))?;
+                self.read_extents(&now, offset, len, sink, method, slice, progress).await
+            }
+            r => r,
+        }
     }
 
     /// Seals every open Geo stripe now; returns how many were sealed.

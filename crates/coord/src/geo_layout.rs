@@ -12,8 +12,9 @@
 //! stripe is sealed in the background (`seal`), which computes its parity and drops the
 //! copies. The remainder is a piece of the group's small-size bucket (`small_bucket`).
 //!
-//! Where this differs from the paper: the per-object index is the coordinator's metadata
-//! store (redb), not an index replicated on r + 1 members.
+//! Each object's compact index record is kept by a few members of its group
+//! (`object_index`), so clients find its chunks without the coordinator; the coordinator's
+//! metadata store stays the source of truth.
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, ObjectRecord, StripeRecord, Txn};

@@ -150,9 +150,11 @@ impl Coordinator {
     }
 
     /// Commits upload `version` of `name` with its chunks' checksums; the version it
-    /// replaces goes to garbage.
-    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>) -> Result<(), String> {
+    /// replaces goes to garbage. Says whether the new version or the one it replaces is in
+    /// the per-object index (Geo, Contiguous), so the index must hear of it.
+    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>) -> Result<bool, String> {
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
+        let mut indexed = false;
         self.meta.update(&mut |t| {
             let mut o = t.upload(version)?.ok_or_else(|| {
                 format!("no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s")
@@ -202,28 +204,34 @@ impl Coordinator {
                 s.changed_ms = now_ms();
                 t.put(Change::PutStripe(s))?;
             }
+            indexed = o.shares_stripes();
             if let Some(old) = t.object(name)? {
+                indexed |= old.shares_stripes();
                 t.discard_version(&old, now_ms())?;
             }
             o.committed = true;
             t.put(Change::DeleteUpload(version))?;
             t.put(Change::PutObject(o))
-        })
+        })?;
+        Ok(indexed)
     }
 
-    /// Deletes `name` (idempotent); says whether it existed.
-    pub(crate) fn delete(&self, name: &str) -> Result<bool, String> {
-        let mut existed = false;
+    /// Deletes `name` (idempotent); says whether it existed, and whether the per-object
+    /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
+    /// retried delete whose tombstone may not have reached the index).
+    pub(crate) fn delete(&self, name: &str) -> Result<(bool, bool), String> {
+        let (mut existed, mut indexed) = (false, true);
         self.meta.update(&mut |t| {
-            existed = false;
+            (existed, indexed) = (false, true);
             if let Some(o) = t.object(name)? {
                 existed = true;
+                indexed = o.shares_stripes();
                 t.discard_version(&o, now_ms())?;
                 t.put(Change::DeleteObject(name.to_string()))?;
             }
             Ok(())
         })?;
-        Ok(existed)
+        Ok((existed, indexed))
     }
 
     /// Moves uploads older than the timeout to garbage.

@@ -358,6 +358,8 @@ impl Coordinator {
                         }
                         Ok(())
                     })?;
+                    // Index records naming the chunk's old node are published again.
+                    self.index.moved(p.stripe);
                     tracing::debug!(
                         repair = a.repair,
                         chunk = %ChunkId::new(p.stripe, p.index),

@@ -203,6 +203,8 @@ impl Coordinator {
             now.changed_ms = now_ms();
             t.put(Change::PutStripe(now))
         })?;
+        // Its pieces are ranges of its chunks now, and chunks of down homes are elsewhere.
+        self.index.moved(id);
         tracing::info!(
             "sealed stripe {id} ({} data chunk(s), {} filler(s)): parity on {:?}",
             k,

@@ -1,0 +1,196 @@
+//! Keeps the per-object index of Geo and Contiguous objects on its holders (Geometric
+//! Partitioning, section 5.1: an index replicated on r + 1 disks of each placement group),
+//! so clients find an object's chunks without asking the coordinator.
+//!
+//! The coordinator's metadata store stays the source of truth; the index is a replica of
+//! what readers need from it. The holders of placement group `pg` are the first
+//! `index_copies` nodes of the group's rendezvous order over every registered node, failed
+//! or not (so a failure does not move them; a node joining or leaving does, and then every
+//! record is published again).
+//!
+//! Consistency, in three rules:
+//! - Every publication of a name takes a sequence number and reads the object in one
+//!   metadata transaction, then sends the record (its layout as of then or later, or a
+//!   tombstone) with that number; holders keep a record only over a lower number. Every
+//!   change (commit, delete, a chunk moved by a repair or a sealing) is published after it
+//!   happens, so the highest number a holder has carries every change before it.
+//! - A commit or delete is acknowledged only once a majority of the holders keep its
+//!   record, and a reader takes the highest-numbered record among a majority of them: the
+//!   two majorities meet, so a reader never sees a version older than an acknowledged one.
+//! - Records that did not reach every holder, and every record after a restart or a
+//!   change of the registered nodes, are published again in the background (`sync`).
+//!
+//! A record names chunks where they were; a reader that finds one gone (a node down, a
+//! repair not published yet) reads through the coordinator instead.
+
+use crate::coordinator::Coordinator;
+use crate::geo_layout::pg_members;
+use kintsugi_node::exec::request;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::object_index::IndexRecord;
+use kintsugi_proto::{NodeRequest, NodeResponse};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// The holders of placement group `pg`'s index among the registered `nodes`.
+pub fn holders(pg: u32, nodes: &[NodeId], copies: usize) -> Vec<NodeId> {
+    pg_members(pg, nodes, copies.min(nodes.len()))
+}
+
+/// How many of `n` holders make a majority.
+pub fn majority(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// What is left to publish: names whose records did not reach every holder, stripes whose
+/// chunks moved (their objects' records name the old places), and whether everything is.
+#[derive(Default)]
+pub(crate) struct IndexSync {
+    retry: Mutex<BTreeSet<String>>,
+    moved: Mutex<BTreeSet<u64>>,
+    /// The registered nodes the records were last published for all at once (None: not
+    /// since this coordinator started).
+    published_for: Mutex<Option<Vec<NodeId>>>,
+    /// One pass at a time: a repair answered after its pass knows its moves are published.
+    pass: tokio::sync::Mutex<()>,
+}
+
+impl IndexSync {
+    /// Stripe `id`'s chunks moved (a repair, a sealing): its objects' records are stale.
+    pub(crate) fn moved(&self, id: u64) {
+        self.moved.lock().expect("index lock").insert(id);
+    }
+}
+
+impl Coordinator {
+    /// Publishes object `name`'s current record (or tombstone) to its index holders;
+    /// returns how many keep it and how many there are. Without an index, (0, 0).
+    pub(crate) async fn publish_index(&self, name: &str) -> Result<(usize, usize), String> {
+        let copies = self.cfg.index_copies;
+        if copies == 0 {
+            return Ok((0, 0));
+        }
+        let (mut seq, mut obj) = (0, None);
+        self.meta.update(&mut |t| {
+            seq = t.next_id("index_seq")?;
+            obj = t.object(name)?;
+            Ok(())
+        })?;
+        let record = match obj {
+            Some(o) if o.committed && o.shares_stripes() => IndexRecord::from_layout(&self.layout(&o)?).map(|r| r.encode()),
+            _ => None,
+        };
+        let nodes = self.meta.nodes()?;
+        let ids: Vec<NodeId> = nodes.iter().map(|n| n.id).collect();
+        let pg = crate::geo_layout::placement_group(name, self.cfg.placement_groups);
+        let who = holders(pg, &ids, copies);
+        let mut sends = JoinSet::new();
+        for h in &who {
+            let Some(n) = nodes.iter().find(|n| n.id == *h && !n.failed) else { continue };
+            let req = NodeRequest::IndexPut { pg, name: name.to_string(), seq, record: record.clone() };
+            let (addr, t) = (n.addr.clone(), self.io_timeout());
+            sends.spawn(async move { matches!(request(&addr, &req, t).await, Ok(NodeResponse::Ok)) });
+        }
+        let mut kept = 0;
+        while let Some(r) = sends.join_next().await {
+            kept += r.unwrap_or(false) as usize;
+        }
+        if kept < who.len() {
+            self.index.retry.lock().expect("index lock").insert(name.to_string());
+        }
+        Ok((kept, who.len()))
+    }
+
+    /// After a commit or delete of `name`: its record must be kept by a majority of its
+    /// holders before the change is acknowledged.
+    pub(crate) async fn publish_acknowledged(&self, name: &str) -> Result<(), String> {
+        let (kept, of) = self.publish_index(name).await?;
+        if of > 0 && kept < majority(of) {
+            return Err(format!(
+                "'{name}' changed, but only {kept} of its {of} index holders took the change (a majority must): \
+                 it is readable through the coordinator, and its index is retried in the background"
+            ));
+        }
+        Ok(())
+    }
+
+    /// One pass of background publishing: retries, objects of moved stripes, and every
+    /// record after a start or a change of the registered nodes. Returns records published.
+    pub(crate) async fn sync_index(&self) -> Result<usize, String> {
+        if self.cfg.index_copies == 0 {
+            return Ok(0);
+        }
+        let _one = self.index.pass.lock().await;
+        let ids: Vec<NodeId> = self.meta.nodes()?.iter().map(|n| n.id).collect();
+        let everything = self.index.published_for.lock().expect("index lock").as_ref() != Some(&ids);
+        let mut names: BTreeSet<String> = std::mem::take(&mut *self.index.retry.lock().expect("index lock"));
+        let moved = std::mem::take(&mut *self.index.moved.lock().expect("index lock"));
+        if everything || !moved.is_empty() {
+            for o in self.meta.objects()? {
+                if o.shares_stripes() && (everything || o.stripes.iter().any(|s| moved.contains(s))) {
+                    names.insert(o.name);
+                }
+            }
+        }
+        let count = names.len();
+        for name in names {
+            // A failure leaves the name in the retry set (publish_index adds it).
+            if let Err(e) = self.publish_index(&name).await {
+                tracing::debug!("index record of '{name}': {e}");
+                self.index.retry.lock().expect("index lock").insert(name);
+            }
+        }
+        if everything {
+            tracing::info!("published the index records of {count} object(s) to their holders");
+            *self.index.published_for.lock().expect("index lock") = Some(ids);
+        }
+        Ok(count)
+    }
+}
+
+impl Coordinator {
+    /// Publishes what a repair or a sealing moved before answering it, so reads through
+    /// the index find the chunks where they are now (what fails is retried later).
+    pub(crate) async fn sync_index_now(&self) {
+        if let Err(e) = self.sync_index().await {
+            tracing::warn!("publishing index records: {e}");
+        }
+    }
+}
+
+/// Publishes what is left to publish every `index_sync_ms`.
+pub(crate) async fn sync(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(coord.cfg.index_sync_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        coord.sync_index_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_are_members_and_stay_put_when_others_come_and_go() {
+        let nodes: Vec<NodeId> = (1..=16).collect();
+        for pg in 0..64 {
+            let h = holders(pg, &nodes, 3);
+            assert_eq!(h.len(), 3);
+            // The first of the group's members: the index sits with the group's chunks.
+            assert_eq!(h, pg_members(pg, &nodes, 14)[..3]);
+            // A node that is not a holder leaving moves no holder.
+            let other = *nodes.iter().find(|n| !h.contains(n)).unwrap();
+            let fewer: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != other).collect();
+            assert_eq!(holders(pg, &fewer, 3), h);
+        }
+        assert_eq!(holders(0, &[4, 5], 3).len(), 2);
+        assert_eq!((majority(1), majority(2), majority(3), majority(5)), (1, 2, 2, 3));
+    }
+}

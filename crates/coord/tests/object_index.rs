@@ -1,0 +1,291 @@
+//! The per-object index (Geometric Partitioning, section 5.1) on a real coordinator and
+//! real nodes on loopback: records kept by a majority of each placement group's holders
+//! name exactly the chunks the coordinator's metadata does (after puts, overwrites,
+//! deletes, sealing and a repair); reads go on with the coordinator stopped; a change is
+//! acknowledged only once a majority of holders keep it, so a holder that missed it never
+//! makes a reader see an older version.
+
+use kintsugi_coord::geo_layout::placement_group;
+use kintsugi_coord::index_reads::IndexAnswer;
+use kintsugi_coord::object_index::holders;
+use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
+use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::object_index::IndexRecord;
+use kintsugi_proto::{LayoutSpec, NodeRequest, NodeResponse, ObjectLayout};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const S0: u64 = 16 << 10;
+const GROUPS: u32 = 4;
+
+struct Cluster {
+    dir: PathBuf,
+    coord: Option<CoordHandle>,
+    nodes: Vec<Option<NodeHandle>>,
+    client: Client,
+}
+
+fn node_config(dir: &Path, i: usize, coordinator: &str) -> NodeConfig {
+    NodeConfig {
+        id: i as u32,
+        data_dir: dir.join(format!("node{i}")),
+        coordinator: Some(coordinator.to_string()),
+        heartbeat_ms: 100,
+        io_timeout_ms: 3000,
+        ..Default::default()
+    }
+}
+
+/// A cluster of `n` nodes whose coordinator publishes index records again every `sync_ms`.
+async fn cluster(dir: &Path, n: usize, sync_ms: u64) -> Cluster {
+    let conf = CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.join("coord"),
+        dead_after_ms: 800,
+        io_timeout_ms: 2000,
+        auto_repair: false,
+        placement_groups: GROUPS,
+        index_copies: 3,
+        index_sync_ms: sync_ms,
+        seal_after_ms: 3_600_000,
+        ..Default::default()
+    };
+    let coord = start(conf).await.unwrap();
+    let addr = coord.addr.to_string();
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        nodes.push(Some(kintsugi_node::start(node_config(dir, i, &addr)).await.unwrap()));
+    }
+    let mut client = Client::new(&addr);
+    client.io_timeout = Duration::from_secs(10);
+    let c = Cluster { dir: dir.to_path_buf(), coord: Some(coord), nodes, client };
+    c.wait_alive(n).await;
+    c
+}
+
+impl Cluster {
+    async fn wait_alive(&self, n: usize) {
+        for _ in 0..200 {
+            if self.client.status().await.is_ok_and(|s| s.nodes.iter().filter(|x| x.alive).count() == n) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{n} nodes never became alive");
+    }
+
+    async fn stop_node(&mut self, i: NodeId) {
+        self.nodes[i as usize].take().expect("running").stop().await;
+    }
+
+    async fn restart_node(&mut self, i: NodeId) {
+        let addr = self.client.coordinator.clone();
+        self.nodes[i as usize] = Some(kintsugi_node::start(node_config(&self.dir, i as usize, &addr)).await.unwrap());
+    }
+
+    async fn stop(mut self) {
+        if let Some(c) = self.coord.take() {
+            c.stop().await;
+        }
+        for n in self.nodes.iter_mut() {
+            if let Some(n) = n.take() {
+                n.stop().await;
+            }
+        }
+    }
+}
+
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn the_holders(name: &str, n: usize) -> Vec<NodeId> {
+    let ids: Vec<NodeId> = (0..n as NodeId).collect();
+    holders(placement_group(name, GROUPS), &ids, 3)
+}
+
+async fn put(c: &Client, name: &str, len: usize, seed: u64) -> Result<ObjectLayout, String> {
+    let bytes = data(len, seed);
+    let mut r = &bytes[..];
+    let code = "clay:4,2,5".parse().unwrap();
+    c.put_with_layout(name, &mut r, len as u64, code, 0, LayoutSpec::Geo { s0: S0, q: 2, cap: 0 }, &|_| {}).await
+}
+
+/// Each holder's record of `name`, asked directly (None: no answer).
+async fn records(c: &Client, name: &str, n: usize) -> Vec<Option<(u64, Option<Vec<u8>>)>> {
+    let map = c.cluster_map(false).await.unwrap();
+    let pg = placement_group(name, GROUPS);
+    let mut out = Vec::new();
+    for h in the_holders(name, n) {
+        let req = NodeRequest::IndexGet { pg, name: name.to_string() };
+        out.push(match kintsugi_node::exec::request(&map.nodes[&h], &req, Duration::from_millis(500)).await {
+            Ok(NodeResponse::IndexEntry { seq, record }) => Some((seq, record)),
+            _ => None,
+        });
+    }
+    out
+}
+
+/// The index agrees with the coordinator: the highest record a majority of `name`'s holders
+/// keep names the same chunks, nodes, lengths and checksums as the coordinator's layout.
+async fn check_record(c: &Client, name: &str, n: usize) {
+    let truth = c.stat(name).await.unwrap();
+    let rs = records(c, name, n).await;
+    let mut best: Option<(u64, Option<Vec<u8>>)> = None;
+    for r in rs.iter().flatten() {
+        if best.as_ref().is_none_or(|b| r.0 > b.0) {
+            best = Some(r.clone());
+        }
+    }
+    let (_, bytes) = best.unwrap_or_else(|| panic!("{name}: no holder answered"));
+    let rec = IndexRecord::decode(&bytes.unwrap_or_else(|| panic!("{name}: a tombstone"))).unwrap();
+    assert_eq!((rec.version, rec.size), (truth.version, truth.size), "{name}");
+    let l = rec.to_layout(name, placement_group(name, GROUPS), &|_| Some(String::new()));
+    assert_eq!(l.extents.len(), truth.extents.len(), "{name}");
+    for (g, e) in l.extents.iter().zip(&truth.extents) {
+        let (gs, ts) = (&l.stripes[g.stripe], &truth.stripes[e.stripe]);
+        let (gl, tl) = (&gs.chunks[g.index], &ts.chunks[e.index]);
+        assert_eq!((gs.id, g.index, g.offset, g.len, g.crc32c), (ts.id, e.index, e.offset, e.len, e.crc32c), "{name}");
+        assert_eq!((gl.node, gl.bucket), (tl.node, tl.bucket), "{name}: {}", tl.chunk);
+        if !ts.small {
+            assert_eq!(gl.crc32c, tl.crc32c, "{name}: {}", tl.chunk);
+        }
+        assert_eq!(gs.open, ts.small && ts.open, "{name}: a piece's sealing");
+    }
+}
+
+fn sizes() -> Vec<(String, usize)> {
+    // Whole chunks, chunks after a remainder, a small object (one piece), odd sizes.
+    [1usize, 3_001, 16_384, 20_000, 49_153, 70_001, 131_072, 250_003, 400_009]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (format!("obj-{i}"), len))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_on_without_the_coordinator_and_the_index_follows_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 7;
+    let mut c = cluster(dir.path(), n, 500).await;
+    let objs = sizes();
+    for (name, len) in &objs[..5] {
+        put(&c.client, name, *len, *len as u64).await.unwrap();
+    }
+    // Some stripes sealed, some open: records follow the pieces into their slots.
+    assert!(c.client.seal().await.unwrap() > 0);
+    for (name, len) in &objs[5..] {
+        put(&c.client, name, *len, *len as u64).await.unwrap();
+    }
+    // An overwrite and a delete; a Stripe-layout object, which is not indexed.
+    put(&c.client, "obj-2", 33_333, 99).await.unwrap();
+    c.client.delete("obj-4").await.unwrap();
+    let stripe = data(50_000, 5);
+    c.client.put("plain", &stripe, "rs:4,2".parse().unwrap(), 8 << 10).await.unwrap();
+    let expect = |name: &str| -> Option<Vec<u8>> {
+        match name {
+            "obj-2" => Some(data(33_333, 99)),
+            "obj-4" => None,
+            _ => objs.iter().find(|o| o.0 == name).map(|&(_, len)| data(len, len as u64)),
+        }
+    };
+    for (name, _) in &objs {
+        if name != "obj-4" {
+            check_record(&c.client, name, n).await;
+        }
+    }
+    let gone = records(&c.client, "obj-4", n).await;
+    assert!(gone.iter().flatten().filter(|r| r.0 > 0 && r.1.is_none()).count() >= 2, "obj-4's tombstone: {gone:?}");
+    assert!(matches!(c.client.index_lookup("plain").await, IndexAnswer::Absent));
+
+    // A node of the cluster fails; the repair moves its chunks and the records follow.
+    let victim = c.client.stat("obj-8").await.unwrap().extents.last().map(|e| e.index).unwrap();
+    let victim = c.client.stat("obj-8").await.unwrap().stripes.last().unwrap().chunks[victim].node;
+    c.client.seal().await.unwrap();
+    c.stop_node(victim).await;
+    c.client.fail(victim).await.unwrap();
+    let r = c.client.repair(Shape::Cr, 4096, 4, Scheduler::Random).await.unwrap();
+    assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
+    for (name, _) in &objs {
+        if name != "obj-4" {
+            check_record(&c.client, name, n).await;
+        }
+    }
+
+    // The coordinator stops. Every Geo object still reads back whole, and by range, from
+    // where its record says, with no chunk rebuilt.
+    c.client.cluster_map(false).await.unwrap();
+    c.coord.take().unwrap().stop().await;
+    for (name, _) in &objs {
+        match expect(name) {
+            Some(want) => {
+                let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(got == want, "{name}: bytes differ");
+                assert!(rep.degraded.is_empty(), "{name}: {:?}", rep.degraded);
+                let mut part = Vec::new();
+                let (off, len) = (want.len() as u64 / 3, want.len() as u64 / 2 + 1);
+                c.client.get_range_into(name, off, len, &mut part, Shape::Cr, 4096, &|_| {}).await.unwrap();
+                assert!(part == want[off as usize..(off + len) as usize], "{name}: a range");
+            }
+            None => {
+                let e = c.client.get(name, Shape::Cr, 4096).await.unwrap_err();
+                assert!(e.contains("no object named 'obj-4' in the index"), "{e}");
+            }
+        }
+    }
+    // A Stripe object needs the coordinator.
+    assert!(c.client.get("plain", Shape::Cr, 4096).await.is_err());
+    // One holder of a group down: a majority still answers. Two: the index cannot say.
+    let name = "obj-6";
+    let hs: Vec<NodeId> = the_holders(name, n).into_iter().filter(|&h| h != victim).collect();
+    c.stop_node(hs[0]).await;
+    let holders_alive = the_holders(name, n).iter().filter(|&&h| h != victim && h != hs[0]).count();
+    if holders_alive >= 2 {
+        assert!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0 == expect(name).unwrap());
+    }
+    c.stop_node(hs[1]).await;
+    assert!(matches!(c.client.index_lookup(name).await, IndexAnswer::Unavailable(_)));
+    assert!(c.client.get(name, Shape::Cr, 4096).await.is_err());
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_missed_a_change_never_serves_an_older_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 8;
+    // No background publishing: a holder that missed a change stays behind.
+    let mut c = cluster(dir.path(), n, 3_600_000).await;
+    let name = "contested";
+    let hs = the_holders(name, n);
+    put(&c.client, name, 90_001, 1).await.unwrap();
+    // One holder misses the overwrite: two of three keep it, so it is acknowledged.
+    c.stop_node(hs[0]).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    put(&c.client, name, 40_007, 2).await.unwrap();
+    // Two holders down: a change cannot reach a majority, so it is not acknowledged (it is
+    // committed at the coordinator, and its index is retried in the background).
+    c.stop_node(hs[1]).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let e = put(&c.client, name, 12_345, 3).await.unwrap_err();
+    assert!(e.contains("index holders"), "{e}");
+    // The stale holder comes back, the up-to-date one stays down, and the coordinator
+    // stops before it can publish again: the majority a reader gets holds the newer record
+    // of the acknowledged overwrite or of the unacknowledged one, never the first version.
+    c.restart_node(hs[0]).await;
+    c.wait_alive(n - 1).await;
+    c.client.cluster_map(true).await.unwrap();
+    c.coord.take().unwrap().stop().await;
+    let (got, _) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+    assert!(got == data(40_007, 2) || got == data(12_345, 3), "read {} bytes: an older version", got.len());
+    c.stop().await;
+}
