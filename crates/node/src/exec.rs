@@ -231,6 +231,10 @@ impl Executor {
                 }
                 run2.done.send_replace(Some(Err(format!("repair {} timed out after {limit:?}", run2.assignment.repair))));
             }
+            // The helper chunks' read windows go now: nothing reads them any more. Kept with
+            // the run, they held memory for io_timeout, and a later repair or degraded read
+            // of the same chunk got its bytes from them without the disk.
+            run2.caches.lock().expect("caches lock").clear();
             // Outputs may still be pulled for a while after the vertices finish producing.
             tokio::time::sleep(exec.io_timeout).await;
             if let Some(t) = &run2.ticket {
