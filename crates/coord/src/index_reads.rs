@@ -107,6 +107,9 @@ impl Client {
                 best = Some((seq, record));
             }
             if answers >= need {
+                // The rest finish on their own (an aborted exchange would leave its node a
+                // half-made connection to warn about).
+                asks.detach_all();
                 break;
             }
         }

@@ -77,6 +77,8 @@ fn reusable(req: &NodeRequest, resp: &NodeResponse) -> bool {
             | NodeRequest::CancelRepair { .. }
             | NodeRequest::ReserveTimeslots { .. }
             | NodeRequest::ReleaseTimeslots { .. }
+            | NodeRequest::IndexPut { .. }
+            | NodeRequest::IndexGet { .. }
     );
     plain && !matches!(resp, NodeResponse::Error { .. })
 }
