@@ -5,108 +5,34 @@
 //! acknowledged only once a majority of holders keep it, so a holder that missed it never
 //! makes a reader see an older version.
 
+mod common;
+
+use common::{cfg, cluster_with, data, Cluster};
 use kintsugi_coord::geo_layout::placement_group;
 use kintsugi_coord::index_reads::IndexAnswer;
 use kintsugi_coord::object_index::holders;
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
-use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::object_index::IndexRecord;
 use kintsugi_proto::{LayoutSpec, NodeRequest, NodeResponse, ObjectLayout};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const S0: u64 = 16 << 10;
 const GROUPS: u32 = 4;
 
-struct Cluster {
-    dir: PathBuf,
-    coord: Option<CoordHandle>,
-    nodes: Vec<Option<NodeHandle>>,
-    client: Client,
-}
-
-fn node_config(dir: &Path, i: usize, coordinator: &str) -> NodeConfig {
-    NodeConfig {
-        id: i as u32,
-        data_dir: dir.join(format!("node{i}")),
-        coordinator: Some(coordinator.to_string()),
-        heartbeat_ms: 100,
-        io_timeout_ms: 3000,
-        ..Default::default()
-    }
-}
-
 /// A cluster of `n` nodes whose coordinator publishes index records again every `sync_ms`.
 async fn cluster(dir: &Path, n: usize, sync_ms: u64) -> Cluster {
     let conf = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.join("coord"),
-        dead_after_ms: 800,
         io_timeout_ms: 2000,
-        auto_repair: false,
         placement_groups: GROUPS,
         index_copies: 3,
         index_sync_ms: sync_ms,
         seal_after_ms: 3_600_000,
-        ..Default::default()
+        ..cfg(dir, "127.0.0.1:0")
     };
-    let coord = start(conf).await.unwrap();
-    let addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        nodes.push(Some(kintsugi_node::start(node_config(dir, i, &addr)).await.unwrap()));
-    }
-    let mut client = Client::new(&addr);
-    client.io_timeout = Duration::from_secs(10);
-    let c = Cluster { dir: dir.to_path_buf(), coord: Some(coord), nodes, client };
-    c.wait_alive(n).await;
-    c
-}
-
-impl Cluster {
-    async fn wait_alive(&self, n: usize) {
-        for _ in 0..200 {
-            if self.client.status().await.is_ok_and(|s| s.nodes.iter().filter(|x| x.alive).count() == n) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{n} nodes never became alive");
-    }
-
-    async fn stop_node(&mut self, i: NodeId) {
-        self.nodes[i as usize].take().expect("running").stop().await;
-    }
-
-    async fn restart_node(&mut self, i: NodeId) {
-        let addr = self.client.coordinator.clone();
-        self.nodes[i as usize] = Some(kintsugi_node::start(node_config(&self.dir, i as usize, &addr)).await.unwrap());
-    }
-
-    async fn stop(mut self) {
-        if let Some(c) = self.coord.take() {
-            c.stop().await;
-        }
-        for n in self.nodes.iter_mut() {
-            if let Some(n) = n.take() {
-                n.stop().await;
-            }
-        }
-    }
-}
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    cluster_with(conf, dir, n, None).await
 }
 
 fn the_holders(name: &str, n: usize) -> Vec<NodeId> {
@@ -212,7 +138,7 @@ async fn reads_go_on_without_the_coordinator_and_the_index_follows_every_change(
     let victim = c.client.stat("obj-8").await.unwrap().extents.last().map(|e| e.index).unwrap();
     let victim = c.client.stat("obj-8").await.unwrap().stripes.last().unwrap().chunks[victim].node;
     c.client.seal().await.unwrap();
-    c.stop_node(victim).await;
+    c.kill(victim as usize).await;
     c.client.fail(victim).await.unwrap();
     let r = c.client.repair(Shape::Cr, 4096, 4, Scheduler::Random).await.unwrap();
     assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
@@ -248,12 +174,12 @@ async fn reads_go_on_without_the_coordinator_and_the_index_follows_every_change(
     // One holder of a group down: a majority still answers. Two: the index cannot say.
     let name = "obj-6";
     let hs: Vec<NodeId> = the_holders(name, n).into_iter().filter(|&h| h != victim).collect();
-    c.stop_node(hs[0]).await;
+    c.kill(hs[0] as usize).await;
     let holders_alive = the_holders(name, n).iter().filter(|&&h| h != victim && h != hs[0]).count();
     if holders_alive >= 2 {
         assert!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0 == expect(name).unwrap());
     }
-    c.stop_node(hs[1]).await;
+    c.kill(hs[1] as usize).await;
     assert!(matches!(c.client.index_lookup(name).await, IndexAnswer::Unavailable(_)));
     assert!(c.client.get(name, Shape::Cr, 4096).await.is_err());
     c.stop().await;
@@ -269,19 +195,19 @@ async fn a_holder_that_missed_a_change_never_serves_an_older_version() {
     let hs = the_holders(name, n);
     put(&c.client, name, 90_001, 1).await.unwrap();
     // One holder misses the overwrite: two of three keep it, so it is acknowledged.
-    c.stop_node(hs[0]).await;
+    c.kill(hs[0] as usize).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     put(&c.client, name, 40_007, 2).await.unwrap();
     // Two holders down: a change cannot reach a majority, so it is not acknowledged (it is
     // committed at the coordinator, and its index is retried in the background).
-    c.stop_node(hs[1]).await;
+    c.kill(hs[1] as usize).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let e = put(&c.client, name, 12_345, 3).await.unwrap_err();
     assert!(e.contains("index holders"), "{e}");
     // The stale holder comes back, the up-to-date one stays down, and the coordinator
     // stops before it can publish again: the majority a reader gets holds the newer record
     // of the acknowledged overwrite or of the unacknowledged one, never the first version.
-    c.restart_node(hs[0]).await;
+    c.restart(dir.path(), hs[0] as usize).await;
     c.wait_alive(n - 1).await;
     c.client.cluster_map(true).await.unwrap();
     c.coord.take().unwrap().stop().await;

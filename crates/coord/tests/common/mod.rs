@@ -35,21 +35,25 @@ pub async fn cluster_with(conf: CoordConfig, dir: &Path, n: usize, link: Option<
     cluster_nodes(conf, dir, n, |_, c| NodeConfig { uplink: link, downlink: link, ..c }).await
 }
 
+/// Node i's default configuration in a test cluster.
+pub fn node_cfg(dir: &Path, i: usize, coord_addr: &str) -> NodeConfig {
+    NodeConfig {
+        id: i as u32,
+        data_dir: dir.join(format!("node{i}")),
+        coordinator: Some(coord_addr.to_string()),
+        heartbeat_ms: 100,
+        io_timeout_ms: 3000,
+        ..Default::default()
+    }
+}
+
 /// A cluster whose node i is configured by `node(i, defaults)`.
 pub async fn cluster_nodes(conf: CoordConfig, dir: &Path, n: usize, node: impl Fn(usize, NodeConfig) -> NodeConfig) -> Cluster {
     let coord = start(conf).await.unwrap();
     let coord_addr = coord.addr.to_string();
     let mut nodes = Vec::new();
     for i in 0..n {
-        let c = NodeConfig {
-            id: i as u32,
-            data_dir: dir.join(format!("node{i}")),
-            coordinator: Some(coord_addr.clone()),
-            heartbeat_ms: 100,
-            io_timeout_ms: 3000,
-            ..Default::default()
-        };
-        nodes.push(Some(kintsugi_node::start(node(i, c)).await.unwrap()));
+        nodes.push(Some(kintsugi_node::start(node(i, node_cfg(dir, i, &coord_addr))).await.unwrap()));
     }
     let mut client = Client::new(&coord_addr);
     client.io_timeout = Duration::from_secs(10);
@@ -74,6 +78,23 @@ impl Cluster {
     pub async fn kill(&mut self, i: usize) {
         if let Some(n) = self.nodes[i].take() {
             n.stop().await;
+        }
+    }
+
+    /// Starts node i again on its data directory (default configuration).
+    pub async fn restart(&mut self, dir: &Path, i: usize) {
+        self.nodes[i] = Some(kintsugi_node::start(node_cfg(dir, i, &self.coord_addr)).await.unwrap());
+    }
+
+    /// Stops the coordinator and every node.
+    pub async fn stop(mut self) {
+        if let Some(c) = self.coord.take() {
+            c.stop().await;
+        }
+        for n in self.nodes.iter_mut() {
+            if let Some(n) = n.take() {
+                n.stop().await;
+            }
         }
     }
 }
