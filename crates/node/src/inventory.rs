@@ -3,8 +3,8 @@
 //! and a throttled scrub that re-reads every chunk against its checksums and reports the
 //! corrupt ones (Ceph's deep scrub), so corruption is found before a read needs the chunk.
 
+use crate::config::NodeConfig;
 use crate::exec::Executor;
-use crate::server::NodeConfig;
 use kintsugi_proto::{recv, send, CoordRequest, CoordResponse};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,9 +4,11 @@
 pub mod assemble;
 pub mod bucket;
 mod chunk_writer;
+pub mod config;
 pub mod disk_emulation;
 pub mod exec;
 mod footer_cache;
+mod identity;
 mod input;
 mod inventory;
 pub mod monitor;

@@ -1,7 +1,9 @@
 //! The node process: a TCP server for chunk reads and writes and repair plans, heartbeats to
 //! the coordinator, and a clean stop. A bad frame or request fails that connection only.
 
+pub use crate::config::NodeConfig;
 use crate::exec::{Executor, Unit};
+use crate::identity::{claim_data_dir, write_identity, Identity};
 use crate::shaper::Shaper;
 use crate::store::ChunkStore;
 use crate::timeslot_gate::Side;
@@ -9,9 +11,7 @@ use kintsugi_plan::NodeId;
 use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, CoordRequest, Frame, FrameError, Kind, NodeRequest, NodeResponse, NodeStat,
 };
-use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,83 +23,6 @@ use tokio::task::JoinSet;
 /// The longest a timeslot reservation holds a node's gates (a coordinator asking for more
 /// gets this).
 const MAX_RESERVATION_HOLD_MS: u64 = 600_000;
-
-/// A node's configuration (TOML for `kintsugi node --config`); every field has a default.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NodeConfig {
-    /// Unique node id in the cluster.
-    pub id: NodeId,
-    /// Address to listen on; port 0 picks a free port.
-    pub listen: String,
-    /// Address others use to reach this node (default: the listening address).
-    pub advertise: Option<String>,
-    /// Where chunks are stored.
-    pub data_dir: PathBuf,
-    /// Coordinator to send heartbeats to.
-    pub coordinator: Option<String>,
-    /// Emulated uplink and downlink in bytes per second (unshaped when absent).
-    pub uplink: Option<f64>,
-    pub downlink: Option<f64>,
-    pub heartbeat_ms: u64,
-    /// How long to wait for a peer before giving up on a stream.
-    pub io_timeout_ms: u64,
-    /// Every this long (and at start) the node sends the coordinator its chunk list.
-    pub inventory_ms: u64,
-    /// Scrub: every chunk is re-read against its checksums once per this interval
-    /// (0: never), at most `scrub_bytes_per_s` (like Ceph's deep scrub, throttled).
-    pub scrub_interval_ms: u64,
-    pub scrub_bytes_per_s: f64,
-    /// Space this node may fill with chunks (default: what its file system has).
-    pub capacity_bytes: Option<u64>,
-    /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
-    pub secret_file: Option<PathBuf>,
-    /// The node's link rate in bytes per second (both directions), for the coordinator's
-    /// residual-bandwidth accounting; default: the emulated uplink and downlink, if any.
-    pub link_capacity: Option<f64>,
-    /// Threads of the node's async runtime (default: one per core). Many nodes on one
-    /// host (the testbed) run best with one each: wake-ups stay on the thread.
-    pub worker_threads: Option<usize>,
-    /// HDD emulation of the chunk store: positioning milliseconds per I/O and sequential
-    /// bytes per second (either one turns it on; the other defaults to 8 ms or 180 MB/s).
-    pub hdd_seek_ms: Option<f64>,
-    pub hdd_bandwidth: Option<f64>,
-    /// Verified read-ahead per chunk a repair helper reads (default 512 KiB, 4 MiB on an
-    /// emulated HDD).
-    pub read_ahead_bytes: Option<usize>,
-    /// TCP congestion control of the node's connections (e.g. cubic); default: the host's.
-    /// Process-wide: nodes sharing a process (an embedded cluster) share it.
-    /// The testbed sets cubic: with BBR, flows whose acknowledgements queue behind a busy
-    /// link's data stall at their window (see `kintsugi_proto::tcp`).
-    pub tcp_congestion: Option<String>,
-}
-
-impl Default for NodeConfig {
-    fn default() -> Self {
-        NodeConfig {
-            id: 0,
-            listen: "127.0.0.1:0".into(),
-            advertise: None,
-            data_dir: PathBuf::from("kintsugi-node-data"),
-            coordinator: None,
-            uplink: None,
-            downlink: None,
-            heartbeat_ms: 500,
-            io_timeout_ms: 10_000,
-            inventory_ms: 60_000,
-            scrub_interval_ms: 86_400_000,
-            scrub_bytes_per_s: 64e6,
-            capacity_bytes: None,
-            secret_file: None,
-            worker_threads: None,
-            hdd_seek_ms: None,
-            hdd_bandwidth: None,
-            read_ahead_bytes: None,
-            link_capacity: None,
-            tcp_congestion: None,
-        }
-    }
-}
 
 /// A running node.
 pub struct NodeHandle {
@@ -141,54 +64,6 @@ fn stat(exec: &Executor) -> NodeStat {
         timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
         timeslot_reservations: exec.timeslots.reserved_batches() as u64,
         disk_busy_seconds: exec.store.disk().map_or(0.0, |d| d.busy_seconds()),
-    }
-}
-
-/// What a data directory belongs to: the node id, written on its first start, and the
-/// cluster, written when the coordinator first welcomes it (0 until then).
-#[derive(Serialize, Deserialize)]
-struct Identity {
-    node: NodeId,
-    #[serde(default)]
-    cluster: u64,
-}
-
-fn write_identity(dir: &std::path::Path, id: &Identity) -> Result<(), String> {
-    let path = dir.join("identity.json");
-    // Temp file, fsync, rename: a crash leaves no half-written identity.
-    let tmp = dir.join("identity.json.tmp");
-    let body = serde_json::to_vec(id).expect("serialises");
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, &body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Refuses a data directory that belongs to another node id; claims a new one. Returns
-/// the cluster the directory joined (0: none yet).
-fn claim_data_dir(cfg: &NodeConfig) -> Result<u64, String> {
-    let path = cfg.data_dir.join("identity.json");
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let id: Identity = serde_json::from_slice(&bytes).map_err(|e| format!("{} is not a node identity: {e}", path.display()))?;
-            if id.node != cfg.id {
-                return Err(format!(
-                    "{} belongs to node {}, not node {}: give that id or another directory",
-                    cfg.data_dir.display(),
-                    id.node,
-                    cfg.id
-                ));
-            }
-            Ok(id.cluster)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write_identity(&cfg.data_dir, &Identity { node: cfg.id, cluster: 0 }).map(|_| 0)
-        }
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
 }
 
