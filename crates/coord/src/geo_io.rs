@@ -324,9 +324,7 @@ impl Client {
         }
         match self.read_extents(&layout, offset, len, sink, method, slice, progress).await {
             Err(e) if from_index => {
-                tracing::info!("reading '{name}' as its index record says: {e}; asking the coordinator");
-                let now = self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| format!("{e} (and {c})"))?;
-                sink.restart().map_err(|r| format!("reading '{name}' as its index record says failed ({e}), and {r}"))?;
+                let now = self.relocate(name, e, sink).await?;
                 self.read_extents(&now, offset, len, sink, method, slice, progress).await
             }
             r => r,

@@ -126,20 +126,36 @@ impl Client {
     /// Where object `name` is: from the index when it has the object (and the client reads
     /// through it), else from the coordinator. Says which.
     pub(crate) async fn locate(&self, name: &str) -> Result<(ObjectLayout, bool), String> {
+        let mut absent = false;
         if self.index_reads {
             match self.index_lookup(name).await {
                 IndexAnswer::Found(l) => return Ok((l, true)),
-                IndexAnswer::Absent => {
-                    return match self.layout(CoordRequest::Lookup { name: name.into() }).await {
-                        Ok(l) => Ok((l, false)),
-                        Err(e) if unreachable(&e) => Err(format!("no object named '{name}' in the index (and {e})")),
-                        Err(e) => Err(e),
-                    };
-                }
+                IndexAnswer::Absent => absent = true,
                 IndexAnswer::Unavailable(why) => tracing::debug!("index lookup of '{name}': {why}"),
             }
         }
-        Ok((self.layout(CoordRequest::Lookup { name: name.into() }).await?, false))
+        match self.layout(CoordRequest::Lookup { name: name.into() }).await {
+            Ok(l) => Ok((l, false)),
+            Err(e) if absent && unreachable(&e) => Err(format!("no object named '{name}' in the index (and {e})")),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Client {
+    /// After a read that followed `name`'s index record failed with `e` (the record named a
+    /// chunk that is not there: a node down, a repair not published yet): the coordinator's
+    /// layout, with what the sink got dropped.
+    pub(crate) async fn relocate(
+        &self,
+        name: &str,
+        e: String,
+        sink: &mut dyn crate::object_io::ObjectSink,
+    ) -> Result<ObjectLayout, String> {
+        tracing::info!("reading '{name}' as its index record says: {e}; asking the coordinator");
+        let now = self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| format!("{e} (and {c})"))?;
+        sink.restart().map_err(|r| format!("reading '{name}' as its index record says failed ({e}), and {r}"))?;
+        Ok(now)
     }
 }
 

@@ -160,14 +160,7 @@ impl Client {
         for _ in 0..3 {
             match self.get_version(name, &layout, sink, method, slice, progress).await {
                 Ok(r) => return Ok(r),
-                Err(e) if from_index => {
-                    // The index record named a chunk that is not there (a node down, a
-                    // repair not published yet): the coordinator knows where it is.
-                    tracing::info!("reading '{name}' as its index record says: {e}; asking the coordinator");
-                    let now = self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| format!("{e} (and {c})"))?;
-                    sink.restart().map_err(|r| format!("reading '{name}' as its index record says failed ({e}), and {r}"))?;
-                    (layout, from_index) = (now, false);
-                }
+                Err(e) if from_index => (layout, from_index) = (self.relocate(name, e, sink).await?, false),
                 Err(e) => {
                     let now = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
                     if now.version == layout.version {

@@ -150,11 +150,12 @@ impl IndexRecord {
                 Some(p) => (p.class, true, p.chunk_len),
                 None => (r.len, false, r.len),
             };
+            let at = addr(r.node);
             let here = ChunkLoc {
                 chunk: ChunkId::new(r.stripe, index),
                 node: r.node,
-                alive: addr(r.node).is_some(),
-                addr: addr(r.node).unwrap_or_default(),
+                alive: at.is_some(),
+                addr: at.unwrap_or_default(),
                 crc32c: (!small).then_some(crc),
                 lost: false,
                 bucket: Some(BucketSlot { pg, class, slot: r.slot, small }),
