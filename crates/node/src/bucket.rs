@@ -11,13 +11,13 @@
 //! valid. A deleted chunk's slot is punched out of the file (its space returns to the file
 //! system; the file keeps its length so other slots keep their offsets).
 
+use crate::lazy_db::LazyDb;
 use crate::store::{Footer, StoreError};
 use kintsugi_proto::{BucketSlot, ChunkId};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
 
 const INDEX: TableDefinition<&str, &[u8]> = TableDefinition::new("bucket_chunks");
 /// The index's file in the store's directory.
@@ -42,57 +42,26 @@ pub fn file_name(slot: &BucketSlot) -> String {
     }
 }
 
-/// The bucket index of a store, opened on first use: stores that never see a bucket write
-/// never create one, and two stores over one directory in a process share it (redb allows
-/// one open per file).
+/// The bucket index of a store, opened on first use (a store that never sees a bucket
+/// write never creates one).
 #[derive(Debug)]
 pub(crate) struct BucketIndex {
     path: PathBuf,
-    db: OnceLock<Arc<Database>>,
+    db: LazyDb,
 }
 
 fn err(path: &Path) -> impl Fn(String) -> StoreError + '_ {
     move |x| StoreError::Io { path: path.display().to_string(), err: std::io::Error::other(x) }
 }
 
-/// The open index databases of this process, by path.
-fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Database>>> {
-    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Database>>>> = OnceLock::new();
-    OPEN.get_or_init(Default::default)
-}
-
-/// The redb database at `path`, created with `table` if need be: the one this process has
-/// open already, else a new open (redb allows one open per file).
-pub(crate) fn open_shared(path: &Path, table: TableDefinition<&str, &[u8]>) -> Result<Arc<Database>, String> {
-    let mut open = registry().lock().expect("database registry");
-    if let Some(db) = open.get(path).and_then(Weak::upgrade) {
-        return Ok(db);
-    }
-    let db = Database::create(path).map_err(|x| x.to_string())?;
-    let w = db.begin_write().map_err(|x| x.to_string())?;
-    w.open_table(table).map_err(|x| x.to_string())?;
-    w.commit().map_err(|x| x.to_string())?;
-    let db = Arc::new(db);
-    open.retain(|_, w| w.strong_count() > 0);
-    open.insert(path.to_path_buf(), Arc::downgrade(&db));
-    Ok(db)
-}
-
 impl BucketIndex {
     pub fn new(dir: &Path) -> Self {
-        BucketIndex { path: dir.join(INDEX_FILE), db: OnceLock::new() }
+        BucketIndex { path: dir.join(INDEX_FILE), db: LazyDb::new(dir, INDEX_FILE, INDEX) }
     }
 
     /// The database, created when `create` (a bucket write); None while there is none.
     fn db(&self, create: bool) -> Result<Option<&Arc<Database>>, StoreError> {
-        if let Some(db) = self.db.get() {
-            return Ok(Some(db));
-        }
-        if !create && !self.path.exists() {
-            return Ok(None);
-        }
-        let db = open_shared(&self.path, INDEX).map_err(err(&self.path))?;
-        Ok(Some(self.db.get_or_init(|| db)))
+        self.db.get(create).map_err(err(&self.path))
     }
 
     /// The entry of chunk `id`, if it is in a bucket.

@@ -11,6 +11,7 @@ mod footer_cache;
 mod identity;
 mod input;
 mod inventory;
+mod lazy_db;
 pub mod monitor;
 pub mod object_index;
 pub mod pool;

@@ -8,10 +8,10 @@
 //! store's directory, one committed (fsynced) transaction per record, so a record the node
 //! acknowledged survives a crash.
 
-use crate::bucket::open_shared;
+use crate::lazy_db::LazyDb;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
+use std::sync::Arc;
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("object_index");
 /// The index's file in the store's directory.
@@ -22,8 +22,7 @@ pub const MAX_NAME: usize = 1024;
 /// The object index of a store, opened on first use.
 #[derive(Debug)]
 pub struct ObjectIndex {
-    path: PathBuf,
-    db: OnceLock<Arc<Database>>,
+    db: LazyDb,
 }
 
 fn key(pg: u32, name: &str) -> String {
@@ -49,18 +48,11 @@ fn parse(v: &[u8]) -> Result<(u64, Option<Vec<u8>>), String> {
 
 impl ObjectIndex {
     pub fn new(dir: &Path) -> Self {
-        ObjectIndex { path: dir.join(INDEX_FILE), db: OnceLock::new() }
+        ObjectIndex { db: LazyDb::new(dir, INDEX_FILE, RECORDS) }
     }
 
     fn db(&self, create: bool) -> Result<Option<&Arc<Database>>, String> {
-        if let Some(db) = self.db.get() {
-            return Ok(Some(db));
-        }
-        if !create && !self.path.exists() {
-            return Ok(None);
-        }
-        let db = open_shared(&self.path, RECORDS).map_err(|x| format!("{}: {x}", self.path.display()))?;
-        Ok(Some(self.db.get_or_init(|| db)))
+        self.db.get(create)
     }
 
     fn check(name: &str, record: Option<&[u8]>) -> Result<(), String> {
@@ -81,7 +73,7 @@ impl ObjectIndex {
             return Err("index sequence numbers start at 1".into());
         }
         let db = self.db(true)?.expect("created");
-        let e = |x: redb::Error| format!("{}: {x}", self.path.display());
+        let e = |x: redb::Error| format!("{}: {x}", self.db.path.display());
         let w = db.begin_write().map_err(|x| e(x.into()))?;
         let kept = {
             let mut t = w.open_table(RECORDS).map_err(|x| e(x.into()))?;
@@ -103,7 +95,7 @@ impl ObjectIndex {
     pub fn get(&self, pg: u32, name: &str) -> Result<(u64, Option<Vec<u8>>), String> {
         Self::check(name, None)?;
         let Some(db) = self.db(false)? else { return Ok((0, None)) };
-        let e = |x: redb::Error| format!("{}: {x}", self.path.display());
+        let e = |x: redb::Error| format!("{}: {x}", self.db.path.display());
         let r = db.begin_read().map_err(|x| e(x.into()))?;
         let t = r.open_table(RECORDS).map_err(|x| e(x.into()))?;
         match t.get(key(pg, name).as_str()).map_err(|x| e(x.into()))? {
