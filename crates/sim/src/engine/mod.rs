@@ -73,6 +73,11 @@ enum Timer {
     Finish(u32),
     /// A job's `cancel_at`.
     Cancel(u32),
+    /// A vertex held back by its output's window may send again.
+    Resume {
+        job: u32,
+        vertex: u32,
+    },
 }
 
 /// f64 with a total order, for the timer heap.
@@ -114,6 +119,13 @@ struct JobState {
     width: Vec<f64>,
     delivered: Vec<u32>,
     sending: Vec<bool>,
+    /// Slice model: per vertex, whether it was held back by its output's window, when it
+    /// may send again after the window opened, when its current send began, and how long its
+    /// last send took (see `vertex::resume_delay`).
+    held: Vec<bool>,
+    not_before: Vec<f64>,
+    sent_at: Vec<f64>,
+    last_send: Vec<f64>,
     read_done: Vec<u32>,
     reading: Vec<bool>,
     sink_next: Vec<u32>,
@@ -429,6 +441,7 @@ impl<'a> Engine<'a> {
             FlowKind::Net { job, vertex } => {
                 let s = &mut self.st[job as usize];
                 s.sending[vertex as usize] = false;
+                s.last_send[vertex as usize] = self.now - s.sent_at[vertex as usize];
                 if s.mode == JobMode::Overlap {
                     s.flow_done[vertex as usize] = true;
                     return self.try_deliver(job, vertex);
@@ -459,7 +472,7 @@ impl<'a> Engine<'a> {
         // Nothing of a cancelled job goes on.
         let job = match t {
             Timer::Release(j) | Timer::Finish(j) | Timer::Cancel(j) => Some(j),
-            Timer::StartRead { job, .. } | Timer::Deliver { job, .. } => Some(job),
+            Timer::StartRead { job, .. } | Timer::Deliver { job, .. } | Timer::Resume { job, .. } => Some(job),
             Timer::Foreground(_) => None,
         };
         if job.is_some_and(|j| self.st[j as usize].finished) {
@@ -469,6 +482,7 @@ impl<'a> Engine<'a> {
             Timer::Release(j) => self.start_job(j),
             Timer::StartRead { job, vertex } => self.start_read(job, vertex),
             Timer::Deliver { job, vertex } => self.deliver(job, vertex),
+            Timer::Resume { job, vertex } => self.try_vertex(job, vertex),
             Timer::Finish(job) => self.finish_job(job),
             Timer::Cancel(job) => self.cancel_job(job),
             Timer::Foreground(i) => {

@@ -16,16 +16,42 @@ impl Engine<'_> {
         if vx.local.is_some() && self.read_modeled(vx.node) && s.read_done[v as usize] <= u {
             return false;
         }
-        // Back-pressure: a vertex holds at most RELAY_WINDOW units per input that it has
-        // not used yet (a sink uses unit u once every input has sent it). Not under a
-        // timeslot schedule, whose relays hold whole chunks between slots.
-        if let (Some(out), false) = (vx.output, s.gated) {
-            let used = if out == g.sink { s.sink_next[vx.lane] } else { s.delivered[out.index()] };
-            if u >= used + RELAY_WINDOW && g.vertex(out).node != vx.node {
-                return false;
-            }
+        if self.window_full(j, v, u) {
+            return false;
         }
         vx.inputs.iter().all(|i| s.delivered[i.index()] > u)
+    }
+
+    /// Back-pressure: a vertex holds at most RELAY_WINDOW units per input that it has not
+    /// used yet (a sink uses unit u once every input has sent it). Not under a timeslot
+    /// schedule, whose relays hold whole chunks between slots.
+    fn window_full(&self, j: u32, v: u32, u: u32) -> bool {
+        let g = &self.jobs[j as usize].graph;
+        let s = &self.st[j as usize];
+        let vx = &g.vertices[v as usize];
+        let (Some(out), false) = (vx.output, s.gated) else { return false };
+        let used = if out == g.sink { s.sink_next[vx.lane] } else { s.delivered[out.index()] };
+        u >= used + RELAY_WINDOW && g.vertex(out).node != vx.node
+    }
+
+    /// How long a vertex held back by its output's window waits once the window opens:
+    /// uniform in [0, its last send's duration), drawn from a hash of (job, vertex, unit).
+    /// Without it, connections held back by the same slow hop all resume at the same
+    /// instant, stay in phase for the whole repair and take every shared link they cross
+    /// together; a real network's jitter breaks such phase locks (Floyd & Jacobson, "On
+    /// traffic phase effects in packet-switched gateways", 1992, add a random processing
+    /// time per packet for this reason). The held vertex is a full window ahead of its
+    /// output, so the wait does not starve that output while it is the slower of the two.
+    /// Not under a slot schedule (ECPipe cyclic), where a held vertex's slot holds up the
+    /// node's other sends.
+    fn resume_delay(&self, j: u32, v: u32, u: u32) -> f64 {
+        let mut x = (j as u64) << 40 ^ (v as u64) << 20 ^ u as u64;
+        // splitmix64
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+        (x >> 11) as f64 / (1u64 << 53) as f64 * self.st[j as usize].last_send[v as usize]
     }
 
     pub(super) fn try_vertex(&mut self, j: u32, v: u32) {
@@ -55,13 +81,28 @@ impl Engine<'_> {
             let s = &self.st[j as usize];
             let u = s.delivered[v as usize];
             let overlap = s.mode == JobMode::Overlap;
-            if s.sending[v as usize] || u >= n_units || (overlap && s.started_v[v as usize]) || !self.ready(j, v, u) {
+            if s.sending[v as usize] || u >= n_units || (overlap && s.started_v[v as usize]) || self.now < s.not_before[v as usize] {
+                return;
+            }
+            if !self.ready(j, v, u) {
+                if !overlap && self.slot_of(j, v, u).is_none() && self.window_full(j, v, u) {
+                    self.st[j as usize].held[v as usize] = true;
+                }
                 return;
             }
             // A slot schedule lets a node send only its earliest outstanding slot.
             let slot = self.slot_of(j, v, u);
             if let Some(slot) = slot {
                 if s.pending_slots.get(&vx.node).and_then(|p| p.first()) != Some(&slot) {
+                    return;
+                }
+            }
+            // Held back by its output's window: resume a little later (`resume_delay`).
+            if std::mem::take(&mut self.st[j as usize].held[v as usize]) {
+                let d = self.resume_delay(j, v, u);
+                if d > 0.0 {
+                    self.st[j as usize].not_before[v as usize] = self.now + d;
+                    self.timer(self.now + d, Timer::Resume { job: j, vertex: v });
                     return;
                 }
             }
@@ -84,6 +125,7 @@ impl Engine<'_> {
             }
             let bytes = self.st[j as usize].width[v as usize] * self.st[j as usize].windows[lane][u as usize] as f64;
             self.st[j as usize].sending[v as usize] = true;
+            self.st[j as usize].sent_at[v as usize] = self.now;
             let mut res: smallvec::SmallVec<[u32; 5]> = smallvec::smallvec![res_up(vx.node), res_down(to)];
             res.extend(self.pair_res(vx.node, to));
             res.extend(self.repair_caps(j, vx.node, to));
