@@ -6,33 +6,18 @@
 //! down_out_ms, missing chunks found by reads and by inventories, corruption found by the
 //! scrub, orphan chunks deleted.
 
+mod common;
+
+use common::{cluster_nodes, node_cfg, Cluster};
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
-use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_coord::{start, Client, CoordConfig};
+use kintsugi_node::NodeConfig;
 use kintsugi_plan::Shape;
 use kintsugi_proto::{CoordRequest, CoordResponse};
 use std::path::Path;
 use std::time::Duration;
 
 const CODE: &str = "rs:4,2";
-
-struct Cluster {
-    _coord: CoordHandle,
-    coord_addr: String,
-    nodes: Vec<Option<NodeHandle>>,
-    client: Client,
-}
-
-fn node_cfg(dir: &Path, i: usize, coord: &str) -> NodeConfig {
-    NodeConfig {
-        id: i as u32,
-        data_dir: dir.join(format!("node{i}")),
-        coordinator: Some(coord.to_string()),
-        heartbeat_ms: 100,
-        io_timeout_ms: 3000,
-        ..Default::default()
-    }
-}
 
 /// What every cluster here shares: fast failure detection and an eager collector.
 fn coord_cfg(dir: &Path) -> CoordConfig {
@@ -54,48 +39,7 @@ async fn cluster(dir: &Path, n: usize, upload_timeout_ms: u64) -> Cluster {
 
 /// A coordinator with `cfg` and `n` nodes, each configured by `node` from the defaults.
 async fn cluster_with(dir: &Path, n: usize, cfg: CoordConfig, node: impl Fn(NodeConfig) -> NodeConfig) -> Cluster {
-    let coord = start(cfg).await.unwrap();
-    let coord_addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        nodes.push(Some(kintsugi_node::start(node(node_cfg(dir, i, &coord_addr))).await.unwrap()));
-    }
-    let mut client = Client::new(&coord_addr);
-    client.io_timeout = Duration::from_secs(10);
-    let c = Cluster { _coord: coord, coord_addr, nodes, client };
-    c.wait_alive(n).await;
-    c
-}
-
-impl Cluster {
-    async fn wait_alive(&self, n: usize) {
-        for _ in 0..200 {
-            if let Ok(s) = self.client.status().await {
-                if s.nodes.iter().filter(|x| x.alive).count() == n {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{n} nodes never became alive");
-    }
-
-    /// Chunk files on all running nodes.
-    fn chunk_files(&self) -> u64 {
-        self.nodes.iter().flatten().map(|n| n.stat().chunks).sum()
-    }
-
-    /// Waits until the nodes hold exactly `want` chunk files (the collector runs every
-    /// 100 ms); returns what they hold at the end.
-    async fn settle_to(&self, want: u64) -> u64 {
-        for _ in 0..100 {
-            if self.chunk_files() == want {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.chunk_files()
-    }
+    cluster_nodes(cfg, dir, n, |_, c| node(c)).await
 }
 
 fn data(len: usize, seed: u64) -> Vec<u8> {
@@ -401,10 +345,10 @@ async fn identities_are_not_taken_over() {
     // Each data directory records the cluster that welcomed it; another cluster's
     // coordinator refuses that node.
     let identity: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("node2/identity.json")).unwrap()).unwrap();
-    assert_eq!(identity["cluster"], c._coord.coord.cluster_id, "{identity}");
+    assert_eq!(identity["cluster"], c.coord.as_ref().unwrap().coord.cluster_id, "{identity}");
     let other_dir = tempfile::tempdir().unwrap();
     let other = start(coord_cfg(other_dir.path())).await.unwrap();
-    assert_ne!(other.coord.cluster_id, c._coord.coord.cluster_id, "clusters get their own ids");
+    assert_ne!(other.coord.cluster_id, c.coord.as_ref().unwrap().coord.cluster_id, "clusters get their own ids");
     // Node 2 moves its directory to the other cluster (stopped here first).
     let mut c = c;
     c.nodes[2].take().unwrap().stop().await;

@@ -75,6 +75,23 @@ impl Cluster {
         panic!("{n} nodes never became alive");
     }
 
+    /// Chunk files on all running nodes.
+    pub fn chunk_files(&self) -> u64 {
+        self.nodes.iter().flatten().map(|n| n.stat().chunks).sum()
+    }
+
+    /// Waits until the nodes hold exactly `want` chunk files (a collector running every
+    /// 100 ms); returns what they hold at the end.
+    pub async fn settle_to(&self, want: u64) -> u64 {
+        for _ in 0..100 {
+            if self.chunk_files() == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.chunk_files()
+    }
+
     pub async fn kill(&mut self, i: usize) {
         if let Some(n) = self.nodes[i].take() {
             n.stop().await;
