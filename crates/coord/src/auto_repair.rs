@@ -46,12 +46,7 @@ impl Coordinator {
 
 /// Runs automatic repair until the coordinator stops.
 pub(crate) async fn run(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
-    let every = Duration::from_millis(coord.cfg.auto_repair_interval_ms.max(10));
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
+    while crate::coordinator::tick(coord.cfg.auto_repair_interval_ms, &mut stop).await {
         if let Err(e) = coord.auto_repair_once().await {
             tracing::warn!("automatic repair: {e}");
         }

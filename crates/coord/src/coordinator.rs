@@ -137,6 +137,15 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     Ok(CoordHandle { addr, coord, stop, task })
 }
 
+/// One period of a background task: sleeps `every_ms` (10 ms at least) and says whether to
+/// go on, or returns false at once when the coordinator stops.
+pub(crate) async fn tick(every_ms: u64, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = stop.changed() => false,
+        _ = tokio::time::sleep(Duration::from_millis(every_ms.max(10))) => true,
+    }
+}
+
 async fn serve(listener: TcpListener, coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
     let mut conns = JoinSet::new();
     loop {

@@ -31,7 +31,6 @@ use kintsugi_proto::object_index::IndexRecord;
 use kintsugi_proto::{NodeRequest, NodeResponse};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -163,12 +162,7 @@ impl Coordinator {
 
 /// Publishes what is left to publish every `index_sync_ms`.
 pub(crate) async fn sync(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
-    let every = Duration::from_millis(coord.cfg.index_sync_ms.max(10));
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
+    while crate::coordinator::tick(coord.cfg.index_sync_ms, &mut stop).await {
         coord.sync_index_now().await;
     }
 }

@@ -301,12 +301,7 @@ impl Coordinator {
 
 /// Runs the collector every `gc_interval_ms` until the coordinator stops.
 pub(crate) async fn collector(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
-    let every = Duration::from_millis(coord.cfg.gc_interval_ms.max(10));
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
+    while crate::coordinator::tick(coord.cfg.gc_interval_ms, &mut stop).await {
         match coord.collect_garbage().await {
             Ok(0) => {}
             Ok(n) => tracing::info!("garbage collection deleted {n} chunks of replaced, deleted or abandoned versions"),

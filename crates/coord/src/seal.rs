@@ -240,12 +240,7 @@ fn writing(s: &StripeRecord, k: usize) -> bool {
 
 /// Seals due stripes every `seal_interval_ms` until the coordinator stops.
 pub(crate) async fn sealer(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
-    let every = Duration::from_millis(coord.cfg.seal_interval_ms.max(10));
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
+    while crate::coordinator::tick(coord.cfg.seal_interval_ms, &mut stop).await {
         match coord.seal_due(false).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("sealed {n} Geo stripe(s)"),
