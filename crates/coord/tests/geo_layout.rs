@@ -4,20 +4,16 @@
 //! (by Clay degraded reads), after full-node recovery, and by range reads; concurrent puts
 //! into one placement group never share a slot.
 
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
-use kintsugi_node::{NodeConfig, NodeHandle};
+mod common;
+
+use common::{cluster_with, Cluster};
+use kintsugi_coord::{Client, CoordConfig};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use kintsugi_proto::LayoutSpec;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
-
-struct Cluster {
-    coord: CoordHandle,
-    nodes: Vec<Option<NodeHandle>>,
-    client: Client,
-}
 
 async fn cluster(dir: &Path, n: usize, groups: u32) -> Cluster {
     let conf = CoordConfig {
@@ -31,40 +27,7 @@ async fn cluster(dir: &Path, n: usize, groups: u32) -> Cluster {
         seal_after_ms: 3_600_000,
         ..Default::default()
     };
-    let coord = start(conf).await.unwrap();
-    let addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        let c = NodeConfig {
-            id: i as u32,
-            data_dir: dir.join(format!("node{i}")),
-            coordinator: Some(addr.clone()),
-            heartbeat_ms: 100,
-            io_timeout_ms: 3000,
-            ..Default::default()
-        };
-        nodes.push(Some(kintsugi_node::start(c).await.unwrap()));
-    }
-    let mut client = Client::new(&addr);
-    client.io_timeout = Duration::from_secs(10);
-    for _ in 0..200 {
-        if client.status().await.is_ok_and(|s| s.nodes.iter().filter(|x| x.alive).count() == n) {
-            return Cluster { coord, nodes, client };
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{n} nodes never became alive");
-}
-
-impl Cluster {
-    async fn stop(mut self) {
-        self.coord.stop().await;
-        for n in self.nodes.iter_mut() {
-            if let Some(n) = n.take() {
-                n.stop().await;
-            }
-        }
-    }
+    cluster_with(conf, dir, n, None).await
 }
 
 fn data(len: usize, seed: u64) -> Vec<u8> {
