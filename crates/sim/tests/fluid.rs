@@ -132,21 +132,22 @@ fn random_case(rng: &mut rand::rngs::StdRng, case: u64) -> (f64, String) {
 /// Random small full-node repairs (every method and scheduler, uniform or uneven links with
 /// pair caps and foreground traffic, 64 to 256 slices per edge): the fluid model is within
 /// 3% of the slice model on every case but ECPipe cyclic (1,200 cases with this seed), median
-/// well under 1%. KINTSUGI_FLUID_CASES sets the sample size (default 150),
-/// KINTSUGI_FLUID_SEED the seed; KINTSUGI_FLUID_LIST=1 lists the cases more than 2% apart.
+/// well under 1%, and ECPipe cyclic within 10%. KINTSUGI_FLUID_CASES sets the sample size
+/// (default 150), KINTSUGI_FLUID_SEED the seed; KINTSUGI_FLUID_LIST=1 lists the cases more
+/// than 2% apart.
 ///
 /// Where they part: a fluid pipeline fills at the links' nominal rates, while a slice
 /// crossing a shared link waits its turn; coupled max-min gives a repair held elsewhere
 /// exactly its held rate on every link, where its slices take a full share while they move;
 /// foreground that changes within a repair. Over 5,000 more cases (seeds 1-5), 8 of about
 /// 3,700 outside ECPipe cyclic part by more than 3% (up to 9.1%, foreground switching on
-/// under 38 concurrent repairs). And ECPipe cyclic, whose slices the slice model sends
-/// strictly in the paper's step order per repair, as the node executor does: a node slowed
-/// by another repair holds up that repair's other lanes, and steps drift apart so that two
-/// lanes' last hops reach the sink at once; the fluid model keeps the paper's interleaving
-/// and one rate. Fluid is faster by up to 7.9% in 1,200 cases with this seed (14.8% in one
-/// with foreground), and 20% at most over seeds 1-5; the gap does not shrink with smaller
-/// slices: it is the step order's coupling, not the slices' granularity.
+/// under 38 concurrent repairs). And ECPipe cyclic, whose slices the slice model sends in
+/// the paper's step order per node, as the executor's slot gate does. A send frees its slot
+/// once the sender's uplink has taken it (the executor's socket buffers it for a busy
+/// receiver), but each node's next step still waits for another node's last: a closed loop
+/// that cannot make up, later, for link capacity its neighbours' bursts took, where one
+/// fluid rate per repair does. Fluid is faster by up to 8.5% in 1,200 cases with this seed;
+/// over seeds 1-5, from 6.8% faster to 6.0% slower.
 #[test]
 fn fluid_matches_slice_on_random_full_node_repairs() {
     use rand::SeedableRng;
@@ -162,7 +163,7 @@ fn fluid_matches_slice_on_random_full_node_repairs() {
             continue;
         }
         let cyclic = what.contains("ecpipe-cyclic");
-        let bound = if cyclic { 0.15 } else { 0.03 };
+        let bound = if cyclic { 0.10 } else { 0.03 };
         assert!(err.abs() < bound, "{what} ({:+.2}%)", err * 100.0);
         if !cyclic {
             errors.push(err.abs());

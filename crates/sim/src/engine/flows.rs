@@ -22,15 +22,21 @@ impl Engine<'_> {
         let moved = if f.rate.is_infinite() { f.remaining } else { (f.rate * (now - f.t0)).min(f.remaining) };
         f.remaining -= moved;
         f.t0 = now;
-        match f.kind {
-            FlowKind::Net { .. } => {
-                self.up_bytes[f.src as usize] += moved;
-                self.down_bytes[f.dst as usize] += moved;
-            }
-            // Counted once, when the flow ends (its links' weights never change), rather
-            // than over twenty links at every rate change.
-            FlowKind::Fluid { .. } => {}
-            _ => {}
+        // A fluid flow's bytes are counted once, when it ends (its links' weights never
+        // change), rather than over twenty links at every rate change.
+        if let FlowKind::Net { part, .. } = f.kind {
+            let (src, dst) = (f.src, f.dst);
+            self.count_net_bytes(part, src, dst, moved);
+        }
+    }
+
+    /// Counts bytes a network flow moved on the links it crosses.
+    pub(super) fn count_net_bytes(&mut self, part: Part, src: NodeId, dst: NodeId, bytes: f64) {
+        if part != Part::Down {
+            self.up_bytes[src as usize] += bytes;
+        }
+        if part != Part::Up {
+            self.down_bytes[dst as usize] += bytes;
         }
     }
 
@@ -42,10 +48,15 @@ impl Engine<'_> {
             return;
         }
         match kind {
-            FlowKind::Net { .. } => {
-                self.node_up[src as usize] += delta;
-                self.node_down[dst as usize] += delta;
-                touched.extend([src, dst]);
+            FlowKind::Net { part, .. } => {
+                if part != Part::Down {
+                    self.node_up[src as usize] += delta;
+                    touched.push(src);
+                }
+                if part != Part::Up {
+                    self.node_down[dst as usize] += delta;
+                    touched.push(dst);
+                }
             }
             FlowKind::Fluid { job } => {
                 let fl = self.st[job as usize].fluid.as_ref().expect("fluid jobs carry their flow");

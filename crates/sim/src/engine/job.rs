@@ -95,6 +95,7 @@ impl JobState {
             width: (0..nv).map(|v| g.payload_width(VertexId(v as u32)) as f64).collect(),
             delivered: vec![0; nv],
             sending: vec![false; nv],
+            parts_left: vec![0; nv],
             held: vec![false; nv],
             not_before: vec![0.0; nv],
             sent_at: vec![0.0; nv],

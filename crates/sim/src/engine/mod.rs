@@ -32,6 +32,7 @@ enum FlowKind {
     Net {
         job: u32,
         vertex: u32,
+        part: Part,
     },
     Read {
         job: u32,
@@ -44,6 +45,20 @@ enum FlowKind {
     Fluid {
         job: u32,
     },
+}
+
+/// Which links a network flow crosses. A send in a slot schedule (ECPipe cyclic) is two
+/// flows: the sender's socket buffers what its uplink has sent, so its next slot may go
+/// once the uplink is done with this one, while the receiver's downlink still takes it in
+/// (see `vertex::start_send`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// Uplink and downlink at one rate: the unit arrives when this flow ends.
+    Both,
+    /// The sender's uplink (and any pair cap): the sender's slot is done when it ends.
+    Up,
+    /// The receiver's downlink: the unit arrives when this and its `Up` flow have ended.
+    Down,
 }
 
 struct Flow {
@@ -119,6 +134,8 @@ struct JobState {
     width: Vec<f64>,
     delivered: Vec<u32>,
     sending: Vec<bool>,
+    /// Per vertex: flows of its current send still moving (`Part::Up` and `Part::Down`).
+    parts_left: Vec<u8>,
     /// Slice model: per vertex, whether it was held back by its output's window, when it
     /// may send again after the window opened, when its current send began, and how long its
     /// last send took (see `vertex::resume_delay`).
@@ -352,10 +369,17 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
 impl<'a> Engine<'a> {
     /// The repair caps a repair's transfer from `src` to `dst` is held by, if any.
     fn repair_caps(&self, job: u32, src: NodeId, dst: NodeId) -> impl Iterator<Item = u32> {
-        let repair = self.jobs[job as usize].request.is_none();
-        let up = repair && self.paced[src as usize].0;
-        let down = repair && self.paced[dst as usize].1;
-        up.then(|| res_repair_up(src)).into_iter().chain(down.then(|| res_repair_down(dst)))
+        self.repair_cap_up(job, src).into_iter().chain(self.repair_cap_down(job, dst))
+    }
+
+    /// The repair cap on `src`'s uplink, if job is a repair and that uplink is capped.
+    fn repair_cap_up(&self, job: u32, src: NodeId) -> Option<u32> {
+        (self.jobs[job as usize].request.is_none() && self.paced[src as usize].0).then(|| res_repair_up(src))
+    }
+
+    /// The repair cap on `dst`'s downlink, if job is a repair and that downlink is capped.
+    fn repair_cap_down(&self, job: u32, dst: NodeId) -> Option<u32> {
+        (self.jobs[job as usize].request.is_none() && self.paced[dst as usize].1).then(|| res_repair_down(dst))
     }
 
     fn timer(&mut self, t: f64, what: Timer) {
@@ -438,7 +462,10 @@ impl<'a> Engine<'a> {
 
     fn complete(&mut self, f: Flow) {
         match f.kind {
-            FlowKind::Net { job, vertex } => {
+            FlowKind::Net { job, vertex, part } => {
+                if part != Part::Both && !self.send_part_done(job, vertex, part) {
+                    return;
+                }
                 let s = &mut self.st[job as usize];
                 s.sending[vertex as usize] = false;
                 s.last_send[vertex as usize] = self.now - s.sent_at[vertex as usize];
@@ -519,9 +546,8 @@ impl<'a> Engine<'a> {
                 self.settle(id as usize);
                 let f = self.flows[id as usize].take().expect("valid entry");
                 // Ended early within the event window: its last bytes count now.
-                if let (FlowKind::Net { .. }, true) = (f.kind, f.remaining > 0.0) {
-                    self.up_bytes[f.src as usize] += f.remaining;
-                    self.down_bytes[f.dst as usize] += f.remaining;
+                if let (FlowKind::Net { part, .. }, true) = (f.kind, f.remaining > 0.0) {
+                    self.count_net_bytes(part, f.src, f.dst, f.remaining);
                 }
                 let mut touched = std::mem::take(&mut self.removed_nodes);
                 self.shift_node_rates(f.kind, f.src, f.dst, -f.rate, &mut touched);
