@@ -30,6 +30,13 @@ pub(crate) struct MethodRow {
     /// repair_seconds / sim_seconds, median over runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     over_sim: Option<f64>,
+    /// The replay of what ran (gated where the nodes gated) in the fluid model, which
+    /// `sim full-node` runs by default, median over runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_fluid_seconds: Option<f64>,
+    /// repair_seconds / sim_fluid_seconds, median over runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    over_sim_fluid: Option<f64>,
     /// The coordinator's graphs gated by the timeslots the nodes gated them by, median;
     /// absent when the nodes gated none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -59,6 +66,13 @@ pub(crate) struct MethodRow {
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
+    /// Every run's repair seconds, and beside them the simulator's replay of that run in
+    /// the slice and the fluid model (absent with emulated disks).
+    all_seconds: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    all_sim_seconds: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    all_sim_fluid_seconds: Option<Vec<f64>>,
     /// Every rebuilt chunk matched its checksum and every object read back exactly, in
     /// every run.
     verified: bool,
@@ -132,6 +146,8 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
     let secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let sims: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.seconds)).collect();
     let over_sim: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.seconds)).collect();
+    let fluid: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.fluid)).collect();
+    let over_fluid: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.fluid)).collect();
     let slotted: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.slotted)).collect();
     let replay_gated: Option<Vec<f64>> = runs.iter().map(|r| r.sim.and_then(|s| s.replay_gated)).collect();
     let spread: Option<Vec<f64>> = runs.iter().map(|r| r.first_done.map(|f| r.seconds - f)).collect();
@@ -143,8 +159,10 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
         bound_seconds: runs[0].bound,
         busiest_link_seconds: runs[0].busiest,
         cpu_cores: runs[0].cpu,
-        sim_seconds: sims.map(|v| crate::bench::stat(&v).median),
+        sim_seconds: sims.as_ref().map(|v| crate::bench::stat(v).median),
         over_sim: over_sim.map(|v| crate::bench::stat(&v).median),
+        sim_fluid_seconds: fluid.as_ref().map(|v| crate::bench::stat(v).median),
+        over_sim_fluid: over_fluid.map(|v| crate::bench::stat(&v).median),
         sim_slotted_seconds: slotted.map(|v| crate::bench::stat(&v).median),
         sim_replay_gated_seconds: replay_gated.map(|v| crate::bench::stat(&v).median),
         sim_busiest_link_seconds: runs[0].sim.map(|s| s.busiest),
@@ -156,6 +174,9 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
         foreground: Interference::median(&runs.iter().filter_map(|r| r.fg.clone()).collect::<Vec<_>>()),
         ratio: crate::bench::stat(&all_ratios).median,
         all_ratios,
+        all_seconds: secs.clone(),
+        all_sim_seconds: sims,
+        all_sim_fluid_seconds: fluid,
         verified: runs.iter().all(|r| r.verified),
     }
 }
@@ -205,7 +226,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             a.gate_timeslots
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>10} {:>12} {:>16} {:>9} {:>10}",
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10}",
             "method",
             "lost",
             "repair s",
@@ -214,6 +235,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             "x bound",
             "sim s",
             "x sim",
+            "fluid s",
             "sim gated",
             "sim slots s",
             "spread s (sim)",
@@ -222,7 +244,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>10} {:>12} {:>16} {:>9} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
@@ -231,6 +253,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
                 m.ratio,
                 m.sim_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.over_sim.map_or("-".to_string(), |s| format!("{s:.2}")),
+                m.sim_fluid_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.sim_replay_gated_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.sim_slotted_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 match (m.finish_spread_seconds, m.sim_finish_spread_seconds) {

@@ -80,7 +80,19 @@ pub(crate) fn simulate_same(
         }
         false => None,
     };
-    Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest, first_done })
+    // The fluid model (`sim full-node`'s default) on the same replay: one flow per
+    // pipelined repair, beside the slice model it approximates.
+    let fluid_opts = kintsugi_sim::SimOptions { model: kintsugi_sim::Model::Fluid, ..opts.clone() };
+    let fluid = match gated {
+        true => {
+            let jobs: Vec<kintsugi_sim::Job> = ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect();
+            kintsugi_sim::run(&net, &jobs, &fluid_opts)
+        }
+        false => kintsugi_sim::run(&net, &replay, &fluid_opts),
+    }
+    .map_err(|e| anyhow!("{e}"))?
+    .makespan;
+    Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest, first_done, fluid })
 }
 
 /// The rate the simulator gives every link: what TCP payload gets of it on the testbed,
@@ -108,6 +120,8 @@ pub(crate) struct SimSame {
     /// When the first chunk was done in the replay of what ran (gated where the nodes
     /// gated), seconds.
     pub first_done: f64,
+    /// The replay of what ran (gated where the nodes gated) in the fluid model, seconds.
+    pub fluid: f64,
 }
 
 impl SimSame {

@@ -126,6 +126,20 @@ fn full_node_reports_the_simulator_on_the_same_chunks() {
         let busiest = m["sim_busiest_link_seconds"].as_f64().unwrap();
         assert!(busiest >= bound * 0.999, "{m}");
         assert!(sim >= busiest * 0.999, "{m}");
+        // The fluid model's replay beside it: no faster than the busiest link either, and
+        // the same replay, to rounding, for graphs it runs as the slice model does
+        // (store-and-forward CR, and PPR under the slots the nodes gated it by).
+        let fluid = m["sim_fluid_seconds"].as_f64().unwrap();
+        assert!(fluid >= busiest * 0.999, "{m}");
+        let same = match m["method"].as_str().unwrap() {
+            "cr" => Some(sim),
+            "ppr" => m["sim_replay_gated_seconds"].as_f64(),
+            _ => None,
+        };
+        if let Some(same) = same {
+            assert!((fluid / same - 1.0).abs() < 1e-9, "{m}");
+        }
+        assert_eq!(m["all_sim_fluid_seconds"].as_array().unwrap().len(), m["all_seconds"].as_array().unwrap().len(), "{m}");
         assert!(m["repair_seconds"].as_f64().unwrap() >= bound * 0.999, "{m}");
         assert!(m["sim_slotted_seconds"].as_f64().unwrap() >= bound * 0.999, "repairboost has timeslots: {m}");
         let counted = m["busiest_link_seconds"].as_f64().unwrap();
