@@ -141,9 +141,9 @@ impl Engine<'_> {
     /// (`write_frame` returns when the socket has it), and the socket buffers it while a
     /// busy receiver's downlink takes it in. So the uplink and the downlink are two flows
     /// there, each at its own share. As one flow, a receiver's busy downlink held up every
-    /// other lane of the sending node, which the executor's do not: on loopback the executor
-    /// took 0.96-1.00x that model's time in the runs where it parted from the fluid model by
-    /// 3-6%, against 1.02x where the two agreed (REPRODUCTION.md, issue #13).
+    /// other lane of the sending node, which the executor's do not (REPRODUCTION.md, issue
+    /// #13: on loopback the one-flow model overestimated cyclic by up to 4% exactly where
+    /// it parted from the fluid model).
     fn start_send(&mut self, j: u32, v: u32, from: NodeId, to: NodeId, bytes: f64, slotted: bool) {
         let (cap_up, cap_down) = (self.repair_cap_up(j, from), self.repair_cap_down(j, to));
         let mut up: smallvec::SmallVec<[u32; 5]> = smallvec::smallvec![res_up(from)];
