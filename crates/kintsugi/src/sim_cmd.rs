@@ -76,7 +76,8 @@ pub struct Common {
     pub json: bool,
     /// slice: every slice of every edge is an event (the reference; default for `single`);
     /// fluid: a pipelined repair is one flow plus its pipeline fill, so cost grows with
-    /// repairs, not slices (default for `full-node`).
+    /// repairs, not slices (default for `full-node`; mostly within 3% of slice, but ECPipe
+    /// cyclic under contention can come out up to 10% faster).
     #[arg(long)]
     pub model: Option<Model>,
     /// Take events within this many seconds together, sharing links out once for all of
