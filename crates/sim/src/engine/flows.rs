@@ -32,10 +32,10 @@ impl Engine<'_> {
 
     /// Counts bytes a network flow moved on the links it crosses.
     pub(super) fn count_net_bytes(&mut self, part: Part, src: NodeId, dst: NodeId, bytes: f64) {
-        if part != Part::Down {
+        if part.up() {
             self.up_bytes[src as usize] += bytes;
         }
-        if part != Part::Up {
+        if part.down() {
             self.down_bytes[dst as usize] += bytes;
         }
     }
@@ -49,11 +49,11 @@ impl Engine<'_> {
         }
         match kind {
             FlowKind::Net { part, .. } => {
-                if part != Part::Down {
+                if part.up() {
                     self.node_up[src as usize] += delta;
                     touched.push(src);
                 }
-                if part != Part::Up {
+                if part.down() {
                     self.node_down[dst as usize] += delta;
                     touched.push(dst);
                 }

@@ -61,6 +61,18 @@ enum Part {
     Down,
 }
 
+impl Part {
+    /// Whether the flow crosses the sender's uplink.
+    fn up(self) -> bool {
+        self != Part::Down
+    }
+
+    /// Whether the flow crosses the receiver's downlink.
+    fn down(self) -> bool {
+        self != Part::Up
+    }
+}
+
 struct Flow {
     kind: FlowKind,
     /// Bytes left at time `t0`, moving at `rate` since.

@@ -272,8 +272,7 @@ impl Engine<'_> {
         let g = &self.jobs[job as usize].graph;
         let vx = &g.vertices[vertex as usize];
         let out = vx.output.expect("delivering vertices have an output");
-        let slot = self.slot_of(job, vertex, self.st[job as usize].delivered[vertex as usize] - 1);
-        self.slot_done(job, vx.node, slot);
+        // A slotted send freed its node's slot already, when its uplink part ended.
         let lane_units = self.st[job as usize].windows[vx.lane].len() as u32;
         if self.st[job as usize].delivered[vertex as usize] == lane_units {
             if let Some(&Some(ts)) = self.jobs[job as usize].timeslots.get(vertex as usize) {
