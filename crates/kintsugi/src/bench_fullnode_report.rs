@@ -174,7 +174,7 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
         foreground: Interference::median(&runs.iter().filter_map(|r| r.fg.clone()).collect::<Vec<_>>()),
         ratio: crate::bench::stat(&all_ratios).median,
         all_ratios,
-        all_seconds: secs.clone(),
+        all_seconds: secs,
         all_sim_seconds: sims,
         all_sim_fluid_seconds: fluid,
         verified: runs.iter().all(|r| r.verified),

@@ -59,14 +59,16 @@ pub(crate) fn simulate_same(
     let gated = ran_slots.len() == ran.len() && ran_slots.iter().flatten().any(Option::is_some);
     let first = |r: &kintsugi_sim::SimResult| r.jobs.iter().map(|j| j.end).fold(f64::INFINITY, f64::min);
     let mut first_done = first(&free);
-    let replay_gated = match gated {
-        true => {
-            let jobs: Vec<kintsugi_sim::Job> = ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect();
-            let r = kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?;
+    // What ran, gated by the timeslots the nodes gated it by, if they gated any.
+    let ran_gated: Option<Vec<kintsugi_sim::Job>> =
+        gated.then(|| ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect());
+    let replay_gated = match &ran_gated {
+        Some(jobs) => {
+            let r = kintsugi_sim::run(&net, jobs, &opts).map_err(|e| anyhow!("{e}"))?;
             first_done = first(&r);
             Some(r.makespan)
         }
-        false => None,
+        None => None,
     };
     let slotted = match a.scheduler.timeslots() {
         true => {
@@ -83,15 +85,7 @@ pub(crate) fn simulate_same(
     // The fluid model (`sim full-node`'s default) on the same replay: one flow per
     // pipelined repair, beside the slice model it approximates.
     let fluid_opts = kintsugi_sim::SimOptions { model: kintsugi_sim::Model::Fluid, ..opts.clone() };
-    let fluid = match gated {
-        true => {
-            let jobs: Vec<kintsugi_sim::Job> = ran.iter().cloned().zip(ran_slots.iter().cloned()).map(|(g, t)| job(g, t)).collect();
-            kintsugi_sim::run(&net, &jobs, &fluid_opts)
-        }
-        false => kintsugi_sim::run(&net, &replay, &fluid_opts),
-    }
-    .map_err(|e| anyhow!("{e}"))?
-    .makespan;
+    let fluid = kintsugi_sim::run(&net, ran_gated.as_deref().unwrap_or(&replay), &fluid_opts).map_err(|e| anyhow!("{e}"))?.makespan;
     Ok(SimSame { seconds: free.makespan, replay_gated, slotted, busiest, first_done, fluid })
 }
 
