@@ -135,6 +135,32 @@ fn full_node_models() {
     let (f, s) = (fluid["repair_seconds"].as_f64().unwrap(), slice["repair_seconds"].as_f64().unwrap());
     assert!((f / s - 1.0).abs() < 0.03, "fluid {f} s, slice {s} s");
     assert!(fluid["events"].as_u64().unwrap() * 10 < slice["events"].as_u64().unwrap());
+    // The table says which model ran, and where the fluid figure is known to be optimistic.
+    let table = |method: &str, model: &str| {
+        let args = [
+            "sim",
+            "full-node",
+            "--nodes",
+            "12",
+            "--chunks",
+            "4",
+            "--code",
+            "rs:6,3",
+            "--method",
+            method,
+            "--chunk",
+            "1MiB",
+            "--model",
+            model,
+        ];
+        let out = kintsugi(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let line = |text: &str| text.lines().find(|l| l.trim_start().starts_with("model")).map(str::to_owned);
+    assert!(line(&table("ecpipe", "fluid")).is_some_and(|l| l.contains("fluid") && !l.contains("optimistic")));
+    assert!(line(&table("ecpipe-cyclic", "fluid")).is_some_and(|l| l.contains("up to 10% optimistic")));
+    assert!(line(&table("ecpipe-cyclic", "slice")).is_some_and(|l| l.contains("slice") && l.contains("reference")));
     let out = kintsugi(&["sim", "full-node", "--model", "quantum"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected slice or fluid"));
