@@ -6,6 +6,7 @@
 //! links ([`polling`], scheduler `repairboost-poll`).
 
 pub mod balance;
+mod matching;
 pub mod polling;
 pub mod rebalance;
 pub mod timeslot;

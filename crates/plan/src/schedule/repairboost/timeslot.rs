@@ -2,11 +2,12 @@
 //! through their graphs: a vertex sends once everything it adds has arrived. In one
 //! timeslot a node sends at most one chunk and receives at most one, so the transfers of a
 //! slot are a matching between senders and receivers; each slot takes a maximum one (the
-//! paper's max flow with unit capacities, here by augmenting paths), preferring transfers
+//! paper's max flow with unit capacities, here by augmenting paths: [`super::matching`]), preferring transfers
 //! that complete their parent, so that it becomes a sender in the next slot. A slot ends
 //! when all its transfers have (a barrier), then the graphs are updated and the next slot
 //! is matched.
 
+use super::matching::{max_matching, NodeIndex};
 use crate::graph::{NodeId, RepairGraph};
 
 /// Which of several candidate transfers a sender prefers.
@@ -112,7 +113,7 @@ pub fn schedule(graphs: &[&RepairGraph], pref: Preference) -> Timeslots {
             c.load = left[c.from as usize].0.max(left[c.to as usize].1);
         }
         let order = preference_order(&cands, pref);
-        let by_preference: Vec<Ready> = order.iter().map(|&i| cands[i]).collect();
+        let by_preference: Vec<(NodeId, NodeId)> = order.iter().map(|&i| (cands[i].from, cands[i].to)).collect();
         let chosen = max_matching(&by_preference, &mut node_index);
         let mut chosen_set = vec![false; cands.len()];
         fresh.clear();
@@ -288,100 +289,6 @@ pub(super) fn settle(graphs: &[&RepairGraph], pending: &mut [Vec<usize>], ready:
     }
 }
 
-/// A maximum set of candidates with distinct senders and distinct receivers. Candidates
-/// come in preference order: a greedy pass takes preferred ones first, then augmenting
-/// paths (Kuhn) grow it to maximum without unmatching any sender.
-fn max_matching(cands: &[Ready], index: &mut NodeIndex) -> Vec<usize> {
-    index.clear();
-    let id = |n: NodeId, index: &mut NodeIndex| index.get_or_insert(n);
-    let mut adj: Vec<Vec<(usize, usize)>> = Vec::new(); // sender -> (receiver, candidate)
-    let mut senders = Vec::new();
-    for (i, c) in cands.iter().enumerate() {
-        let s = id(c.from, index);
-        let r = id(c.to, index);
-        if adj.len() <= s.max(r) {
-            adj.resize(s.max(r) + 1, Vec::new());
-        }
-        if adj[s].is_empty() {
-            senders.push(s);
-        }
-        adj[s].push((r, i));
-    }
-    let n = adj.len();
-    let mut recv_of = vec![usize::MAX; n]; // sender -> candidate
-    let mut owner = vec![usize::MAX; n]; // receiver -> sender
-    for (i, c) in cands.iter().enumerate() {
-        let (s, r) = (index.get(c.from), index.get(c.to));
-        if recv_of[s] == usize::MAX && owner[r] == usize::MAX {
-            recv_of[s] = i;
-            owner[r] = s;
-        }
-    }
-    let mut seen = vec![0u32; n];
-    let mut round = 0u32;
-    for &s in &senders {
-        if recv_of[s] != usize::MAX {
-            continue;
-        }
-        round += 1;
-        augment(s, &adj, &mut recv_of, &mut owner, &mut seen, round);
-    }
-    let mut out: Vec<usize> = recv_of.into_iter().filter(|&i| i != usize::MAX).collect();
-    out.sort_unstable();
-    out
-}
-
-/// Dense local ids for the nodes of one slot's candidates (node ids are small integers, so
-/// a vector with generation tags replaces a hash map in this hot loop).
-#[derive(Default)]
-struct NodeIndex {
-    slot: Vec<(u32, usize)>,
-    generation: u32,
-    len: usize,
-}
-
-impl NodeIndex {
-    fn clear(&mut self) {
-        self.generation += 1;
-        self.len = 0;
-    }
-
-    fn get_or_insert(&mut self, n: NodeId) -> usize {
-        let n = n as usize;
-        if self.slot.len() <= n {
-            self.slot.resize(n + 1, (0, 0));
-        }
-        if self.slot[n].0 != self.generation {
-            self.slot[n] = (self.generation, self.len);
-            self.len += 1;
-        }
-        self.slot[n].1
-    }
-
-    fn get(&self, n: NodeId) -> usize {
-        debug_assert_eq!(self.slot[n as usize].0, self.generation);
-        self.slot[n as usize].1
-    }
-}
-
-/// Finds an augmenting path from sender s (Kuhn's algorithm).
-fn augment(s: usize, adj: &[Vec<(usize, usize)>], recv_of: &mut [usize], owner: &mut [usize], seen: &mut [u32], round: u32) -> bool {
-    for &(r, i) in &adj[s] {
-        if seen[r] == round {
-            continue;
-        }
-        seen[r] = round;
-        let o = owner[r];
-        if o == usize::MAX || augment(o, adj, recv_of, owner, seen, round) {
-            // The displaced sender (if any) moved to another receiver.
-            owner[r] = s;
-            recv_of[s] = i;
-            return true;
-        }
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,39 +376,6 @@ mod tests {
             .collect();
         assert_eq!(first.len(), 3, "the first max flow moves three chunks: {first:?}");
         assert!(first.contains(&(1, 1, 5)) && first.contains(&(2, 2, 1)) && first.contains(&(2, 4, 3)), "{first:?}");
-    }
-
-    /// The matching is maximum: equal in size to the best subset found by brute force.
-    #[test]
-    fn matching_is_maximum() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        for _ in 0..300 {
-            let n = rng.random_range(2..6);
-            let m = rng.random_range(1..11);
-            let cands: Vec<Ready> = (0..m)
-                .map(|i| Ready {
-                    graph: i,
-                    vertex: 0,
-                    output: 1,
-                    from: rng.random_range(0..n),
-                    to: rng.random_range(0..n),
-                    completes: false,
-                    load: 0,
-                    after: 0,
-                })
-                .collect();
-            let got = max_matching(&cands, &mut NodeIndex::default());
-            let mut best = 0;
-            for mask in 0u32..1 << m {
-                let pick: Vec<&Ready> = (0..m as usize).filter(|&i| mask >> i & 1 == 1).map(|i| &cands[i]).collect();
-                let ok = pick.iter().enumerate().all(|(i, a)| pick[i + 1..].iter().all(|b| a.from != b.from && a.to != b.to));
-                if ok {
-                    best = best.max(pick.len());
-                }
-            }
-            assert_eq!(got.len(), best);
-        }
     }
 
     /// Random graphs: the schedule respects the one-send-one-receive rule and the inputs.
@@ -652,7 +526,8 @@ mod against_the_bound {
                     cands.sort_by_key(|c| (!c.completes, std::cmp::Reverse(c.load + c.after), c.graph, c.vertex))
                 }
             }
-            let chosen = max_matching(&cands, &mut NodeIndex::default());
+            let pairs: Vec<(NodeId, NodeId)> = cands.iter().map(|c| (c.from, c.to)).collect();
+            let chosen = max_matching(&pairs, &mut NodeIndex::default());
             let mut taken = vec![false; cands.len()];
             for &i in &chosen {
                 taken[i] = true;
