@@ -4,9 +4,9 @@
 
 use crate::graph::NodeId;
 
-/// A maximum set of candidate (sender, receiver) transfers, no node sending or receiving twice. Candidates
-/// come in preference order: a greedy pass takes preferred ones first, then augmenting
-/// paths (Kuhn) grow it to maximum without unmatching any sender.
+/// A maximum set of candidate (sender, receiver) transfers, no node sending or receiving
+/// twice. Candidates come in preference order: a greedy pass takes preferred ones first,
+/// then augmenting paths (Kuhn) grow it to maximum without unmatching any sender.
 pub(super) fn max_matching(cands: &[(NodeId, NodeId)], index: &mut NodeIndex) -> Vec<usize> {
     index.clear();
     let id = |n: NodeId, index: &mut NodeIndex| index.get_or_insert(n);
