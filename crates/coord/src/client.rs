@@ -2,13 +2,17 @@
 //! to the nodes; reads data chunks straight from them and, when one is unavailable or
 //! corrupt, runs the sink of a degraded-read graph the coordinator planned.
 
+use crate::graph_faults;
+use crate::stripe_health::UNREADABLE;
 use kintsugi_node::exec::{check_assignment, request};
 use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{
-    recv, send, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
+    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
+    READER,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,6 +109,11 @@ impl Client {
 
     /// A degraded read of bytes [offset, offset + len) of a chunk only (`range`; codes of
     /// one sub-chunk), or of the whole chunk.
+    ///
+    /// Re-planned around every helper that fails it: a helper chunk a node finds corrupt or
+    /// missing is reported (the coordinator marks it bad and plans without it), a node of the
+    /// graph that no longer answers is avoided; until the coordinator says fewer than k
+    /// healthy chunks remain, and then the error says which chunks are bad and why.
     #[allow(clippy::too_many_arguments)] // one request's fields
     pub async fn degraded_read_range(
         &self,
@@ -117,23 +126,64 @@ impl Client {
         slice: u64,
         avoid: Vec<NodeId>,
     ) -> Result<Vec<u8>, String> {
-        let mut req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid, range };
-        let mut answer = self.call(&req, self.io_timeout).await;
-        if matches!(&answer, Err(e) if e.contains("cannot recover")) {
-            // Too few chunks looked available: the nodes this read found slow are only
-            // suspects, and a node may have missed a heartbeat. Once more, avoiding no one.
-            if let CoordRequest::DegradedRead { avoid, .. } = &mut req {
-                avoid.clear();
+        // Nodes the caller found slow are suspects, avoided only while enough chunks remain
+        // without them; nodes that did not answer a ping after a failed graph are avoided.
+        let mut suspects: BTreeSet<NodeId> = avoid.into_iter().collect();
+        let mut gone: BTreeSet<NodeId> = BTreeSet::new();
+        let mut found: Vec<String> = Vec::new();
+        let mut reported: BTreeSet<ChunkId> = BTreeSet::new();
+        // Failures that taught nothing new: a few, then the read gives up.
+        let mut blind = 0;
+        loop {
+            let avoid: Vec<NodeId> = suspects.union(&gone).copied().collect();
+            let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid, range };
+            let a = match self.call(&req, self.io_timeout).await {
+                Ok(CoordResponse::Plan { assignment }) => *assignment,
+                Ok(other) => return Err(format!("unexpected answer {other:?}")),
+                Err(e) if e.contains(UNREADABLE) && !suspects.is_empty() => {
+                    // Too few chunks without the suspects (a node may only have missed a
+                    // heartbeat): once more with them.
+                    tracing::info!("chunk {index} of stripe {stripe} of '{name}': {e}; trying the nodes found slow again");
+                    suspects.clear();
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                Err(e) if e.contains(UNREADABLE) && !found.is_empty() => {
+                    return Err(format!("{e}. This read found: {}", found.join("; ")));
+                }
+                Err(e) => return Err(e),
+            };
+            let units = check_assignment(&a)?;
+            let err = match run_sink(&a, &units, None, self.shaper.clone(), self.counters.clone(), self.io_timeout).await {
+                Ok(c) => return Ok(c),
+                Err(e) => e,
+            };
+            let mut learnt = false;
+            for (chunk, why) in graph_faults::bad_chunks_named(&err, &a.term_chunks) {
+                let Some((_, j)) = chunk.parts() else { continue };
+                if reported.insert(chunk.clone()) {
+                    tracing::warn!("degraded read of '{name}': helper {why}; reported, planning without it");
+                    let report = CoordRequest::ReportBad { name: name.into(), stripe, index: j, reason: why.clone(), version };
+                    self.call(&report, self.io_timeout).await?;
+                    found.push(why);
+                    learnt = true;
+                }
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            answer = self.call(&req, self.io_timeout).await;
+            for n in graph_faults::unanswering(&a.peers).await {
+                if n != READER && gone.insert(n) {
+                    tracing::warn!("degraded read of '{name}': node {n} does not answer; planning without it");
+                    found.push(format!("node {n} does not answer"));
+                    learnt = true;
+                }
+            }
+            if !learnt {
+                blind += 1;
+                if blind >= 3 {
+                    return Err(format!("degraded read of chunk {index} of stripe {stripe} of '{name}' failed {blind} times: {err}"));
+                }
+                tracing::info!("degraded read of '{name}' failed ({err}); trying again");
+            }
         }
-        let a = match answer? {
-            CoordResponse::Plan { assignment } => *assignment,
-            other => return Err(format!("unexpected answer {other:?}")),
-        };
-        let units = check_assignment(&a)?;
-        run_sink(&a, &units, None, self.shaper.clone(), self.counters.clone(), self.io_timeout).await
     }
 
     pub async fn list(&self) -> Result<Vec<ObjectInfo>, String> {

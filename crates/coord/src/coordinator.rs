@@ -240,6 +240,9 @@ impl Coordinator {
                 self.sync_index_now().await;
                 Ok(CoordResponse::Sealed { stripes })
             }
+            CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
+                Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))
+            }
             CoordRequest::CommitObject { name, version, crcs } => {
                 if self.commit(&name, version, crcs)? {
                     self.publish_acknowledged(&name).await?;
@@ -540,11 +543,15 @@ impl Coordinator {
                 }
             })
             .collect();
+        let health = self.health_summary(&stripes)?;
         Ok(ClusterStatus {
             nodes,
             objects: self.meta.objects()?.len(),
             stripes: stripes.len(),
-            lost_chunks: self.lost_chunks()?.len(),
+            lost_chunks: health.bad + health.on_down_nodes,
+            bad_chunks: health.bad,
+            chunks_on_down_nodes: health.on_down_nodes,
+            unrepairable: health.unrepairable,
             pending_repairs: self.meta.pending()?.len(),
             repairing: self.repairing.try_lock().is_err(),
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),

@@ -3,6 +3,7 @@
 //! whatever the object's size.
 
 use crate::client::Client;
+use crate::stripe_health::UNREADABLE;
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
@@ -11,9 +12,16 @@ use kintsugi_proto::{
     recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
 };
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
+
+/// Nodes a put's chunk may move to before the put gives up.
+const MAX_MOVES: usize = 8;
+
+/// A stripe's chunk writes under way: each ends with (stripe, index, where it landed).
+type ChunkWrites = JoinSet<Result<(usize, usize, ChunkLoc), String>>;
 
 /// How a read went.
 #[derive(Clone, Debug, Default)]
@@ -85,29 +93,85 @@ impl Client {
             let crcs = self.put_extents(&layout, reader, progress).await?;
             return self.commit_put(name, layout, crcs).await;
         }
+        let mut layout = layout;
         let mut crcs: Vec<Vec<u32>> = Vec::new();
-        let mut writing: Option<JoinSet<Result<(), String>>> = None;
+        let mut writing: Option<ChunkWrites> = None;
         let mut done = 0u64;
-        for s in &layout.stripes {
+        // Nodes this put could not write to: chunks meant for them go elsewhere.
+        let failed: Arc<Mutex<BTreeSet<NodeId>>> = Arc::default();
+        for si in 0..layout.stripes.len() {
+            let s = &layout.stripes[si];
             let shards = read_stripe(c.as_ref(), reader, s.data_len as usize, s.chunk_len as usize).await?;
             crcs.push(shards.iter().map(|x| crc32c::crc32c(x)).collect());
             if let Some(set) = writing.take() {
-                join_all(set).await?;
+                self.placed(&mut layout, set).await?;
                 progress(done);
             }
+            let s = &layout.stripes[si];
             let mut set = JoinSet::new();
-            for (loc, shard) in s.chunks.iter().zip(shards) {
-                let (loc, t) = (loc.clone(), self.io_timeout);
-                set.spawn(async move { put_chunk(&loc, &shard, t).await });
+            for (i, (loc, shard)) in s.chunks.iter().zip(shards).enumerate() {
+                let (me, loc, name, failed) = (self.clone(), loc.clone(), name.to_string(), failed.clone());
+                let version = layout.version;
+                set.spawn(async move { me.write_upload_chunk(&name, version, si, i, loc, &shard, &failed).await.map(|l| (si, i, l)) });
             }
             writing = Some(set);
             done += s.data_len;
         }
         if let Some(set) = writing {
-            join_all(set).await?;
+            self.placed(&mut layout, set).await?;
             progress(done);
         }
         self.commit_put(name, layout, crcs).await
+    }
+
+    /// Waits for a stripe's chunk writes and records where each chunk landed.
+    async fn placed(&self, layout: &mut ObjectLayout, mut set: ChunkWrites) -> Result<(), String> {
+        let mut first = None;
+        while let Some(r) = set.join_next().await {
+            match r.map_err(|e| e.to_string())? {
+                Ok((si, i, loc)) => layout.stripes[si].chunks[i] = loc,
+                Err(e) => first = first.or(Some(e)),
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Writes chunk `index` of stripe `stripe` of upload `version`; if its node cannot take
+    /// it (dead, hung, full), the coordinator places it on another node and it is written
+    /// there. Returns where it is. Fails once no eligible node is left.
+    #[allow(clippy::too_many_arguments)] // one chunk's coordinates
+    async fn write_upload_chunk(
+        &self,
+        name: &str,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        mut loc: ChunkLoc,
+        data: &[u8],
+        failed: &Mutex<BTreeSet<NodeId>>,
+    ) -> Result<ChunkLoc, String> {
+        let mut last = String::new();
+        for _ in 0..MAX_MOVES {
+            if !failed.lock().expect("failed lock").contains(&loc.node) {
+                match put_chunk(&loc, data, self.io_timeout).await {
+                    Ok(()) => return Ok(loc),
+                    Err(e) => {
+                        tracing::warn!("put of '{name}': chunk {} to node {}: {e}; writing it elsewhere", loc.chunk, loc.node);
+                        failed.lock().expect("failed lock").insert(loc.node);
+                        last = e;
+                    }
+                }
+            }
+            let avoid: Vec<NodeId> = failed.lock().expect("failed lock").iter().copied().collect();
+            let req = CoordRequest::MoveUploadChunk { name: name.into(), version, stripe, index, avoid };
+            loc = match self.call(&req, self.io_timeout).await {
+                Ok(CoordResponse::Moved(l)) => l,
+                Ok(other) => return Err(format!("unexpected answer {other:?}")),
+                Err(e) if last.is_empty() => return Err(e),
+                Err(e) => return Err(format!("{last}; {e}")),
+            };
+        }
+        Err(format!("chunk {} of '{name}' could not be written after {MAX_MOVES} moves: {last}", loc.chunk))
     }
 
     /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
@@ -231,6 +295,20 @@ impl Client {
                 let (i, r) = r.map_err(|e| e.to_string())?;
                 rebuilt[i] = Some(r?);
             }
+            // Chunks that are corrupt, or gone from a node that answers, are lost: every one
+            // is reported first (so that it is repaired, and so that no degraded read below
+            // plans with it as a helper); a dead node is not.
+            let mut found = Vec::new();
+            for (i, d) in direct.iter().enumerate() {
+                if let (Err(e), None) = (d, &rebuilt[i]) {
+                    if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
+                        found.push(e.clone());
+                        let req =
+                            CoordRequest::ReportBad { name: name.into(), stripe: si, index: i, reason: e.clone(), version: layout.version };
+                        let _ = self.call(&req, self.io_timeout).await;
+                    }
+                }
+            }
             let mut left = s.data_len as usize;
             for (i, (loc, direct)) in s.chunks.iter().zip(direct).enumerate() {
                 let chunk = match (direct, rebuilt[i].take()) {
@@ -240,21 +318,17 @@ impl Client {
                     }
                     (Ok(c), None) => c,
                     (Err(e), None) => {
-                        // A chunk that is corrupt, or gone from a node that answers, is
-                        // lost: reported so that it is repaired (a dead node is not).
-                        if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
-                            let req = CoordRequest::ReportBad {
-                                name: name.into(),
-                                stripe: si,
-                                index: i,
-                                reason: e.clone(),
-                                version: layout.version,
-                            };
-                            let _ = self.call(&req, self.io_timeout).await;
-                        }
+                        tracing::info!("chunk {}: {e}; a degraded read of it", loc.chunk);
                         let t = Instant::now();
                         let avoid: Vec<NodeId> = suspects.iter().copied().collect();
-                        let c = self.degraded_read_avoiding(name, layout.version, si, i, method, slice, avoid).await?;
+                        let c = match self.degraded_read_avoiding(name, layout.version, si, i, method, slice, avoid).await {
+                            Ok(c) => c,
+                            // Unreadable: also say what the direct reads found.
+                            Err(x) if x.contains(UNREADABLE) && !found.is_empty() => {
+                                return Err(format!("{x}. Read directly: {}", found.join("; ")))
+                            }
+                            Err(x) => return Err(x),
+                        };
                         report.degraded.push((si, i, t.elapsed().as_secs_f64()));
                         c
                     }
@@ -331,11 +405,14 @@ pub(crate) async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Resul
     let a = &loc.addr;
     let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
     let put = NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: loc.bucket };
-    send(&mut s, &put).await.map_err(|e| e.to_string())?;
+    // A node that stops reading (hung) fails the write within `t`, as one that stops answering.
+    let stalled = || format!("node {}: took no data for {t:?}", loc.node);
+    let failed = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);
+    tokio::time::timeout(t, send(&mut s, &put)).await.map_err(|_| stalled())?.map_err(failed)?;
     for piece in data.chunks(1 << 20) {
-        write_frame(&mut s, Kind::Data, piece).await.map_err(|e| e.to_string())?;
+        tokio::time::timeout(t, write_frame(&mut s, Kind::Data, piece)).await.map_err(|_| stalled())?.map_err(failed)?;
     }
-    s.flush().await.map_err(|e| e.to_string())?;
+    tokio::time::timeout(t, s.flush()).await.map_err(|_| stalled())?.map_err(|e| format!("node {}: {e}", loc.node))?;
     match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
         NodeResponse::Ok => Ok(()),
         NodeResponse::Error { message } => Err(format!("node {}: {message}", loc.node)),

@@ -180,26 +180,25 @@ impl Coordinator {
         }
     }
 
-    /// After a failed attempt: mark chunks named corrupt as bad, and nodes that do not answer
-    /// as dead, so the next plan avoids them. Returns the nodes to avoid.
-    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> BTreeSet<NodeId> {
+    /// After a failed attempt: mark the helper chunks named corrupt or missing as bad, and
+    /// nodes that do not answer as dead, so the next plan avoids them. Returns the nodes to
+    /// avoid and whether anything was learnt that the plan did not know.
+    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> (BTreeSet<NodeId>, bool) {
+        let mut learnt = false;
+        for (chunk, why) in crate::graph_faults::bad_chunks_named(err, &a.term_chunks) {
+            if let Some((_, j)) = chunk.parts().filter(|&(sid, j)| sid == s.id && j < s.nodes.len()) {
+                learnt |= !s.bad[j];
+                let _ = self.mark_bad(s.id, j, &why);
+            }
+        }
         let mut avoid = BTreeSet::new();
-        for (i, _) in err.match_indices("corrupt chunk ") {
-            let name: String = err[i + 14..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
-            if let Some(j) = (0..s.nodes.len()).find(|&j| ChunkId::new(s.id, j).as_str() == name) {
-                let _ = self.mark_bad(s.id, j, err);
-            }
+        for n in crate::graph_faults::unanswering(&a.peers).await {
+            tracing::warn!("node {n} does not answer; marking it dead");
+            self.mark_dead(n);
+            avoid.insert(n);
+            learnt = true;
         }
-        for (&n, addr) in &a.peers {
-            let ok =
-                matches!(request(addr, &NodeRequest::Ping, Duration::from_secs(2)).await, Ok(NodeResponse::Pong { node }) if node == n);
-            if !ok {
-                tracing::warn!("node {n} does not answer; marking it dead");
-                self.mark_dead(n);
-                avoid.insert(n);
-            }
-        }
-        avoid
+        (avoid, learnt)
     }
 
     #[allow(clippy::too_many_arguments)] // one request's fields
@@ -226,7 +225,11 @@ impl Coordinator {
             if s.open {
                 return bad(format!("stripe {id} is not sealed yet (no parity): read a staging copy of its chunk"));
             }
-            let mut a = self.plan(&s, index, method, slice, Target::Reader, &avoid)?;
+            let mut a = match self.plan(&s, index, method, slice, Target::Reader, &avoid) {
+                Ok(a) => a,
+                Err(e) if e.contains("cannot recover") => return Err(self.unreadable(name, stripe, &s, index, &avoid)),
+                Err(e) => return Err(e),
+            };
             if let Some((offset, len)) = range {
                 // Only the range: each helper reads the same range of its chunk.
                 if a.graph.equation.sub_chunks != 1 {
@@ -243,7 +246,7 @@ impl Coordinator {
                 Ok(()) => return Ok(a),
                 Err(e) => {
                     last = e;
-                    avoid.extend(self.diagnose(&s, &a, &last).await);
+                    avoid.extend(self.diagnose(&s, &a, &last).await.0);
                 }
             }
         }
@@ -270,6 +273,7 @@ impl Coordinator {
         // re-tuned tree after a straggler's re-tune.
         let mut choice = scheduled;
         let mut attempt = 0;
+        let mut lessons = 0;
         while attempt < self.cfg.repair_attempts.max(1) {
             attempt += 1;
             let Some(s) = self.meta.stripe(p.stripe)? else {
@@ -289,6 +293,7 @@ impl Coordinator {
             }
             let mut a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice.as_ref()), &avoid) {
                 Ok(a) => a,
+                Err(e) if e.contains("cannot recover") => return Err(self.unrepairable(&s, &avoid)),
                 Err(e) => return Err(e),
             };
             // The scheduler's timeslots hold for the graph it planned, on the first attempt.
@@ -381,8 +386,16 @@ impl Coordinator {
                     tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));
                     last = e;
                     let s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
-                    avoid.extend(self.diagnose(&s, &a, &last).await);
+                    let (gone, learnt) = self.diagnose(&s, &a, &last).await;
+                    avoid.extend(gone);
                     avoid.insert(dest);
+                    // An attempt that found a bad helper or a dead node is not one of the
+                    // failures counted against the chunk: the next plan goes without it, and
+                    // a stripe has only so many chunks and nodes to find bad.
+                    if learnt && lessons < s.nodes.len() {
+                        lessons += 1;
+                        attempt -= 1;
+                    }
                 }
             }
         }
@@ -422,7 +435,20 @@ impl Coordinator {
     ) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
         let lost = self.lost_chunks()?;
-        self.repair_locked(lost, method, slice, parallel, scheduler).await
+        let mut tried: BTreeSet<(u64, usize)> = lost.iter().copied().collect();
+        let mut report = self.repair_locked(lost, method, slice, parallel, scheduler).await?;
+        // Helpers found corrupt or missing along the way are lost chunks too: rebuilt in
+        // further rounds (a few; each round finds only what its graphs touched).
+        for _ in 0..3 {
+            let more: Vec<(u64, usize)> = self.lost_chunks()?.into_iter().filter(|c| !tried.contains(c)).collect();
+            if more.is_empty() {
+                break;
+            }
+            tracing::info!("{} chunk(s) found bad during the repair; rebuilding them too", more.len());
+            tried.extend(more.iter().copied());
+            report.absorb(self.repair_locked(more, method, slice, parallel, scheduler).await?);
+        }
+        Ok(report)
     }
 
     /// Repairs `lost` (and what an earlier run left pending); the caller holds `repairing`.

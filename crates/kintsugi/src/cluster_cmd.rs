@@ -366,9 +366,12 @@ pub fn status(t: &Target) -> Result<()> {
             println!("{}", serde_json::to_string(&s)?);
         } else {
             println!(
-                "{} object(s), {} stripe(s), {} lost chunk(s), {} repair(s) pending",
-                s.objects, s.stripes, s.lost_chunks, s.pending_repairs
+                "{} object(s), {} stripe(s), {} lost chunk(s) ({} bad, {} on down nodes), {} repair(s) pending",
+                s.objects, s.stripes, s.lost_chunks, s.bad_chunks, s.chunks_on_down_nodes, s.pending_repairs
             );
+            for u in &s.unrepairable {
+                println!("unrepairable: stripe {} of {}: {}", u.stripe, u.objects.join(", "), u.why);
+            }
             // Traffic in MB/s over each node's last period; residual = what repair may use.
             println!(
                 "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",

@@ -207,7 +207,7 @@ impl Executor {
                     tracing::debug!(node = exec.node, repair = run2.assignment.repair, vertex = v.0, ?r, "vertex finished");
                     if let Err(e) = r {
                         if let Some(gate) = &run2.gate {
-                            gate.fail();
+                            gate.fail(&e);
                         }
                         // A failed repair holds no timeslot: it is re-planned elsewhere.
                         if let Some(t) = &run2.ticket {
@@ -339,7 +339,7 @@ impl Executor {
             h.abort();
         }
         if let Some(gate) = &run.gate {
-            gate.fail();
+            gate.fail("cancelled");
         }
         if let Some(t) = &run.ticket {
             t.release();

@@ -400,7 +400,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     Ok(u) => u,
                     Err(e) => {
                         if let Some(gate) = &run.gate {
-                            gate.fail();
+                            gate.fail(&e);
                         }
                         return Err(e);
                     }
@@ -429,10 +429,9 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     }
                 }
                 if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    if sent.is_ok() {
-                        gate.done(slot);
-                    } else {
-                        gate.fail();
+                    match &sent {
+                        Ok(()) => gate.done(slot),
+                        Err(e) => gate.fail(&format!("sending to the next hop: {e}")),
                     }
                 }
                 if let (Err(_), Some((ticket, _))) = (&sent, &timeslot) {

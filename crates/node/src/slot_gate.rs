@@ -14,6 +14,9 @@ use tokio::sync::Notify;
 pub struct SlotGate {
     state: Mutex<GateState>,
     failed: std::sync::atomic::AtomicBool,
+    /// The first failure's words, passed on to every waiter: a reader learns which helper
+    /// failed the repair (a corrupt chunk), not only that something did.
+    why: Mutex<Option<String>>,
 }
 
 struct GateState {
@@ -23,7 +26,7 @@ struct GateState {
 
 impl SlotGate {
     pub(crate) fn new(pending: BTreeSet<u64>) -> Self {
-        SlotGate { state: Mutex::new(GateState { pending, waiters: HashMap::new() }), failed: Default::default() }
+        SlotGate { state: Mutex::new(GateState { pending, waiters: HashMap::new() }), failed: Default::default(), why: Mutex::default() }
     }
 
     /// Waits until `slot` is the earliest unsent slot of this node.
@@ -32,7 +35,8 @@ impl SlotGate {
             let wake = {
                 let mut st = self.state.lock().expect("gate lock");
                 if self.failed.load(Ordering::Acquire) {
-                    return Err("another part of this repair failed on this node".into());
+                    let why = self.why.lock().expect("why lock").clone().unwrap_or_else(|| "cancelled".into());
+                    return Err(format!("another part of this repair failed on this node: {why}"));
                 }
                 if st.pending.first() == Some(&slot) {
                     return Ok(());
@@ -56,7 +60,8 @@ impl SlotGate {
         }
     }
 
-    pub fn fail(&self) {
+    pub fn fail(&self, why: &str) {
+        self.why.lock().expect("why lock").get_or_insert_with(|| why.to_string());
         self.failed.store(true, Ordering::Release);
         let mut st = self.state.lock().expect("gate lock");
         for (_, ws) in st.waiters.drain() {

@@ -266,6 +266,17 @@ pub enum CoordRequest {
         #[serde(default)]
         layout: LayoutSpec,
     },
+    /// A put could not write chunk `index` of stripe `stripe` (its ordinal) of upload
+    /// `version` to its node: place it on another live node outside the stripe, none of
+    /// `avoid` (Stripe layouts, before the commit). Answered with the chunk's new place.
+    MoveUploadChunk {
+        name: String,
+        version: u64,
+        stripe: usize,
+        index: usize,
+        #[serde(default)]
+        avoid: Vec<NodeId>,
+    },
     /// Seals every open Geo stripe now (computes its parity), whether full or not.
     Seal,
     /// Commits exactly upload `version` (from the layout `CreateObject` answered).
@@ -359,6 +370,8 @@ pub enum CoordResponse {
     },
     Repaired(RepairReport),
     Status(ClusterStatus),
+    /// Where a moved upload chunk goes now.
+    Moved(ChunkLoc),
     /// Geo stripes sealed.
     Sealed {
         stripes: usize,
@@ -423,6 +436,29 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+impl RepairReport {
+    /// Adds what a later round of the same repair did (its time runs on from this one's).
+    pub fn absorb(&mut self, later: RepairReport) {
+        self.lost += later.lost;
+        self.repaired += later.repaired;
+        self.skipped += later.skipped;
+        self.failed += later.failed;
+        self.retries += later.retries;
+        self.bytes += later.bytes;
+        self.seconds += later.seconds;
+        self.errors.extend(later.errors);
+        self.phases += later.phases;
+        self.subprocesses += later.subprocesses;
+        self.stragglers += later.stragglers;
+        self.retuned += later.retuned;
+        self.postponed += later.postponed;
+        self.restarted += later.restarted;
+        let room = 1024usize.saturating_sub(self.graphs.len());
+        self.graphs.extend(later.graphs.into_iter().take(room));
+        self.graph_timeslots.extend(later.graph_timeslots.into_iter().take(room));
+    }
+}
+
 /// A node's traffic over its last monitoring period, in bytes per second, split into
 /// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
 /// and its link's capacity (0: unknown).
@@ -477,7 +513,18 @@ pub struct ClusterStatus {
     pub nodes: Vec<NodeInfo>,
     pub objects: usize,
     pub stripes: usize,
+    /// Chunks to rebuild: `bad_chunks` and `chunks_on_down_nodes` together.
     pub lost_chunks: usize,
+    /// Chunks found corrupt or missing on nodes that are up (by a read, the scrub, an
+    /// inventory), not rebuilt yet.
+    #[serde(default)]
+    pub bad_chunks: usize,
+    /// Chunks on nodes that are down or failed.
+    #[serde(default)]
+    pub chunks_on_down_nodes: usize,
+    /// Stripes with too few healthy chunks left to rebuild the others, with their objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unrepairable: Vec<UnrepairableStripe>,
     pub pending_repairs: usize,
     /// A repair (automatic or asked for) is running.
     #[serde(default)]
@@ -491,6 +538,16 @@ pub struct ClusterStatus {
     pub placement_groups: u32,
     #[serde(default)]
     pub index_copies: usize,
+}
+
+/// A stripe that can no longer be rebuilt, as `status` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnrepairableStripe {
+    pub stripe: u64,
+    /// The objects with bytes in it.
+    pub objects: Vec<String>,
+    /// Which chunks are unhealthy, and why.
+    pub why: String,
 }
 
 #[cfg(test)]

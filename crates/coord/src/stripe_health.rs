@@ -1,0 +1,219 @@
+//! Which chunks of a stripe can still be read, and why the others cannot: what a degraded
+//! read says when too few remain, what `status` counts (bad chunks apart from chunks on
+//! down or failed nodes) and lists (stripes that no longer hold enough to be rebuilt).
+
+use crate::coordinator::Coordinator;
+use crate::meta::StripeRecord;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{ChunkId, UnrepairableStripe};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One chunk of a stripe, as a planner may use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkHealth {
+    Healthy,
+    /// Reported corrupt or missing on a node that is up, not repaired yet.
+    Bad,
+    /// On a node that has stopped sending heartbeats.
+    NodeDown(NodeId),
+    /// On a node an operator failed (`fail`, `node remove`).
+    NodeFailed(NodeId),
+    /// On a node the reader asked to avoid (it did not answer the reader).
+    Avoided(NodeId),
+}
+
+impl ChunkHealth {
+    fn describe(self, chunk: &ChunkId) -> String {
+        match self {
+            ChunkHealth::Healthy => format!("{chunk} healthy"),
+            ChunkHealth::Bad => format!("{chunk} reported corrupt or missing"),
+            ChunkHealth::NodeDown(n) => format!("{chunk} on node {n}, which is down"),
+            ChunkHealth::NodeFailed(n) => format!("{chunk} on node {n}, which has failed"),
+            ChunkHealth::Avoided(n) => format!("{chunk} on node {n}, which does not answer the reader"),
+        }
+    }
+}
+
+/// A stripe's chunks, each with its health (a filler, zeros that are always there, is healthy).
+pub(crate) fn chunk_health(
+    s: &StripeRecord,
+    alive: &BTreeMap<NodeId, String>,
+    failed: &BTreeSet<NodeId>,
+    avoid: &BTreeSet<NodeId>,
+) -> Vec<ChunkHealth> {
+    (0..s.nodes.len())
+        .map(|j| {
+            let n = s.nodes[j];
+            if s.is_filler(j) {
+                ChunkHealth::Healthy
+            } else if failed.contains(&n) {
+                ChunkHealth::NodeFailed(n)
+            } else if !alive.contains_key(&n) {
+                ChunkHealth::NodeDown(n)
+            } else if s.bad[j] {
+                ChunkHealth::Bad
+            } else if avoid.contains(&n) {
+                ChunkHealth::Avoided(n)
+            } else {
+                ChunkHealth::Healthy
+            }
+        })
+        .collect()
+}
+
+/// Whether the code can rebuild every unhealthy chunk of the stripe from its healthy ones.
+pub(crate) fn recoverable(s: &StripeRecord, health: &[ChunkHealth]) -> bool {
+    let Ok(code) = s.code.build() else { return false };
+    let healthy: Vec<usize> = (0..health.len()).filter(|&j| health[j] == ChunkHealth::Healthy).collect();
+    (0..health.len()).filter(|&j| health[j] != ChunkHealth::Healthy).all(|j| code.choose_helpers(j, &healthy).is_ok())
+}
+
+/// Words for every chunk of `s` that cannot be used, with the count of those that can.
+pub(crate) fn unhealthy_words(s: &StripeRecord, health: &[ChunkHealth]) -> (usize, String) {
+    let healthy = health.iter().filter(|h| **h == ChunkHealth::Healthy).count();
+    let words: Vec<String> =
+        health.iter().enumerate().filter(|(_, h)| **h != ChunkHealth::Healthy).map(|(j, h)| h.describe(&ChunkId::new(s.id, j))).collect();
+    (healthy, words.join("; "))
+}
+
+impl Coordinator {
+    pub(crate) fn failed_nodes(&self) -> Result<BTreeSet<NodeId>, String> {
+        Ok(self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect())
+    }
+
+    /// Why chunk `index` of stripe ordinal `stripe` of object `name` cannot be read: the
+    /// error a degraded read ends with once fewer than k healthy chunks remain.
+    pub(crate) fn unreadable(&self, name: &str, stripe: usize, s: &StripeRecord, index: usize, avoid: &BTreeSet<NodeId>) -> String {
+        let failed = self.failed_nodes().unwrap_or_default();
+        let health = chunk_health(s, &self.alive(), &failed, avoid);
+        let (mut healthy, mut words) = unhealthy_words(s, &health);
+        if health.get(index) == Some(&ChunkHealth::Healthy) {
+            // The chunk being rebuilt is no helper of its own, whatever its record says.
+            healthy -= 1;
+            words = format!("{} not served to the reader; {words}", ChunkId::new(s.id, index));
+        }
+        let k = s.code.build().map(|c| c.k()).unwrap_or(0);
+        format!(
+            "object '{name}' is unreadable: stripe {stripe} (id {}) has {healthy} healthy chunk(s), and {} needs {k} to rebuild \
+             chunk {}: {words}",
+            s.id,
+            s.code,
+            ChunkId::new(s.id, index)
+        )
+    }
+}
+
+impl Coordinator {
+    /// Why a chunk of stripe `s` cannot be rebuilt: fewer healthy chunks than the code needs.
+    pub(crate) fn unrepairable(&self, s: &StripeRecord, avoid: &BTreeSet<NodeId>) -> String {
+        let failed = self.failed_nodes().unwrap_or_default();
+        let health = chunk_health(s, &self.alive(), &failed, avoid);
+        let (healthy, words) = unhealthy_words(s, &health);
+        let k = s.code.build().map(|c| c.k()).unwrap_or(0);
+        format!("stripe {} is unrepairable: {healthy} healthy chunk(s), {} needs {k}: {words}", s.id, s.code)
+    }
+}
+
+/// What `status` says of the chunks to rebuild.
+pub(crate) struct HealthSummary {
+    pub bad: usize,
+    pub on_down_nodes: usize,
+    pub unrepairable: Vec<UnrepairableStripe>,
+}
+
+impl Coordinator {
+    /// Bad chunks, chunks on down or failed nodes, and the stripes that cannot be rebuilt,
+    /// over committed stripes (as [`Coordinator::lost_chunks`] counts them).
+    pub(crate) fn health_summary(&self, stripes: &[StripeRecord]) -> Result<HealthSummary, String> {
+        let (alive, failed, none) = (self.alive(), self.failed_nodes()?, BTreeSet::new());
+        let mut sum = HealthSummary { bad: 0, on_down_nodes: 0, unrepairable: Vec::new() };
+        let mut doomed = Vec::new();
+        for s in stripes.iter().filter(|s| s.crcs.iter().all(|c| c.is_some())) {
+            let health = chunk_health(s, &alive, &failed, &none);
+            if health.iter().all(|h| *h == ChunkHealth::Healthy) {
+                continue;
+            }
+            for h in &health {
+                match h {
+                    ChunkHealth::Bad => sum.bad += 1,
+                    ChunkHealth::NodeDown(_) | ChunkHealth::NodeFailed(_) => sum.on_down_nodes += 1,
+                    _ => {}
+                }
+            }
+            if !recoverable(s, &health) {
+                doomed.push((s, unhealthy_words(s, &health)));
+            }
+        }
+        if !doomed.is_empty() {
+            // The objects with bytes in them, by name (only when there is something to say).
+            let mut names: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+            for o in self.meta.objects()? {
+                for id in &o.stripes {
+                    names.entry(*id).or_default().push(o.name.clone());
+                }
+            }
+            for (s, (healthy, words)) in doomed {
+                let k = s.code.build().map(|c| c.k()).unwrap_or(0);
+                sum.unrepairable.push(UnrepairableStripe {
+                    stripe: s.id,
+                    objects: names.remove(&s.id).unwrap_or_default(),
+                    why: format!("{healthy} healthy chunk(s), {} needs {k}: {words}", s.code),
+                });
+            }
+        }
+        Ok(sum)
+    }
+}
+
+/// The marker of [`Coordinator::unreadable`]'s error, for readers to tell it from others.
+pub(crate) const UNREADABLE: &str = " is unreadable: ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kintsugi_codes::CodeSpec;
+
+    fn stripe(code: &str, n: usize) -> StripeRecord {
+        StripeRecord {
+            id: 7,
+            code: code.parse::<CodeSpec>().unwrap(),
+            data_len: 0,
+            chunk_len: 4096,
+            nodes: (0..n as NodeId).collect(),
+            crcs: vec![Some(0); n],
+            bad: vec![false; n],
+            discarded_ms: 0,
+            changed_ms: 0,
+            open: false,
+            owners: vec![],
+            replicas: vec![],
+            pg: 0,
+            opened_ms: 0,
+            slot: None,
+            small: false,
+            pieces: vec![],
+            sealing: false,
+            class: 0,
+        }
+    }
+
+    #[test]
+    fn any_m_unhealthy_chunks_of_rs_are_recoverable_and_m_plus_one_are_not() {
+        let mut s = stripe("rs:6,3", 9);
+        let alive: BTreeMap<NodeId, String> = (0..9).filter(|&n| n != 4).map(|n| (n, String::new())).collect();
+        let failed = BTreeSet::from([8]);
+        s.bad[1] = true;
+        let h = chunk_health(&s, &alive, &failed, &BTreeSet::new());
+        assert_eq!(h[1], ChunkHealth::Bad);
+        assert_eq!(h[4], ChunkHealth::NodeDown(4));
+        assert_eq!(h[8], ChunkHealth::NodeFailed(8));
+        assert!(recoverable(&s, &h));
+        let h = chunk_health(&s, &alive, &failed, &BTreeSet::from([2]));
+        assert_eq!(h[2], ChunkHealth::Avoided(2));
+        assert!(!recoverable(&s, &h));
+        let (healthy, words) = unhealthy_words(&s, &h);
+        assert_eq!(healthy, 5);
+        assert!(words.contains("s00000007.001 reported corrupt or missing"), "{words}");
+        assert!(words.contains("s00000007.004 on node 4, which is down"), "{words}");
+    }
+}
