@@ -10,8 +10,10 @@
 //! bucket), sealed in the background while the faults go on.
 //!
 //! Seeded and bounded: `CHAOS_SEED` (default: random, printed), `CHAOS_SECS` (default 20).
-//! Faults stay within what RS(4,2) tolerates: at most one node down at a time, and each
-//! stripe's files damaged at most once.
+//! Striped names use RS(4,2), LRC(4,2,1) and Clay(4,2,5). Faults stay within what they
+//! tolerate: at most one node down at a time, and each stripe's files damaged at most once;
+//! one kind of fault goes to the limit on purpose (a node down and, in its stripes, one more
+//! chunk corrupt), and every object must read while it lasts.
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::client::get_chunk;
@@ -165,9 +167,10 @@ fn client(coord: &str) -> Client {
 async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<Mutex<History>>) {
     let c = client(&coord);
     let mut rng = StdRng::seed_from_u64(seed ^ (id + 1).wrapping_mul(0x1234_5678_9abc_def1));
-    let code: CodeSpec = "rs:4,2".parse().unwrap();
-    // Odd names are Geo objects: Clay chunks of 32 KiB, 64 KiB, ... in shared stripes,
-    // remainders in the small-size bucket, staged with copies and sealed in the background.
+    // Even names are striped: RS, LRC or Clay by name. Odd names are Geo objects: Clay
+    // chunks of 32 KiB, 64 KiB, ... in shared stripes, remainders in the small-size bucket,
+    // staged with copies and sealed in the background.
+    let codes: [CodeSpec; 4] = ["rs:4,2", "lrc:4,2,1", "rs:4,2", "clay:4,2,5"].map(|c| c.parse().unwrap());
     let clay: CodeSpec = "clay:4,2,5".parse().unwrap();
     let geo = LayoutSpec::Geo { s0: 32 << 10, q: 2, cap: 0 };
     let mut serial = id << 40;
@@ -191,7 +194,7 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
                 let mut reader = &data[..];
                 c.put_with_layout(&key, &mut reader, data.len() as u64, clay, 0, geo, &|_| {}).await.map(|_| ())
             } else {
-                c.put(&key, &data, code, 0).await.map(|_| ())
+                c.put(&key, &data, codes[name / 2 % codes.len()], 0).await.map(|_| ())
             };
             if let Err(e) = &r {
                 hist.lock().unwrap().error("put", e);
@@ -234,8 +237,20 @@ fn allowed_finals(writes: &[Write]) -> Vec<Option<Arc<Vec<u8>>>> {
     out
 }
 
-/// Faults, one at a time, until the deadline; returns a log of what was done.
-fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant) -> Vec<String> {
+/// Flips one bit of a chunk file in place, as a failing disk would (not through a rename);
+/// returns the byte's offset.
+fn flip_a_bit(path: &Path, rng: &mut StdRng) -> Option<usize> {
+    let mut bytes = std::fs::read(path).ok().filter(|b| !b.is_empty())?;
+    let at = rng.random_range(0..bytes.len());
+    bytes[at] ^= 1 << rng.random_range(0..8);
+    std::fs::OpenOptions::new().write(true).open(path).and_then(|mut f| std::io::Write::write_all(&mut f, &bytes)).ok()?;
+    Some(at)
+}
+
+/// Faults, one at a time, until the deadline; returns a log of what was done and the reads
+/// that failed while stripes were at the code's limit.
+fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant, rt: &tokio::runtime::Handle) -> (Vec<String>, Vec<String>) {
+    let mut at_limit_failures = Vec::new();
     let mut log = Vec::new();
     let mut damaged: BTreeSet<u64> = BTreeSet::new();
     let coordinator_kill_at = Instant::now() + (deadline - Instant::now()) / 2;
@@ -256,7 +271,7 @@ fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant) -> Vec<String> {
             continue;
         }
         let node = rng.random_range(0..NODES);
-        match rng.random_range(0..4) {
+        match rng.random_range(0..5) {
             0 => {
                 drop(c.nodes[node].take());
                 let down = rng.random_range(500..4000);
@@ -271,6 +286,34 @@ fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant) -> Vec<String> {
                 std::thread::sleep(Duration::from_millis(hung));
                 c.signal(node, libc::SIGCONT);
             }
+            4 => {
+                // At the code's limit: a node down, and in stripes with a chunk on it, one
+                // more chunk corrupt on another node (RS(4,2), LRC(4,2,1), Clay(4,2,5): two
+                // lost of six or seven). Every object must still read.
+                let on_it: BTreeSet<u64> = chunk_files(&c.node_dir(node)).into_keys().map(|(s, _)| s).collect();
+                drop(c.nodes[node].take());
+                let mut flipped = Vec::new();
+                for other in (0..NODES).filter(|&o| o != node) {
+                    for ((stripe, index), path) in chunk_files(&c.node_dir(other)) {
+                        if flipped.len() < 6 && on_it.contains(&stripe) && damaged.insert(stripe) && flip_a_bit(&path, rng).is_some() {
+                            flipped.push(format!("s{stripe}.{index}"));
+                        }
+                    }
+                }
+                log.push(format!("kill -9 node {node}, and one more chunk of its stripes corrupt: {flipped:?}"));
+                let cl = client(&c.coord_addr);
+                rt.block_on(async {
+                    for name in 0..NAMES {
+                        if let Err(e) = cl.get(&format!("obj{name}"), Shape::Ecpipe, 8192).await {
+                            if !e.contains("no object") && !e.contains("replaced") && !e.contains("still being written") {
+                                at_limit_failures.push(format!("obj{name} with node {node} down and {flipped:?} corrupt: {e}"));
+                            }
+                        }
+                    }
+                });
+                std::thread::sleep(Duration::from_millis(rng.random_range(200..1500)));
+                c.start_node(node);
+            }
             op => {
                 let files: Vec<((u64, usize), PathBuf)> =
                     chunk_files(&c.node_dir(node)).into_iter().filter(|((s, _), _)| !damaged.contains(s)).collect();
@@ -283,23 +326,13 @@ fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant) -> Vec<String> {
                     if std::fs::remove_file(&path).is_ok() {
                         log.push(format!("deleted chunk s{stripe}.{index} on node {node}"));
                     }
-                } else if let Ok(mut bytes) = std::fs::read(&path) {
-                    if !bytes.is_empty() {
-                        let at = rng.random_range(0..bytes.len());
-                        bytes[at] ^= 1 << rng.random_range(0..8);
-                        // In place, as a failing disk would (not through a rename).
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .open(&path)
-                            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-                            .ok();
-                        log.push(format!("flipped a bit at byte {at} of chunk s{stripe}.{index} on node {node}"));
-                    }
+                } else if let Some(at) = flip_a_bit(&path, rng) {
+                    log.push(format!("flipped a bit at byte {at} of chunk s{stripe}.{index} on node {node}"));
                 }
             }
         }
     }
-    log
+    (log, at_limit_failures)
 }
 
 #[test]
@@ -317,13 +350,14 @@ fn chaos_never_loses_or_mixes_acknowledged_data() {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let workers: Vec<_> = (0..4).map(|w| rt.spawn(worker(coord.clone(), seed, w, deadline, hist.clone()))).collect();
     let mut rng = StdRng::seed_from_u64(seed);
-    let log = chaos(&mut cluster, &mut rng, deadline);
+    let (log, at_limit_failures) = chaos(&mut cluster, &mut rng, deadline, rt.handle());
     for w in workers {
         rt.block_on(w).expect("a worker failed");
     }
     eprintln!("chaos: {} faults: {log:#?}", log.len());
     eprintln!("chaos: failed operations by cause: {:#?}", hist.lock().unwrap().errors);
 
+    assert!(at_limit_failures.is_empty(), "chaos seed {seed}: reads failed at the code's limit: {at_limit_failures:#?}");
     // Settle: every node up, repair and clean-up done.
     let h = hist.lock().unwrap();
     let verdict = rt.block_on(settle_and_check(&cluster, &h));
