@@ -190,10 +190,12 @@ async fn full_node_repair_rebuilds_around_a_corrupt_helper_in_every_stripe() {
         for (name, _) in &objects {
             for s in c.client.stat(name).await.unwrap().stripes {
                 if let Some(gone) = s.chunks.iter().position(|l| l.node == victim) {
-                    // A helper the repair will likely want: any other chunk of the stripe.
-                    let mut other = pick.next(s.chunks.len());
+                    // A helper the repair will likely want: another data chunk of the stripe
+                    // (whole-object reads then find the ones no repair graph touched; a
+                    // corrupt parity chunk nothing reads waits for the scrub).
+                    let mut other = pick.next(6);
                     if other == gone {
-                        other = (other + 1) % s.chunks.len();
+                        other = (other + 1) % 6;
                     }
                     corrupt(dir.path(), &s.chunks[other]);
                     stripes += 1;
@@ -292,5 +294,56 @@ async fn a_put_survives_a_node_killed_halfway() {
     let err = c.client.put_from("nowhere", &mut reader, small.len() as u64, code, 1 << 20, &progress).await.expect_err("no spare node");
     killer.await.unwrap();
     assert!(err.contains("no other live node outside the stripe"), "{err}");
+    c.stop().await;
+}
+
+/// Geometric Partitioning at the limit: a sealed Geo object (Clay(4,2,5) chunks in bucket
+/// files, the remainder in the small-size bucket) whose home node is down, with one more
+/// chunk of each of its stripes corrupt in a bucket file: read whole (pipelined, through
+/// the placement group's index) and by ranges, byte for byte, with every method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_geo_object_reads_with_its_node_down_and_a_corrupt_helper_in_every_stripe() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = kintsugi_coord::CoordConfig { placement_groups: 1, seal_after_ms: 3_600_000, ..cfg(dir.path(), "127.0.0.1:0") };
+    let mut c = cluster_with(conf, dir.path(), 8, None).await;
+    let code: CodeSpec = "clay:4,2,5".parse().unwrap();
+    let geo = kintsugi_proto::LayoutSpec::Geo { s0: 16 << 10, q: 2, cap: 0 };
+    let len = 301_000;
+    let bytes = data(len, 11);
+    let mut r = &bytes[..];
+    c.client.put_with_layout("g", &mut r, len as u64, code, 0, geo, &|_| {}).await.unwrap();
+    assert!(c.client.seal().await.unwrap() > 0);
+    let l = c.client.stat("g").await.unwrap();
+    let home = l.stripes[l.extents[0].stripe].chunks[l.extents[0].index].node;
+    let mut damaged = 0;
+    for e in &l.extents {
+        let s = &l.stripes[e.stripe];
+        assert_eq!(s.chunks[e.index].node, home, "a Geo object's chunks share one node");
+        // A parity chunk (a data slot may be a filler, zeros stored nowhere).
+        let last = s.chunks.len() - 1;
+        let other = &s.chunks[if e.index == last { last - 1 } else { last }];
+        let slot = other.bucket.expect("sealed Geo chunks are in buckets");
+        let path = dir.path().join(format!("node{}", other.node)).join(kintsugi_node::bucket::file_name(&slot));
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let at = slot.slot * slot.class + 100;
+        let mut b = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, at).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[b[0] ^ 0x21], at).unwrap();
+        damaged += 1;
+    }
+    assert!(damaged >= 2, "{:?}", l.extents);
+    c.kill(home as usize).await;
+    for method in ALL_SHAPES {
+        let (got, rep) = c.client.get("g", method, 4096).await.unwrap_or_else(|e| panic!("g via {method}: {e}"));
+        assert!(got == bytes, "g via {method}");
+        assert!(!rep.degraded.is_empty());
+        let (off, want) = (12_345usize, 150_001usize);
+        let mut part = Vec::new();
+        c.client
+            .get_range_into("g", off as u64, want as u64, &mut part, method, 4096, &|_| {})
+            .await
+            .unwrap_or_else(|e| panic!("a range of g via {method}: {e}"));
+        assert!(part == bytes[off..off + want], "a range of g via {method}");
+    }
     c.stop().await;
 }
