@@ -194,6 +194,17 @@ async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
     }
 }
 
+/// Why a process with data directory token `token` may not be node `n` (None: it may).
+fn identity_refused(n: &NodeRecord, token: &str) -> Option<String> {
+    (!n.token.is_empty() && n.token != token).then(|| {
+        format!(
+            "node id {} belongs to another data directory (the one it joined with, last at {}); this process's is not it. \
+             Give this process another id, or, if node {}'s disk was replaced, run `kintsugi node replace {}` first",
+            n.id, n.addr, n.id, n.id
+        )
+    })
+}
+
 pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
     Err(m.into())
 }
@@ -216,14 +227,14 @@ impl Coordinator {
     /// Serves one request.
     pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
         match req {
-            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link } => {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link, token } => {
                 if cluster != 0 && cluster != self.cluster_id {
                     return bad(format!(
                         "node {node}'s data directory belongs to cluster {cluster:016x}; this is cluster {:016x}",
                         self.cluster_id
                     ));
                 }
-                self.heartbeat(node, addr, boot)?;
+                self.heartbeat(node, addr, boot, &token)?;
                 if capacity_bytes > 0 {
                     self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
                 }
@@ -256,7 +267,8 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Deleted { existed })
             }
-            CoordRequest::Inventory { node, boot, chunks, last } => {
+            CoordRequest::Inventory { node, boot, chunks, last, token } => {
+                self.check_identity(node, &token)?;
                 self.inventory(node, boot, chunks, last)?;
                 Ok(CoordResponse::Ok)
             }
@@ -292,6 +304,10 @@ impl Coordinator {
                 Ok(CoordResponse::Repaired(report))
             }
             CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
+            CoordRequest::ReplaceNode { node } => {
+                self.replace_node(node)?;
+                Ok(CoordResponse::Ok)
+            }
             CoordRequest::RemoveNode { node } => {
                 let report = self.remove_node(node).await?;
                 self.sync_index_now().await;
@@ -300,10 +316,11 @@ impl Coordinator {
         }
     }
 
-    fn heartbeat(&self, node: NodeId, addr: String, boot: u64) -> Result<(), String> {
+    fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<(), String> {
         if node == READER {
             return bad(format!("node id {READER} is reserved for readers"));
         }
+        self.check_identity(node, token)?;
         let known = self.meta.nodes()?.into_iter().find(|n| n.id == node);
         if let Some(k) = &known {
             if k.failed && k.boot == boot {
@@ -319,11 +336,29 @@ impl Coordinator {
                 return bad(format!("node id {node} is already live at {}; refusing the node at {addr}", k.addr));
             }
         }
-        if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot) {
-            self.meta.apply(vec![Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot })])?;
+        if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot || n.token != token) {
+            // Checked again where it is written: of two first joins at once, one binds.
+            self.meta.update(&mut |t| {
+                let now = t.node(node)?;
+                if let Some(refused) = now.as_ref().and_then(|n| identity_refused(n, token)) {
+                    return bad(refused);
+                }
+                if now.as_ref().is_none_or(|n| n.token.is_empty()) && !token.is_empty() {
+                    tracing::info!("node id {node} is bound to the data directory of the node at {addr}");
+                }
+                t.put(Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot, token: token.into() }))
+            })?;
         }
         self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
         Ok(())
+    }
+
+    /// Refuses a process whose data directory is not the one node id `node` is bound to.
+    pub(crate) fn check_identity(&self, node: NodeId, token: &str) -> Result<(), String> {
+        match self.meta.nodes()?.into_iter().find(|n| n.id == node).and_then(|n| identity_refused(&n, token)) {
+            Some(refused) => bad(refused),
+            None => Ok(()),
+        }
     }
 
     /// Whether node `n` can take `bytes` more and stay at or below `ratio` of its capacity
@@ -471,6 +506,20 @@ impl Coordinator {
         Ok(())
     }
 
+    /// `node replace`: releases node id `node` from the data directory it is bound to, so
+    /// that a new disk can join under it; its chunks, missing there, are then rebuilt onto
+    /// it in place.
+    fn replace_node(&self, node: NodeId) -> Result<(), String> {
+        self.meta.update(&mut |t| {
+            let n = t.node(node)?.ok_or(format!("no node {node}"))?;
+            t.put(Change::PutNode(NodeRecord { token: String::new(), ..n }))
+        })?;
+        // Whoever runs under the id now must join again, with its own directory.
+        self.live.lock().expect("live lock").remove(&node);
+        tracing::warn!("node id {node} released from its data directory: the next node to join under it takes it");
+        Ok(())
+    }
+
     async fn fail_node(&self, node: NodeId) -> Result<(), String> {
         let rec = self.meta.nodes()?.into_iter().find(|n| n.id == node).ok_or(format!("no node {node}"))?;
         self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec.clone() })])?;
@@ -552,6 +601,7 @@ impl Coordinator {
             bad_chunks: health.bad,
             chunks_on_down_nodes: health.on_down_nodes,
             unrepairable: health.unrepairable,
+            waiting: health.waiting,
             pending_repairs: self.meta.pending()?.len(),
             repairing: self.repairing.try_lock().is_err(),
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),

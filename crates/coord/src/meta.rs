@@ -175,6 +175,10 @@ pub struct NodeRecord {
     /// The process (boot id) that was failed: its late heartbeats are ignored.
     #[serde(default)]
     pub boot: u64,
+    /// The identity token of the data directory the id is bound to (empty: none yet, or
+    /// released by `node replace`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
 }
 
 /// A lost chunk whose repair was requested and has not finished.
@@ -192,6 +196,7 @@ pub trait Txn {
     fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String>;
     fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String>;
     fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String>;
+    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String>;
     fn put(&mut self, change: Change) -> Result<(), String>;
     fn next_id(&mut self, counter: &str) -> Result<u64, String>;
     fn counter(&self, name: &str) -> Result<Option<u64>, String>;
@@ -445,6 +450,9 @@ impl Txn for RedbTxn<'_> {
     fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String> {
         self.garbage.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
+    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String> {
+        self.nodes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
+    }
     fn put(&mut self, c: Change) -> Result<(), String> {
         match c {
             Change::PutObject(o) => self.objects.insert(o.name.as_str(), json(&o).as_slice()).map(drop),
@@ -521,7 +529,7 @@ mod tests {
                     sealing: true,
                     class: 64,
                 }),
-                Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9 }),
+                Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9, token: "ab".into() }),
                 Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),
             ])
             .unwrap();

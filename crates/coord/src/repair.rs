@@ -64,7 +64,17 @@ impl Coordinator {
                 c.destination
             );
         }
-        let dest = dest.or(scheduled.map(|c| c.destination));
+        // A bad chunk on a node that is up is rebuilt in place (as Ceph repairs an object on
+        // its OSD): no data moves, and it works with no node to spare (exactly k + m).
+        let holder = s.nodes[index];
+        let failed = self.failed_nodes()?;
+        let in_place = dest.is_none()
+            && s.bad[index]
+            && alive.contains_key(&holder)
+            && !failed.contains(&holder)
+            && !avoid.contains(&holder)
+            && roomy(&holder);
+        let dest = dest.or(in_place.then_some(holder)).or(scheduled.map(|c| c.destination));
         let helpers = match scheduled {
             Some(c) => c.helpers.clone(),
             None => code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?,
@@ -75,7 +85,13 @@ impl Coordinator {
         let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
         let destination = match dest {
             Some(d) => d,
-            None => self.spare_node(s.id, &s.nodes, s.chunk_len, avoid)?,
+            None => self.spare_node(s.id, &s.nodes, s.chunk_len, avoid).map_err(|e| {
+                if e.starts_with(NO_ELIGIBLE) {
+                    format!("stripe {}: no eligible node; waiting for node {holder} or its replacement", s.id)
+                } else {
+                    e
+                }
+            })?,
         };
         let term_chunks = equation.helpers().iter().map(|&h| ChunkId::new(s.id, h)).collect();
         let task = RepairTask { equation, helper_nodes, destination };
@@ -123,10 +139,13 @@ impl Coordinator {
             }
         }
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
-        self.alive()
-            .keys()
-            .copied()
-            .filter(|n| !nodes.contains(n) && !avoid.contains(n) && !failed.contains(n))
+        let outside: Vec<NodeId> =
+            self.alive().keys().copied().filter(|n| !nodes.contains(n) && !avoid.contains(n) && !failed.contains(n)).collect();
+        if outside.is_empty() {
+            return bad(format!("{NO_ELIGIBLE} {id}"));
+        }
+        outside
+            .into_iter()
             .filter(|n| self.has_room(*n, chunk_len, self.cfg.backfillfull_ratio))
             .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % 7919))
             .ok_or(format!(
@@ -498,6 +517,10 @@ impl Coordinator {
         self.run_repairs(todo, "resumed", 4, HashMap::new(), HashMap::new()).await
     }
 }
+
+/// The start of [`Coordinator::spare_node`]'s error when no live node is outside a stripe
+/// at all (a cluster of exactly k + m nodes with one down), as opposed to none with room.
+pub(crate) const NO_ELIGIBLE: &str = "no live node is outside stripe";
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

@@ -119,6 +119,7 @@ pub(crate) struct HealthSummary {
     pub bad: usize,
     pub on_down_nodes: usize,
     pub unrepairable: Vec<UnrepairableStripe>,
+    pub waiting: Vec<String>,
 }
 
 impl Coordinator {
@@ -126,7 +127,8 @@ impl Coordinator {
     /// over committed stripes (as [`Coordinator::lost_chunks`] counts them).
     pub(crate) fn health_summary(&self, stripes: &[StripeRecord]) -> Result<HealthSummary, String> {
         let (alive, failed, none) = (self.alive(), self.failed_nodes()?, BTreeSet::new());
-        let mut sum = HealthSummary { bad: 0, on_down_nodes: 0, unrepairable: Vec::new() };
+        let mut sum = HealthSummary { bad: 0, on_down_nodes: 0, unrepairable: Vec::new(), waiting: Vec::new() };
+        let up: Vec<NodeId> = alive.keys().copied().filter(|n| !failed.contains(n)).collect();
         let mut doomed = Vec::new();
         for s in stripes.iter().filter(|s| s.crcs.iter().all(|c| c.is_some())) {
             let health = chunk_health(s, &alive, &failed, &none);
@@ -142,6 +144,19 @@ impl Coordinator {
             }
             if !recoverable(s, &health) {
                 doomed.push((s, unhealthy_words(s, &health)));
+                continue;
+            }
+            // A chunk on a down node goes to a node outside the stripe: is there one?
+            let down: Vec<NodeId> = health
+                .iter()
+                .filter_map(|h| match h {
+                    ChunkHealth::NodeDown(n) | ChunkHealth::NodeFailed(n) => Some(*n),
+                    _ => None,
+                })
+                .collect();
+            if !down.is_empty() && up.iter().all(|n| s.nodes.contains(n)) && sum.waiting.len() < 100 {
+                let who: Vec<String> = down.iter().map(|n| format!("node {n}")).collect();
+                sum.waiting.push(format!("stripe {}: no eligible node; waiting for {} or a replacement", s.id, who.join(" and ")));
             }
         }
         if !doomed.is_empty() {

@@ -372,6 +372,9 @@ pub fn status(t: &Target) -> Result<()> {
             for u in &s.unrepairable {
                 println!("unrepairable: stripe {} of {}: {}", u.stripe, u.objects.join(", "), u.why);
             }
+            for w in &s.waiting {
+                println!("waiting: {w}");
+            }
             // Traffic in MB/s over each node's last period; residual = what repair may use.
             println!(
                 "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",

@@ -20,6 +20,8 @@ pub struct NodeArgs {
     /// TOML configuration; flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The node's id, unique in the cluster; the coordinator binds it to this node's data
+    /// directory at its first join [default: 0].
     #[arg(long)]
     pub id: Option<NodeId>,
     /// Listen address (default 127.0.0.1:0).
@@ -29,8 +31,10 @@ pub struct NodeArgs {
     /// listening on 0.0.0.0 or [::]).
     #[arg(long)]
     pub advertise: Option<String>,
+    /// Where the node keeps its chunks and its identity (identity.json) [default: ./kintsugi-node-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The coordinator's address, HOST:PORT (none: the node runs alone) [default: none].
     #[arg(long)]
     pub coordinator: Option<String>,
     /// Emulated link in both directions (e.g. 1gbit); --uplink/--downlink set one.
@@ -76,6 +80,15 @@ pub enum NodeAction {
         /// The node's id.
         id: NodeId,
     },
+    /// Put a new disk under an old node id: the id is released from the data directory it
+    /// was bound to, the next node to join under it (started on the new, empty directory)
+    /// takes it, and the chunks it should hold are rebuilt onto it in place.
+    Replace {
+        #[command(flatten)]
+        target: Target,
+        /// The node's id.
+        id: NodeId,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -86,6 +99,7 @@ pub struct CoordArgs {
     /// Listen address (default 127.0.0.1:7400).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Where the coordinator keeps its metadata (a redb database) [default: ./kintsugi-coordinator-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 }
@@ -117,10 +131,25 @@ fn remove_node(t: &Target, id: NodeId) -> Result<()> {
     })
 }
 
+/// `kintsugi node replace ID`.
+fn replace_node(t: &Target, id: NodeId) -> Result<()> {
+    runtime()?.block_on(async {
+        client(t).call(&CoordRequest::ReplaceNode { node: id }, Duration::from_secs(30)).await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::json!({ "replaced": id }));
+        } else {
+            println!("node id {id} released: start the node on its new data directory with --id {id}; its chunks are rebuilt onto it");
+        }
+        Ok(())
+    })
+}
+
 /// `kintsugi node`: runs until Ctrl-C or a `fail`.
 pub fn node(a: NodeArgs) -> Result<()> {
-    if let Some(NodeAction::Remove { target, id }) = &a.action {
-        return remove_node(target, *id);
+    match &a.action {
+        Some(NodeAction::Remove { target, id }) => return remove_node(target, *id),
+        Some(NodeAction::Replace { target, id }) => return replace_node(target, *id),
+        None => {}
     }
     let mut cfg: NodeConfig = load_toml(a.config.as_deref())?;
     if let Some(v) = a.id {

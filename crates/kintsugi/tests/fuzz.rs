@@ -121,6 +121,7 @@ fn seeds() -> Vec<Vec<u8>> {
             capacity_bytes: 10,
             cluster: 0,
             link: Some(kintsugi_proto::LinkReport { period_ms: 500, fg_up: 1.0, capacity_up: 2.0, ..Default::default() }),
+            token: "0f".repeat(16),
         },
         CoordRequest::CreateObject {
             name: "o".into(),
@@ -131,7 +132,7 @@ fn seeds() -> Vec<Vec<u8>> {
         },
         CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]] },
         CoordRequest::DeleteObject { name: "o".into() },
-        CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true },
+        CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true, token: String::new() },
         CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },
         CoordRequest::Lookup { name: "o".into() },
         CoordRequest::List,
@@ -149,6 +150,7 @@ fn seeds() -> Vec<Vec<u8>> {
         CoordRequest::Repair { method: Shape::Ecpipe, slice: 4096, parallel: 2, scheduler: Default::default() },
         CoordRequest::Status,
         CoordRequest::RemoveNode { node: 3 },
+        CoordRequest::ReplaceNode { node: 3 },
     ] {
         push(serde_json::to_value(r).unwrap());
     }

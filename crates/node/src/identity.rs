@@ -5,13 +5,20 @@ use crate::config::NodeConfig;
 use kintsugi_plan::NodeId;
 use serde::{Deserialize, Serialize};
 
-/// What a data directory belongs to: the node id, written on its first start, and the
-/// cluster, written when the coordinator first welcomes it (0 until then).
-#[derive(Serialize, Deserialize)]
+/// What a data directory belongs to: the node id, written on its first start, the cluster,
+/// written when the coordinator first welcomes it (0 until then), and a random token that
+/// tells this directory from any other (the coordinator binds the node id to it).
+#[derive(Clone, Serialize, Deserialize)]
 pub(crate) struct Identity {
     pub node: NodeId,
     #[serde(default)]
     pub cluster: u64,
+    #[serde(default)]
+    pub token: String,
+}
+
+fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 pub(crate) fn write_identity(dir: &std::path::Path, id: &Identity) -> Result<(), String> {
@@ -29,9 +36,9 @@ pub(crate) fn write_identity(dir: &std::path::Path, id: &Identity) -> Result<(),
     write().map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Refuses a data directory that belongs to another node id; claims a new one. Returns
-/// the cluster the directory joined (0: none yet).
-pub(crate) fn claim_data_dir(cfg: &NodeConfig) -> Result<u64, String> {
+/// Refuses a data directory that belongs to another node id; claims a new one. Returns its
+/// identity (a directory from before tokens is given one).
+pub(crate) fn claim_data_dir(cfg: &NodeConfig) -> Result<Identity, String> {
     let path = cfg.data_dir.join("identity.json");
     match std::fs::read(&path) {
         Ok(bytes) => {
@@ -44,10 +51,15 @@ pub(crate) fn claim_data_dir(cfg: &NodeConfig) -> Result<u64, String> {
                     cfg.id
                 ));
             }
-            Ok(id.cluster)
+            if id.token.is_empty() {
+                let id = Identity { token: new_token(), ..id };
+                return write_identity(&cfg.data_dir, &id).map(|_| id);
+            }
+            Ok(id)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write_identity(&cfg.data_dir, &Identity { node: cfg.id, cluster: 0 }).map(|_| 0)
+            let id = Identity { node: cfg.id, cluster: 0, token: new_token() };
+            write_identity(&cfg.data_dir, &id).map(|_| id)
         }
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }

@@ -29,7 +29,7 @@ async fn pause(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
 }
 
 /// Sends the chunk list at start and every `inventory_ms`.
-pub async fn report(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop: watch::Receiver<bool>) {
+pub async fn report(coord: String, exec: Arc<Executor>, cfg: NodeConfig, token: String, mut stop: watch::Receiver<bool>) {
     let boot = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -46,7 +46,13 @@ pub async fn report(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut sto
             Ok(Ok(ids)) => {
                 let pages: Vec<&[kintsugi_proto::ChunkId]> = if ids.is_empty() { vec![&[][..]] } else { ids.chunks(PAGE).collect() };
                 for (i, page) in pages.iter().enumerate() {
-                    let req = CoordRequest::Inventory { node: exec.node, boot, chunks: page.to_vec(), last: i + 1 == pages.len() };
+                    let req = CoordRequest::Inventory {
+                        node: exec.node,
+                        boot,
+                        chunks: page.to_vec(),
+                        last: i + 1 == pages.len(),
+                        token: token.clone(),
+                    };
                     match call(&coord, &req).await {
                         Ok(CoordResponse::Ok) => {}
                         Ok(other) => tracing::warn!("inventory of node {}: coordinator answered {other:?}", exec.node),

@@ -93,7 +93,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
         store.set_read_ahead(r);
     }
     let store = Arc::new(store);
-    let cluster = claim_data_dir(&cfg)?;
+    let identity = claim_data_dir(&cfg)?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
@@ -113,7 +113,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
         return Err(format!("cannot advertise {advertise}: others cannot connect to it"));
     }
-    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, cluster));
+    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, identity));
     Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task })
 }
 
@@ -124,14 +124,15 @@ async fn serve(
     mut stop: watch::Receiver<bool>,
     cfg: NodeConfig,
     advertise: String,
-    cluster: u64,
+    identity: Identity,
 ) {
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
         let capacity = (cfg.link_capacity.or(cfg.uplink).unwrap_or(0.0), cfg.link_capacity.or(cfg.downlink).unwrap_or(0.0));
-        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), cluster), capacity, stop.clone()));
-        conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), stop.clone()));
+        let token = identity.token.clone();
+        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), identity), capacity, stop.clone()));
+        conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), token, stop.clone()));
         if cfg.scrub_interval_ms > 0 {
             conns.spawn(crate::inventory::scrub(coord, exec.clone(), cfg.clone(), stop.clone()));
         }
@@ -154,18 +155,21 @@ async fn serve(
     conns.abort_all();
 }
 
-/// Heartbeats to the coordinator; `identity` is the data directory and the cluster it
-/// joined, recorded at the first welcome.
+/// Heartbeats to the coordinator; `identity` is the data directory and its identity (the
+/// cluster it joined is recorded at the first welcome).
 async fn heartbeats(
     coord: String,
     exec: Arc<Executor>,
     advertise: String,
     every: Duration,
-    identity: (std::path::PathBuf, u64),
+    identity: (std::path::PathBuf, Identity),
     capacity: (f64, f64),
     mut stop: watch::Receiver<bool>,
 ) {
-    let (data_dir, mut cluster) = identity;
+    let (data_dir, mut identity) = identity;
+    // Said once per streak: a node that cannot reach or is refused by its coordinator says
+    // why, instead of retrying in silence.
+    let mut complained = false;
     let mut conn: Option<TcpStream> = None;
     let mut monitor = crate::monitor::Monitor::new(capacity);
     let boot = {
@@ -185,13 +189,27 @@ async fn heartbeats(
         .await
         .unwrap_or((0, 0, 0));
         let link = Some(monitor.report(&exec.counters, exec.store.disk().map(|d| d.as_ref())));
-        let msg =
-            CoordRequest::Heartbeat { node: exec.node, addr: advertise.clone(), chunks, boot, used_bytes, capacity_bytes, cluster, link };
+        let msg = CoordRequest::Heartbeat {
+            node: exec.node,
+            addr: advertise.clone(),
+            chunks,
+            boot,
+            used_bytes,
+            capacity_bytes,
+            cluster: identity.cluster,
+            link,
+            token: identity.token.clone(),
+        };
         if conn.is_none() {
             conn = match kintsugi_proto::auth::connect(&coord, every * 4).await {
                 Ok(c) => Some(c),
                 Err(e) => {
-                    tracing::debug!("node {}: coordinator: {e}", exec.node);
+                    if !complained {
+                        tracing::error!("node {}: cannot reach the coordinator at {coord}: {e}; retrying", exec.node);
+                        complained = true;
+                    } else {
+                        tracing::debug!("node {}: coordinator: {e}", exec.node);
+                    }
                     None
                 }
             };
@@ -203,18 +221,28 @@ async fn heartbeats(
             };
             match answer {
                 Some(kintsugi_proto::CoordResponse::Error { message }) => {
-                    tracing::warn!("node {}: the coordinator refuses this node: {message}", exec.node)
+                    if !complained {
+                        tracing::error!("node {}: the coordinator refuses this node: {message}", exec.node);
+                        complained = true;
+                    }
                 }
-                Some(kintsugi_proto::CoordResponse::Welcome { cluster: c }) if cluster == 0 && c != 0 => {
-                    match write_identity(&data_dir, &Identity { node: exec.node, cluster: c }) {
+                Some(kintsugi_proto::CoordResponse::Welcome { cluster: c }) if identity.cluster == 0 && c != 0 => {
+                    complained = false;
+                    let joined = Identity { cluster: c, ..identity.clone() };
+                    match write_identity(&data_dir, &joined) {
                         Ok(()) => {
                             tracing::info!("node {}: joined cluster {c:016x}", exec.node);
-                            cluster = c;
+                            identity = joined;
                         }
                         Err(e) => tracing::warn!("node {}: {e}", exec.node),
                     }
                 }
-                Some(_) => {}
+                Some(_) => {
+                    if complained {
+                        tracing::info!("node {}: the coordinator at {coord} accepts this node again", exec.node);
+                    }
+                    complained = false;
+                }
                 None => conn = None,
             }
         }

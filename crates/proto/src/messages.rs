@@ -253,6 +253,11 @@ pub enum CoordRequest {
         /// The cluster this node's data directory joined (0: none yet).
         #[serde(default)]
         cluster: u64,
+        /// Its data directory's random identity token: the coordinator binds the node id to
+        /// it at the first join and refuses any other (a second process under a live or
+        /// dead node's id) until `node remove` or `node replace`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        token: String,
         /// Traffic over the node's last monitoring period (absent from older nodes).
         #[serde(default)]
         link: Option<LinkReport>,
@@ -296,6 +301,10 @@ pub enum CoordRequest {
         boot: u64,
         chunks: Vec<ChunkId>,
         last: bool,
+        /// The data directory's identity token (see `Heartbeat`): an inventory from another
+        /// directory is never taken for the node's.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        token: String,
     },
     /// A node found one of its chunks corrupt (scrub) or gone.
     ReportChunk {
@@ -346,6 +355,12 @@ pub enum CoordRequest {
     /// Takes a node out for good: its chunks are rebuilt elsewhere first, then it is
     /// forgotten. Answered with the repair's report.
     RemoveNode {
+        node: NodeId,
+    },
+    /// A new disk goes under an old node id (`node replace`): the id's binding to its old
+    /// data directory is dropped, the next node to join under it is bound, and its chunks
+    /// (missing from the new disk) are rebuilt onto it.
+    ReplaceNode {
         node: NodeId,
     },
 }
@@ -525,6 +540,10 @@ pub struct ClusterStatus {
     /// Stripes with too few healthy chunks left to rebuild the others, with their objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unrepairable: Vec<UnrepairableStripe>,
+    /// Lost chunks with nowhere to be rebuilt (every live node holds a chunk of their
+    /// stripe: a cluster of exactly k + m nodes with one down), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
     pub pending_repairs: usize,
     /// A repair (automatic or asked for) is running.
     #[serde(default)]

@@ -1,0 +1,140 @@
+//! Who a node is, and where rebuilt chunks go: a second process under a live or dead
+//! node's id is refused and changes nothing; `node replace` puts a new disk under an old id
+//! and rebuilds its chunks onto it; a corrupt chunk is rebuilt in place; with exactly k + m
+//! nodes, a dead node's chunks wait for it, and `status` says so in words.
+
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::CoordConfig;
+use kintsugi_node::NodeConfig;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use kintsugi_proto::{CoordRequest, CoordResponse};
+use std::path::Path;
+use std::time::Duration;
+
+mod common;
+use common::*;
+
+fn conf(dir: &Path) -> CoordConfig {
+    // Stripes count as settled for inventories at once (the tests wait for inventories).
+    CoordConfig { inventory_slack_ms: 0, ..cfg(dir, "127.0.0.1:0") }
+}
+
+/// Node i with inventories every 200 ms, on data directory `sub`.
+fn node_on(dir: &Path, i: usize, coord: &str, sub: &str) -> NodeConfig {
+    NodeConfig { data_dir: dir.join(sub), inventory_ms: 200, ..node_cfg(dir, i, coord) }
+}
+
+async fn node_addr(c: &Cluster, id: u32) -> (String, bool) {
+    let s = c.client.status().await.unwrap();
+    let n = s.nodes.iter().find(|n| n.id == id).expect("listed");
+    (n.addr.clone(), n.alive)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_under_a_nodes_id_is_refused_and_node_replace_rebuilds_onto_a_new_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster_nodes(conf(dir.path()), dir.path(), 9, |_, n| NodeConfig { inventory_ms: 200, ..n }).await;
+    let code: CodeSpec = "rs:6,3".parse().unwrap();
+    let bytes = data(700_001, 3);
+    c.client.put("o", &bytes, code, 0).await.unwrap();
+    let (real_addr, _) = node_addr(&c, 3).await;
+
+    // A mistyped command: another directory, node 3's id, while node 3 is live.
+    let impostor = kintsugi_node::start(node_on(dir.path(), 3, &c.coord_addr, "ndup")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let s = c.client.status().await.unwrap();
+    assert_eq!(node_addr(&c, 3).await, (real_addr.clone(), true), "node 3 stays where it is");
+    assert_eq!((s.lost_chunks, s.bad_chunks), (0, 0), "the impostor's empty inventory is not node 3's: {s:?}");
+    impostor.stop().await;
+
+    // The same while node 3 is down: its id is still its data directory's.
+    c.kill(3).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let impostor = kintsugi_node::start(node_on(dir.path(), 3, &c.coord_addr, "ndup")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(node_addr(&c, 3).await, (real_addr.clone(), false), "a dead node's id is not taken over either");
+    impostor.stop().await;
+    // The real node 3 comes back on its own directory: accepted, nothing lost.
+    c.nodes[3] = Some(kintsugi_node::start(node_on(dir.path(), 3, &c.coord_addr, "node3")).await.unwrap());
+    c.wait_alive(9).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let s = c.client.status().await.unwrap();
+    assert_eq!((s.lost_chunks, s.bad_chunks), (0, 0), "{s:?}");
+
+    // Node 3's disk is replaced: `node replace 3`, then a node on a new, empty directory.
+    c.kill(3).await;
+    match c.client.call(&CoordRequest::ReplaceNode { node: 3 }, Duration::from_secs(5)).await.unwrap() {
+        CoordResponse::Ok => {}
+        other => panic!("{other:?}"),
+    }
+    c.nodes[3] = Some(kintsugi_node::start(node_on(dir.path(), 3, &c.coord_addr, "node3-new")).await.unwrap());
+    let new_addr = c.nodes[3].as_ref().unwrap().addr.to_string();
+    let mut missing = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let s = c.client.status().await.unwrap();
+        if node_addr(&c, 3).await == (new_addr.clone(), true) && s.bad_chunks > 0 {
+            missing = s.bad_chunks;
+            break;
+        }
+    }
+    assert!(missing > 0, "the new disk's inventory shows node 3's chunks missing");
+    let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Repairboost).await.unwrap();
+    assert_eq!((r.repaired, r.failed), (missing, 0), "{r:?}");
+    let l = c.client.stat("o").await.unwrap();
+    let on_3 = l.stripes.iter().flat_map(|s| &s.chunks).filter(|ch| ch.node == 3).count();
+    assert_eq!(on_3, missing, "rebuilt onto node 3 itself");
+    let (got, rep) = c.client.get("o", Shape::Cr, 4096).await.unwrap();
+    assert!(got == bytes);
+    assert!(rep.degraded.is_empty());
+    c.stop().await;
+}
+
+/// A corrupt chunk on a live node: rebuilt in place, on the same node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_chunk_is_rebuilt_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
+    let bytes = data(500_000, 8);
+    c.client.put("o", &bytes, "rs:6,3".parse().unwrap(), 0).await.unwrap();
+    let loc = c.client.stat("o").await.unwrap().stripes[0].chunks[2].clone();
+    let path = dir.path().join(format!("node{}", loc.node)).join(format!("{}.chunk", loc.chunk));
+    let mut raw = std::fs::read(&path).unwrap();
+    raw[1000] ^= 0x08;
+    std::fs::write(&path, &raw).unwrap();
+    let (got, rep) = c.client.get("o", Shape::Ppr, 4096).await.unwrap();
+    assert!(got == bytes && rep.degraded.len() == 1);
+    assert_eq!(c.client.status().await.unwrap().bad_chunks, 1);
+    let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();
+    assert_eq!((r.repaired, r.failed), (1, 0), "{r:?}");
+    let now = c.client.stat("o").await.unwrap().stripes[0].chunks[2].clone();
+    assert_eq!((now.node, now.lost), (loc.node, false), "in place");
+    let (got, rep) = c.client.get("o", Shape::Cr, 4096).await.unwrap();
+    assert!(got == bytes && rep.degraded.is_empty());
+    c.kill(0).await;
+    c.stop().await;
+}
+
+/// Exactly k + m nodes, one down: nowhere to rebuild; `status` says what it waits for, a
+/// repair fails saying the same, and once the node is back nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_exactly_k_plus_m_nodes_a_dead_nodes_chunks_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
+    let bytes = data(1_000_000, 9);
+    c.client.put("o", &bytes, "rs:6,3".parse().unwrap(), 0).await.unwrap();
+    c.kill(4).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let s = c.client.status().await.unwrap();
+    assert!(s.chunks_on_down_nodes > 0);
+    assert!(!s.waiting.is_empty() && s.waiting.iter().all(|w| w.contains("no eligible node; waiting for node 4")), "{:?}", s.waiting);
+    let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Random).await.unwrap();
+    assert!(r.failed > 0 && r.errors.iter().all(|e| e.contains("waiting for node 4 or its replacement")), "{r:?}");
+    assert!(c.client.get("o", Shape::Cr, 4096).await.unwrap().0 == bytes, "degraded reads meanwhile");
+    c.restart(dir.path(), 4).await;
+    c.wait_alive(9).await;
+    let s = c.client.status().await.unwrap();
+    assert_eq!((s.lost_chunks, s.waiting.len()), (0, 0), "{s:?}");
+    c.stop().await;
+}
