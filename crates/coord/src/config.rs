@@ -87,6 +87,9 @@ pub struct CoordConfig {
     /// How often index records that missed a holder, or name chunks a repair moved, are
     /// published again.
     pub index_sync_ms: u64,
+    /// Stripes one put may create at most (a put of many tiny chunks is refused before any
+    /// metadata is written).
+    pub max_stripes_per_object: u64,
 }
 
 impl Default for CoordConfig {
@@ -127,6 +130,7 @@ impl Default for CoordConfig {
             recovery_node_budget: 512,
             index_copies: 3,
             index_sync_ms: 500,
+            max_stripes_per_object: 1 << 20,
         }
     }
 }

@@ -96,11 +96,16 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         h.finish() & 0x7fff_ffff
     };
     let cluster_id = meta.cluster_id()?;
+    // Nodes that were up are taken as up until they miss `dead_after_ms` of heartbeats, as
+    // if they had just sent one: a restarted coordinator does not count every chunk lost
+    // in the moments before the nodes report in.
+    let now = Instant::now();
+    let live = meta.nodes()?.into_iter().filter(|n| !n.failed).map(|n| (n.id, (n.addr, now))).collect();
     let coord = Arc::new(Coordinator {
         cluster_id,
         cfg,
         meta,
-        live: Mutex::new(HashMap::new()),
+        live: Mutex::new(live),
         repairing: tokio::sync::Mutex::new(()),
         sealing: tokio::sync::Mutex::new(()),
         maybe_open: std::sync::atomic::AtomicBool::new(true),
@@ -205,6 +210,13 @@ fn identity_refused(n: &NodeRecord, token: &str) -> Option<String> {
     })
 }
 
+/// Runs metadata work that reads many records on a blocking thread: however long it takes,
+/// the runtime's workers stay free for heartbeats, so a busy coordinator never takes live
+/// nodes for dead ones.
+async fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| format!("metadata task failed: {e}"))?
+}
+
 pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
     Err(m.into())
 }
@@ -244,7 +256,8 @@ impl Coordinator {
                 Ok(CoordResponse::Welcome { cluster: self.cluster_id })
             }
             CoordRequest::CreateObject { name, size, code, chunk_size, layout } => {
-                Ok(CoordResponse::Layout(self.create(name, size, code, chunk_size, layout)?))
+                let me = self.clone();
+                Ok(CoordResponse::Layout(off_runtime(move || me.create(name, size, code, chunk_size, layout)).await?))
             }
             CoordRequest::Seal => {
                 let stripes = self.seal_due(true).await?;
@@ -269,7 +282,8 @@ impl Coordinator {
             }
             CoordRequest::Inventory { node, boot, chunks, last, token } => {
                 self.check_identity(node, &token)?;
-                self.inventory(node, boot, chunks, last)?;
+                let me = self.clone();
+                off_runtime(move || me.inventory(node, boot, chunks, last)).await?;
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::ReportChunk { node, chunk, reason } => {
@@ -278,9 +292,9 @@ impl Coordinator {
             }
             CoordRequest::Lookup { name } => Ok(CoordResponse::Layout(self.lookup(&name)?)),
             CoordRequest::List => {
-                let objects = self
-                    .meta
-                    .objects()?
+                let me = self.clone();
+                let objects = off_runtime(move || me.meta.objects()).await?;
+                let objects = objects
                     .into_iter()
                     .map(|o| ObjectInfo { stripes: o.stripes.len(), name: o.name, size: o.size, code: o.code, committed: o.committed })
                     .collect();
@@ -303,7 +317,10 @@ impl Coordinator {
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))
             }
-            CoordRequest::Status => Ok(CoordResponse::Status(self.status()?)),
+            CoordRequest::Status => {
+                let me = self.clone();
+                Ok(CoordResponse::Status(off_runtime(move || me.status()).await?))
+            }
             CoordRequest::ReplaceNode { node } => {
                 self.replace_node(node)?;
                 Ok(CoordResponse::Ok)

@@ -21,6 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// The smallest chunk size a put may ask for (one checksum block of the chunk store).
+const MIN_CHUNK: u64 = 4096;
+
 /// A chunk slot of a garbage stripe whose chunk is already deleted.
 const GONE: NodeId = NodeId::MAX;
 
@@ -63,7 +66,21 @@ impl Coordinator {
         if chunk_size > 1 << 30 {
             return bad("chunk size is at most 1 GiB");
         }
+        if chunk_size < MIN_CHUNK && layout == LayoutSpec::Stripe {
+            return bad(format!("chunk size {chunk_size} is below the smallest, {MIN_CHUNK} bytes (a block of the chunk store)"));
+        }
         let c = code.build().map_err(|e| e.to_string())?;
+        // Refused before any metadata is written: one put never holds the metadata writer
+        // for long, whatever it asks.
+        let stripes = size.div_ceil((c.k() as u64 * chunk_size).max(1));
+        if stripes > self.cfg.max_stripes_per_object {
+            return bad(format!(
+                "'{name}' would take {stripes} stripes of {} chunks of {chunk_size} bytes, over the {} a put may create \
+                 (max_stripes_per_object): use a larger --chunk-size",
+                c.k(),
+                self.cfg.max_stripes_per_object
+            ));
+        }
         let alive: Vec<NodeId> = self.alive().keys().copied().collect();
         if alive.len() < c.n() {
             return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));

@@ -138,3 +138,62 @@ async fn with_exactly_k_plus_m_nodes_a_dead_nodes_chunks_wait_for_it() {
     assert_eq!((s.lost_chunks, s.waiting.len()), (0, 0), "{s:?}");
     c.stop().await;
 }
+
+/// A put that makes the coordinator write 150,000 stripe records keeps it busy for longer
+/// than nodes may stay silent: heartbeats are still heard, and no live node is taken for
+/// dead meanwhile. A put past `max_stripes_per_object`, or of chunks under 4 KiB, is
+/// refused before any metadata is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
+    let code: CodeSpec = "rs:6,3".parse().unwrap();
+    let create = move |size: u64, chunk_size: u64| CoordRequest::CreateObject {
+        name: "huge".into(),
+        size,
+        code,
+        chunk_size,
+        layout: Default::default(),
+    };
+    for (size, chunk, why) in [(6 * 4096 * ((1 << 20) + 1), 4096, "max_stripes_per_object"), (1 << 20, 1024, "below the smallest")] {
+        let err = c.client.call(&create(size, chunk), Duration::from_secs(30)).await.unwrap_err();
+        assert!(err.contains(why), "{err}");
+    }
+    assert_eq!(c.client.status().await.unwrap().stripes, 0, "nothing written");
+
+    // Two at once: as many as the runtime has workers.
+    let heavy = |name: &'static str| {
+        let client = c.client.clone();
+        tokio::spawn(async move {
+            let t = std::time::Instant::now();
+            let req = CoordRequest::CreateObject {
+                name: name.into(),
+                size: 6 * 4096 * 150_000,
+                code,
+                chunk_size: 4096,
+                layout: Default::default(),
+            };
+            let r = client.call(&req, Duration::from_secs(300)).await;
+            (r.map(|_| ()), t.elapsed())
+        })
+    };
+    let (busy, other) = (heavy("huge"), heavy("huge2"));
+    let mut fewest = 9;
+    let mut polls = 0;
+    while !busy.is_finished() || !other.is_finished() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let s = c.client.status().await.unwrap();
+        fewest = fewest.min(s.nodes.iter().filter(|n| n.alive).count());
+        polls += 1;
+    }
+    let _ = other.await.unwrap();
+    let (r, took) = busy.await.unwrap();
+    // The layout of 150,000 stripes is past what a client takes in one answer: the work was
+    // done all the same (the upload is abandoned and reclaimed later).
+    assert!(r.as_ref().is_ok() || r.as_ref().is_err_and(|e| e.contains("exceeds the limit") || e.contains("connection closed")), "{r:?}");
+    eprintln!("the 150,000-stripe create took {took:?}; {polls} status polls meanwhile, fewest live nodes {fewest}");
+    assert_eq!(fewest, 9, "a live node was taken for dead while the coordinator was busy for {took:?}");
+    // It kept answering meanwhile (with the creates on the runtime's workers: 2 polls in 3 s).
+    assert!(polls >= 5, "{polls} status answers in {took:?}");
+    c.stop().await;
+}

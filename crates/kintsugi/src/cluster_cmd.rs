@@ -43,9 +43,10 @@ pub struct PutArgs {
     /// (equal --chunk-size chunks on one node, coded the same way).
     #[arg(long, value_enum, default_value = "stripe")]
     pub layout: LayoutArg,
-    /// Geo: the smallest chunk.
-    #[arg(long, default_value = "4MiB", value_parser = parse_nonzero_size)]
-    pub s0: usize,
+    /// Geo: the smallest chunk [default: 4MiB, rounded up to a whole number of the code's
+    /// sub-chunks, e.g. 4194318 bytes for clay:6,3,8's 27].
+    #[arg(long, value_parser = parse_nonzero_size)]
+    pub s0: Option<usize>,
     /// Geo: the ratio between successive chunk sizes.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
     pub q: u64,
@@ -67,7 +68,13 @@ impl PutArgs {
         match self.layout {
             LayoutArg::Stripe => LayoutSpec::Stripe,
             LayoutArg::StripeMax => LayoutSpec::StripeMax,
-            LayoutArg::Geo => LayoutSpec::Geo { s0: self.s0 as u64, q: self.q, cap: self.max_chunk as u64 },
+            LayoutArg::Geo => {
+                // Clay's chunks are whole numbers of sub-chunks: the default s0 is rounded
+                // up to one (a given --s0 is taken as it is, and refused if it is not).
+                let alpha = self.code.build().map_or(1, |c| c.sub_chunks()) as u64;
+                let s0 = self.s0.map_or((4u64 << 20).next_multiple_of(alpha), |s| s as u64);
+                LayoutSpec::Geo { s0, q: self.q, cap: self.max_chunk as u64 }
+            }
             LayoutArg::Contiguous => LayoutSpec::Contiguous { chunk: self.chunk_size.unwrap_or(16 << 20) as u64 },
         }
     }
@@ -80,7 +87,8 @@ pub struct GetArgs {
     /// whole object has been read and verified.
     #[arg(long)]
     pub out: PathBuf,
-    /// Method for degraded reads of unavailable chunks.
+    /// Method for degraded reads of unavailable chunks: cr, ppr, ecpipe or ecpipe-cyclic
+    /// (ChameleonEC and RepairBoost schedule full-node repair: `repair --scheduler`).
     #[arg(long, default_value = "ecpipe")]
     pub method: Shape,
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
@@ -376,9 +384,13 @@ pub fn status(t: &Target) -> Result<()> {
                 println!("waiting: {w}");
             }
             // Traffic in MB/s over each node's last period; residual = what repair may use.
+            // Space: bytes stored of what the node may use. Emulated disks' rates only when
+            // some node has one.
+            let disks = s.nodes.iter().any(|n| n.link.as_ref().is_some_and(|l| l.disk_capacity > 0.0));
+            let disk_head = if disks { format!(" {:>15}", "disk MB/s fg/cap") } else { String::new() };
             println!(
-                "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",
-                "node", "address", "alive", "chunks", "fg up/down MB/s", "repair up/down", "residual up/down", "disk fg/cap"
+                "{:>6} {:<24} {:>6} {:>8} {:>20} {:>17} {:>17} {:>17}{disk_head}",
+                "node", "address", "alive", "chunks", "space used/total", "fg up/down MB/s", "repair up/down", "residual up/down"
             );
             let mb = |v: f64| format!("{:.1}", v / 1e6);
             for n in s.nodes {
@@ -390,21 +402,38 @@ pub fn status(t: &Target) -> Result<()> {
                     (Some(u), Some(d)) => format!("{}/{}", mb(u), mb(d)),
                     _ => "-".into(),
                 };
+                let space = match n.capacity_bytes {
+                    0 => "not reported".to_string(),
+                    cap => format!(
+                        "{}/{} {:.0}%{}",
+                        human_bytes(n.used_bytes),
+                        human_bytes(cap),
+                        100.0 * n.used_bytes as f64 / cap as f64,
+                        if n.full {
+                            " full"
+                        } else if n.nearfull {
+                            " near"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
                 // Emulated disks: users' I/O and the disk's rate (ChameleonEC-IO plans with them).
                 let disk = match &n.link {
-                    Some(l) if l.disk_capacity > 0.0 => format!("{}/{}", mb(l.disk_fg), mb(l.disk_capacity)),
-                    _ => "-".into(),
+                    Some(l) if disks && l.disk_capacity > 0.0 => format!(" {:>15}", format!("{}/{}", mb(l.disk_fg), mb(l.disk_capacity))),
+                    _ if disks => format!(" {:>15}", "none"),
+                    _ => String::new(),
                 };
                 println!(
-                    "{:>6} {:<24} {:>6} {:>8} {:>17} {:>17} {:>17} {:>15}",
+                    "{:>6} {:<24} {:>6} {:>8} {:>20} {:>17} {:>17} {:>17}{disk}",
                     n.id,
                     n.addr,
                     if n.alive { "yes" } else { "no" },
                     n.chunks,
+                    space,
                     fg,
                     rep,
-                    res,
-                    disk
+                    res
                 );
             }
         }

@@ -202,6 +202,15 @@ pub fn run(a: LoadArgs) -> Result<()> {
         for (name, l) in [("read", &report.read), ("update", &report.update), ("all", &report.all)] {
             println!("{name:<8} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2}", l.ops, l.p50_ms, l.p99_ms, l.p999_ms, l.max_ms);
         }
+        // Per second: how the latency moved during the run (a failure, a repair).
+        println!();
+        println!("{:>6} {:<10} {:>9} {:>10} {:>10} {:>10} {:>7}", "second", "workload", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "errors");
+        for s in &report.per_second {
+            println!(
+                "{:>6} {:<10} {:>9.1} {:>10.2} {:>10.2} {:>10.2} {:>7}",
+                s.second, s.workload, s.ops_per_s, s.p50_ms, s.p99_ms, s.p999_ms, s.errors
+            );
+        }
     }
     Ok(())
 }

@@ -148,6 +148,8 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("KINTSUGI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     if let Some(path) = &cli.secret_file {
         match kintsugi_proto::auth::Secret::from_file(path) {

@@ -7,6 +7,8 @@ use thiserror::Error;
 pub enum PlanError {
     #[error("unknown repair method '{0}' (expected one of cr, ppr, ecpipe, ecpipe-cyclic)")]
     UnknownMethod(String),
+    #[error("'{0}' schedules full-node repair (repair --scheduler {0}); a per-chunk method is one of cr, ppr, ecpipe, ecpipe-cyclic")]
+    SchedulerNotMethod(String),
     #[error("invalid repair graph: {0}")]
     Invalid(String),
     #[error(transparent)]

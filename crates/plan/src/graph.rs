@@ -80,7 +80,14 @@ impl fmt::Display for Shape {
 impl std::str::FromStr for Shape {
     type Err = PlanError;
     fn from_str(s: &str) -> Result<Self> {
-        ALL_SHAPES.into_iter().find(|m| m.name() == s.to_ascii_lowercase()).ok_or_else(|| PlanError::UnknownMethod(s.to_string()))
+        let lower = s.to_ascii_lowercase();
+        ALL_SHAPES.into_iter().find(|m| m.name() == lower).ok_or_else(|| {
+            // A scheduler (ChameleonEC, RepairBoost, ...) is not a per-chunk graph: say where it goes.
+            match lower.parse::<crate::schedule::Scheduler>() {
+                Ok(sched) => PlanError::SchedulerNotMethod(sched.name().to_string()),
+                Err(_) => PlanError::UnknownMethod(s.to_string()),
+            }
+        })
     }
 }
 
