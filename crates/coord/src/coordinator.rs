@@ -56,6 +56,8 @@ pub struct Coordinator {
     pub cluster_id: u64,
     /// Index records left to publish (`object_index`).
     pub(crate) index: crate::object_index::IndexSync,
+    /// Nodes being emptied by `node remove`: up and serving, but no new chunk goes there.
+    pub(crate) draining: Mutex<BTreeSet<NodeId>>,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -119,6 +121,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         repair_ids: crate::id_blocks::IdBlocks::new("repair", ID_BLOCK),
         batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
         index: Default::default(),
+        draining: Mutex::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
@@ -387,6 +390,13 @@ impl Coordinator {
         }
     }
 
+    /// Nodes a new or rebuilt chunk may go to: up, not failed, not being drained.
+    pub(crate) fn placeable(&self) -> Result<BTreeMap<NodeId, String>, String> {
+        let failed = self.failed_nodes()?;
+        let draining = self.draining.lock().expect("draining lock").clone();
+        Ok(self.alive().into_iter().filter(|(n, _)| !failed.contains(n) && !draining.contains(n)).collect())
+    }
+
     pub(crate) fn alive(&self) -> BTreeMap<NodeId, String> {
         let dead_after = Duration::from_millis(self.cfg.dead_after_ms);
         self.live
@@ -550,17 +560,29 @@ impl Coordinator {
     /// elsewhere with the configured method and scheduler, and forgets it once no stripe
     /// names it. Refused, with the node left failed, while any chunk could not be moved.
     async fn remove_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
-        if !self.meta.nodes()?.iter().any(|n| n.id == node) {
+        let Some(rec) = self.meta.nodes()?.into_iter().find(|n| n.id == node) else {
             return bad(format!("no node {node}"));
+        };
+        if !rec.failed && self.alive().contains_key(&node) {
+            // Up: drained while it serves, and stopped only once nothing is left on it.
+            return self.drain_node(node).await;
         }
+        // Down: its chunks can only be rebuilt from the others.
         self.fail_node(node).await?;
         let c = &self.cfg;
         let report = self.repair(c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
-        let left: usize = self.meta.stripes()?.iter().map(|s| s.nodes.iter().filter(|&&n| n == node).count()).sum();
-        if left > 0 {
+        let left: Vec<String> = self
+            .meta
+            .stripes()?
+            .iter()
+            .flat_map(|s| s.nodes.iter().enumerate().filter(|&(_, &n)| n == node).map(|(i, _)| ChunkId::new(s.id, i).to_string()))
+            .collect();
+        if !left.is_empty() {
             return bad(format!(
-                "node {node} still holds {left} chunk(s) that could not be rebuilt elsewhere ({} failed); it stays, failed",
-                report.failed
+                "node {node} is down and still holds {} chunk(s) that could not be rebuilt elsewhere: {} ({}); it stays, failed",
+                left.len(),
+                left.join(", "),
+                report.errors.join("; ")
             ));
         }
         self.meta.apply(vec![Change::DeleteNode(node)])?;

@@ -124,7 +124,7 @@ impl Coordinator {
         }
         let part = partition(size, s0, q, cap).map_err(|e| e.to_string())?;
         let failed: HashSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
-        let alive: Vec<NodeId> = self.alive().keys().copied().filter(|x| !failed.contains(x)).collect();
+        let alive: Vec<NodeId> = self.placeable()?.keys().copied().filter(|x| !failed.contains(x)).collect();
         if alive.len() < n {
             return bad(format!("{code} needs {n} live nodes, {} are alive", alive.len()));
         }

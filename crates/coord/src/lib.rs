@@ -3,6 +3,7 @@
 
 mod auto_repair;
 pub mod bandwidth;
+mod chunk_move;
 pub mod client;
 mod config;
 pub mod coordinator;
@@ -14,6 +15,7 @@ mod id_blocks;
 pub mod index_reads;
 mod inventory;
 pub mod meta;
+mod node_drain;
 pub mod object_index;
 mod object_io;
 mod objects;

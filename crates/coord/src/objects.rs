@@ -81,7 +81,7 @@ impl Coordinator {
                 self.cfg.max_stripes_per_object
             ));
         }
-        let alive: Vec<NodeId> = self.alive().keys().copied().collect();
+        let alive: Vec<NodeId> = self.placeable()?.keys().copied().collect();
         if alive.len() < c.n() {
             return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
         }

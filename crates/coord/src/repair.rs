@@ -73,6 +73,7 @@ impl Coordinator {
             && alive.contains_key(&holder)
             && !failed.contains(&holder)
             && !avoid.contains(&holder)
+            && !self.draining.lock().expect("draining lock").contains(&holder)
             && roomy(&holder);
         let dest = dest.or(in_place.then_some(holder)).or(scheduled.map(|c| c.destination));
         let helpers = match scheduled {
@@ -138,9 +139,7 @@ impl Coordinator {
                 *load.entry(n).or_default() += 1;
             }
         }
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
-        let outside: Vec<NodeId> =
-            self.alive().keys().copied().filter(|n| !nodes.contains(n) && !avoid.contains(n) && !failed.contains(n)).collect();
+        let outside: Vec<NodeId> = self.placeable()?.keys().copied().filter(|n| !nodes.contains(n) && !avoid.contains(n)).collect();
         if outside.is_empty() {
             return bad(format!("{NO_ELIGIBLE} {id}"));
         }

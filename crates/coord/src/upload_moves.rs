@@ -21,8 +21,7 @@ impl Coordinator {
         index: usize,
         avoid: &BTreeSet<NodeId>,
     ) -> Result<ChunkLoc, String> {
-        let alive = self.alive();
-        let failed = self.failed_nodes()?;
+        let alive = self.placeable()?;
         let mut moved = None;
         self.meta.update(&mut |t| {
             let o = t.upload(version)?.ok_or(format!("no upload {version} of '{name}': it was committed or abandoned"))?;
@@ -45,7 +44,7 @@ impl Coordinator {
             let candidates: Vec<NodeId> = alive
                 .keys()
                 .copied()
-                .filter(|n| !s.nodes.contains(n) && !avoid.contains(n) && !failed.contains(n))
+                .filter(|n| !s.nodes.contains(n) && !avoid.contains(n))
                 .filter(|n| self.has_room(*n, s.chunk_len, self.cfg.full_ratio))
                 .collect();
             let fill = |n: &NodeId| {

@@ -197,3 +197,132 @@ async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
     assert!(polls >= 5, "{polls} status answers in {took:?}");
     c.stop().await;
 }
+
+/// `node remove` of a node that is up, holding striped chunks and Geo chunks (sealed Clay
+/// chunks in bucket files, and a piece of the small-size bucket): every chunk moves off it
+/// while it serves, then it is stopped and forgotten, and every object reads directly.
+/// With no node to move to (exactly k + m up), the remove is refused, naming the chunks,
+/// and the node keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_remove_moves_every_chunk_geo_included_or_leaves_the_node_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig { placement_groups: 1, seal_after_ms: 3_600_000, gc_grace_ms: 200, ..conf(dir.path()) };
+    let mut c = cluster_with(conf, dir.path(), 10, None).await;
+    let rs: CodeSpec = "rs:6,3".parse().unwrap();
+    let clay: CodeSpec = "clay:4,2,5".parse().unwrap();
+    let geo = kintsugi_proto::LayoutSpec::Geo { s0: 16 << 10, q: 2, cap: 0 };
+    let mut objects = Vec::new();
+    for i in 0..6 {
+        let bytes = data(200_000 + 7_777 * i, 40 + i as u64);
+        let name = format!("s{i}");
+        c.client.put(&name, &bytes, rs, 0).await.unwrap();
+        objects.push((name, bytes));
+        let bytes = data(150_000 + 5_555 * i, 60 + i as u64);
+        let name = format!("g{i}");
+        let mut r = &bytes[..];
+        c.client.put_with_layout(&name, &mut r, bytes.len() as u64, clay, 0, geo, &|_| {}).await.unwrap();
+        objects.push((name, bytes));
+    }
+    // The home of g0's chunks holds Geo chunks (and, likely, striped ones).
+    let l = c.client.stat("g0").await.unwrap();
+    let victim = l.stripes[l.extents[0].stripe].chunks[l.extents[0].index].node;
+    let r = match c.client.call(&CoordRequest::RemoveNode { node: victim }, Duration::from_secs(120)).await {
+        Ok(CoordResponse::Repaired(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
+    let s = c.client.status().await.unwrap();
+    assert!(s.nodes.iter().all(|n| n.id != victim), "node {victim} is forgotten");
+    assert_eq!((s.lost_chunks, s.bad_chunks), (0, 0), "{s:?}");
+    for (name, bytes) in &objects {
+        let l = c.client.stat(name).await.unwrap();
+        assert!(l.stripes.iter().flat_map(|s| &s.chunks).all(|ch| ch.node != victim && !ch.lost), "{name}: {l:?}");
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert!(got == *bytes, "{name}");
+        assert!(rep.degraded.is_empty(), "{name} reads directly");
+    }
+    // The node was stopped: its process ended.
+    c.nodes[victim as usize].take().expect("running").stopped().await;
+
+    // Nine nodes left, and RS(6,3) stripes over all of them... after one more goes, eight:
+    // no node outside a stripe to move a chunk to. Refused; the node runs on.
+    let other = (0..10u32).find(|&n| n != victim).unwrap();
+    c.kill(((other + 1) % 10) as usize).await;
+    let gone = (other + 1) % 10;
+    if gone != victim {
+        c.client.call(&CoordRequest::FailNode { node: gone }, Duration::from_secs(5)).await.unwrap();
+    }
+    let err = c.client.call(&CoordRequest::RemoveNode { node: other }, Duration::from_secs(120)).await.unwrap_err();
+    assert!(err.contains(&format!("node {other} was not removed")) && err.contains("keeps running"), "{err}");
+    assert!(err.contains(".00"), "names the chunks: {err}");
+    let s = c.client.status().await.unwrap();
+    assert!(s.nodes.iter().any(|n| n.id == other && n.alive), "node {other} still serves: {s:?}");
+    for (name, bytes) in &objects {
+        assert!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0 == *bytes, "{name}");
+    }
+    c.stop().await;
+}
+
+/// A node down past `down_out_ms` has its chunks rebuilt elsewhere by automatic repair; when
+/// it comes back, whatever was not rebuilt yet is taken back as healthy, Geo chunks as
+/// striped ones, and nothing stays lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_come_back_with_their_node_geo_included() {
+    // Six nodes: nowhere to rebuild (every stripe spans them all); eight: rebuilt elsewhere.
+    for nodes in [6, 8] {
+        down_past_down_out_and_back(nodes).await;
+    }
+}
+
+async fn down_past_down_out_and_back(nodes: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig {
+        placement_groups: 1,
+        seal_after_ms: 3_600_000,
+        auto_repair: true,
+        auto_repair_interval_ms: 200,
+        down_out_ms: 1_500,
+        repair_max_active: 1,
+        ..conf(dir.path())
+    };
+    let mut c = cluster_with(conf, dir.path(), nodes, None).await;
+    let clay: CodeSpec = "clay:4,2,5".parse().unwrap();
+    let geo = kintsugi_proto::LayoutSpec::Geo { s0: 16 << 10, q: 2, cap: 0 };
+    let mut objects = Vec::new();
+    for i in 0..8 {
+        let bytes = data(400_000 + 3_333 * i, 70 + i as u64);
+        let name = format!("g{i}");
+        let mut r = &bytes[..];
+        c.client.put_with_layout(&name, &mut r, bytes.len() as u64, clay, 0, geo, &|_| {}).await.unwrap();
+        objects.push((name, bytes));
+        let bytes = data(300_000 + 1_111 * i, 90 + i as u64);
+        let name = format!("s{i}");
+        c.client.put(&name, &bytes, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+        objects.push((name, bytes));
+    }
+    assert!(c.client.seal().await.unwrap() > 0);
+    let l = c.client.stat("g0").await.unwrap();
+    let victim = l.stripes[l.extents[0].stripe].chunks[l.extents[0].index].node as usize;
+    c.kill(victim).await;
+    // Past down_out_ms: automatic repair starts on the node's chunks (one at a time).
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    c.restart(dir.path(), victim).await;
+    let mut last = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let s = c.client.status().await.unwrap();
+        if s.lost_chunks == 0 && !s.repairing {
+            last = None;
+            break;
+        }
+        last = Some(s);
+    }
+    assert!(last.is_none(), "{nodes} nodes: chunks stay lost after node {victim} came back: {last:?}");
+    for (name, bytes) in &objects {
+        let l = c.client.stat(name).await.unwrap();
+        assert!(l.stripes.iter().flat_map(|s| &s.chunks).all(|ch| !ch.lost), "{name}: {l:?}");
+        let (got, _) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert!(got == *bytes, "{name}");
+    }
+    c.stop().await;
+}
