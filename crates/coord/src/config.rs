@@ -90,6 +90,12 @@ pub struct CoordConfig {
     /// Stripes one put may create at most (a put of many tiny chunks is refused before any
     /// metadata is written).
     pub max_stripes_per_object: u64,
+    /// Rebalance when a new node joins: chunks move from the fullest nodes to the emptiest
+    /// until their fill is within `rebalance_spread` of the mean (as a fraction), at most
+    /// `rebalance_bytes_per_s` of moves (each a one-source repair graph).
+    pub rebalance_on_join: bool,
+    pub rebalance_spread: f64,
+    pub rebalance_bytes_per_s: f64,
 }
 
 impl Default for CoordConfig {
@@ -131,6 +137,9 @@ impl Default for CoordConfig {
             index_copies: 3,
             index_sync_ms: 500,
             max_stripes_per_object: 1 << 20,
+            rebalance_on_join: true,
+            rebalance_spread: 0.1,
+            rebalance_bytes_per_s: 50e6,
         }
     }
 }

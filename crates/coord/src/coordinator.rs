@@ -58,6 +58,9 @@ pub struct Coordinator {
     pub(crate) index: crate::object_index::IndexSync,
     /// Nodes being emptied by `node remove`: up and serving, but no new chunk goes there.
     pub(crate) draining: Mutex<BTreeSet<NodeId>>,
+    /// One rebalance at a time, and what the running or last one did.
+    pub(crate) rebalancing: tokio::sync::Mutex<()>,
+    pub(crate) rebalance_status: Mutex<Option<kintsugi_proto::RebalanceStatus>>,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -122,6 +125,8 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
         index: Default::default(),
         draining: Mutex::default(),
+        rebalancing: tokio::sync::Mutex::new(()),
+        rebalance_status: Mutex::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
@@ -249,7 +254,11 @@ impl Coordinator {
                         self.cluster_id
                     ));
                 }
-                self.heartbeat(node, addr, boot, &token)?;
+                // A node joining a cluster that holds data gets its share (a new cluster's
+                // nodes join before there is any).
+                if self.heartbeat(node, addr, boot, &token)? && self.cfg.rebalance_on_join && !self.meta.objects()?.is_empty() {
+                    self.rebalance_soon(format!("node {node} joined"));
+                }
                 if capacity_bytes > 0 {
                     self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
                 }
@@ -262,6 +271,7 @@ impl Coordinator {
                 let me = self.clone();
                 Ok(CoordResponse::Layout(off_runtime(move || me.create(name, size, code, chunk_size, layout)).await?))
             }
+            CoordRequest::Rebalance => Ok(CoordResponse::Rebalanced(self.rebalance().await?)),
             CoordRequest::Seal => {
                 let stripes = self.seal_due(true).await?;
                 self.sync_index_now().await;
@@ -336,7 +346,8 @@ impl Coordinator {
         }
     }
 
-    fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<(), String> {
+    /// Records a heartbeat; says whether it came from a node never seen before (it joined).
+    fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<bool, String> {
         if node == READER {
             return bad(format!("node id {READER} is reserved for readers"));
         }
@@ -345,7 +356,7 @@ impl Coordinator {
         if let Some(k) = &known {
             if k.failed && k.boot == boot {
                 // A late heartbeat from the process that was failed: it stays failed.
-                return Ok(());
+                return Ok(false);
             }
         }
         if let Some(k) = &known {
@@ -370,7 +381,7 @@ impl Coordinator {
             })?;
         }
         self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
-        Ok(())
+        Ok(known.is_none())
     }
 
     /// Refuses a process whose data directory is not the one node id `node` is bound to.
@@ -641,6 +652,7 @@ impl Coordinator {
             chunks_on_down_nodes: health.on_down_nodes,
             unrepairable: health.unrepairable,
             waiting: health.waiting,
+            rebalance: self.rebalance_status.lock().expect("rebalance lock").clone(),
             pending_repairs: self.meta.pending()?.len(),
             repairing: self.repairing.try_lock().is_err(),
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),

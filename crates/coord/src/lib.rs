@@ -20,6 +20,7 @@ pub mod object_index;
 mod object_io;
 mod objects;
 mod phases;
+mod rebalance;
 pub mod recovery_budget;
 mod repair;
 mod repair_batch;

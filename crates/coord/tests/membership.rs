@@ -326,3 +326,59 @@ async fn down_past_down_out_and_back(nodes: usize) {
     }
     c.stop().await;
 }
+
+/// A tenth node joins nine that hold RS(6,3) objects (256 MiB here; 1 GiB with
+/// KINTSUGI_REBALANCE_MIB=1024): chunks move onto it until its fill is within 10% of the
+/// others', no stripe gets two chunks on one node, and every object reads back byte for
+/// byte while it runs and directly afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_joins_gets_its_share() {
+    let mib: usize = std::env::var("KINTSUGI_REBALANCE_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig { rebalance_bytes_per_s: 30e6, gc_grace_ms: 500, ..conf(dir.path()) };
+    let mut c = cluster_with(conf, dir.path(), 9, None).await;
+    let code: CodeSpec = "rs:6,3".parse().unwrap();
+    let objects: Vec<(String, Vec<u8>)> = (0..mib / 8).map(|i| (format!("o{i}"), data((8 << 20) - 4099 * (i % 5), i as u64))).collect();
+    for (name, bytes) in &objects {
+        c.client.put(name, bytes, code, 4 << 20).await.unwrap();
+    }
+    c.nodes.push(Some(kintsugi_node::start(node_cfg(dir.path(), 9, &c.coord_addr)).await.unwrap()));
+    c.wait_alive(10).await;
+    // Read everything, round after round, while the rebalance runs.
+    let mut rounds = 0;
+    let mut finished = None;
+    for _ in 0..600 {
+        for (name, bytes) in objects.iter().step_by(3) {
+            let (got, _) = c.client.get(name, Shape::Cr, 1 << 20).await.unwrap_or_else(|e| panic!("{name} during the rebalance: {e}"));
+            assert!(got == *bytes, "{name} during the rebalance");
+        }
+        rounds += 1;
+        let s = c.client.status().await.unwrap();
+        if let Some(r) = s.rebalance.filter(|r| !r.running) {
+            finished = Some(r);
+            break;
+        }
+    }
+    let r = finished.expect("the rebalance finished");
+    eprintln!("rebalance: {r:?} ({rounds} rounds of reads meanwhile)");
+    assert!(r.moved > 0 && r.failed == 0, "{r:?}");
+    let mut held = [0u64; 10];
+    for (name, bytes) in &objects {
+        let l = c.client.stat(name).await.unwrap();
+        for s in &l.stripes {
+            let mut nodes: Vec<u32> = s.chunks.iter().map(|ch| ch.node).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            assert_eq!(nodes.len(), s.chunks.len(), "{name}: one chunk of a stripe per node");
+            for ch in &s.chunks {
+                held[ch.node as usize] += s.chunk_len;
+            }
+        }
+        let (got, rep) = c.client.get(name, Shape::Cr, 1 << 20).await.unwrap();
+        assert!(got == *bytes && rep.degraded.is_empty(), "{name} after the rebalance");
+    }
+    let others = held[..9].iter().sum::<u64>() as f64 / 9.0;
+    eprintln!("bytes held per node after: {held:?}");
+    assert!((held[9] as f64 - others).abs() / others <= 0.1, "node 9 holds {} bytes, the others {others} on average", held[9]);
+    c.stop().await;
+}

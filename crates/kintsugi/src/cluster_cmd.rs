@@ -383,6 +383,16 @@ pub fn status(t: &Target) -> Result<()> {
             for w in &s.waiting {
                 println!("waiting: {w}");
             }
+            if let Some(r) = &s.rebalance {
+                println!(
+                    "rebalance{}: {} chunk(s) moved ({}), {} failed, fill spread {:.1}% of the mean",
+                    if r.running { " running" } else { " done" },
+                    r.moved,
+                    human_bytes(r.bytes),
+                    r.failed,
+                    r.spread * 100.0
+                );
+            }
             // Traffic in MB/s over each node's last period; residual = what repair may use.
             // Space: bytes stored of what the node may use. Emulated disks' rates only when
             // some node has one.
@@ -436,6 +446,33 @@ pub fn status(t: &Target) -> Result<()> {
                     res
                 );
             }
+        }
+        Ok(())
+    })
+}
+
+/// `kintsugi rebalance`: evens out the nodes' fill, and says what moved.
+pub fn rebalance(t: &Target) -> Result<()> {
+    runtime()?.block_on(async {
+        let r = match client(t)
+            .call(&kintsugi_proto::CoordRequest::Rebalance, Duration::from_secs(7 * 24 * 3600))
+            .await
+            .map_err(|e| anyhow!(e))?
+        {
+            kintsugi_proto::CoordResponse::Rebalanced(r) => r,
+            other => bail!("unexpected answer {other:?}"),
+        };
+        if t.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "moved {} chunk(s) ({}) in {:.1} s, {} failed; fill spread now {:.1}% of the mean",
+                r.moved,
+                human_bytes(r.bytes),
+                r.seconds,
+                r.failed,
+                r.spread * 100.0
+            );
         }
         Ok(())
     })

@@ -124,6 +124,13 @@ enum Cmd {
         #[command(flatten)]
         target: cluster_cmd::Target,
     },
+    /// Move chunks from the fullest nodes to the emptiest until every node's fill is within
+    /// the coordinator's rebalance_spread of the mean (throttled to rebalance_bytes_per_s);
+    /// the coordinator also does this when a node joins. Waits until done.
+    Rebalance {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+    },
     /// Nodes, objects, lost chunks.
     Status {
         #[command(flatten)]
@@ -178,6 +185,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
         Cmd::Status { target } => cluster_cmd::status(&target),
         Cmd::Seal { target } => cluster_cmd::seal(&target),
+        Cmd::Rebalance { target } => cluster_cmd::rebalance(&target),
         Cmd::Load(a) => load::run(a),
     };
     match result {

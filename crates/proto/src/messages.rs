@@ -284,6 +284,9 @@ pub enum CoordRequest {
     },
     /// Seals every open Geo stripe now (computes its parity), whether full or not.
     Seal,
+    /// Moves chunks from the fullest nodes to the emptiest until their fill is even
+    /// (answered when done).
+    Rebalance,
     /// Commits exactly upload `version` (from the layout `CreateObject` answered).
     CommitObject {
         name: String,
@@ -387,6 +390,7 @@ pub enum CoordResponse {
     Status(ClusterStatus),
     /// Where a moved upload chunk goes now.
     Moved(ChunkLoc),
+    Rebalanced(RebalanceStatus),
     /// Geo stripes sealed.
     Sealed {
         stripes: usize,
@@ -544,6 +548,9 @@ pub struct ClusterStatus {
     /// stripe: a cluster of exactly k + m nodes with one down), in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// The running or last rebalance, if any since the coordinator started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebalance: Option<RebalanceStatus>,
     pub pending_repairs: usize,
     /// A repair (automatic or asked for) is running.
     #[serde(default)]
@@ -557,6 +564,19 @@ pub struct ClusterStatus {
     pub placement_groups: u32,
     #[serde(default)]
     pub index_copies: usize,
+}
+
+/// What a rebalance has done.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RebalanceStatus {
+    pub running: bool,
+    /// Chunks moved, and their bytes; moves that failed.
+    pub moved: usize,
+    pub bytes: u64,
+    pub failed: usize,
+    /// (fullest - emptiest) / mean fill over the nodes, when last measured.
+    pub spread: f64,
+    pub seconds: f64,
 }
 
 /// A stripe that can no longer be rebuilt, as `status` lists it.
