@@ -257,6 +257,17 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 m.degraded_read_seconds
             );
         }
+        println!(
+            "\nlost: chunks node 0 held; repair s: its full-node repair; MB/s: rebuilt bytes per second; verified: every\n\
+             rebuilt chunk equals the original, byte for byte; max/mean up and down: repair bytes a node sent and received\n\
+             (the busiest node, and the mean over nodes); degraded s: one degraded read of a chunk node 0 held."
+        );
+        if a.load {
+            println!(
+                "base p99 ms: the foreground's P99 with node 0 down and no repair; fg p99 ms: during the repair;\n\
+                 interference: ChameleonEC's T*/T - 1; fg delay s: the foreground time lost to the repair."
+            );
+        }
     }
     if report.methods.iter().any(|m| !m.verified) {
         anyhow::bail!("some repairs did not verify");

@@ -40,8 +40,11 @@ use clap::{Parser, Subcommand};
 )]
 struct Cli {
     /// File holding the cluster secret: every connection proves knowledge of it before any
-    /// request is served (node, coordinator and client commands; TOML: secret_file).
-    #[arg(long, global = true, env = "KINTSUGI_SECRET_FILE")]
+    /// request is served (node, coordinator and client commands; TOML: secret_file)
+    /// [env: KINTSUGI_SECRET_FILE].
+    // The variable is read by hand, not by clap: clap counts a flag its variable sets as
+    // given, and printed it in every usage line as if it were required.
+    #[arg(long, global = true)]
     secret_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
@@ -158,7 +161,9 @@ fn main() -> std::process::ExitCode {
         // Colour codes only for a person at a terminal, not in log files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    if let Some(path) = &cli.secret_file {
+    let secret_file =
+        cli.secret_file.clone().or_else(|| std::env::var_os("KINTSUGI_SECRET_FILE").filter(|v| !v.is_empty()).map(Into::into));
+    if let Some(path) = &secret_file {
         match kintsugi_proto::auth::Secret::from_file(path) {
             Ok(s) => kintsugi_proto::auth::set_secret(Some(s)),
             Err(e) => {
