@@ -118,6 +118,33 @@ pub struct Piece {
 }
 
 impl StripeRecord {
+    /// A stripe of the Stripe layout: `code`'s chunks of `chunk_len` bytes on `nodes`,
+    /// nothing committed or reported yet.
+    pub fn new(id: u64, code: CodeSpec, data_len: u64, chunk_len: u64, nodes: Vec<NodeId>) -> Self {
+        let n = nodes.len();
+        StripeRecord {
+            id,
+            code,
+            data_len,
+            chunk_len,
+            nodes,
+            crcs: vec![None; n],
+            bad: vec![false; n],
+            discarded_ms: 0,
+            changed_ms: 0,
+            open: false,
+            owners: vec![],
+            replicas: vec![],
+            pg: 0,
+            opened_ms: 0,
+            slot: None,
+            small: false,
+            pieces: vec![],
+            sealing: false,
+            class: 0,
+        }
+    }
+
     /// Where chunk `index`'s node keeps it: a bucket slot (Geo stripes), or a file.
     pub fn bucket(&self) -> Option<kintsugi_proto::BucketSlot> {
         let class = if self.class > 0 { self.class } else { self.chunk_len };

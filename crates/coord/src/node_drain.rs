@@ -104,6 +104,18 @@ impl Coordinator {
             return self.repair_one(&p, None, None, None).await.map(|_| Some(s.chunk_len));
         }
         let dest = self.spare_node(stripe, &s.nodes, s.chunk_len, &BTreeSet::new())?;
+        if s.is_filler(index) {
+            // Virtual zeros of a sealed Geo stripe's empty slot: stored nowhere, nothing to copy.
+            self.meta.update(&mut |t| {
+                let Some(mut now) = t.stripe(stripe)? else { return Ok(()) };
+                if now.nodes[index] == node {
+                    now.nodes[index] = dest;
+                    t.put(Change::PutStripe(now))?;
+                }
+                Ok(())
+            })?;
+            return Ok(Some(0));
+        }
         self.move_chunk(stripe, index, dest, self.cfg.repair_slice).await.map(|_| Some(s.chunk_len))
     }
 }

@@ -125,27 +125,7 @@ impl Coordinator {
                         *r -= chunk_len;
                     }
                 }
-                t.put(Change::PutStripe(StripeRecord {
-                    id,
-                    code,
-                    data_len,
-                    chunk_len,
-                    nodes,
-                    crcs: vec![None; c.n()],
-                    bad: vec![false; c.n()],
-                    discarded_ms: 0,
-                    changed_ms: now_ms(),
-                    open: false,
-                    owners: vec![],
-                    replicas: vec![],
-                    pg: 0,
-                    opened_ms: 0,
-                    slot: None,
-                    small: false,
-                    pieces: vec![],
-                    sealing: false,
-                    class: 0,
-                }))?;
+                t.put(Change::PutStripe(StripeRecord { changed_ms: now_ms(), ..StripeRecord::new(id, code, data_len, chunk_len, nodes) }))?;
                 stripes.push(id);
             }
             let o = ObjectRecord {

@@ -187,27 +187,7 @@ mod tests {
 
     fn stripe(id: u64, nodes: Vec<NodeId>) -> StripeRecord {
         let n = nodes.len();
-        StripeRecord {
-            id,
-            code: "rs:2,1".parse().unwrap(),
-            data_len: 0,
-            chunk_len: 100,
-            nodes,
-            crcs: vec![Some(0); n],
-            bad: vec![false; n],
-            discarded_ms: 0,
-            changed_ms: 0,
-            open: false,
-            owners: vec![],
-            replicas: vec![],
-            pg: 0,
-            opened_ms: 0,
-            slot: None,
-            small: false,
-            pieces: vec![],
-            sealing: false,
-            class: 0,
-        }
+        StripeRecord { crcs: vec![Some(0); n], ..StripeRecord::new(id, "rs:2,1".parse().unwrap(), 0, 100, nodes) }
     }
 
     #[test]

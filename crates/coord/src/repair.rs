@@ -464,7 +464,10 @@ impl Coordinator {
             }
             tracing::info!("{} chunk(s) found bad during the repair; rebuilding them too", more.len());
             tried.extend(more.iter().copied());
-            report.absorb(self.repair_locked(more, method, slice, parallel, scheduler).await?);
+            let r = self.repair_locked(more, method, slice, parallel, scheduler).await?;
+            report.lost += r.lost;
+            report.seconds += r.seconds;
+            crate::repair_batch::absorb(&mut report, r);
         }
         Ok(report)
     }

@@ -189,27 +189,8 @@ mod tests {
     use kintsugi_codes::CodeSpec;
 
     fn stripe(code: &str, n: usize) -> StripeRecord {
-        StripeRecord {
-            id: 7,
-            code: code.parse::<CodeSpec>().unwrap(),
-            data_len: 0,
-            chunk_len: 4096,
-            nodes: (0..n as NodeId).collect(),
-            crcs: vec![Some(0); n],
-            bad: vec![false; n],
-            discarded_ms: 0,
-            changed_ms: 0,
-            open: false,
-            owners: vec![],
-            replicas: vec![],
-            pg: 0,
-            opened_ms: 0,
-            slot: None,
-            small: false,
-            pieces: vec![],
-            sealing: false,
-            class: 0,
-        }
+        let s = StripeRecord::new(7, code.parse::<CodeSpec>().unwrap(), 0, 4096, (0..n as NodeId).collect());
+        StripeRecord { crcs: vec![Some(0); n], ..s }
     }
 
     #[test]

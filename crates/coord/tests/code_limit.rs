@@ -233,6 +233,16 @@ async fn full_node_repair_rebuilds_around_a_corrupt_helper_in_every_stripe() {
     }
 }
 
+/// Stops `node` (as a crash would) once `now` is set.
+fn stop_when(node: kintsugi_node::NodeHandle, now: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !now.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        node.stop().await;
+    })
+}
+
 /// A 300 MB put loses a node halfway: its chunks go to another node, the put succeeds and
 /// reads back. With no spare node (exactly k + m), the same put fails saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,16 +254,7 @@ async fn a_put_survives_a_node_killed_halfway() {
     let bytes = data(len, 5);
     let victim = 3usize;
     let half = Arc::new(AtomicBool::new(false));
-    let node = c.nodes[victim].take().expect("running");
-    let killer = {
-        let half = half.clone();
-        tokio::spawn(async move {
-            while !half.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            node.stop().await;
-        })
-    };
+    let killer = stop_when(c.nodes[victim].take().expect("running"), half.clone());
     let progress = |done: u64| {
         if done >= len as u64 / 2 {
             half.store(true, Ordering::Relaxed);
@@ -273,17 +274,8 @@ async fn a_put_survives_a_node_killed_halfway() {
     // Exactly k + m nodes: nowhere to go.
     let dir = tempfile::tempdir().unwrap();
     let mut c = cluster(dir.path(), 9, None).await;
-    let node = c.nodes[victim].take().expect("running");
     let half = Arc::new(AtomicBool::new(false));
-    let killer = {
-        let half = half.clone();
-        tokio::spawn(async move {
-            while !half.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            node.stop().await;
-        })
-    };
+    let killer = stop_when(c.nodes[victim].take().expect("running"), half.clone());
     let small = &bytes[..40_000_000];
     let progress = |done: u64| {
         if done >= small.len() as u64 / 2 {

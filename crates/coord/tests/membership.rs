@@ -16,8 +16,10 @@ mod common;
 use common::*;
 
 fn conf(dir: &Path) -> CoordConfig {
-    // Stripes count as settled for inventories at once (the tests wait for inventories).
-    CoordConfig { inventory_slack_ms: 0, ..cfg(dir, "127.0.0.1:0") }
+    // Stripes count as settled for inventories after a second (the tests wait for
+    // inventories); a node lists its chunks a little before its inventory arrives, so a
+    // chunk moved onto it meanwhile needs that slack not to be taken for missing.
+    CoordConfig { inventory_slack_ms: 1_000, ..cfg(dir, "127.0.0.1:0") }
 }
 
 /// Node i with inventories every 200 ms, on data directory `sub`.

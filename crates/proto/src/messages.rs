@@ -455,29 +455,6 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-impl RepairReport {
-    /// Adds what a later round of the same repair did (its time runs on from this one's).
-    pub fn absorb(&mut self, later: RepairReport) {
-        self.lost += later.lost;
-        self.repaired += later.repaired;
-        self.skipped += later.skipped;
-        self.failed += later.failed;
-        self.retries += later.retries;
-        self.bytes += later.bytes;
-        self.seconds += later.seconds;
-        self.errors.extend(later.errors);
-        self.phases += later.phases;
-        self.subprocesses += later.subprocesses;
-        self.stragglers += later.stragglers;
-        self.retuned += later.retuned;
-        self.postponed += later.postponed;
-        self.restarted += later.restarted;
-        let room = 1024usize.saturating_sub(self.graphs.len());
-        self.graphs.extend(later.graphs.into_iter().take(room));
-        self.graph_timeslots.extend(later.graph_timeslots.into_iter().take(room));
-    }
-}
-
 /// A node's traffic over its last monitoring period, in bytes per second, split into
 /// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
 /// and its link's capacity (0: unknown).
