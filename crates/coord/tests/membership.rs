@@ -195,8 +195,14 @@ async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
     assert!(r.as_ref().is_ok() || r.as_ref().is_err_and(|e| e.contains("exceeds the limit") || e.contains("connection closed")), "{r:?}");
     eprintln!("the 150,000-stripe create took {took:?}; {polls} status polls meanwhile, fewest live nodes {fewest}");
     assert_eq!(fewest, 9, "a live node was taken for dead while the coordinator was busy for {took:?}");
-    // It kept answering meanwhile (with the creates on the runtime's workers: 2 polls in 3 s).
-    assert!(polls >= 5, "{polls} status answers in {took:?}");
+    // It kept answering meanwhile (with the creates on the runtime's workers: 2 polls in
+    // 3 s here). On a machine fast enough to finish them in under 1.5 s, there is too
+    // little time to tell.
+    if took >= Duration::from_millis(1500) {
+        assert!(polls >= 5, "{polls} status answers in {took:?}");
+    } else {
+        eprintln!("the creates took only {took:?}: not judging how often status answered");
+    }
     c.stop().await;
 }
 
