@@ -7,7 +7,6 @@
 use crate::coordinator::Coordinator;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::RepairReport;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -22,7 +21,7 @@ impl Coordinator {
     /// One pass: repairs the due lost chunks, if any and no repair is running.
     pub(crate) async fn auto_repair_once(self: &Arc<Self>) -> Result<Option<kintsugi_proto::RepairReport>, String> {
         let Ok(_one) = self.repairing.try_lock() else { return Ok(None) };
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let failed = self.failed_nodes()?;
         let down_out = Duration::from_millis(self.cfg.down_out_ms);
         let due = |s: &crate::meta::StripeRecord, i: usize| {
             let n = s.nodes[i];

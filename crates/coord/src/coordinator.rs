@@ -1,17 +1,16 @@
-//! The coordinator's server: the request loop, liveness from heartbeats,
-//! layouts, bad-chunk reports and status. It moves no chunk bytes itself. Beside it:
-//! `objects` (versions, placement, garbage), `repair` (plans and orchestration),
-//! `auto_repair` and `inventory` (what runs without being asked).
+//! The coordinator's server: its state, the request loop, layouts and bad-chunk reports.
+//! It moves no chunk bytes itself. Beside it: `membership` (heartbeats, identity, taking
+//! nodes out), `cluster_status`, `objects` (versions, placement, garbage), `repair` (plans
+//! and orchestration), `auto_repair` and `inventory` (what runs without being asked).
 
 pub use crate::config::CoordConfig;
-use crate::meta::{Change, MetaStore, NodeRecord, ObjectRecord, RedbMeta};
-use kintsugi_node::exec::request;
+use crate::meta::{Change, MetaStore, ObjectRecord, RedbMeta};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{
-    read_frame_timeout, send, ChunkId, ChunkLoc, ClusterStatus, CoordRequest, CoordResponse, Frame, FrameError, NodeInfo, NodeRequest,
-    ObjectInfo, ObjectLayout, RepairReport, StripeLayout, READER,
+    read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
+    StripeLayout,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -207,17 +206,6 @@ async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
     }
 }
 
-/// Why a process with data directory token `token` may not be node `n` (None: it may).
-fn identity_refused(n: &NodeRecord, token: &str) -> Option<String> {
-    (!n.token.is_empty() && n.token != token).then(|| {
-        format!(
-            "node id {} belongs to another data directory (the one it joined with, last at {}); this process's is not it. \
-             Give this process another id, or, if node {}'s disk was replaced, run `kintsugi node replace {}` first",
-            n.id, n.addr, n.id, n.id
-        )
-    })
-}
-
 /// Runs metadata work that reads many records on a blocking thread: however long it takes,
 /// the runtime's workers stay free for heartbeats, so a busy coordinator never takes live
 /// nodes for dead ones.
@@ -346,86 +334,6 @@ impl Coordinator {
         }
     }
 
-    /// Records a heartbeat; says whether it came from a node never seen before (it joined).
-    fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<bool, String> {
-        if node == READER {
-            return bad(format!("node id {READER} is reserved for readers"));
-        }
-        self.check_identity(node, token)?;
-        let known = self.meta.nodes()?.into_iter().find(|n| n.id == node);
-        if let Some(k) = &known {
-            if k.failed && k.boot == boot {
-                // A late heartbeat from the process that was failed: it stays failed.
-                return Ok(false);
-            }
-        }
-        if let Some(k) = &known {
-            // Another process claims a node id that is live elsewhere: refused, so the id's
-            // address never flips between two processes.
-            let live_elsewhere = self.alive().get(&node).is_some_and(|a| *a != addr);
-            if !k.failed && k.boot != boot && live_elsewhere {
-                return bad(format!("node id {node} is already live at {}; refusing the node at {addr}", k.addr));
-            }
-        }
-        if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot || n.token != token) {
-            // Checked again where it is written: of two first joins at once, one binds.
-            self.meta.update(&mut |t| {
-                let now = t.node(node)?;
-                if let Some(refused) = now.as_ref().and_then(|n| identity_refused(n, token)) {
-                    return bad(refused);
-                }
-                if now.as_ref().is_none_or(|n| n.token.is_empty()) && !token.is_empty() {
-                    tracing::info!("node id {node} is bound to the data directory of the node at {addr}");
-                }
-                t.put(Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot, token: token.into() }))
-            })?;
-        }
-        self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
-        Ok(known.is_none())
-    }
-
-    /// Refuses a process whose data directory is not the one node id `node` is bound to.
-    pub(crate) fn check_identity(&self, node: NodeId, token: &str) -> Result<(), String> {
-        match self.meta.nodes()?.into_iter().find(|n| n.id == node).and_then(|n| identity_refused(&n, token)) {
-            Some(refused) => bad(refused),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether node `n` can take `bytes` more and stay at or below `ratio` of its capacity
-    /// (a node that has not reported its space yet is given the benefit of the doubt).
-    pub(crate) fn has_room(&self, n: NodeId, bytes: u64, ratio: f64) -> bool {
-        match self.space.lock().expect("space lock").get(&n) {
-            Some(&(used, cap)) => (used.saturating_add(bytes)) as f64 <= ratio * cap as f64,
-            None => true,
-        }
-    }
-
-    /// Nodes a new or rebuilt chunk may go to: up, not failed, not being drained.
-    pub(crate) fn placeable(&self) -> Result<BTreeMap<NodeId, String>, String> {
-        let failed = self.failed_nodes()?;
-        let draining = self.draining.lock().expect("draining lock").clone();
-        Ok(self.alive().into_iter().filter(|(n, _)| !failed.contains(n) && !draining.contains(n)).collect())
-    }
-
-    pub(crate) fn alive(&self) -> BTreeMap<NodeId, String> {
-        let dead_after = Duration::from_millis(self.cfg.dead_after_ms);
-        self.live
-            .lock()
-            .expect("live lock")
-            .iter()
-            .filter(|(_, (_, t))| t.elapsed() < dead_after)
-            .map(|(&n, (a, _))| (n, a.clone()))
-            .collect()
-    }
-
-    pub(crate) fn addr_of(&self, node: NodeId) -> String {
-        if let Some((a, _)) = self.live.lock().expect("live lock").get(&node) {
-            return a.clone();
-        }
-        self.meta.nodes().ok().and_then(|ns| ns.into_iter().find(|n| n.id == node)).map_or(String::new(), |n| n.addr)
-    }
-
     /// The layout of `name`'s current version. The object record and its stripes are read
     /// in separate transactions, so an overwrite committing in between (whose garbage
     /// collection may already have dropped the old stripes) makes us look again.
@@ -445,7 +353,7 @@ impl Coordinator {
 
     pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
         let alive = self.alive();
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let failed = self.failed_nodes()?;
         let mut stripes = Vec::new();
         let mut extents = o.extents.clone();
         for (si, id) in o.stripes.iter().enumerate() {
@@ -542,122 +450,5 @@ impl Coordinator {
         })?;
         tracing::warn!("chunk {} marked bad: {reason}", ChunkId::new(id, index));
         Ok(())
-    }
-
-    /// `node replace`: releases node id `node` from the data directory it is bound to, so
-    /// that a new disk can join under it; its chunks, missing there, are then rebuilt onto
-    /// it in place.
-    fn replace_node(&self, node: NodeId) -> Result<(), String> {
-        self.meta.update(&mut |t| {
-            let n = t.node(node)?.ok_or(format!("no node {node}"))?;
-            t.put(Change::PutNode(NodeRecord { token: String::new(), ..n }))
-        })?;
-        // Whoever runs under the id now must join again, with its own directory.
-        self.live.lock().expect("live lock").remove(&node);
-        tracing::warn!("node id {node} released from its data directory: the next node to join under it takes it");
-        Ok(())
-    }
-
-    async fn fail_node(&self, node: NodeId) -> Result<(), String> {
-        let rec = self.meta.nodes()?.into_iter().find(|n| n.id == node).ok_or(format!("no node {node}"))?;
-        self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec.clone() })])?;
-        self.live.lock().expect("live lock").remove(&node);
-        // Best effort: the node may already be gone.
-        let _ = request(&rec.addr, &NodeRequest::Shutdown, Duration::from_secs(2)).await;
-        Ok(())
-    }
-
-    /// Takes a node out for good (`kintsugi node remove`): fails it, rebuilds its chunks
-    /// elsewhere with the configured method and scheduler, and forgets it once no stripe
-    /// names it. Refused, with the node left failed, while any chunk could not be moved.
-    async fn remove_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
-        let Some(rec) = self.meta.nodes()?.into_iter().find(|n| n.id == node) else {
-            return bad(format!("no node {node}"));
-        };
-        if !rec.failed && self.alive().contains_key(&node) {
-            // Up: drained while it serves, and stopped only once nothing is left on it.
-            return self.drain_node(node).await;
-        }
-        // Down: its chunks can only be rebuilt from the others.
-        self.fail_node(node).await?;
-        let c = &self.cfg;
-        let report = self.repair(c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
-        let left: Vec<String> = self
-            .meta
-            .stripes()?
-            .iter()
-            .flat_map(|s| s.nodes.iter().enumerate().filter(|&(_, &n)| n == node).map(|(i, _)| ChunkId::new(s.id, i).to_string()))
-            .collect();
-        if !left.is_empty() {
-            return bad(format!(
-                "node {node} is down and still holds {} chunk(s) that could not be rebuilt elsewhere: {} ({}); it stays, failed",
-                left.len(),
-                left.join(", "),
-                report.errors.join("; ")
-            ));
-        }
-        self.meta.apply(vec![Change::DeleteNode(node)])?;
-        self.space.lock().expect("space lock").remove(&node);
-        self.links.lock().expect("links lock").remove(&node);
-        tracing::info!("node {node} removed after {} chunk(s) were rebuilt elsewhere", report.repaired);
-        Ok(report)
-    }
-
-    /// A node that stopped answering is dead until its next heartbeat: a slow node comes
-    /// back by itself, unlike one stopped by `fail`.
-    pub(crate) fn mark_dead(&self, node: NodeId) {
-        self.live.lock().expect("live lock").remove(&node);
-    }
-
-    fn status(&self) -> Result<ClusterStatus, String> {
-        let alive = self.alive();
-        let mut chunks: HashMap<NodeId, u64> = HashMap::new();
-        let stripes = self.meta.stripes()?;
-        for s in &stripes {
-            for n in &s.nodes {
-                *chunks.entry(*n).or_default() += 1;
-            }
-        }
-        let nodes = self
-            .meta
-            .nodes()?
-            .into_iter()
-            .map(|n| {
-                let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
-                let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
-                let link = self.links.lock().expect("links lock").get(&n.id).copied();
-                let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
-                NodeInfo {
-                    alive: alive.contains_key(&n.id) && !n.failed,
-                    chunks: chunks.get(&n.id).copied().unwrap_or(0),
-                    id: n.id,
-                    addr: n.addr,
-                    used_bytes: used,
-                    capacity_bytes: cap,
-                    nearfull: over(self.cfg.nearfull_ratio),
-                    full: over(self.cfg.full_ratio),
-                    link,
-                    residual_up: residual.map(|r| r.0),
-                    residual_down: residual.map(|r| r.1),
-                }
-            })
-            .collect();
-        let health = self.health_summary(&stripes)?;
-        Ok(ClusterStatus {
-            nodes,
-            objects: self.meta.objects()?.len(),
-            stripes: stripes.len(),
-            lost_chunks: health.bad + health.on_down_nodes,
-            bad_chunks: health.bad,
-            chunks_on_down_nodes: health.on_down_nodes,
-            unrepairable: health.unrepairable,
-            waiting: health.waiting,
-            rebalance: self.rebalance_status.lock().expect("rebalance lock").clone(),
-            pending_repairs: self.meta.pending()?.len(),
-            repairing: self.repairing.try_lock().is_err(),
-            last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
-            placement_groups: self.cfg.placement_groups,
-            index_copies: self.cfg.index_copies,
-        })
     }
 }

@@ -8,7 +8,7 @@ use crate::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{NodeId, RepairGraph};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// Which repairs the nodes gate by RepairBoost's timeslots. The timeslots model whole
 /// chunks moved store-and-forward (one per node and slot); a pipelined graph's slot would
@@ -77,7 +77,7 @@ impl Coordinator {
         shun: &HashMap<(u64, usize), NodeId>,
     ) -> Result<Planned, String> {
         let alive = self.alive();
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let failed = self.failed_nodes()?;
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
         // Every scheduler plans with live bandwidth: each node's residual, and its user load.
         crate::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));

@@ -428,7 +428,7 @@ impl Coordinator {
     /// Lost chunks for which `due(stripe, node)` holds (`node` the chunk's holder).
     pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(&StripeRecord, usize) -> bool) -> Result<Vec<(u64, usize)>, String> {
         let alive = self.alive();
-        let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect();
+        let failed = self.failed_nodes()?;
         let mut lost = Vec::new();
         for s in self.meta.stripes()? {
             if s.crcs.iter().any(|c| c.is_none()) {

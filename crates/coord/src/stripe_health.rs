@@ -77,10 +77,6 @@ pub(crate) fn unhealthy_words(s: &StripeRecord, health: &[ChunkHealth]) -> (usiz
 }
 
 impl Coordinator {
-    pub(crate) fn failed_nodes(&self) -> Result<BTreeSet<NodeId>, String> {
-        Ok(self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect())
-    }
-
     /// Why chunk `index` of stripe ordinal `stripe` of object `name` cannot be read: the
     /// error a degraded read ends with once fewer than k healthy chunks remain.
     pub(crate) fn unreadable(&self, name: &str, stripe: usize, s: &StripeRecord, index: usize, avoid: &BTreeSet<NodeId>) -> String {

@@ -1,0 +1,61 @@
+//! `status`: nodes with their health, space and links, and what is lost, bad, waiting or
+//! unrepairable, the repairs and the rebalance under way.
+
+use crate::coordinator::Coordinator;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{ClusterStatus, NodeInfo};
+use std::collections::HashMap;
+
+impl Coordinator {
+    pub(crate) fn status(&self) -> Result<ClusterStatus, String> {
+        let alive = self.alive();
+        let mut chunks: HashMap<NodeId, u64> = HashMap::new();
+        let stripes = self.meta.stripes()?;
+        for s in &stripes {
+            for n in &s.nodes {
+                *chunks.entry(*n).or_default() += 1;
+            }
+        }
+        let nodes = self
+            .meta
+            .nodes()?
+            .into_iter()
+            .map(|n| {
+                let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
+                let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
+                let link = self.links.lock().expect("links lock").get(&n.id).copied();
+                let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
+                NodeInfo {
+                    alive: alive.contains_key(&n.id) && !n.failed,
+                    chunks: chunks.get(&n.id).copied().unwrap_or(0),
+                    id: n.id,
+                    addr: n.addr,
+                    used_bytes: used,
+                    capacity_bytes: cap,
+                    nearfull: over(self.cfg.nearfull_ratio),
+                    full: over(self.cfg.full_ratio),
+                    link,
+                    residual_up: residual.map(|r| r.0),
+                    residual_down: residual.map(|r| r.1),
+                }
+            })
+            .collect();
+        let health = self.health_summary(&stripes)?;
+        Ok(ClusterStatus {
+            nodes,
+            objects: self.meta.objects()?.len(),
+            stripes: stripes.len(),
+            lost_chunks: health.bad + health.on_down_nodes,
+            bad_chunks: health.bad,
+            chunks_on_down_nodes: health.on_down_nodes,
+            unrepairable: health.unrepairable,
+            waiting: health.waiting,
+            rebalance: self.rebalance_status.lock().expect("rebalance lock").clone(),
+            pending_repairs: self.meta.pending()?.len(),
+            repairing: self.repairing.try_lock().is_err(),
+            last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
+            placement_groups: self.cfg.placement_groups,
+            index_copies: self.cfg.index_copies,
+        })
+    }
+}
