@@ -55,14 +55,7 @@ pub(crate) fn plan_moves(
     target: f64,
     limit: usize,
 ) -> Vec<Move> {
-    let mut held: BTreeMap<NodeId, u64> = nodes.iter().map(|&n| (n, 0)).collect();
-    for s in stripes {
-        for &n in &s.nodes {
-            if let Some(b) = held.get_mut(&n) {
-                *b += s.chunk_len;
-            }
-        }
-    }
+    let mut held = held_bytes(stripes, nodes);
     let movable = |s: &StripeRecord| !s.open && s.slot.is_none() && s.owners.is_empty() && s.crcs.iter().all(|c| c.is_some());
     let mut moves = Vec::new();
     let mut taken: std::collections::HashSet<u64> = Default::default();
@@ -170,6 +163,11 @@ impl Coordinator {
 }
 
 fn current_spread(stripes: &[StripeRecord], nodes: &[NodeId], capacity: &HashMap<NodeId, u64>) -> f64 {
+    spread(&fills(&held_bytes(stripes, nodes), capacity))
+}
+
+/// Bytes of chunks each of `nodes` holds.
+fn held_bytes(stripes: &[StripeRecord], nodes: &[NodeId]) -> BTreeMap<NodeId, u64> {
     let mut held: BTreeMap<NodeId, u64> = nodes.iter().map(|&n| (n, 0)).collect();
     for s in stripes {
         for n in &s.nodes {
@@ -178,7 +176,7 @@ fn current_spread(stripes: &[StripeRecord], nodes: &[NodeId], capacity: &HashMap
             }
         }
     }
-    spread(&fills(&held, capacity))
+    held
 }
 
 #[cfg(test)]

@@ -67,11 +67,10 @@ impl Coordinator {
         // A bad chunk on a node that is up is rebuilt in place (as Ceph repairs an object on
         // its OSD): no data moves, and it works with no node to spare (exactly k + m).
         let holder = s.nodes[index];
-        let failed = self.failed_nodes()?;
         let in_place = dest.is_none()
             && s.bad[index]
             && alive.contains_key(&holder)
-            && !failed.contains(&holder)
+            && !self.failed_nodes()?.contains(&holder)
             && !avoid.contains(&holder)
             && !self.draining.lock().expect("draining lock").contains(&holder)
             && roomy(&holder);

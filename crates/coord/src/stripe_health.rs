@@ -76,6 +76,14 @@ pub(crate) fn unhealthy_words(s: &StripeRecord, health: &[ChunkHealth]) -> (usiz
     (healthy, words.join("; "))
 }
 
+/// Why a stripe cannot be rebuilt, in words: its healthy count against the code's k, then
+/// each chunk that cannot be used.
+fn shortfall(s: &StripeRecord, health: &[ChunkHealth]) -> String {
+    let (healthy, words) = unhealthy_words(s, health);
+    let k = s.code.build().map(|c| c.k()).unwrap_or(0);
+    format!("{healthy} healthy chunk(s), {} needs {k}: {words}", s.code)
+}
+
 impl Coordinator {
     /// Why chunk `index` of stripe ordinal `stripe` of object `name` cannot be read: the
     /// error a degraded read ends with once fewer than k healthy chunks remain.
@@ -97,16 +105,11 @@ impl Coordinator {
             ChunkId::new(s.id, index)
         )
     }
-}
 
-impl Coordinator {
     /// Why a chunk of stripe `s` cannot be rebuilt: fewer healthy chunks than the code needs.
     pub(crate) fn unrepairable(&self, s: &StripeRecord, avoid: &BTreeSet<NodeId>) -> String {
         let failed = self.failed_nodes().unwrap_or_default();
-        let health = chunk_health(s, &self.alive(), &failed, avoid);
-        let (healthy, words) = unhealthy_words(s, &health);
-        let k = s.code.build().map(|c| c.k()).unwrap_or(0);
-        format!("stripe {} is unrepairable: {healthy} healthy chunk(s), {} needs {k}: {words}", s.id, s.code)
+        format!("stripe {} is unrepairable: {}", s.id, shortfall(s, &chunk_health(s, &self.alive(), &failed, avoid)))
     }
 }
 
@@ -139,7 +142,7 @@ impl Coordinator {
                 }
             }
             if !recoverable(s, &health) {
-                doomed.push((s, unhealthy_words(s, &health)));
+                doomed.push((s, shortfall(s, &health)));
                 continue;
             }
             // A chunk on a down node goes to a node outside the stripe: is there one?
@@ -163,13 +166,8 @@ impl Coordinator {
                     names.entry(*id).or_default().push(o.name.clone());
                 }
             }
-            for (s, (healthy, words)) in doomed {
-                let k = s.code.build().map(|c| c.k()).unwrap_or(0);
-                sum.unrepairable.push(UnrepairableStripe {
-                    stripe: s.id,
-                    objects: names.remove(&s.id).unwrap_or_default(),
-                    why: format!("{healthy} healthy chunk(s), {} needs {k}: {words}", s.code),
-                });
+            for (s, why) in doomed {
+                sum.unrepairable.push(UnrepairableStripe { stripe: s.id, objects: names.remove(&s.id).unwrap_or_default(), why });
             }
         }
         Ok(sum)
