@@ -23,10 +23,7 @@ impl Coordinator {
         let Ok(_one) = self.repairing.try_lock() else { return Ok(None) };
         let failed = self.failed_nodes()?;
         let down_out = Duration::from_millis(self.cfg.down_out_ms);
-        let due = |s: &crate::meta::StripeRecord, i: usize| {
-            let n = s.nodes[i];
-            s.bad[i] || failed.contains(&n) || self.silent_for(n) >= down_out
-        };
+        let due = |n: NodeId, bad: bool| bad || failed.contains(&n) || self.silent_for(n) >= down_out;
         let lost = self.lost_chunks_where(&due)?;
         if lost.is_empty() && self.meta.pending()?.is_empty() {
             return Ok(None);

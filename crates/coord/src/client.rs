@@ -186,9 +186,36 @@ impl Client {
         }
     }
 
+    /// Every committed object, in name order (a page at a time).
     pub async fn list(&self) -> Result<Vec<ObjectInfo>, String> {
-        match self.call(&CoordRequest::List, self.io_timeout).await? {
-            CoordResponse::Objects { objects } => Ok(objects),
+        self.list_prefix("").await
+    }
+
+    /// Every committed object whose name starts with `prefix`, in name order.
+    pub async fn list_prefix(&self, prefix: &str) -> Result<Vec<ObjectInfo>, String> {
+        let (mut all, mut after) = (Vec::new(), String::new());
+        loop {
+            let (objects, _, next) = self.list_page(prefix, "", &after, 0).await?;
+            all.extend(objects);
+            match next {
+                Some(n) => after = n,
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of a listing: objects, common prefixes (with a `delimiter`), and where the
+    /// next page starts. `limit` 0 is the largest page, 1000 entries.
+    pub async fn list_page(
+        &self,
+        prefix: &str,
+        delimiter: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<(Vec<ObjectInfo>, Vec<String>, Option<String>), String> {
+        let req = CoordRequest::List { prefix: prefix.into(), delimiter: delimiter.into(), after: after.into(), limit };
+        match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Objects { objects, prefixes, next } => Ok((objects, prefixes, next)),
             other => Err(format!("unexpected answer {other:?}")),
         }
     }

@@ -9,13 +9,9 @@ use std::collections::HashMap;
 impl Coordinator {
     pub(crate) fn status(&self) -> Result<ClusterStatus, String> {
         let alive = self.alive();
-        let mut chunks: HashMap<NodeId, u64> = HashMap::new();
-        let stripes = self.meta.stripes()?;
-        for s in &stripes {
-            for n in &s.nodes {
-                *chunks.entry(*n).or_default() += 1;
-            }
-        }
+        // Chunks per node: the stripes it holds a chunk of, from the placement counters.
+        let chunks: HashMap<NodeId, u64> = self.meta.spread()?.into_iter().filter(|((a, b), _)| a == b).map(|((a, _), v)| (a, v)).collect();
+        let counts = self.meta.counts()?;
         let nodes = self
             .meta
             .nodes()?
@@ -40,18 +36,18 @@ impl Coordinator {
                 }
             })
             .collect();
-        let health = self.health_summary(&stripes)?;
+        let health = self.health_summary()?;
         Ok(ClusterStatus {
             nodes,
-            objects: self.meta.objects()?.len(),
-            stripes: stripes.len(),
+            objects: counts.objects as usize,
+            stripes: counts.stripes as usize,
             lost_chunks: health.bad + health.on_down_nodes,
             bad_chunks: health.bad,
             chunks_on_down_nodes: health.on_down_nodes,
             unrepairable: health.unrepairable,
             waiting: health.waiting,
             rebalance: self.rebalance_status.lock().expect("rebalance lock").clone(),
-            pending_repairs: self.meta.pending()?.len(),
+            pending_repairs: counts.pending as usize,
             repairing: self.repairing.try_lock().is_err(),
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
             placement_groups: self.cfg.placement_groups,

@@ -244,7 +244,7 @@ impl Coordinator {
                 }
                 // A node joining a cluster that holds data gets its share (a new cluster's
                 // nodes join before there is any).
-                if self.heartbeat(node, addr, boot, &token)? && self.cfg.rebalance_on_join && !self.meta.objects()?.is_empty() {
+                if self.heartbeat(node, addr, boot, &token)? && self.cfg.rebalance_on_join && self.meta.counts()?.objects > 0 {
                     self.rebalance_soon(format!("node {node} joined"));
                 }
                 if capacity_bytes > 0 {
@@ -292,14 +292,17 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::Lookup { name } => Ok(CoordResponse::Layout(self.lookup(&name)?)),
-            CoordRequest::List => {
+            CoordRequest::List { prefix, delimiter, after, limit } => {
                 let me = self.clone();
-                let objects = off_runtime(move || me.meta.objects()).await?;
-                let objects = objects
+                let limit = if limit == 0 { crate::object_listing::MAX_PAGE } else { limit as usize };
+                let page =
+                    off_runtime(move || crate::object_listing::list_page(me.meta.as_ref(), &prefix, &delimiter, &after, limit)).await?;
+                let objects = page
+                    .objects
                     .into_iter()
                     .map(|o| ObjectInfo { stripes: o.stripes.len(), name: o.name, size: o.size, code: o.code, committed: o.committed })
                     .collect();
-                Ok(CoordResponse::Objects { objects })
+                Ok(CoordResponse::Objects { objects, prefixes: page.prefixes, next: page.next })
             }
             CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
                 let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;

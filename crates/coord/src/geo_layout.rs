@@ -150,7 +150,7 @@ impl Coordinator {
             s.open && s.pg == pg && m == member_set
         };
         let (mut candidates, mut small_candidates) = (Vec::new(), Vec::new());
-        for s in self.meta.stripes()?.into_iter().filter(same_group) {
+        for s in self.meta.open_stripes(Some(pg))?.into_iter().filter(same_group) {
             if s.small && s.code == remainder_code(code) && !s.sealing {
                 small_candidates.push((s.id, s.chunk_len));
             } else if !s.small && s.code == code {

@@ -48,18 +48,19 @@ impl Coordinator {
         if !self.alive().contains_key(&node) || self.meta.nodes()?.iter().any(|n| n.id == node && n.failed) {
             return Ok(());
         }
-        let all = self.meta.stripes()?;
-        // Staging copies of open Geo stripes: (stripe, index, copy) -> node.
-        let copies: HashMap<(u64, usize, usize), NodeId> = all
+        // Staging copies and pieces exist only for open Geo stripes (sealing drops them).
+        let open = self.meta.open_stripes(None)?;
+        // Staging copies: (stripe, index, copy) -> node.
+        let copies: HashMap<(u64, usize, usize), NodeId> = open
             .iter()
             .flat_map(|s| {
                 s.replicas.iter().enumerate().flat_map(move |(i, c)| c.iter().enumerate().map(move |(j, &n)| ((s.id, i, j + 1), n)))
             })
             .collect();
         // Pieces of open small-size bucket stripes: (stripe, slot, offset, copy) -> node.
-        let pieces: HashMap<(u64, usize, u64, usize), NodeId> = all
+        let pieces: HashMap<(u64, usize, u64, usize), NodeId> = open
             .iter()
-            .filter(|s| s.small && s.open)
+            .filter(|s| s.small)
             .flat_map(|s| {
                 s.pieces.iter().enumerate().flat_map(move |(i, p)| {
                     let holders: Vec<NodeId> = std::iter::once(s.nodes[i]).chain(s.replicas[i].iter().copied()).collect();
@@ -67,19 +68,21 @@ impl Coordinator {
                 })
             })
             .collect();
-        let stripes: HashMap<u64, Vec<NodeId>> = all.into_iter().map(|s| (s.id, s.nodes)).collect();
-        let garbage: HashSet<u64> = self.meta.garbage_stripes()?.into_iter().map(|g| g.id).collect();
+        // What the metadata places here, from the node's own index.
+        let mine = self.meta.node_chunks(node)?;
+        let placed: HashSet<(u64, usize)> = mine.iter().map(|c| (c.stripe, c.index)).collect();
+        let mut strays: Vec<u64> = held.iter().filter_map(|c| c.parts()).filter(|k| !placed.contains(k)).map(|(s, _)| s).collect();
+        strays.dedup();
+        let garbage = self.meta.garbage_among(&strays)?;
         // Expected here, committed, not known bad, and missing: lost. A stripe whose chunks
         // moved shortly before the listing (a commit, a repair) may not be in it yet: it waits
         // for the next inventory.
-        for s in self.meta.stripes()? {
-            if s.changed_ms + self.cfg.inventory_slack_ms > listed_before {
+        for c in &mine {
+            if c.changed_ms + self.cfg.inventory_slack_ms > listed_before {
                 continue;
             }
-            for (i, &n) in s.nodes.iter().enumerate() {
-                if n == node && s.crcs[i].is_some() && !s.bad[i] && !s.is_filler(i) && !held.contains(&ChunkId::new(s.id, i)) {
-                    self.mark_bad(s.id, i, &format!("missing from node {node}'s inventory"))?;
-                }
+            if c.committed && !c.bad && !c.filler && !held.contains(&ChunkId::new(c.stripe, c.index)) {
+                self.mark_bad(c.stripe, c.index, &format!("missing from node {node}'s inventory"))?;
             }
         }
         // Held here but referenced nowhere (garbage is the collector's): orphans.
@@ -89,9 +92,7 @@ impl Coordinator {
             let mut orphans = self.inventories.orphans.lock().expect("orphans lock");
             orphans.retain(|(n, c), _| *n != node || held.contains(c));
             for c in &held {
-                let referenced = c
-                    .parts()
-                    .is_some_and(|(sid, i)| garbage.contains(&sid) || stripes.get(&sid).is_some_and(|nodes| nodes.get(i) == Some(&node)))
+                let referenced = c.parts().is_some_and(|(sid, i)| garbage.contains(&sid) || placed.contains(&(sid, i)))
                     || c.replica_parts().is_some_and(|key| copies.get(&key) == Some(&node))
                     || c.piece_parts().is_some_and(|key| pieces.get(&key) == Some(&node));
                 if referenced {

@@ -148,12 +148,7 @@ impl Coordinator {
         self.fail_node(node).await?;
         let c = &self.cfg;
         let report = self.repair(c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler).await?;
-        let left: Vec<String> = self
-            .meta
-            .stripes()?
-            .iter()
-            .flat_map(|s| s.nodes.iter().enumerate().filter(|&(_, &n)| n == node).map(|(i, _)| ChunkId::new(s.id, i).to_string()))
-            .collect();
+        let left: Vec<String> = self.meta.node_chunks(node)?.iter().map(|c| ChunkId::new(c.stripe, c.index).to_string()).collect();
         if !left.is_empty() {
             return bad(format!(
                 "node {node} is down and still holds {} chunk(s) that could not be rebuilt elsewhere: {} ({}); it stays, failed",

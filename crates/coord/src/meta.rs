@@ -10,13 +10,13 @@
 //! in S3). Stripes of replaced, deleted or abandoned versions move to *garbage* until every
 //! node holding one of their chunks has deleted it.
 
+pub use crate::meta_index::NodeChunk;
+pub use crate::meta_redb::RedbMeta;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{Extent, LayoutSpec};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ObjectRecord {
@@ -279,18 +279,62 @@ pub trait Txn {
     }
 }
 
-/// What the coordinator needs from a metadata store.
+/// A spread counter: ((a, a), stripes on a) or ((a, b), stripes a and b share).
+pub type SpreadCount = ((NodeId, NodeId), u64);
+
+/// Counts kept by the store, each read in O(1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetaCounts {
+    /// Committed objects.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    pub stripes: u64,
+    pub uploads: u64,
+    pub garbage: u64,
+    pub pending: u64,
+}
+
+/// What the coordinator needs from a metadata store. No request path reads every record:
+/// everything a request needs is a record by key, a page of records, or an index entry
+/// ([`crate::meta_index`]).
 pub trait MetaStore: Send + Sync {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String>;
-    fn objects(&self) -> Result<Vec<ObjectRecord>, String>;
+    /// Up to `limit` committed objects in name order, from `from` (included when
+    /// `inclusive`).
+    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, String>;
     fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String>;
-    fn stripes(&self) -> Result<Vec<StripeRecord>, String>;
+    /// The stripes of `ids` that exist, in one read.
+    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, String>;
+    /// Up to `limit` stripes with ids above `after`, in id order.
+    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String>;
     fn nodes(&self) -> Result<Vec<NodeRecord>, String>;
     fn pending(&self) -> Result<Vec<PendingRepair>, String>;
     /// Uploads (puts not yet committed).
     fn uploads(&self) -> Result<Vec<ObjectRecord>, String>;
-    /// Stripes whose chunks are still to be deleted from nodes.
-    fn garbage_stripes(&self) -> Result<Vec<StripeRecord>, String>;
+    /// Up to `limit` stripes whose chunks are still to be deleted from nodes, ids above
+    /// `after`.
+    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String>;
+    /// Which of `ids` are garbage stripes.
+    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, String>;
+    /// Up to `limit` chunks placed on `node` (of live stripes; garbage is the collector's),
+    /// in (stripe, index) order after `after`.
+    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, String>;
+    /// Every chunk placed on `node`.
+    fn node_chunks(&self, node: NodeId) -> Result<Vec<NodeChunk>, String> {
+        self.node_chunks_from(node, None, usize::MAX)
+    }
+    /// Chunks reported bad and not repaired: (stripe, index).
+    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, String>;
+    /// Open Geo stripes, of placement group `pg` or of all.
+    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, String>;
+    /// Stripes per node ((a, a)) and shared per pair of nodes ((a, b), a < b).
+    fn spread(&self) -> Result<Vec<SpreadCount>, String>;
+    /// Bytes of chunks placed on each node.
+    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, String>;
+    /// Names of the committed objects with bytes in stripe `id`.
+    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, String>;
+    fn counts(&self) -> Result<MetaCounts, String>;
     /// Runs `f` in one write transaction: everything it reads and writes is atomic and
     /// isolated from every other update; an error from `f` aborts it all.
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String>;
@@ -343,222 +387,4 @@ pub enum Change {
     PutPending(PendingRepair),
     SetCounter(String, u64),
     DeletePending { stripe: u64, index: usize },
-}
-
-const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
-const STRIPES: TableDefinition<u64, &[u8]> = TableDefinition::new("stripes");
-const NODES: TableDefinition<u32, &[u8]> = TableDefinition::new("nodes");
-const PENDING: TableDefinition<&str, &[u8]> = TableDefinition::new("pending");
-const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-const UPLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("uploads");
-const GARBAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("garbage");
-
-/// Metadata in one redb file.
-pub struct RedbMeta {
-    db: Database,
-}
-
-fn e(x: impl std::fmt::Display) -> String {
-    format!("metadata store: {x}")
-}
-
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|x| e(format!("corrupt record: {x}")))
-}
-
-fn pending_key(stripe: u64, index: usize) -> String {
-    format!("{stripe:016}.{index:04}")
-}
-
-impl RedbMeta {
-    /// Opens (creating) the database file.
-    pub fn open(path: &Path) -> Result<Self, String> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|x| e(format!("cannot create {}: {x}", dir.display())))?;
-        }
-        let db = Database::create(path).map_err(|x| e(format!("cannot open {}: {x}", path.display())))?;
-        // Create every table so reads never meet a missing one.
-        let w = db.begin_write().map_err(e)?;
-        {
-            w.open_table(OBJECTS).map_err(e)?;
-            w.open_table(STRIPES).map_err(e)?;
-            w.open_table(NODES).map_err(e)?;
-            w.open_table(PENDING).map_err(e)?;
-            w.open_table(COUNTERS).map_err(e)?;
-            w.open_table(UPLOADS).map_err(e)?;
-            w.open_table(GARBAGE).map_err(e)?;
-        }
-        w.commit().map_err(e)?;
-        Ok(RedbMeta { db })
-    }
-}
-
-impl MetaStore for RedbMeta {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(OBJECTS).map_err(e)?;
-        t.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn objects(&self) -> Result<Vec<ObjectRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(OBJECTS).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(STRIPES).map_err(e)?;
-        t.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn stripes(&self) -> Result<Vec<StripeRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(STRIPES).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn nodes(&self) -> Result<Vec<NodeRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(NODES).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn pending(&self) -> Result<Vec<PendingRepair>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(PENDING).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn uploads(&self) -> Result<Vec<ObjectRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(UPLOADS).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn garbage_stripes(&self) -> Result<Vec<StripeRecord>, String> {
-        let r = self.db.begin_read().map_err(e)?;
-        let t = r.open_table(GARBAGE).map_err(e)?;
-        t.iter().map_err(e)?.map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
-    }
-    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
-        let w = self.db.begin_write().map_err(e)?;
-        {
-            let mut t = RedbTxn {
-                objects: w.open_table(OBJECTS).map_err(e)?,
-                stripes: w.open_table(STRIPES).map_err(e)?,
-                nodes: w.open_table(NODES).map_err(e)?,
-                pending: w.open_table(PENDING).map_err(e)?,
-                counters: w.open_table(COUNTERS).map_err(e)?,
-                uploads: w.open_table(UPLOADS).map_err(e)?,
-                garbage: w.open_table(GARBAGE).map_err(e)?,
-            };
-            // On error the transaction is dropped uncommitted: nothing of it is written.
-            f(&mut t)?;
-        }
-        w.commit().map_err(e)
-    }
-}
-
-/// The tables of one write transaction.
-struct RedbTxn<'t> {
-    objects: redb::Table<'t, &'static str, &'static [u8]>,
-    stripes: redb::Table<'t, u64, &'static [u8]>,
-    nodes: redb::Table<'t, u32, &'static [u8]>,
-    pending: redb::Table<'t, &'static str, &'static [u8]>,
-    counters: redb::Table<'t, &'static str, u64>,
-    uploads: redb::Table<'t, u64, &'static [u8]>,
-    garbage: redb::Table<'t, u64, &'static [u8]>,
-}
-
-impl Txn for RedbTxn<'_> {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
-        self.objects.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String> {
-        self.uploads.get(version).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
-        self.stripes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String> {
-        self.garbage.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String> {
-        self.nodes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
-    }
-    fn put(&mut self, c: Change) -> Result<(), String> {
-        match c {
-            Change::PutObject(o) => self.objects.insert(o.name.as_str(), json(&o).as_slice()).map(drop),
-            Change::DeleteObject(name) => self.objects.remove(name.as_str()).map(drop),
-            Change::PutUpload(o) => self.uploads.insert(o.version, json(&o).as_slice()).map(drop),
-            Change::DeleteUpload(v) => self.uploads.remove(v).map(drop),
-            Change::PutGarbage(s) => self.garbage.insert(s.id, json(&s).as_slice()).map(drop),
-            Change::DeleteGarbage(id) => self.garbage.remove(id).map(drop),
-            Change::PutStripe(s) => self.stripes.insert(s.id, json(&s).as_slice()).map(drop),
-            Change::DeleteStripe(id) => self.stripes.remove(id).map(drop),
-            Change::PutNode(n) => self.nodes.insert(n.id, json(&n).as_slice()).map(drop),
-            Change::DeleteNode(id) => self.nodes.remove(id).map(drop),
-            Change::PutPending(p) => self.pending.insert(pending_key(p.stripe, p.index).as_str(), json(&p).as_slice()).map(drop),
-            Change::DeletePending { stripe, index } => self.pending.remove(pending_key(stripe, index).as_str()).map(drop),
-            Change::SetCounter(name, v) => self.counters.insert(name.as_str(), v).map(drop),
-        }
-        .map_err(e)
-    }
-    fn counter(&self, name: &str) -> Result<Option<u64>, String> {
-        Ok(self.counters.get(name).map_err(e)?.map(|v| v.value()))
-    }
-    fn next_id(&mut self, counter: &str) -> Result<u64, String> {
-        let next = self.counters.get(counter).map_err(e)?.map_or(1, |v| v.value());
-        self.counters.insert(counter, next + 1).map_err(e)?;
-        Ok(next)
-    }
-}
-
-fn json<T: Serialize>(v: &T) -> Vec<u8> {
-    serde_json::to_vec(v).expect("records serialise")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("meta.redb");
-        {
-            let m = RedbMeta::open(&path).unwrap();
-            let code: CodeSpec = "rs:2,1".parse().unwrap();
-            m.apply(vec![
-                Change::PutObject(ObjectRecord {
-                    name: "a".into(),
-                    size: 5,
-                    code,
-                    committed: true,
-                    stripes: vec![7],
-                    version: 1,
-                    created_ms: 0,
-                    layout: LayoutSpec::Stripe,
-                    extents: vec![],
-                }),
-                Change::PutStripe(StripeRecord {
-                    crcs: vec![Some(1), None, None],
-                    slot: Some(4),
-                    small: true,
-                    pieces: vec![vec![Piece { version: 3, offset: 10, len: 5, crc: Some(9) }]],
-                    sealing: true,
-                    class: 64,
-                    ..StripeRecord::new(7, code, 5, 3, vec![1, 2, 3])
-                }),
-                Change::PutNode(NodeRecord { id: 2, addr: "x".into(), failed: true, boot: 9, token: "ab".into() }),
-                Change::PutPending(PendingRepair { stripe: 7, index: 1, method: Shape::Ppr, slice: 4096 }),
-            ])
-            .unwrap();
-            assert_eq!(m.next_id("stripe").unwrap(), 1);
-            assert_eq!(m.next_id("stripe").unwrap(), 2);
-        }
-        let m = RedbMeta::open(&path).unwrap();
-        assert_eq!(m.object("a").unwrap().unwrap().stripes, vec![7]);
-        assert_eq!(m.stripe(7).unwrap().unwrap().nodes, vec![1, 2, 3]);
-        assert!(m.nodes().unwrap()[0].failed);
-        assert_eq!(m.pending().unwrap().len(), 1);
-        assert_eq!(m.next_id("stripe").unwrap(), 3);
-        m.apply(vec![Change::DeletePending { stripe: 7, index: 1 }]).unwrap();
-        assert!(m.pending().unwrap().is_empty());
-        assert!(m.object("zzz").unwrap().is_none());
-    }
 }

@@ -27,12 +27,7 @@ impl Coordinator {
         // Open Geo stripes are sealed first: their chunks then move as sealed chunks.
         self.seal_due(true).await?;
         let started = Instant::now();
-        let mine: Vec<(u64, usize)> = self
-            .meta
-            .stripes()?
-            .iter()
-            .flat_map(|s| s.nodes.iter().enumerate().filter(|&(_, &n)| n == node).map(|(i, _)| (s.id, i)).collect::<Vec<_>>())
-            .collect();
+        let mine: Vec<(u64, usize)> = self.meta.node_chunks(node)?.iter().map(|c| (c.stripe, c.index)).collect();
         tracing::info!("node {node}: moving {} chunk(s) off it before it is removed", mine.len());
         let mut report = RepairReport { method: "move (node remove)".into(), lost: mine.len(), ..Default::default() };
         let sem = Arc::new(tokio::sync::Semaphore::new(self.cfg.repair_max_active.max(1)));
@@ -58,12 +53,10 @@ impl Coordinator {
         report.failed = failures.len();
         report.seconds = started.elapsed().as_secs_f64();
         // Anything still there (a put that committed onto it meanwhile) keeps it too.
-        for s in self.meta.stripes()? {
-            for (i, _) in s.nodes.iter().enumerate().filter(|&(_, &n)| n == node) {
-                let chunk = ChunkId::new(s.id, i);
-                if !failures.iter().any(|f| f.starts_with(chunk.as_str())) {
-                    failures.push(format!("{chunk}: placed on the node while it was being emptied"));
-                }
+        for c in self.meta.node_chunks(node)? {
+            let chunk = ChunkId::new(c.stripe, c.index);
+            if !failures.iter().any(|f| f.starts_with(chunk.as_str())) {
+                failures.push(format!("{chunk}: placed on the node while it was being emptied"));
             }
         }
         if !failures.is_empty() {

@@ -116,6 +116,16 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Publishes the records of `names`; a failure leaves a name in the retry set.
+    async fn publish_names(&self, names: BTreeSet<String>) {
+        for name in names {
+            if let Err(e) = self.publish_index(&name).await {
+                tracing::debug!("index record of '{name}': {e}");
+                self.index.retry.lock().expect("index lock").insert(name);
+            }
+        }
+    }
+
     /// One pass of background publishing: retries, objects of moved stripes, and every
     /// record after a start or a change of the registered nodes. Returns records published.
     pub(crate) async fn sync_index(&self) -> Result<usize, String> {
@@ -127,19 +137,25 @@ impl Coordinator {
         let everything = self.index.published_for.lock().expect("index lock").as_ref() != Some(&ids);
         let mut names: BTreeSet<String> = std::mem::take(&mut *self.index.retry.lock().expect("index lock"));
         let moved = std::mem::take(&mut *self.index.moved.lock().expect("index lock"));
-        if everything || !moved.is_empty() {
-            for o in self.meta.objects()? {
-                if o.shares_stripes() && (everything || o.stripes.iter().any(|s| moved.contains(s))) {
-                    names.insert(o.name);
+        for id in &moved {
+            for name in self.meta.stripe_objects(*id)? {
+                if self.meta.object(&name)?.is_some_and(|o| o.shares_stripes()) {
+                    names.insert(name);
                 }
             }
         }
-        let count = names.len();
-        for name in names {
-            // A failure leaves the name in the retry set (publish_index adds it).
-            if let Err(e) = self.publish_index(&name).await {
-                tracing::debug!("index record of '{name}': {e}");
-                self.index.retry.lock().expect("index lock").insert(name);
+        let mut count = names.len();
+        self.publish_names(names).await;
+        if everything {
+            // Every object, a page at a time in name order.
+            let mut after = String::new();
+            loop {
+                let page = self.meta.objects_from(&after, false, 1024)?;
+                let Some(last) = page.last() else { break };
+                after = last.name.clone();
+                let shared: BTreeSet<String> = page.into_iter().filter(|o| o.shares_stripes()).map(|o| o.name).collect();
+                count += shared.len();
+                self.publish_names(shared).await;
             }
         }
         if everything {

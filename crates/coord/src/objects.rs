@@ -15,8 +15,8 @@ use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout};
-use std::collections::BTreeSet;
 use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -27,10 +27,13 @@ const MIN_CHUNK: u64 = 4096;
 /// A chunk slot of a garbage stripe whose chunk is already deleted.
 const GONE: NodeId = NodeId::MAX;
 
+/// The longest object name, in bytes of UTF-8 (S3's limit).
+pub const MAX_NAME: usize = 1024;
+
 /// Object names are what S3 allows, less control characters; sizes up to 1 PiB.
 pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
-    if name.is_empty() || name.len() > 255 || name.chars().any(|c| c.is_control()) {
-        return bad("object names are 1 to 255 printable characters");
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(|c| c.is_control()) {
+        return bad(format!("object names are 1 to {MAX_NAME} bytes of UTF-8 without control characters ({} bytes given)", name.len()));
     }
     if size > 1 << 50 {
         return bad(format!("object size {size} is too large"));
@@ -86,8 +89,9 @@ impl Coordinator {
             return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
         }
         let full_ratio = self.cfg.full_ratio;
-        // Placement load is a heuristic: read outside the transaction.
-        let spread = StripeSpread::of(self.meta.stripes()?.iter().map(|s| &s.nodes[..]));
+        // Placement load is a heuristic: read outside the transaction, from the counters
+        // the store keeps with the stripes.
+        let spread = StripeSpread::from_counts(self.meta.spread()?);
         // Sub-packetized codes (Clay) need whole sub-chunks: round the chunk up, as Ceph does.
         let alpha = c.sub_chunks() as u64;
         let chunk_size = chunk_size.next_multiple_of(alpha);
@@ -257,7 +261,26 @@ impl Coordinator {
         let alive = self.alive();
         let members: BTreeSet<NodeId> = self.meta.nodes()?.iter().map(|n| n.id).collect();
         let mut deleted = 0;
-        for g in self.meta.garbage_stripes()?.into_iter().filter(|g| g.discarded_ms <= cutoff) {
+        // A page at a time: garbage after mass deletes can be large.
+        let mut after = 0;
+        loop {
+            let page = self.meta.garbage_from(after, GARBAGE_PAGE)?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            deleted += self.collect_page(page.into_iter().filter(|g| g.discarded_ms <= cutoff), &alive, &members).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the chunks of `page`'s garbage stripes; returns how many.
+    async fn collect_page(
+        &self,
+        page: impl Iterator<Item = StripeRecord>,
+        alive: &BTreeMap<NodeId, String>,
+        members: &BTreeSet<NodeId>,
+    ) -> Result<usize, String> {
+        let mut deleted = 0;
+        for g in page {
             let mut done = Vec::new();
             for (i, &node) in g.nodes.iter().enumerate() {
                 if node != GONE && !members.contains(&node) {
@@ -295,6 +318,9 @@ impl Coordinator {
         Ok(deleted)
     }
 }
+
+/// Garbage stripes read at a time.
+const GARBAGE_PAGE: usize = 1024;
 
 /// Runs the collector every `gc_interval_ms` until the coordinator stops.
 pub(crate) async fn collector(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {

@@ -48,14 +48,15 @@ pub(crate) fn spread(fill: &BTreeMap<NodeId, f64>) -> f64 {
 /// Up to `limit` moves from the fullest nodes to the emptiest among `nodes`, each a chunk of
 /// a plain stripe (committed, healthy, not Geo) whose stripe has nothing on the receiver,
 /// while the spread stays above `target`.
+/// `held` is each node's bytes of chunks; `stripes` the candidates to move (stripes with
+/// chunks on the fullest nodes).
 pub(crate) fn plan_moves(
     stripes: &[StripeRecord],
-    nodes: &[NodeId],
+    mut held: BTreeMap<NodeId, u64>,
     capacity: &HashMap<NodeId, u64>,
     target: f64,
     limit: usize,
 ) -> Vec<Move> {
-    let mut held = held_bytes(stripes, nodes);
     let movable = |s: &StripeRecord| !s.open && s.slot.is_none() && s.owners.is_empty() && s.crcs.iter().all(|c| c.is_some());
     let mut moves = Vec::new();
     let mut taken: std::collections::HashSet<u64> = Default::default();
@@ -107,9 +108,11 @@ impl Coordinator {
                 let _repair = self.repairing.lock().await;
                 let nodes: Vec<NodeId> = self.placeable()?.keys().copied().collect();
                 let capacity: HashMap<NodeId, u64> = self.space.lock().expect("space lock").iter().map(|(&n, &(_, c))| (n, c)).collect();
-                let stripes = self.meta.stripes()?;
-                let moves = plan_moves(&stripes, &nodes, &capacity, target, ROUND);
-                done.spread = current_spread(&stripes, &nodes, &capacity);
+                let all = self.meta.held_bytes()?;
+                let held: BTreeMap<NodeId, u64> = nodes.iter().map(|n| (*n, all.get(n).copied().unwrap_or(0))).collect();
+                let stripes = self.move_candidates(&held, &capacity)?;
+                done.spread = spread(&fills(&held, &capacity));
+                let moves = plan_moves(&stripes, held, &capacity, target, ROUND);
                 *self.rebalance_status.lock().expect("rebalance lock") = Some(done.clone());
                 if moves.is_empty() {
                     break;
@@ -162,11 +165,27 @@ impl Coordinator {
     }
 }
 
-fn current_spread(stripes: &[StripeRecord], nodes: &[NodeId], capacity: &HashMap<NodeId, u64>) -> f64 {
-    spread(&fills(&held_bytes(stripes, nodes), capacity))
+impl Coordinator {
+    /// Stripes a round may move a chunk of: a few hundred movable ones with a chunk on each
+    /// of the fuller half of the nodes (the donors), read from their chunk indexes.
+    fn move_candidates(&self, held: &BTreeMap<NodeId, u64>, capacity: &HashMap<NodeId, u64>) -> Result<Vec<StripeRecord>, String> {
+        let fill = fills(held, capacity);
+        let mut donors: Vec<(NodeId, f64)> = fill.into_iter().collect();
+        donors.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut ids = std::collections::BTreeSet::new();
+        for (n, _) in donors.iter().take(donors.len().div_ceil(2)) {
+            let chunks = self.meta.node_chunks_from(*n, None, CANDIDATES_PER_DONOR * 4)?;
+            ids.extend(chunks.iter().filter(|c| c.whole && !c.bad && !c.filler).map(|c| c.stripe).take(CANDIDATES_PER_DONOR));
+        }
+        self.meta.stripes_of(&ids.into_iter().collect::<Vec<_>>())
+    }
 }
 
+/// Chunks of each donor a round considers moving.
+const CANDIDATES_PER_DONOR: usize = 256;
+
 /// Bytes of chunks each of `nodes` holds.
+#[cfg(test)]
 fn held_bytes(stripes: &[StripeRecord], nodes: &[NodeId]) -> BTreeMap<NodeId, u64> {
     let mut held: BTreeMap<NodeId, u64> = nodes.iter().map(|&n| (n, 0)).collect();
     for s in stripes {
@@ -193,7 +212,7 @@ mod tests {
         // Three nodes hold 30 stripes of three chunks; node 3 is new and empty.
         let stripes: Vec<StripeRecord> = (0..30).map(|i| stripe(i, vec![0, 1, 2])).collect();
         let nodes = [0, 1, 2, 3];
-        let moves = plan_moves(&stripes, &nodes, &HashMap::new(), 0.1, 1000);
+        let moves = plan_moves(&stripes, held_bytes(&stripes, &nodes), &HashMap::new(), 0.1, 1000);
         // 90 chunks over 4 nodes is 22.5 each: node 3 takes enough that the fullest and
         // emptiest are within 10% of the mean (21 leaves 23, 23, 23, 21: 8.9%).
         let mut held = [30usize, 30, 30, 0];
@@ -216,10 +235,10 @@ mod tests {
     #[test]
     fn nothing_moves_when_balanced_or_when_no_chunk_fits() {
         let stripes: Vec<StripeRecord> = (0..4).map(|i| stripe(i, vec![0, 1, 2])).collect();
-        assert!(plan_moves(&stripes, &[0, 1, 2], &HashMap::new(), 0.1, 100).is_empty());
+        assert!(plan_moves(&stripes, held_bytes(&stripes, &[0, 1, 2]), &HashMap::new(), 0.1, 100).is_empty());
         // Every stripe already has a chunk on every node: none can go to node 2 twice.
         let stripes: Vec<StripeRecord> = (0..4).map(|i| stripe(i, vec![0, 1])).collect();
-        let moves = plan_moves(&stripes, &[0, 1, 2], &HashMap::new(), 0.1, 100);
+        let moves = plan_moves(&stripes, held_bytes(&stripes, &[0, 1, 2]), &HashMap::new(), 0.1, 100);
         assert!(moves.iter().all(|m| m.to == 2) && moves.len() <= 4);
     }
 }

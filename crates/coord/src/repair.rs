@@ -132,12 +132,7 @@ impl Coordinator {
     /// A live node holding no chunk of stripe `id` (whose chunks are on `nodes`), with room
     /// for `chunk_len` bytes, least loaded first: where a rebuilt chunk goes.
     pub(crate) fn spare_node(&self, id: u64, nodes: &[NodeId], chunk_len: u64, avoid: &BTreeSet<NodeId>) -> Result<NodeId, String> {
-        let mut load: HashMap<NodeId, usize> = HashMap::new();
-        for st in self.meta.stripes()? {
-            for n in st.nodes {
-                *load.entry(n).or_default() += 1;
-            }
-        }
+        let load: HashMap<NodeId, u64> = self.meta.spread()?.into_iter().filter(|((a, b), _)| a == b).map(|((a, _), v)| (a, v)).collect();
         let outside: Vec<NodeId> = self.placeable()?.keys().copied().filter(|n| !nodes.contains(n) && !avoid.contains(n)).collect();
         if outside.is_empty() {
             return bad(format!("{NO_ELIGIBLE} {id}"));
@@ -424,19 +419,33 @@ impl Coordinator {
         self.lost_chunks_where(&|_, _| true)
     }
 
-    /// Lost chunks for which `due(stripe, node)` holds (`node` the chunk's holder).
-    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(&StripeRecord, usize) -> bool) -> Result<Vec<(u64, usize)>, String> {
+    /// Lost chunks for which `due(node, bad)` holds (`node` the chunk's holder, `bad` whether
+    /// it was reported bad).
+    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<Vec<(u64, usize)>, String> {
+        Ok(self.lost_with_holders(due)?.into_keys().collect())
+    }
+
+    /// Lost chunks with their holders, read from the indexes: the bad chunks, and the chunks
+    /// of the nodes that are down; chunks of stripes a put is still writing are not lost yet.
+    pub(crate) fn lost_with_holders(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<BTreeMap<(u64, usize), NodeId>, String> {
         let alive = self.alive();
         let failed = self.failed_nodes()?;
-        let mut lost = Vec::new();
-        for s in self.meta.stripes()? {
-            if s.crcs.iter().any(|c| c.is_none()) {
-                continue;
-            }
-            for (i, n) in s.nodes.iter().enumerate() {
-                if (s.bad[i] || !alive.contains_key(n) || failed.contains(n)) && !s.is_filler(i) && due(&s, i) {
-                    lost.push((s.id, i));
+        let mut lost = BTreeMap::new();
+        for n in self.meta.nodes()?.into_iter().map(|n| n.id).filter(|n| failed.contains(n) || !alive.contains_key(n)) {
+            for c in self.meta.node_chunks(n)? {
+                if c.whole && !c.filler && due(n, c.bad) {
+                    lost.insert((c.stripe, c.index), n);
                 }
+            }
+        }
+        let bad = self.meta.bad_chunks()?;
+        let mut ids: Vec<u64> = bad.iter().map(|&(s, _)| s).collect();
+        ids.dedup();
+        let stripes: HashMap<u64, StripeRecord> = self.meta.stripes_of(&ids)?.into_iter().map(|s| (s.id, s)).collect();
+        for (sid, i) in bad {
+            let Some(s) = stripes.get(&sid) else { continue };
+            if s.crcs.iter().all(|c| c.is_some()) && !s.is_filler(i) && due(s.nodes[i], true) {
+                lost.insert((sid, i), s.nodes[i]);
             }
         }
         Ok(lost)

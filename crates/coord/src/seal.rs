@@ -37,7 +37,7 @@ impl Coordinator {
             return Ok(0);
         }
         let now = now_ms();
-        let open: Vec<StripeRecord> = self.meta.stripes()?.into_iter().filter(|s| s.open).collect();
+        let open: Vec<StripeRecord> = self.meta.open_stripes(None)?;
         if !open.is_empty() {
             self.maybe_open.store(true, Ordering::SeqCst);
         }

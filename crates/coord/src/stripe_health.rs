@@ -123,23 +123,39 @@ pub(crate) struct HealthSummary {
 
 impl Coordinator {
     /// Bad chunks, chunks on down or failed nodes, and the stripes that cannot be rebuilt,
-    /// over committed stripes (as [`Coordinator::lost_chunks`] counts them).
-    pub(crate) fn health_summary(&self, stripes: &[StripeRecord]) -> Result<HealthSummary, String> {
+    /// over committed stripes (as [`Coordinator::lost_chunks`] counts them). Reads the lost
+    /// chunks' index entries, and the records of only the stripes that lost two or more
+    /// chunks (one lost chunk is always rebuildable) and of a few others, to tell which wait
+    /// for a node to rebuild on.
+    pub(crate) fn health_summary(&self) -> Result<HealthSummary, String> {
         let (alive, failed, none) = (self.alive(), self.failed_nodes()?, BTreeSet::new());
+        let lost = self.lost_with_holders(&|_, _| true)?;
         let mut sum = HealthSummary { bad: 0, on_down_nodes: 0, unrepairable: Vec::new(), waiting: Vec::new() };
+        let mut per_stripe: BTreeMap<u64, usize> = BTreeMap::new();
+        for (&(sid, _), n) in &lost {
+            if failed.contains(n) || !alive.contains_key(n) {
+                sum.on_down_nodes += 1;
+            } else {
+                sum.bad += 1;
+            }
+            *per_stripe.entry(sid).or_default() += 1;
+        }
+        let mut singles = 0;
+        let look: Vec<u64> = per_stripe
+            .iter()
+            .filter(|&(_, &c)| {
+                singles += (c == 1) as usize;
+                c > 1 || singles <= WAITING_LOOKS
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        let stripes = self.meta.stripes_of(&look)?;
         let up: Vec<NodeId> = alive.keys().copied().filter(|n| !failed.contains(n)).collect();
         let mut doomed = Vec::new();
         for s in stripes.iter().filter(|s| s.crcs.iter().all(|c| c.is_some())) {
             let health = chunk_health(s, &alive, &failed, &none);
             if health.iter().all(|h| *h == ChunkHealth::Healthy) {
                 continue;
-            }
-            for h in &health {
-                match h {
-                    ChunkHealth::Bad => sum.bad += 1,
-                    ChunkHealth::NodeDown(_) | ChunkHealth::NodeFailed(_) => sum.on_down_nodes += 1,
-                    _ => {}
-                }
             }
             if !recoverable(s, &health) {
                 doomed.push((s, shortfall(s, &health)));
@@ -159,20 +175,18 @@ impl Coordinator {
             }
         }
         if !doomed.is_empty() {
-            // The objects with bytes in them, by name (only when there is something to say).
-            let mut names: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-            for o in self.meta.objects()? {
-                for id in &o.stripes {
-                    names.entry(*id).or_default().push(o.name.clone());
-                }
-            }
+            // The objects with bytes in them, by name.
             for (s, why) in doomed {
-                sum.unrepairable.push(UnrepairableStripe { stripe: s.id, objects: names.remove(&s.id).unwrap_or_default(), why });
+                sum.unrepairable.push(UnrepairableStripe { stripe: s.id, objects: self.meta.stripe_objects(s.id)?, why });
             }
         }
         Ok(sum)
     }
 }
+
+/// Stripes with one lost chunk whose records `status` reads to list those waiting for a
+/// node (the list shows 100).
+const WAITING_LOOKS: usize = 1000;
 
 /// The marker of [`Coordinator::unreadable`]'s error, for readers to tell it from others.
 pub(crate) const UNREADABLE: &str = " is unreadable: ";

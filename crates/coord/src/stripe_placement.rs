@@ -26,10 +26,26 @@ fn pair(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
 
 impl StripeSpread {
     /// From the node lists of existing stripes.
+    #[cfg(test)]
     pub(crate) fn of<'a>(stripes: impl IntoIterator<Item = &'a [NodeId]>) -> Self {
         let mut s = StripeSpread::default();
         for nodes in stripes {
             s.add(nodes);
+        }
+        s
+    }
+
+    /// From the store's spread counters ([`crate::meta::MetaStore::spread`]): (a, a) is a's
+    /// load, (a, b) the stripes a and b share.
+    pub(crate) fn from_counts(counts: impl IntoIterator<Item = ((NodeId, NodeId), u64)>) -> Self {
+        let mut s = StripeSpread::default();
+        for ((a, b), v) in counts {
+            let v = v.min(u32::MAX as u64) as u32;
+            if a == b {
+                s.load.insert(a, v);
+            } else {
+                s.pairs.insert(pair(a, b), v);
+            }
         }
         s
     }

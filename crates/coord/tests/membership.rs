@@ -150,18 +150,25 @@ async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
     let code: CodeSpec = "rs:6,3".parse().unwrap();
-    let create = move |size: u64, chunk_size: u64| CoordRequest::CreateObject {
-        name: "huge".into(),
+    let create = move |name: String, size: u64, chunk_size: u64| CoordRequest::CreateObject {
+        name,
         size,
         code,
         chunk_size,
         layout: Default::default(),
     };
-    for (size, chunk, why) in [(6 * 4096 * ((1 << 20) + 1), 4096, "max_stripes_per_object"), (1 << 20, 1024, "below the smallest")] {
-        let err = c.client.call(&create(size, chunk), Duration::from_secs(30)).await.unwrap_err();
+    for (name, size, chunk, why) in [
+        ("huge".to_string(), 6 * 4096 * ((1 << 20) + 1), 4096, "max_stripes_per_object"),
+        ("huge".to_string(), 1 << 20, 1024, "below the smallest"),
+        ("n".repeat(1025), 100, 0, "1 to 1024 bytes"),
+    ] {
+        let err = c.client.call(&create(name, size, chunk), Duration::from_secs(30)).await.unwrap_err();
         assert!(err.contains(why), "{err}");
     }
-    assert_eq!(c.client.status().await.unwrap().stripes, 0, "nothing written");
+    // A name of exactly 1 KiB (S3's longest) is taken.
+    c.client.put(&"k".repeat(1024), b"x", code, 0).await.unwrap();
+    c.client.delete(&"k".repeat(1024)).await.unwrap();
+    assert_eq!(c.client.status().await.unwrap().stripes, 0, "nothing written (the 1-KiB name's stripe is garbage now)");
 
     // Two at once: as many as the runtime has workers.
     let heavy = |name: &'static str| {

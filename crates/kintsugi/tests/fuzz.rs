@@ -135,7 +135,7 @@ fn seeds() -> Vec<Vec<u8>> {
         CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true, token: String::new() },
         CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },
         CoordRequest::Lookup { name: "o".into() },
-        CoordRequest::List,
+        CoordRequest::List { prefix: "a".into(), delimiter: "/".into(), after: String::new(), limit: 5 },
         CoordRequest::DegradedRead {
             name: "o".into(),
             stripe: 0,

@@ -318,7 +318,20 @@ pub enum CoordRequest {
     Lookup {
         name: String,
     },
-    List,
+    /// One page of committed objects in name order: those starting with `prefix`, after
+    /// `after` (a name or a common prefix a previous page ended with), at most `limit` (1 to
+    /// 1000) entries. With a `delimiter`, names with it past the prefix roll up into common
+    /// prefixes (S3's ListObjectsV2).
+    List {
+        #[serde(default)]
+        prefix: String,
+        #[serde(default)]
+        delimiter: String,
+        #[serde(default)]
+        after: String,
+        #[serde(default)]
+        limit: u32,
+    },
     /// `version` (when not 0) must still be the object's: a read never mixes versions.
     DegradedRead {
         name: String,
@@ -382,6 +395,12 @@ pub enum CoordResponse {
     },
     Objects {
         objects: Vec<ObjectInfo>,
+        /// Common prefixes (with a delimiter), in name order among the objects.
+        #[serde(default)]
+        prefixes: Vec<String>,
+        /// Where the next page starts (`after`), if there is more.
+        #[serde(default)]
+        next: Option<String>,
     },
     Plan {
         assignment: Box<Assignment>,
