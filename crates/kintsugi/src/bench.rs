@@ -37,6 +37,10 @@ pub enum BenchCmd {
     /// Geometric Partitioning on the embedded cluster with emulated HDDs: recovery, normal,
     /// degraded and range reads for the Geo, Contiguous, Stripe-Max and Stripe layouts.
     Geo(crate::bench_geo::GeoBenchArgs),
+    /// The coordinator's metadata operations at N objects: p50/p99 of create, commit,
+    /// lookup, a listing page, delete, marking a chunk bad and a node's inventory reconcile;
+    /// store size, coordinator RSS and restart time.
+    Meta(crate::bench_meta::MetaBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -89,6 +93,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::FullNode(a) => crate::bench_fullnode::run(a),
         BenchCmd::Sar(a) => crate::bench_sar::run(a),
         BenchCmd::Geo(a) => crate::bench_geo::run(a),
+        BenchCmd::Meta(a) => crate::bench_meta::run(a),
     }
 }
 

@@ -248,23 +248,43 @@ pub fn get(t: &Target, a: GetArgs) -> Result<()> {
     })
 }
 
-pub fn ls(t: &Target) -> Result<()> {
+/// `kintsugi ls`: page after page, printed as it comes (a table), or one JSON array.
+pub fn ls(t: &Target, prefix: &str, delimiter: &str) -> Result<()> {
     runtime()?.block_on(async {
-        let objects = client(t).list().await.map_err(|e| anyhow!(e))?;
-        if t.json {
-            println!("{}", serde_json::to_string(&objects)?);
-        } else {
+        let c = client(t);
+        let (mut after, mut all, mut common) = (String::new(), Vec::new(), Vec::new());
+        if !t.json {
             println!("{:<30} {:>12} {:>12} {:>8}", "name", "size", "code", "stripes");
-            for o in objects {
-                println!(
-                    "{:<30} {:>12} {:>12} {:>8}{}",
-                    o.name,
-                    human_bytes(o.size),
-                    o.code.to_string(),
-                    o.stripes,
-                    if o.committed { "" } else { " (uncommitted)" }
-                );
+        }
+        loop {
+            let (objects, prefixes, next) = c.list_page(prefix, delimiter, &after, 0).await.map_err(|e| anyhow!(e))?;
+            if t.json {
+                all.extend(objects);
+                common.extend(prefixes);
+            } else {
+                for p in prefixes {
+                    println!("{p:<30} {:>12} {:>12} {:>8}", "(prefix)", "", "");
+                }
+                for o in objects {
+                    println!(
+                        "{:<30} {:>12} {:>12} {:>8}{}",
+                        o.name,
+                        human_bytes(o.size),
+                        o.code.to_string(),
+                        o.stripes,
+                        if o.committed { "" } else { " (uncommitted)" }
+                    );
+                }
             }
+            match next {
+                Some(n) => after = n,
+                None => break,
+            }
+        }
+        if t.json && delimiter.is_empty() {
+            println!("{}", serde_json::to_string(&all)?);
+        } else if t.json {
+            println!("{}", serde_json::json!({ "objects": all, "prefixes": common }));
         }
         Ok(())
     })

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub struct LoadArgs {
     #[command(flatten)]
     pub target: crate::cluster_cmd::Target,
-    /// Concurrent clients.
+    /// Concurrent clients (in the load phase too).
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
     /// Records (objects) the workload reads and updates.
@@ -41,7 +41,7 @@ pub struct LoadArgs {
     /// Zipfian skew of the key choice (YCSB's default).
     #[arg(long, default_value_t = 0.99)]
     pub zipf: f64,
-    /// Length of the run phase.
+    /// Length of the run phase (0: the load phase only).
     #[arg(long, default_value_t = 30.0)]
     pub seconds: f64,
     /// Code of the records.
@@ -169,14 +169,24 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if a.clients == 0 || a.records == 0 || !(0.0..=1.0).contains(&a.read_fraction) || !(a.zipf > 0.0 && a.zipf < 1.0) {
         bail!("--clients and --records must be positive, --read-fraction within [0, 1], --zipf within (0, 1)");
     }
-    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
-        bail!("--seconds must be positive");
+    if !(a.seconds >= 0.0 && a.seconds.is_finite()) {
+        bail!("--seconds must be a number of seconds (0: the load phase only)");
     }
     if !(a.switch >= 0.0 && a.switch.is_finite()) || a.workload.is_empty() {
         bail!("--switch must be a non-negative number of seconds, and --workload name at least one workload");
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
-    let report = rt.block_on(run_async(&a))?;
+    let (load, report) = rt.block_on(run_async(&a))?;
+    if !load.is_empty() {
+        let rates: Vec<String> = load.iter().map(|r| format!("{r:.0}")).collect();
+        let msg = format!("load: puts/s over each tenth of the {} records: {}", a.records * a.workload.len() as u64, rates.join(" "));
+        if a.target.json && report.is_none() {
+            println!("{}", serde_json::json!({ "load_puts_per_s_by_tenth": load }));
+        } else {
+            eprintln!("{msg}");
+        }
+    }
+    let Some(report) = report else { return Ok(()) };
     if let Some(path) = &a.csv {
         let mut out = String::from("second,workload,ops_per_s,p50_ms,p99_ms,p999_ms,errors\n");
         for s in &report.per_second {
@@ -342,24 +352,49 @@ impl Workload {
         (t.key(&self.prefix, k, self.seed), t.value_len(k, self.seed, self.value_size, self.max_value))
     }
 
-    /// The load phase: writes every record of every workload once.
-    pub async fn load(&self, client: &Client, progress: bool) -> Result<()> {
+    /// The load phase: writes every record of every workload once, `clients` puts at a
+    /// time. Returns the put rate over each tenth of the records, in order (a rate that
+    /// falls as the store fills is a cost that grows with the objects stored).
+    pub async fn load(&self, client: &Client, progress: bool) -> Result<Vec<f64>> {
+        use std::sync::atomic::{AtomicU64, Ordering};
         let total = self.records * self.traces.len() as u64;
-        let bar = progress.then(|| crate::progress::Progress::count("load: records written", total));
-        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x10ad);
-        let mut done = 0;
-        for &t in &self.traces {
-            for k in 0..self.records {
-                let (name, len) = self.record(t, k);
-                let v = value(&mut rng, len);
-                client.put(&name, &v, self.code, 0).await.map_err(|e| anyhow!("loading {name}: {e}"))?;
-                done += 1;
-                if let Some(b) = &bar {
-                    b.set(done);
+        let bar = progress.then(|| Arc::new(crate::progress::Progress::count("load: records written", total)));
+        let next = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        // When each tenth of the records was written.
+        let marks = Arc::new(Mutex::new(Vec::new()));
+        let mut set = tokio::task::JoinSet::new();
+        for c in 0..self.clients.max(1) {
+            let (w, client, next, done, bar, marks) =
+                (self.clone(), client.clone(), next.clone(), done.clone(), bar.clone(), marks.clone());
+            set.spawn(async move {
+                let mut rng = StdRng::seed_from_u64(w.seed ^ 0x10ad ^ c as u64);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        return Ok::<(), anyhow::Error>(());
+                    }
+                    let (t, k) = (w.traces[(i / w.records) as usize], i % w.records);
+                    let (name, len) = w.record(t, k);
+                    let v = value(&mut rng, len);
+                    client.put(&name, &v, w.code, 0).await.map_err(|e| anyhow!("loading {name}: {e}"))?;
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    if d * 10 / total != (d - 1) * 10 / total {
+                        marks.lock().expect("marks lock").push(start.elapsed().as_secs_f64());
+                    }
+                    if let Some(b) = &bar {
+                        b.set(d);
+                    }
                 }
-            }
+            });
         }
-        Ok(())
+        while let Some(r) = set.join_next().await {
+            r.map_err(|e| anyhow!("a loading client failed: {e}"))??;
+        }
+        let marks = marks.lock().expect("marks lock").clone();
+        let tenth = total as f64 / 10.0;
+        Ok(marks.iter().enumerate().map(|(i, &t)| tenth / (t - if i == 0 { 0.0 } else { marks[i - 1] }).max(1e-9)).collect())
     }
 
     /// The run phase: the clients issue operations until `stop` is set or `limit` passes.
@@ -447,12 +482,14 @@ impl Workload {
     }
 }
 
-async fn run_async(a: &LoadArgs) -> Result<LoadReport> {
+/// The load phase's put rates per tenth of the records, and the run phase's report.
+async fn run_async(a: &LoadArgs) -> Result<(Vec<f64>, Option<LoadReport>)> {
     let mut client = Client::new(&a.target.coordinator);
     client.io_timeout = Duration::from_secs(30);
     let w = Workload::of(a);
-    if !a.no_load {
-        w.load(&client, true).await?;
+    let load = if a.no_load { Vec::new() } else { w.load(&client, true).await? };
+    if a.seconds == 0.0 {
+        return Ok((load, None));
     }
-    w.run(&client, Default::default(), Duration::from_secs_f64(a.seconds)).await
+    Ok((load, Some(w.run(&client, Default::default(), Duration::from_secs_f64(a.seconds)).await?)))
 }

@@ -9,6 +9,7 @@ mod bench_fullnode_report;
 mod bench_fullnode_sim;
 mod bench_geo;
 mod bench_isal;
+mod bench_meta;
 mod bench_planner;
 mod bench_relay;
 mod bench_sar;
@@ -87,8 +88,15 @@ enum Cmd {
         #[command(flatten)]
         args: cluster_cmd::GetArgs,
     },
-    /// List objects.
+    /// List objects in name order, a page of 1000 at a time.
     Ls {
+        /// Only names starting with this.
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Roll names up at this delimiter past the prefix into common prefixes (as S3's
+        /// ListObjectsV2 with `delimiter=/` shows folders).
+        #[arg(long, default_value = "")]
+        delimiter: String,
         #[command(flatten)]
         target: cluster_cmd::Target,
     },
@@ -183,7 +191,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Coordinator(a) => service_cmd::coordinator(a),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
-        Cmd::Ls { target } => cluster_cmd::ls(&target),
+        Cmd::Ls { prefix, delimiter, target } => cluster_cmd::ls(&target, &prefix, &delimiter),
         Cmd::Stat { target, name } => cluster_cmd::stat(&target, &name),
         Cmd::Delete { target, name } => cluster_cmd::delete(&target, &name),
         Cmd::Fail { target, node } => cluster_cmd::fail(&target, node),
