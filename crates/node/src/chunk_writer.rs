@@ -5,7 +5,7 @@
 use crate::bucket::{self, BucketIndex};
 use crate::disk_emulation::{file_key, DiskEmulation};
 use crate::footer_cache::{remember, FileStamp, FooterCache};
-use crate::store::{io, ChunkStore, Footer, StoreError, BLOCK, MAGIC};
+use crate::store::{file_len, io, ChunkStore, FileUsage, Footer, StoreError, BLOCK, MAGIC};
 use kintsugi_proto::{BucketSlot, ChunkId};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -45,6 +45,8 @@ pub struct ChunkWriter {
     block_fill: usize,
     disk: Option<(Arc<DiskEmulation>, u64)>,
     footers: FooterCache,
+    /// The store's count of chunk files, adjusted as this writer replaces or removes one.
+    files: Arc<std::sync::Mutex<FileUsage>>,
 }
 
 impl ChunkWriter {
@@ -117,7 +119,9 @@ impl ChunkWriter {
         }
         f.sync_all().map_err(io(&tmp))?;
         drop(f);
+        let old = file_len(&self.path);
         std::fs::rename(&tmp, &self.path).map_err(io(&self.path))?;
+        self.files.lock().expect("usage lock").replaced(old, Some(self.len + fbytes.len() as u64 + 12));
         // The footer just written is the one a reader would find: keep it (the file's stamp
         // after the rename names this version).
         if let Ok(m) = std::fs::metadata(&self.path) {
@@ -158,9 +162,11 @@ impl ChunkWriter {
             }
         }
         self.footers.lock().expect("footer cache").remove(&self.id);
+        let old = file_len(&self.path);
         match std::fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&self.path)(e)),
-            _ => {}
+            Err(_) => {}
+            Ok(()) => self.files.lock().expect("usage lock").replaced(old, None),
         }
         Ok(self.crc)
     }
@@ -229,6 +235,7 @@ impl ChunkWriter {
             block_fill: 0,
             disk,
             footers: store.footers.clone(),
+            files: store.files.clone(),
         })
     }
 }
