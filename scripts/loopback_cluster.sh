@@ -2,7 +2,8 @@
 # loopback, data under a fresh $D; `cluster_down` stops them and removes $D.
 K=${KINTSUGI:-target/release/kintsugi}
 D=$(mktemp -d)
-$K coordinator --listen 127.0.0.1:$P --data-dir $D/coord 2>/dev/null & CP=$!
+# COORD_ARGS: more flags for the coordinator (e.g. --meta etcd://...).
+$K coordinator --listen 127.0.0.1:$P --data-dir $D/coord ${COORD_ARGS:-} 2>/dev/null & CP=$!
 export KINTSUGI_COORDINATOR=127.0.0.1:$P
 PIDS=()
 for i in $(seq 0 11); do $K node --id $i --data-dir $D/n$i --coordinator 127.0.0.1:$P 2>/dev/null & PIDS+=($!); done

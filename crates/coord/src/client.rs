@@ -43,6 +43,9 @@ pub struct Client {
     pub(crate) map: Arc<std::sync::Mutex<Option<Arc<crate::index_reads::ClusterMap>>>>,
 }
 
+/// How long a client with several coordinators waits for one to lead.
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
+
 impl Client {
     pub fn new(coordinator: &str) -> Self {
         Client {
@@ -61,13 +64,31 @@ impl Client {
     /// One request to the coordinator.
     pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, String> {
         let c = &self.coordinator;
-        let mut s = kintsugi_proto::auth::connect(c, self.io_timeout).await.map_err(|e| format!("coordinator {e}"))?;
+        let mut s = self.connect().await?;
         send(&mut s, req).await.map_err(|e| format!("coordinator {c}: {e}"))?;
         match tokio::time::timeout(limit, recv(&mut s)).await {
             Err(_) => Err(format!("coordinator {c} did not answer within {limit:?}")),
             Ok(Err(e)) => Err(format!("coordinator {c}: {e}")),
             Ok(Ok(CoordResponse::Error { message })) => Err(message),
             Ok(Ok(r)) => Ok(r),
+        }
+    }
+
+    /// A connection to the coordinator. Given several (one leads, the others stand by and do
+    /// not listen), the one that accepts; while none does (a failover: the leader died and
+    /// its lease has not expired yet), tried again for up to [`FAILOVER_WAIT`].
+    async fn connect(&self) -> Result<tokio::net::TcpStream, String> {
+        let c = &self.coordinator;
+        let started = std::time::Instant::now();
+        loop {
+            match kintsugi_proto::auth::connect(c, self.io_timeout).await {
+                Ok(s) => return Ok(s),
+                Err(e) if c.contains(',') && started.elapsed() < FAILOVER_WAIT => {
+                    tracing::debug!("no coordinator answers ({e}); trying again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(format!("coordinator {e}")),
+            }
         }
     }
 

@@ -96,6 +96,12 @@ pub struct CoordConfig {
     pub rebalance_on_join: bool,
     pub rebalance_spread: f64,
     pub rebalance_bytes_per_s: f64,
+    /// Where the metadata is: empty for redb in `data_dir` (one coordinator), or
+    /// `etcd://HOST:PORT,HOST:PORT,.../PREFIX` for etcd, shared by several coordinators of
+    /// which one leads (the others stand by until its leader lease expires).
+    pub meta: String,
+    /// The leader lease in etcd: how long after a leader dies a standby takes over.
+    pub leader_lease_ms: u64,
 }
 
 impl Default for CoordConfig {
@@ -140,6 +146,8 @@ impl Default for CoordConfig {
             rebalance_on_join: true,
             rebalance_spread: 0.1,
             rebalance_bytes_per_s: 50e6,
+            meta: String::new(),
+            leader_lease_ms: 4_000,
         }
     }
 }

@@ -71,6 +71,9 @@ pub struct CoordHandle {
     pub coord: Arc<Coordinator>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// With several coordinators: this one's leadership, and why it was lost once it is.
+    leadership: Option<Arc<crate::leader::Leadership>>,
+    deposed: watch::Receiver<Option<String>>,
 }
 
 impl CoordHandle {
@@ -79,6 +82,10 @@ impl CoordHandle {
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
+        if let Some(l) = &self.leadership {
+            // A standby need not wait for the lease to expire.
+            l.resign().await;
+        }
         for _ in 0..500 {
             if Arc::strong_count(&self.coord) == 1 {
                 break;
@@ -88,9 +95,42 @@ impl CoordHandle {
     }
 }
 
+impl CoordHandle {
+    /// Returns, saying why, once this coordinator no longer leads (it has stopped serving);
+    /// never with redb.
+    pub async fn deposed(&mut self) -> String {
+        loop {
+            if let Some(why) = self.deposed.borrow().clone() {
+                return why;
+            }
+            if self.deposed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// The metadata store `cfg` names: redb in the data directory, or etcd once this
+/// coordinator leads (it stands by until then).
+async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<crate::leader::Leadership>>), String> {
+    if cfg.meta.is_empty() || cfg.meta == "redb" {
+        return Ok((Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?), None));
+    }
+    let (endpoints, prefix) = crate::meta_etcd::parse_url(&cfg.meta)?;
+    // Well inside a client's own timeout, so a client hears that etcd is unavailable.
+    let etcd = Arc::new(crate::etcd_http::Etcd::new(&endpoints, Duration::from_millis((cfg.io_timeout_ms / 3).max(1000)))?);
+    let ttl = Duration::from_millis(cfg.leader_lease_ms.max(1000));
+    let key = format!("{prefix}leader").into_bytes();
+    let lead = Arc::new(crate::leader::campaign(etcd.clone(), key, &cfg.listen, ttl).await?);
+    let fence = Some(lead.fence());
+    let meta =
+        tokio::task::spawn_blocking(move || crate::meta_etcd::EtcdMeta::open(etcd, &prefix, fence)).await.map_err(|e| e.to_string())??;
+    Ok((Arc::new(meta), Some(lead)))
+}
+
 /// Opens the metadata store, binds, serves; resumes repairs left pending by a previous run.
 pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
-    let meta: Arc<dyn MetaStore> = Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?);
+    let (meta, leadership) = open_meta(&cfg).await?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let epoch = {
@@ -146,7 +186,17 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
             }
         });
     }
-    Ok(CoordHandle { addr, coord, stop, task })
+    let (lost, deposed) = watch::channel(None);
+    if let Some(l) = leadership.clone() {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let why = l.hold().await;
+            tracing::error!("no longer the leader: {why}; this coordinator stops serving");
+            let _ = stop.send(true);
+            let _ = lost.send(Some(why));
+        });
+    }
+    Ok(CoordHandle { addr, coord, stop, task, leadership, deposed })
 }
 
 /// One period of a background task: sleeps `every_ms` (10 ms at least) and says whether to

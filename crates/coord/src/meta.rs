@@ -371,6 +371,15 @@ pub trait MetaStore: Send + Sync {
     }
 }
 
+/// A record as stored (JSON: fields added later read as their defaults from older records).
+pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("records serialise")
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|x| format!("metadata store: corrupt record: {x}"))
+}
+
 /// One change in a batch.
 #[derive(Clone, Debug)]
 pub enum Change {

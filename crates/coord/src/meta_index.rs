@@ -16,6 +16,7 @@
 use crate::meta::{ObjectRecord, StripeRecord};
 use kintsugi_plan::NodeId;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 const COMMITTED: u64 = 1;
 const BAD: u64 = 2;
@@ -137,6 +138,91 @@ pub fn object_stripes(o: &ObjectRecord) -> Vec<u64> {
     s.sort_unstable();
     s.dedup();
     s
+}
+
+/// The index tables of a store, as [`reindex_stripe`] and [`reindex_object`] change them
+/// (inside the transaction that changes the records).
+pub trait IndexTables {
+    /// Sets (Some) or removes (None) the entry of chunk `index` of `stripe` on `node`.
+    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), String>;
+    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), String>;
+    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), String>;
+    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, String>;
+    /// 0 removes the counter.
+    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), String>;
+    fn held(&self, node: NodeId) -> Result<u64, String>;
+    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), String>;
+    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), String>;
+    fn count(&self, name: &str) -> Result<u64, String>;
+    fn set_count(&mut self, name: &str, v: u64) -> Result<(), String>;
+}
+
+/// The counter of committed objects' bytes.
+pub const BYTES_COUNTER: &str = "count.bytes";
+
+fn add(v: u64, delta: i64) -> u64 {
+    v.saturating_add_signed(delta)
+}
+
+/// Replaces stripe `id`'s index entries `old` by `new`, touching only what differs.
+pub fn reindex_stripe(t: &mut dyn IndexTables, id: u64, old: Option<&StripeEntries>, new: Option<&StripeEntries>) -> Result<(), String> {
+    let none = StripeEntries::default();
+    let (o, n) = (old.unwrap_or(&none), new.unwrap_or(&none));
+    for (&(node, i), v) in &o.chunks {
+        if n.chunks.get(&(node, i)) != Some(v) {
+            t.set_node_chunk(node, id, i, None)?;
+        }
+    }
+    for (&(node, i), &v) in &n.chunks {
+        if o.chunks.get(&(node, i)) != Some(&v) {
+            t.set_node_chunk(node, id, i, Some(v))?;
+        }
+    }
+    for i in o.bad.iter().filter(|i| !n.bad.contains(i)) {
+        t.set_bad(id, *i, false)?;
+    }
+    for i in n.bad.iter().filter(|i| !o.bad.contains(i)) {
+        t.set_bad(id, *i, true)?;
+    }
+    if o.open_pg != n.open_pg {
+        if let Some(pg) = o.open_pg {
+            t.set_open(pg, id, false)?;
+        }
+        if let Some(pg) = n.open_pg {
+            t.set_open(pg, id, true)?;
+        }
+    }
+    if o.nodes != n.nodes {
+        for (pair, d) in spread_delta(&o.nodes, &n.nodes) {
+            let v = add(t.spread(pair)?, d);
+            t.set_spread(pair, v)?;
+        }
+    }
+    if o.nodes != n.nodes || o.chunk_len != n.chunk_len {
+        for (node, d) in bytes_delta(old, new) {
+            let v = add(t.held(node)?, d);
+            t.set_held(node, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Replaces a committed object's index entries (its stripes, its bytes).
+pub fn reindex_object(t: &mut dyn IndexTables, name: &str, old: Option<&ObjectRecord>, new: Option<&ObjectRecord>) -> Result<(), String> {
+    let was: BTreeSet<u64> = old.map(object_stripes).unwrap_or_default().into_iter().collect();
+    let is: BTreeSet<u64> = new.map(object_stripes).unwrap_or_default().into_iter().collect();
+    for id in was.difference(&is) {
+        t.set_stripe_object(*id, name, false)?;
+    }
+    for id in is.difference(&was) {
+        t.set_stripe_object(*id, name, true)?;
+    }
+    let d = new.map_or(0, |o| o.size as i64) - old.map_or(0, |o| o.size as i64);
+    if d != 0 {
+        let v = add(t.count(BYTES_COUNTER)?, d);
+        t.set_count(BYTES_COUNTER, v)?;
+    }
+    Ok(())
 }
 
 /// The smallest string greater than every string starting with `prefix` (None: there is

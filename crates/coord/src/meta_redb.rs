@@ -4,12 +4,11 @@
 //! transaction as the records they index.
 
 use crate::meta::{Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn};
-use crate::meta_index::{self, NodeChunk, StripeEntries};
+use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries, BYTES_COUNTER};
 use kintsugi_plan::NodeId;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 use std::path::Path;
 
@@ -31,7 +30,6 @@ const STRIPE_OBJECTS: TableDefinition<(u64, &str), u8> = TableDefinition::new("s
 /// The layout of the tables; a file of an older one has its indexes built when opened.
 const FORMAT: u64 = 2;
 const FORMAT_COUNTER: &str = "meta.format";
-const BYTES_COUNTER: &str = "count.bytes";
 
 /// redb's page cache: the default (1 GiB) would let a coordinator of a million objects
 /// grow past a gigabyte; the indexes a request touches stay hot in far less.
@@ -46,13 +44,7 @@ fn e(x: impl std::fmt::Display) -> String {
     format!("metadata store: {x}")
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|x| e(format!("corrupt record: {x}")))
-}
-
-fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    serde_json::to_vec(v).expect("records serialise")
-}
+use crate::meta::{decode, encode};
 
 fn pending_key(stripe: u64, index: usize) -> String {
     format!("{stripe:016}.{index:04}")
@@ -260,10 +252,6 @@ struct RedbTxn<'t> {
     stripe_objects: redb::Table<'t, (u64, &'static str), u8>,
 }
 
-fn add(v: u64, delta: i64) -> u64 {
-    v.saturating_add_signed(delta)
-}
-
 impl<'t> RedbTxn<'t> {
     /// Opens (creating) every table in write transaction `w`.
     fn of(w: &'t redb::WriteTransaction) -> Result<Self, String> {
@@ -284,75 +272,6 @@ impl<'t> RedbTxn<'t> {
         })
     }
 
-    /// Replaces stripe `id`'s index entries `old` by `new`, touching only what differs.
-    fn index_stripe(&mut self, id: u64, old: Option<StripeEntries>, new: Option<StripeEntries>) -> Result<(), redb::Error> {
-        let none = StripeEntries::default();
-        let (o, n) = (old.as_ref().unwrap_or(&none), new.as_ref().unwrap_or(&none));
-        for (&(node, i), v) in &o.chunks {
-            if n.chunks.get(&(node, i)) != Some(v) {
-                self.node_chunks.remove((node, id, i))?;
-            }
-        }
-        for (&(node, i), &v) in &n.chunks {
-            if o.chunks.get(&(node, i)) != Some(&v) {
-                self.node_chunks.insert((node, id, i), v)?;
-            }
-        }
-        for i in o.bad.iter().filter(|i| !n.bad.contains(i)) {
-            self.bad.remove((id, *i))?;
-        }
-        for i in n.bad.iter().filter(|i| !o.bad.contains(i)) {
-            self.bad.insert((id, *i), 0)?;
-        }
-        if o.open_pg != n.open_pg {
-            if let Some(pg) = o.open_pg {
-                self.open.remove((pg, id))?;
-            }
-            if let Some(pg) = n.open_pg {
-                self.open.insert((pg, id), 0)?;
-            }
-        }
-        if o.nodes != n.nodes {
-            for (pair, d) in meta_index::spread_delta(&o.nodes, &n.nodes) {
-                let v = add(self.spread.get(pair)?.map_or(0, |v| v.value()), d);
-                if v == 0 {
-                    self.spread.remove(pair)?;
-                } else {
-                    self.spread.insert(pair, v)?;
-                }
-            }
-        }
-        if o.nodes != n.nodes || o.chunk_len != n.chunk_len {
-            for (node, d) in meta_index::bytes_delta(old.as_ref(), new.as_ref()) {
-                let v = add(self.held.get(node)?.map_or(0, |v| v.value()), d);
-                if v == 0 {
-                    self.held.remove(node)?;
-                } else {
-                    self.held.insert(node, v)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Replaces a committed object's index entries (its stripes, its bytes).
-    fn index_object(&mut self, name: &str, old: Option<&ObjectRecord>, new: Option<&ObjectRecord>) -> Result<(), redb::Error> {
-        let was: BTreeSet<u64> = old.map(meta_index::object_stripes).unwrap_or_default().into_iter().collect();
-        let is: BTreeSet<u64> = new.map(meta_index::object_stripes).unwrap_or_default().into_iter().collect();
-        for id in was.difference(&is) {
-            self.stripe_objects.remove((*id, name))?;
-        }
-        for id in is.difference(&was) {
-            self.stripe_objects.insert((*id, name), 0)?;
-        }
-        let d = new.map_or(0, |o| o.size as i64) - old.map_or(0, |o| o.size as i64);
-        if d != 0 {
-            let v = add(self.counters.get(BYTES_COUNTER)?.map_or(0, |v| v.value()), d);
-            self.counters.insert(BYTES_COUNTER, v)?;
-        }
-        Ok(())
-    }
-
     /// Empties the index tables and derives them again from every record; returns the
     /// stripes indexed.
     fn rebuild_indexes(&mut self) -> Result<usize, String> {
@@ -365,13 +284,51 @@ impl<'t> RedbTxn<'t> {
         self.counters.remove(BYTES_COUNTER).map_err(e)?;
         let stripes: Vec<StripeRecord> = all(self.stripes.iter().map_err(e)?, usize::MAX)?;
         for s in &stripes {
-            self.index_stripe(s.id, None, Some(StripeEntries::of(s))).map_err(e)?;
+            meta_index::reindex_stripe(self, s.id, None, Some(&StripeEntries::of(s)))?;
         }
         let objects: Vec<ObjectRecord> = all(self.objects.iter().map_err(e)?, usize::MAX)?;
         for o in &objects {
-            self.index_object(&o.name, None, Some(o)).map_err(e)?;
+            meta_index::reindex_object(self, &o.name, None, Some(o))?;
         }
         Ok(stripes.len())
+    }
+}
+
+impl IndexTables for RedbTxn<'_> {
+    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), String> {
+        match value {
+            Some(v) => self.node_chunks.insert((node, stripe, index), v).map(drop),
+            None => self.node_chunks.remove((node, stripe, index)).map(drop),
+        }
+        .map_err(e)
+    }
+    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), String> {
+        if bad { self.bad.insert((stripe, index), 0).map(drop) } else { self.bad.remove((stripe, index)).map(drop) }.map_err(e)
+    }
+    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), String> {
+        if open { self.open.insert((pg, stripe), 0).map(drop) } else { self.open.remove((pg, stripe)).map(drop) }.map_err(e)
+    }
+    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, String> {
+        Ok(self.spread.get(pair).map_err(e)?.map_or(0, |v| v.value()))
+    }
+    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), String> {
+        if v == 0 { self.spread.remove(pair).map(drop) } else { self.spread.insert(pair, v).map(drop) }.map_err(e)
+    }
+    fn held(&self, node: NodeId) -> Result<u64, String> {
+        Ok(self.held.get(node).map_err(e)?.map_or(0, |v| v.value()))
+    }
+    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), String> {
+        if v == 0 { self.held.remove(node).map(drop) } else { self.held.insert(node, v).map(drop) }.map_err(e)
+    }
+    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), String> {
+        if on { self.stripe_objects.insert((stripe, name), 0).map(drop) } else { self.stripe_objects.remove((stripe, name)).map(drop) }
+            .map_err(e)
+    }
+    fn count(&self, name: &str) -> Result<u64, String> {
+        Ok(self.counters.get(name).map_err(e)?.map_or(0, |v| v.value()))
+    }
+    fn set_count(&mut self, name: &str, v: u64) -> Result<(), String> {
+        self.counters.insert(name, v).map(drop).map_err(e)
     }
 }
 
@@ -395,12 +352,12 @@ impl Txn for RedbTxn<'_> {
         match c {
             Change::PutObject(o) => {
                 let old = self.object(&o.name)?;
-                self.index_object(&o.name, old.as_ref(), Some(&o)).map_err(e)?;
+                meta_index::reindex_object(self, &o.name, old.as_ref(), Some(&o))?;
                 self.objects.insert(o.name.as_str(), encode(&o).as_slice()).map(drop)
             }
             Change::DeleteObject(name) => {
                 let old = self.object(&name)?;
-                self.index_object(&name, old.as_ref(), None).map_err(e)?;
+                meta_index::reindex_object(self, &name, old.as_ref(), None)?;
                 self.objects.remove(name.as_str()).map(drop)
             }
             Change::PutUpload(o) => self.uploads.insert(o.version, encode(&o).as_slice()).map(drop),
@@ -409,12 +366,12 @@ impl Txn for RedbTxn<'_> {
             Change::DeleteGarbage(id) => self.garbage.remove(id).map(drop),
             Change::PutStripe(s) => {
                 let old = self.stripe(s.id)?.map(|o| StripeEntries::of(&o));
-                self.index_stripe(s.id, old, Some(StripeEntries::of(&s))).map_err(e)?;
+                meta_index::reindex_stripe(self, s.id, old.as_ref(), Some(&StripeEntries::of(&s)))?;
                 self.stripes.insert(s.id, encode(&s).as_slice()).map(drop)
             }
             Change::DeleteStripe(id) => {
                 let old = self.stripe(id)?.map(|o| StripeEntries::of(&o));
-                self.index_stripe(id, old, None).map_err(e)?;
+                meta_index::reindex_stripe(self, id, old.as_ref(), None)?;
                 self.stripes.remove(id).map(drop)
             }
             Change::PutNode(n) => self.nodes.insert(n.id, encode(&n).as_slice()).map(drop),

@@ -102,6 +102,10 @@ pub struct CoordArgs {
     /// Where the coordinator keeps its metadata (a redb database) [default: ./kintsugi-coordinator-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Metadata in etcd, shared by several coordinators of which one leads and the others
+    /// stand by: etcd://HOST:PORT,HOST:PORT,...[/PREFIX] [default: redb in --data-dir].
+    #[arg(long)]
+    pub meta: Option<String>,
 }
 
 fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
@@ -214,13 +218,34 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
     if let Some(v) = a.data_dir {
         cfg.data_dir = v;
     }
+    if let Some(v) = a.meta {
+        cfg.meta = v;
+    }
     use_secret_file(cfg.secret_file.as_deref())?;
-    runtime()?.block_on(async {
-        let h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
-        eprintln!("coordinator listening on {} (metadata in {})", h.addr, cfg.data_dir.display());
-        tokio::signal::ctrl_c().await.ok();
-        h.stop().await;
-        Ok(())
+    // With etcd, metadata calls wait on the network inside request handlers: more workers,
+    // so a slow etcd call does not hold up heartbeats.
+    let rt = if cfg.meta.is_empty() {
+        runtime()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(16).enable_all().build().context("cannot start the async runtime")?
+    };
+    rt.block_on(async {
+        if !cfg.meta.is_empty() {
+            eprintln!("coordinator: metadata in {}; leading once no other coordinator does", cfg.meta);
+        }
+        let mut h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        let at = if cfg.meta.is_empty() { cfg.data_dir.display().to_string() } else { cfg.meta.clone() };
+        eprintln!("coordinator listening on {} (metadata in {at})", h.addr);
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {
+                h.stop().await;
+                Ok(())
+            }
+            why = h.deposed() => {
+                // A standby leads now; a supervisor restarts this one as a standby.
+                bail!("no longer the leader: {why}")
+            }
+        }
     })
 }
 

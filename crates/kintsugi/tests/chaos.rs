@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use common::history::{allowed_finals, History, Write};
 use common::procs::{free_port, Proc, BIN};
 const NODES: usize = 10;
 const NAMES: usize = 8;
@@ -130,34 +131,6 @@ fn content(name: usize, serial: u64, seed: u64, rng: &mut StdRng) -> Vec<u8> {
     bytes
 }
 
-/// A write as the client saw it.
-#[derive(Clone, Debug)]
-struct Write {
-    start: Instant,
-    end: Instant,
-    acked: bool,
-    /// The bytes put, or `None` for a delete.
-    data: Option<Arc<Vec<u8>>>,
-}
-
-#[derive(Default)]
-struct History {
-    writes: Vec<Vec<Write>>,
-    /// Every version ever put, per name (reads must return one of them).
-    versions: Vec<Vec<Arc<Vec<u8>>>>,
-    reads_ok: usize,
-    reads_failed: usize,
-    /// Why operations failed (first words of the error), for the report.
-    errors: BTreeMap<String, usize>,
-}
-
-impl History {
-    fn error(&mut self, op: &str, e: &str) {
-        let words: String = e.split_whitespace().filter(|w| !w.chars().any(|c| c.is_ascii_digit())).take(8).collect::<Vec<_>>().join(" ");
-        *self.errors.entry(format!("{op}: {words}")).or_default() += 1;
-    }
-}
-
 fn client(coord: &str) -> Client {
     let mut c = Client::new(coord);
     c.io_timeout = Duration::from_secs(3);
@@ -223,18 +196,6 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
             hist.lock().unwrap().writes[name].push(Write { start, end: Instant::now(), acked, data: None });
         }
     }
-}
-
-/// What the object may hold at the end: the outcome of any write that no acknowledged
-/// write started after (later writes overwrite it), and "absent" if nothing was ever
-/// acknowledged. `None` is "absent".
-fn allowed_finals(writes: &[Write]) -> Vec<Option<Arc<Vec<u8>>>> {
-    let mut out: Vec<Option<Arc<Vec<u8>>>> =
-        writes.iter().filter(|w| !writes.iter().any(|p| p.acked && p.start > w.end)).map(|w| w.data.clone()).collect();
-    if !writes.iter().any(|w| w.acked) {
-        out.push(None);
-    }
-    out
 }
 
 /// Flips one bit of a chunk file in place, as a failing disk would (not through a rename);

@@ -166,7 +166,30 @@ pub async fn server_handshake<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, key:
 
 /// Connects to `addr` and, when this process has a cluster secret, authenticates; both
 /// within `t` (a hung peer accepts connections in its kernel but never answers).
+/// Connects to `addr`, or to the first of a comma-separated list that accepts (coordinators
+/// of which one leads: the standbys do not listen), starting with the one that accepted last.
 pub async fn connect(addr: &str, t: Duration) -> Result<TcpStream, String> {
+    if !addr.contains(',') {
+        return connect_one(addr, t).await;
+    }
+    static LAST: std::sync::Mutex<Option<std::collections::HashMap<String, usize>>> = std::sync::Mutex::new(None);
+    let all: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+    let first = LAST.lock().expect("last lock").as_ref().and_then(|m| m.get(addr).copied()).unwrap_or(0);
+    let mut errors = Vec::new();
+    for k in 0..all.len() {
+        let i = (first + k) % all.len();
+        match connect_one(all[i], t).await {
+            Ok(s) => {
+                LAST.lock().expect("last lock").get_or_insert_with(Default::default).insert(addr.to_string(), i);
+                return Ok(s);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+async fn connect_one(addr: &str, t: Duration) -> Result<TcpStream, String> {
     let attempt = async {
         let mut s = TcpStream::connect(addr).await.map_err(|e| format!("{addr}: {e}"))?;
         crate::tcp::tune(&s);
