@@ -18,7 +18,8 @@ use std::time::Duration;
 /// Where the coordinator is, for every client command.
 #[derive(Args, Debug, Clone)]
 pub struct Target {
-    /// Coordinator address (host:port).
+    /// Coordinator address (host:port), or several comma-separated (coordinators sharing etcd:
+    /// the one leading answers; a failover is waited out for up to 20 s).
     #[arg(long, env = "KINTSUGI_COORDINATOR", default_value = "127.0.0.1:7400", global = true)]
     pub coordinator: String,
     /// Print JSON instead of text.

@@ -34,7 +34,8 @@ pub struct NodeArgs {
     /// Where the node keeps its chunks and its identity (identity.json) [default: ./kintsugi-node-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// The coordinator's address, HOST:PORT (none: the node runs alone) [default: none].
+    /// The coordinator's address, HOST:PORT, or several comma-separated (coordinators sharing
+    /// etcd: the node talks to the one leading) (none: the node runs alone) [default: none].
     #[arg(long)]
     pub coordinator: Option<String>,
     /// Emulated link in both directions (e.g. 1gbit); --uplink/--downlink set one.
