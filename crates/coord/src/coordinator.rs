@@ -117,8 +117,12 @@ async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<
         return Ok((Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?), None));
     }
     let (endpoints, prefix) = crate::meta_etcd::parse_url(&cfg.meta)?;
-    // Well inside a client's own timeout, so a client hears that etcd is unavailable.
-    let etcd = Arc::new(crate::etcd_http::Etcd::new(&endpoints, Duration::from_millis((cfg.io_timeout_ms / 3).max(1000)))?);
+    // A call keeps trying for as long as etcd takes to elect a new raft leader (a second or
+    // two), and gives up within a client's own timeout and before the leader lease lapses
+    // (when this coordinator would stop answering), so the client hears why.
+    let request = Duration::from_millis((cfg.io_timeout_ms / 8).max(400));
+    let retry_for = Duration::from_millis((cfg.io_timeout_ms / 3).max(2000).min(cfg.leader_lease_ms * 2 / 3).max(1000));
+    let etcd = Arc::new(crate::etcd_http::Etcd::new(&endpoints, request, retry_for)?);
     let ttl = Duration::from_millis(cfg.leader_lease_ms.max(1000));
     let key = format!("{prefix}leader").into_bytes();
     let lead = Arc::new(crate::leader::campaign(etcd.clone(), key, &cfg.listen, ttl).await?);

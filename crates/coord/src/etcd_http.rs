@@ -55,6 +55,9 @@ pub struct Etcd {
     agent: ureq::Agent,
     /// The member tried first: the one that answered last.
     at: AtomicUsize,
+    /// How long a call keeps trying the members (a member lost, etcd electing a new raft
+    /// leader) before it fails.
+    retry_for: Duration,
 }
 
 /// The first key past every key starting with `prefix` (etcd's range end for a prefix).
@@ -125,18 +128,32 @@ fn cmp_json(c: &Cmp) -> Value {
 }
 
 impl Etcd {
-    /// `endpoints`: `host:port` of the members' client ports.
-    pub fn new(endpoints: &[String], timeout: Duration) -> Result<Self, String> {
+    /// `endpoints`: `host:port` of the members' client ports; `timeout` bounds one request
+    /// to one member, and a call tries the members again until `retry_for` has passed.
+    pub fn new(endpoints: &[String], timeout: Duration, retry_for: Duration) -> Result<Self, String> {
         if endpoints.is_empty() {
             return Err("etcd: no endpoints".into());
         }
         let agent = ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(2)).timeout(timeout).build();
         let endpoints = endpoints.iter().map(|e| if e.contains("://") { e.clone() } else { format!("http://{e}") }).collect();
-        Ok(Etcd { endpoints, agent, at: AtomicUsize::new(0) })
+        Ok(Etcd { endpoints, agent, at: AtomicUsize::new(0), retry_for })
     }
 
-    /// POSTs `body` to `path`, trying each member in turn from the last that answered.
+    /// POSTs `body` to `path`, trying each member in turn from the last that answered, in
+    /// rounds until one answers or `retry_for` has passed.
     fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.post_round(path, body) {
+                Ok(v) => return Ok(v),
+                Err(e) if started.elapsed() >= self.retry_for => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
+    /// One try of every member.
+    fn post_round(&self, path: &str, body: &Value) -> Result<Value, String> {
         let first = self.at.load(Ordering::Relaxed);
         let mut errors = Vec::new();
         for k in 0..self.endpoints.len() {

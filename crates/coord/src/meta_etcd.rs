@@ -5,9 +5,9 @@
 //!
 //! The leader is the only writer, and its updates run one at a time (as redb's write
 //! transactions do): what a transaction reads is what the last one left. The small, hot
-//! tables (counters, and the placement counters every new stripe changes: spread and held
-//! bytes) are kept in memory, loaded when the store is opened and changed only after etcd
-//! took the transaction that changed them.
+//! tables (counters, the placement counters every new stripe changes: spread and held
+//! bytes, and the node records every heartbeat reads) are kept in memory, loaded when the
+//! store is opened and changed only after etcd took the transaction that changed them.
 //!
 //! Keys (after the prefix): `o/NAME` objects, `s/ID` stripes, `n/ID` nodes, `p/ID.INDEX`
 //! pending repairs, `u/VERSION` uploads, `g/ID` garbage, `c/NAME` counters, and the indexes
@@ -37,6 +37,9 @@ pub struct EtcdMeta {
     hot: RwLock<HashMap<Vec<u8>, Vec<u8>>>,
     /// Held by the one update running.
     writer: Mutex<()>,
+    /// A transaction's outcome is unknown (etcd did not answer; it may still apply it): the
+    /// in-memory tables are read again from etcd before the next update.
+    stale: std::sync::atomic::AtomicBool,
 }
 
 fn hex8(x: u32) -> String {
@@ -55,9 +58,12 @@ fn number(v: &[u8]) -> u64 {
     std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
+/// The tables kept in memory: small, and read by every request or heartbeat.
+const HOT: [&[u8]; 4] = [b"c/", b"i/sp/", b"i/held/", b"n/"];
+
 /// Whether the key is one of the tables kept in memory.
 fn hot(rel: &[u8]) -> bool {
-    rel.starts_with(b"c/") || rel.starts_with(b"i/sp/") || rel.starts_with(b"i/held/")
+    HOT.iter().any(|t| rel.starts_with(t))
 }
 
 /// The members and key prefix of `etcd://HOST:PORT,HOST:PORT/PREFIX` (the prefix names a
@@ -73,17 +79,23 @@ pub fn parse_url(url: &str) -> Result<(Vec<String>, String), String> {
     Ok((endpoints, if path.is_empty() { "/kintsugi/".into() } else { format!("/kintsugi/{path}/") }))
 }
 
+/// The tables kept in memory, as etcd holds them.
+fn load_hot(etcd: &Etcd, prefix: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, String> {
+    let mut hot = HashMap::new();
+    for table in HOT {
+        for kv in etcd.scan(&[prefix, table].concat(), 4096)? {
+            hot.insert(kv.key[prefix.len()..].to_vec(), kv.value);
+        }
+    }
+    Ok(hot)
+}
+
 impl EtcdMeta {
     /// The store under `prefix` of `etcd`; `fence`: the leader key this coordinator holds.
     pub fn open(etcd: Arc<Etcd>, prefix: &str, fence: Option<Cmp>) -> Result<Self, String> {
         let prefix = prefix.as_bytes().to_vec();
-        let mut hot = HashMap::new();
-        for table in [&b"c/"[..], b"i/sp/", b"i/held/"] {
-            for kv in etcd.scan(&[&prefix[..], table].concat(), 4096)? {
-                hot.insert(kv.key[prefix.len()..].to_vec(), kv.value);
-            }
-        }
-        Ok(EtcdMeta { etcd, prefix, fence, hot: RwLock::new(hot), writer: Mutex::new(()) })
+        let hot = RwLock::new(load_hot(&etcd, &prefix)?);
+        Ok(EtcdMeta { etcd, prefix, fence, hot, writer: Mutex::new(()), stale: Default::default() })
     }
 
     fn key(&self, rel: &str) -> Vec<u8> {
@@ -152,7 +164,10 @@ impl MetaStore for EtcdMeta {
         self.range_records("s/", format!("s/{}", hex16(after + 1)).as_bytes(), limit)
     }
     fn nodes(&self) -> Result<Vec<NodeRecord>, String> {
-        self.records("n/")
+        let hot = self.hot.read().expect("hot lock");
+        let mut nodes: Vec<(&Vec<u8>, &Vec<u8>)> = hot.iter().filter(|(k, _)| k.starts_with(b"n/")).collect();
+        nodes.sort();
+        nodes.into_iter().map(|(_, v)| decode(v)).collect()
     }
     fn pending(&self) -> Result<Vec<PendingRepair>, String> {
         self.records("p/")
@@ -229,6 +244,10 @@ impl MetaStore for EtcdMeta {
     }
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
         let _one = self.writer.lock().expect("writer lock");
+        if self.stale.load(std::sync::atomic::Ordering::SeqCst) {
+            *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
+            self.stale.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         let mut t = EtcdTxn { meta: self, writes: BTreeMap::new() };
         f(&mut t)?;
         let writes = std::mem::take(&mut t.writes);
@@ -243,7 +262,7 @@ impl MetaStore for EtcdMeta {
             })
             .collect();
         let fence: Vec<Cmp> = self.fence.iter().cloned().collect();
-        let (ok, _) = self.etcd.txn(&fence, &ops, &[])?;
+        let (ok, _) = self.etcd.txn(&fence, &ops, &[]).inspect_err(|_| self.stale.store(true, std::sync::atomic::Ordering::SeqCst))?;
         if !ok {
             return Err("metadata store: this coordinator is no longer the leader (another one holds the leader key in etcd)".into());
         }

@@ -69,7 +69,7 @@ impl EtcdCluster {
 
     pub fn client(&self) -> kintsugi_coord::etcd_http::Etcd {
         let e: Vec<String> = self.endpoints().split(',').map(String::from).collect();
-        kintsugi_coord::etcd_http::Etcd::new(&e, Duration::from_secs(5)).unwrap()
+        kintsugi_coord::etcd_http::Etcd::new(&e, Duration::from_secs(2), Duration::from_secs(5)).unwrap()
     }
 
     fn wait_serving(&self, limit: Duration) {
