@@ -48,6 +48,9 @@ pub fn file_name(slot: &BucketSlot) -> String {
 pub(crate) struct BucketIndex {
     path: PathBuf,
     db: LazyDb,
+    /// Chunks in buckets and their bytes, counted from one listing and then kept up by
+    /// `put` and `remove` (heartbeats report them twice a second).
+    usage: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
 fn err(path: &Path) -> impl Fn(String) -> StoreError + '_ {
@@ -56,7 +59,7 @@ fn err(path: &Path) -> impl Fn(String) -> StoreError + '_ {
 
 impl BucketIndex {
     pub fn new(dir: &Path) -> Self {
-        BucketIndex { path: dir.join(INDEX_FILE), db: LazyDb::new(dir, INDEX_FILE, INDEX) }
+        BucketIndex { path: dir.join(INDEX_FILE), db: LazyDb::new(dir, INDEX_FILE, INDEX), usage: Default::default() }
     }
 
     /// The database, created when `create` (a bucket write); None while there is none.
@@ -88,7 +91,28 @@ impl BucketIndex {
             old.and_then(|v| serde_json::from_slice(v.value()).ok())
         };
         w.commit().map_err(|x| e(x.to_string()))?;
+        self.count(old.as_ref(), Some(entry));
         Ok(old)
+    }
+
+    /// Counts an entry `new` taking the place of `old`.
+    fn count(&self, old: Option<&Entry>, new: Option<&Entry>) {
+        if let Some((n, bytes)) = self.usage.lock().expect("usage lock").as_mut() {
+            *n = (*n + new.is_some() as u64).saturating_sub(old.is_some() as u64);
+            *bytes = (*bytes + new.map_or(0, |e| e.footer.len)).saturating_sub(old.map_or(0, |e| e.footer.len));
+        }
+    }
+
+    /// Chunks in buckets and their bytes (listed once, then counted).
+    pub fn usage(&self) -> Result<(u64, u64), StoreError> {
+        let mut usage = self.usage.lock().expect("usage lock");
+        if let Some(u) = *usage {
+            return Ok(u);
+        }
+        let all = self.list()?;
+        let u = (all.len() as u64, all.iter().map(|(_, len)| len).sum());
+        *usage = Some(u);
+        Ok(u)
     }
 
     /// Drops chunk `id` from the index (durably); returns its entry.
@@ -102,6 +126,7 @@ impl BucketIndex {
             old.and_then(|v| serde_json::from_slice(v.value()).ok())
         };
         w.commit().map_err(|x| e(x.to_string()))?;
+        self.count(old.as_ref(), None);
         Ok(old)
     }
 
@@ -160,6 +185,25 @@ mod tests {
             w.write(part)?;
         }
         w.finish(Some(crc32c::crc32c(data)))
+    }
+
+    /// Bucket usage counted as chunks come, are rewritten and go equals a fresh listing's.
+    #[test]
+    fn counted_bucket_usage_follows_puts_rewrites_and_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ChunkStore::open(dir.path()).unwrap();
+        assert_eq!(store.usage(), (0, 0), "counted from here on");
+        let slot = |slot| BucketSlot { pg: 1, class: 100_000, slot, small: false };
+        let (a, b) = (ChunkId::new(1, 0), ChunkId::new(2, 0));
+        put(&store, &a, slot(0), &bytes(90_000, 1)).unwrap();
+        put(&store, &b, slot(1), &bytes(50_000, 2)).unwrap();
+        put(&store, &a, slot(0), &bytes(10_000, 3)).unwrap();
+        assert_eq!(store.usage(), (2, 60_000));
+        store.delete(&b).unwrap();
+        store.delete(&b).unwrap();
+        assert_eq!(store.usage(), (1, 10_000));
+        let listed = store.buckets.list().unwrap();
+        assert_eq!((listed.len() as u64, listed.iter().map(|(_, l)| l).sum::<u64>()), store.usage());
     }
 
     /// Chunks land in their slots of one file per (placement group, size class), read back

@@ -302,9 +302,7 @@ impl ChunkStore {
 
     /// Number of chunks and their total size (chunk files whole, bucket chunks' bytes).
     pub fn usage(&self) -> (u64, u64) {
-        let in_buckets = self.buckets.list().unwrap_or_default();
-        let mut n = in_buckets.len() as u64;
-        let mut bytes = in_buckets.iter().map(|(_, len)| len).sum();
+        let (mut n, mut bytes) = self.buckets.usage().unwrap_or_default();
         let mut files = self.files.lock().expect("usage lock");
         if files.scanned.is_none_or(|t| t.elapsed() >= USAGE_RESCAN) {
             let (mut count, mut total) = (0, 0);
