@@ -7,6 +7,7 @@ pub mod frame;
 pub mod layout;
 pub mod messages;
 pub mod object_index;
+pub mod status;
 pub mod tcp;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};

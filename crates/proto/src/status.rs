@@ -1,0 +1,169 @@
+//! What the cluster reports of itself: a repair's report, a node's link report, and
+//! `status` (nodes, what is lost or unrepairable, rebalancing).
+
+use kintsugi_plan::{NodeId, RepairGraph};
+use serde::{Deserialize, Serialize};
+
+/// What a full-node repair did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepairReport {
+    pub method: String,
+    /// Lost chunks this repair set out to rebuild: repaired + skipped + failed.
+    #[serde(default)]
+    pub lost: usize,
+    pub repaired: usize,
+    /// Chunks that were no longer lost when their turn came (their node came back).
+    #[serde(default)]
+    pub skipped: usize,
+    pub failed: usize,
+    pub retries: usize,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub errors: Vec<String>,
+    /// ChameleonEC's phases the repair ran in, each planned from fresh traffic reports
+    /// (0: a scheduler without phases).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub phases: usize,
+    /// RepairBoost's adaptive sub-processes the repair ran in (0: one round).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subprocesses: usize,
+    /// ChameleonEC's straggler-aware re-scheduling: repairs found running past 1.5x their
+    /// expected time, and what was done about them: re-tuned (a delayed relay input sent
+    /// to the destination instead, the repair restarted so), postponed (the phase stopped
+    /// waiting for it), restarted (cancelled at the phase's end and planned again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stragglers: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retuned: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub postponed: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarted: usize,
+    /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
+    /// what ran, with its helpers and destinations, for replaying it in the simulator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<RepairGraph>,
+    /// The timeslots each of `graphs` was gated by on the nodes (empty: not gated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graph_timeslots: Vec<Vec<Option<u32>>>,
+    /// Seconds from the start until the first rebuilt chunk was durable and recorded (of
+    /// the first round, with sub-processes or phases). Its distance to `seconds` shows how
+    /// unevenly the repairs that started together progressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_done: Option<f64>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A node's traffic over its last monitoring period, in bytes per second, split into
+/// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
+/// and its link's capacity (0: unknown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkReport {
+    pub period_ms: u64,
+    pub fg_up: f64,
+    pub fg_down: f64,
+    pub repair_up: f64,
+    pub repair_down: f64,
+    pub capacity_up: f64,
+    pub capacity_down: f64,
+    /// The node's disk: its sequential bandwidth in bytes per second (0: unknown, no
+    /// storage limit), and the bytes per second of it users' I/O took over the period
+    /// (disk time not spent on repair reads and writes, at that bandwidth). ChameleonEC-IO
+    /// plans with what is left.
+    #[serde(default)]
+    pub disk_capacity: f64,
+    #[serde(default)]
+    pub disk_fg: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub addr: String,
+    pub alive: bool,
+    pub chunks: u64,
+    /// As last reported (0 when unknown).
+    #[serde(default)]
+    pub used_bytes: u64,
+    #[serde(default)]
+    pub capacity_bytes: u64,
+    /// Above the coordinator's nearfull ratio (a warning), full ratio (no new chunks).
+    #[serde(default)]
+    pub nearfull: bool,
+    #[serde(default)]
+    pub full: bool,
+    /// The node's last traffic report.
+    #[serde(default)]
+    pub link: Option<LinkReport>,
+    /// Bandwidth left for repair per direction (bytes/s): max(0.3 x capacity, capacity -
+    /// foreground), ChameleonEC's rule; absent while the capacity is unknown.
+    #[serde(default)]
+    pub residual_up: Option<f64>,
+    #[serde(default)]
+    pub residual_down: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub nodes: Vec<NodeInfo>,
+    pub objects: usize,
+    pub stripes: usize,
+    /// Chunks to rebuild: `bad_chunks` and `chunks_on_down_nodes` together.
+    pub lost_chunks: usize,
+    /// Chunks found corrupt or missing on nodes that are up (by a read, the scrub, an
+    /// inventory), not rebuilt yet.
+    #[serde(default)]
+    pub bad_chunks: usize,
+    /// Chunks on nodes that are down or failed.
+    #[serde(default)]
+    pub chunks_on_down_nodes: usize,
+    /// Stripes with too few healthy chunks left to rebuild the others, with their objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unrepairable: Vec<UnrepairableStripe>,
+    /// Lost chunks with nowhere to be rebuilt (every live node holds a chunk of their
+    /// stripe: a cluster of exactly k + m nodes with one down), in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+    /// The running or last rebalance, if any since the coordinator started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebalance: Option<RebalanceStatus>,
+    pub pending_repairs: usize,
+    /// A repair (automatic or asked for) is running.
+    #[serde(default)]
+    pub repairing: bool,
+    /// What the last automatic repair did.
+    #[serde(default)]
+    pub last_auto_repair: Option<RepairReport>,
+    /// Placement groups of the Geo layout, and nodes of each keeping its per-object index
+    /// (0: no index): with `nodes`, what a client needs to read without the coordinator.
+    #[serde(default)]
+    pub placement_groups: u32,
+    #[serde(default)]
+    pub index_copies: usize,
+}
+
+/// What a rebalance has done.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RebalanceStatus {
+    pub running: bool,
+    /// Chunks moved, and their bytes; moves that failed.
+    pub moved: usize,
+    pub bytes: u64,
+    pub failed: usize,
+    /// (fullest - emptiest) / mean fill over the nodes, when last measured.
+    pub spread: f64,
+    pub seconds: f64,
+}
+
+/// A stripe that can no longer be rebuilt, as `status` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnrepairableStripe {
+    pub stripe: u64,
+    /// The objects with bytes in it.
+    pub objects: Vec<String>,
+    /// Which chunks are unhealthy, and why.
+    pub why: String,
+}
