@@ -248,7 +248,7 @@ impl MetaStore for EtcdMeta {
             *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
             self.stale.store(false, std::sync::atomic::Ordering::SeqCst);
         }
-        let mut t = EtcdTxn { meta: self, writes: BTreeMap::new() };
+        let mut t = EtcdTxn { meta: self, writes: BTreeMap::new(), read: Default::default() };
         f(&mut t)?;
         let writes = std::mem::take(&mut t.writes);
         if writes.is_empty() {
@@ -288,6 +288,10 @@ struct EtcdTxn<'a> {
     meta: &'a EtcdMeta,
     /// Relative key -> new value (None: deleted).
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// What this update read from etcd: a record read again (a commit reads the stripe, then
+    /// `PutStripe` reads it for its old index entries) costs no second round trip. Nobody
+    /// else writes meanwhile (one update at a time, one leader).
+    read: std::cell::RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
 impl EtcdTxn<'_> {
@@ -298,7 +302,12 @@ impl EtcdTxn<'_> {
         if hot(rel.as_bytes()) {
             return Ok(self.meta.hot.read().expect("hot lock").get(rel.as_bytes()).cloned());
         }
-        Ok(self.meta.etcd.get(&self.meta.key(rel))?.map(|kv| kv.value))
+        if let Some(v) = self.read.borrow().get(rel.as_bytes()) {
+            return Ok(v.clone());
+        }
+        let v = self.meta.etcd.get(&self.meta.key(rel))?.map(|kv| kv.value);
+        self.read.borrow_mut().insert(rel.as_bytes().to_vec(), v.clone());
+        Ok(v)
     }
 
     fn record<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, String> {
