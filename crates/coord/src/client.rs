@@ -9,8 +9,8 @@ use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::{
-    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
-    READER,
+    recv, send, Attrs, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
+    RepairReport, READER,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -239,6 +239,13 @@ impl Client {
             CoordResponse::Objects { objects, prefixes, next } => Ok((objects, prefixes, next)),
             other => Err(format!("unexpected answer {other:?}")),
         }
+    }
+
+    /// Makes `name` the concatenation of committed objects `parts` (name, version), which
+    /// are gone afterwards; no byte moves (see `CoordRequest::ComposeObject`).
+    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, attrs: Attrs) -> Result<(), String> {
+        let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs };
+        self.call(&req, self.io_timeout).await.map(|_| ())
     }
 
     pub async fn stat(&self, name: &str) -> Result<ObjectLayout, String> {

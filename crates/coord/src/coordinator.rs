@@ -322,8 +322,21 @@ impl Coordinator {
             CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
                 Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))
             }
-            CoordRequest::CommitObject { name, version, crcs } => {
-                if self.commit(&name, version, crcs)? {
+            CoordRequest::CommitObject { name, version, crcs, attrs } => {
+                if self.commit(&name, version, crcs, attrs)? {
+                    self.publish_acknowledged(&name).await?;
+                }
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::AbortUpload { name, version } => {
+                self.abort_upload(&name, version)?;
+                Ok(CoordResponse::Ok)
+            }
+            CoordRequest::ComposeObject { name, parts, attrs } => {
+                let me = self.clone();
+                let n = name.clone();
+                // Never indexed itself (a Stripe layout), but it may replace an object that was.
+                if off_runtime(move || me.compose(&n, &parts, attrs)).await? {
                     self.publish_acknowledged(&name).await?;
                 }
                 Ok(CoordResponse::Ok)
@@ -354,7 +367,14 @@ impl Coordinator {
                 let objects = page
                     .objects
                     .into_iter()
-                    .map(|o| ObjectInfo { stripes: o.stripes.len(), name: o.name, size: o.size, code: o.code, committed: o.committed })
+                    .map(|o| ObjectInfo {
+                        stripes: o.stripes.len(),
+                        name: o.name,
+                        size: o.size,
+                        code: o.code,
+                        committed: o.committed,
+                        attrs: o.attrs,
+                    })
                     .collect();
                 Ok(CoordResponse::Objects { objects, prefixes: page.prefixes, next: page.next })
             }
@@ -479,6 +499,7 @@ impl Coordinator {
             stripes,
             layout: o.layout,
             extents,
+            attrs: o.attrs.clone(),
         })
     }
 

@@ -306,6 +306,22 @@ impl Client {
         Ok((check(c, loc)?, Some(t.elapsed().as_secs_f64())))
     }
 
+    /// Reads `len` bytes from `offset` of exactly the version `layout` (from [`Client::stat`])
+    /// describes into `sink`; fails if that version is replaced or deleted before its
+    /// chunks are read, rather than mix versions.
+    #[allow(clippy::too_many_arguments)] // a read's parameters
+    pub async fn read_layout(
+        &self,
+        layout: &ObjectLayout,
+        offset: u64,
+        len: u64,
+        sink: &mut dyn ObjectSink,
+        method: Shape,
+        slice: u64,
+    ) -> Result<ReadReport, String> {
+        self.read_extents(layout, offset, len, sink, method, slice, &|_| {}).await
+    }
+
     /// Reads `len` bytes of object `name` from `offset` into `sink` (any layout).
     #[allow(clippy::too_many_arguments)] // a read's parameters
     pub async fn get_range_into(
@@ -367,6 +383,7 @@ mod tests {
             stripes: vec![stripe(20, 10), stripe(5, 3)],
             layout: Default::default(),
             extents: vec![],
+            attrs: Default::default(),
         };
         for s in &mut l.stripes {
             s.chunks = (0..3)

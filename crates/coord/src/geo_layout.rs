@@ -212,8 +212,19 @@ impl Coordinator {
                 stripes.push(s.id);
                 t.put(Change::PutStripe(s))?;
             }
-            let o =
-                ObjectRecord { name: name.clone(), size, code, committed: false, stripes, version, created_ms: now_ms(), layout, extents };
+            let created_ms = now_ms();
+            let o = ObjectRecord {
+                name: name.clone(),
+                size,
+                code,
+                committed: false,
+                stripes,
+                version,
+                created_ms,
+                layout,
+                extents,
+                attrs: Default::default(),
+            };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);
             Ok(())

@@ -45,3 +45,4 @@ mod upload_moves;
 pub use client::Client;
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
 pub use full_node_plan::TimeslotGating;
+pub use objects::{MAX_NAME, MAX_PARTS, NO_PART};

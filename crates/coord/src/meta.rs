@@ -36,6 +36,9 @@ pub struct ObjectRecord {
     /// Geo and Contiguous layouts: where the bytes are, in order (see [`Extent`]).
     #[serde(default)]
     pub extents: Vec<Extent>,
+    /// What the writer attached at commit (see [`kintsugi_proto::Attrs`]).
+    #[serde(default, skip_serializing_if = "kintsugi_proto::Attrs::is_empty")]
+    pub attrs: kintsugi_proto::Attrs,
 }
 
 impl ObjectRecord {

@@ -9,7 +9,7 @@ use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::{
-    recv, send, write_frame, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
+    recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
 };
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -87,11 +87,49 @@ impl Client {
         kind: LayoutSpec,
         progress: Progress<'_>,
     ) -> Result<ObjectLayout, String> {
+        self.put_with_attrs(name, reader, size, code, chunk_size, kind, progress, &mut || Ok(Attrs::new())).await
+    }
+
+    /// [`Client::put_with_layout`], committing the attributes `attrs` gives once every byte
+    /// is written; an error from it (a digest that does not match) abandons the upload
+    /// instead: nothing becomes visible, and the upload's chunks are reclaimed.
+    #[allow(clippy::too_many_arguments)] // a put's parameters
+    pub async fn put_with_attrs(
+        &self,
+        name: &str,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        size: u64,
+        code: CodeSpec,
+        chunk_size: u64,
+        kind: LayoutSpec,
+        progress: Progress<'_>,
+        attrs: &mut (dyn FnMut() -> Result<Attrs, String> + Send),
+    ) -> Result<ObjectLayout, String> {
         let c = code.build().map_err(|e| e.to_string())?;
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
+        let version = layout.version;
+        let r = self.write_and_commit(c.as_ref(), name, layout, reader, progress, attrs).await;
+        if r.is_err() {
+            // Abandoned now rather than after the upload timeout; if even this fails, the
+            // coordinator reclaims it then.
+            let _ = self.call(&CoordRequest::AbortUpload { name: name.into(), version }, self.io_timeout).await;
+        }
+        r
+    }
+
+    /// Writes an upload's chunks and commits it.
+    async fn write_and_commit(
+        &self,
+        c: &dyn Code,
+        name: &str,
+        layout: ObjectLayout,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        progress: Progress<'_>,
+        attrs: &mut (dyn FnMut() -> Result<Attrs, String> + Send),
+    ) -> Result<ObjectLayout, String> {
         if !layout.extents.is_empty() {
             let crcs = self.put_extents(&layout, reader, progress).await?;
-            return self.commit_put(name, layout, crcs).await;
+            return self.commit_put(name, layout, crcs, attrs()?).await;
         }
         let mut layout = layout;
         let mut crcs: Vec<Vec<u32>> = Vec::new();
@@ -101,7 +139,7 @@ impl Client {
         let failed: Arc<Mutex<BTreeSet<NodeId>>> = Arc::default();
         for si in 0..layout.stripes.len() {
             let s = &layout.stripes[si];
-            let shards = read_stripe(c.as_ref(), reader, s.data_len as usize, s.chunk_len as usize).await?;
+            let shards = read_stripe(c, reader, s.data_len as usize, s.chunk_len as usize).await?;
             crcs.push(shards.iter().map(|x| crc32c::crc32c(x)).collect());
             if let Some(set) = writing.take() {
                 self.placed(&mut layout, set).await?;
@@ -121,7 +159,7 @@ impl Client {
             self.placed(&mut layout, set).await?;
             progress(done);
         }
-        self.commit_put(name, layout, crcs).await
+        self.commit_put(name, layout, crcs, attrs()?).await
     }
 
     /// Waits for a stripe's chunk writes and records where each chunk landed.
@@ -176,12 +214,12 @@ impl Client {
 
     /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
     /// for a Geo stripe (the object's chunk in it).
-    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>) -> Result<ObjectLayout, String> {
-        let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone() };
+    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<ObjectLayout, String> {
+        let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone(), attrs: attrs.clone() };
         match self.call(&req, self.io_timeout).await? {
             // Our version, as committed (a later put may replace it at any time).
             CoordResponse::Ok => {
-                let mut layout = ObjectLayout { committed: true, ..layout };
+                let mut layout = ObjectLayout { committed: true, attrs, ..layout };
                 let extents = layout.extents.clone();
                 for (si, (s, c)) in layout.stripes.iter_mut().zip(&crcs).enumerate() {
                     if c.len() == 1 && s.chunks.len() > 1 {

@@ -97,6 +97,7 @@ mod tests {
                     created_ms: 0,
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
+                    attrs: Default::default(),
                 })
             })
             .collect();

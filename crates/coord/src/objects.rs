@@ -14,7 +14,7 @@ use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::{ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout};
+use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,8 +27,9 @@ const MIN_CHUNK: u64 = 4096;
 /// A chunk slot of a garbage stripe whose chunk is already deleted.
 const GONE: NodeId = NodeId::MAX;
 
-/// The longest object name, in bytes of UTF-8 (S3's limit).
-pub const MAX_NAME: usize = 1024;
+/// The longest object name, in bytes of UTF-8: an S3 key (1,024 bytes) under its bucket's
+/// name (up to 63) and a slash, with room to spare.
+pub const MAX_NAME: usize = 1100;
 
 /// Object names are what S3 allows, less control characters; sizes up to 1 PiB.
 pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
@@ -37,6 +38,21 @@ pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
     }
     if size > 1 << 50 {
         return bad(format!("object size {size} is too large"));
+    }
+    Ok(())
+}
+
+/// The most parts an object is composed of (S3's multipart limit).
+pub const MAX_PARTS: usize = 10_000;
+
+/// How a compose names a part that is not (or no longer) there.
+pub const NO_PART: &str = "no part";
+
+/// Attributes are small: names and values fit in [`MAX_ATTRS_BYTES`].
+fn check_attrs(attrs: &Attrs) -> Result<(), String> {
+    let bytes: usize = attrs.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_ATTRS_BYTES {
+        return bad(format!("object attributes take {bytes} bytes, over the {MAX_ATTRS_BYTES} allowed"));
     }
     Ok(())
 }
@@ -142,6 +158,7 @@ impl Coordinator {
                 created_ms: now_ms(),
                 layout: if chunk_size_was_max { LayoutSpec::StripeMax } else { LayoutSpec::Stripe },
                 extents: vec![],
+                attrs: Default::default(),
             };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);
@@ -153,7 +170,8 @@ impl Coordinator {
     /// Commits upload `version` of `name` with its chunks' checksums; the version it
     /// replaces goes to garbage. Says whether the new version or the one it replaces is in
     /// the per-object index (Geo, Contiguous), so the index must hear of it.
-    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>) -> Result<bool, String> {
+    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<bool, String> {
+        check_attrs(&attrs)?;
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
         let mut indexed = false;
         self.meta.update(&mut |t| {
@@ -211,7 +229,62 @@ impl Coordinator {
                 t.discard_version(&old, now_ms())?;
             }
             o.committed = true;
+            o.attrs = attrs.clone();
             t.put(Change::DeleteUpload(version))?;
+            t.put(Change::PutObject(o))
+        })?;
+        Ok(indexed)
+    }
+
+    /// Makes `name` the concatenation of the committed objects `parts` (name, version), in
+    /// one transaction: their stripes become a new version of `name`, the parts' names go,
+    /// and the version `name` had goes to garbage. No byte moves, so completing a multipart
+    /// upload costs metadata only. Says whether the per-object index must hear of it.
+    pub(crate) fn compose(&self, name: &str, parts: &[(String, u64)], attrs: Attrs) -> Result<bool, String> {
+        check_name_and_size(name, 0)?;
+        check_attrs(&attrs)?;
+        if parts.is_empty() || parts.len() > MAX_PARTS {
+            return bad(format!("an object is composed of 1 to {MAX_PARTS} parts ({} given)", parts.len()));
+        }
+        let mut indexed = false;
+        self.meta.update(&mut |t| {
+            let (mut stripes, mut size, mut code) = (Vec::new(), 0u64, None);
+            let mut seen = BTreeSet::new();
+            for (p, v) in parts {
+                if p == name || !seen.insert(p) {
+                    return bad(format!("part '{p}' is named twice, or is the object itself"));
+                }
+                let Some(o) = t.object(p)?.filter(|o| o.version == *v) else {
+                    return bad(format!("{NO_PART} '{p}' at version {v}: it was replaced or deleted"));
+                };
+                if o.shares_stripes() {
+                    return bad(format!("part '{p}' has a {} layout; only Stripe layouts are composed", o.layout));
+                }
+                if *code.get_or_insert(o.code) != o.code {
+                    return bad(format!("part '{p}' is coded {}, the first part {}", o.code, code.expect("set")));
+                }
+                size += o.size;
+                stripes.extend(o.stripes);
+                t.put(Change::DeleteObject(p.clone()))?;
+            }
+            let version = t.next_id("version")?;
+            indexed = false;
+            if let Some(old) = t.object(name)? {
+                indexed = old.shares_stripes();
+                t.discard_version(&old, now_ms())?;
+            }
+            let o = ObjectRecord {
+                name: name.to_string(),
+                size,
+                code: code.expect("at least one part"),
+                committed: true,
+                stripes,
+                version,
+                created_ms: now_ms(),
+                layout: LayoutSpec::Stripe,
+                extents: vec![],
+                attrs: attrs.clone(),
+            };
             t.put(Change::PutObject(o))
         })?;
         Ok(indexed)
@@ -233,6 +306,20 @@ impl Coordinator {
             Ok(())
         })?;
         Ok((existed, indexed))
+    }
+
+    /// Abandons upload `version` of `name` (see `CoordRequest::AbortUpload`).
+    pub(crate) fn abort_upload(&self, name: &str, version: u64) -> Result<(), String> {
+        self.meta.update(&mut |t| {
+            match t.upload(version)? {
+                Some(u) if u.name == name => {
+                    t.discard_version(&u, now_ms())?;
+                    t.put(Change::DeleteUpload(version))
+                }
+                // Committed, reclaimed or another object's: nothing to abandon.
+                _ => Ok(()),
+            }
+        })
     }
 
     /// Moves uploads older than the timeout to garbage.

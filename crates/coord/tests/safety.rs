@@ -123,8 +123,13 @@ async fn overwrite_delete_and_abandoned_uploads() {
     assert_eq!(c.client.stat("obj").await.unwrap().version, vb, "an upload does not replace the object");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let crcs = vec![vec![0u32; 6]; layout.stripes.len()];
-    let late =
-        c.client.call(&CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs }, Duration::from_secs(5)).await;
+    let late = c
+        .client
+        .call(
+            &CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs, attrs: Default::default() },
+            Duration::from_secs(5),
+        )
+        .await;
     assert!(late.unwrap_err().contains("abandoned"), "a reclaimed upload cannot be committed");
     assert_eq!(c.client.get("obj", Shape::Cr, 4096).await.unwrap().0, b);
 
@@ -435,4 +440,51 @@ async fn full_nodes_take_no_more_chunks() {
     for (i, bytes) in &stored {
         assert_eq!(&c.client.get(&format!("f{i}"), Shape::Cr, 4096).await.unwrap().0, bytes, "f{i}");
     }
+}
+
+/// S3's multipart completion: parts composed into one object in one transaction, their
+/// chunks kept where they are; the attributes committed with it; stale, mixed or self
+/// parts refused; a composed object replaced like any other, its chunks collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composing_parts_makes_one_object_without_moving_a_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 7, 3_600_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let parts = [data(100_000, 11), data(4 * (16 << 10) + 5, 12), data(1, 13)];
+    let mut named = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let v = c.client.put(&format!("part{i}"), p, code, 0).await.unwrap().version;
+        named.push((format!("part{i}"), v));
+    }
+    let chunks: u64 = parts.iter().map(|p| chunks_of(p.len())).sum();
+    assert_eq!(c.settle_to(chunks).await, chunks);
+    let attrs: kintsugi_proto::Attrs = [("etag".to_string(), "abc-3".to_string())].into();
+
+    // Refused: a part at another version, a part named twice, the object itself.
+    let stale = vec![named[0].clone(), (named[1].0.clone(), named[1].1 + 1000)];
+    assert!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().contains(kintsugi_coord::NO_PART));
+    assert!(c.client.compose("whole", vec![named[0].clone(), named[0].clone()], attrs.clone()).await.is_err());
+    assert!(c.client.compose("part0", vec![named[0].clone()], attrs.clone()).await.is_err());
+    let other = c.client.put("other-code", &parts[2], "rs:3,2".parse().unwrap(), 0).await.unwrap().version;
+    let mixed = vec![named[0].clone(), ("other-code".to_string(), other)];
+    assert!(c.client.compose("whole", mixed, attrs.clone()).await.unwrap_err().contains("coded"));
+    c.client.delete("other-code").await.unwrap();
+    assert_eq!(c.client.stat("part0").await.unwrap().version, named[0].1, "a refused compose changes nothing");
+
+    c.client.compose("whole", named.clone(), attrs.clone()).await.unwrap();
+    let whole: Vec<u8> = parts.concat();
+    assert_eq!(c.client.get("whole", Shape::Cr, 4096).await.unwrap().0, whole);
+    let l = c.client.stat("whole").await.unwrap();
+    assert_eq!((l.size, &l.attrs), (whole.len() as u64, &attrs));
+    for (n, _) in &named {
+        assert!(c.client.stat(n).await.unwrap_err().contains("no object"), "part {n} is gone");
+    }
+    assert_eq!(c.settle_to(chunks).await, chunks, "no chunk written or deleted");
+    // A range across the parts' seam, read from exactly this version.
+    let mut got = Vec::new();
+    c.client.read_layout(&l, 99_990, 30, &mut got, Shape::Cr, 4096).await.unwrap();
+    assert_eq!(got, whole[99_990..100_020]);
+    // Replaced like any object: the composed chunks are collected.
+    c.client.put("whole", &parts[2], code, 0).await.unwrap();
+    assert_eq!(c.settle_to(chunks_of(1)).await, chunks_of(1));
 }

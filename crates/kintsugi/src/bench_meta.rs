@@ -116,6 +116,7 @@ fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> 
                     created_ms: 1,
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
+                    attrs: Default::default(),
                 }))?;
             }
             Ok(())
@@ -292,7 +293,11 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
             let (t_create, r) = timed(&client, &create).await?;
             let CoordResponse::Layout(layout) = r else { bail!("create: {r:?}") };
             let crcs = layout.stripes.iter().map(|s| vec![0u32; s.chunks.len()]).collect();
-            let (t_commit, r) = timed(&client, &CoordRequest::CommitObject { name: name.clone(), version: layout.version, crcs }).await?;
+            let (t_commit, r) = timed(
+                &client,
+                &CoordRequest::CommitObject { name: name.clone(), version: layout.version, crcs, attrs: Default::default() },
+            )
+            .await?;
             if !matches!(r, CoordResponse::Layout(_) | CoordResponse::Ok) {
                 bail!("commit: {r:?}");
             }

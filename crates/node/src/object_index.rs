@@ -17,7 +17,7 @@ const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("object_index
 /// The index's file in the store's directory.
 pub const INDEX_FILE: &str = "objects.redb";
 /// Longest object name a record is kept for.
-pub const MAX_NAME: usize = 1024;
+pub const MAX_NAME: usize = 1100;
 
 /// The object index of a store, opened on first use.
 #[derive(Debug)]

@@ -23,7 +23,17 @@ pub struct ObjectLayout {
     /// Stripe layouts, whose stripes hold the bytes in order, k chunks a stripe).
     #[serde(default)]
     pub extents: Vec<Extent>,
+    /// What the writer attached at commit (the S3 gateway's ETag, content type and user
+    /// metadata); opaque to the cluster.
+    #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+    pub attrs: Attrs,
 }
+
+/// An object's attributes: names to values, set when it is committed.
+pub type Attrs = std::collections::BTreeMap<String, String>;
+
+/// The most bytes of names and values an object's attributes may take.
+pub const MAX_ATTRS_BYTES: usize = 8192;
 
 /// How an object's bytes map to chunks (Geometric Partitioning, section 6, names them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,4 +128,6 @@ pub struct ObjectInfo {
     pub code: CodeSpec,
     pub stripes: usize,
     pub committed: bool,
+    #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+    pub attrs: Attrs,
 }

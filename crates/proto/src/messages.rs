@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub use crate::chunk_id::{BucketSlot, ChunkId};
-pub use crate::layout::{ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout};
+pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
 pub use crate::status::{ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe};
 
 /// The node id of a client reading a chunk (the sink of a degraded read).
@@ -293,6 +293,25 @@ pub enum CoordRequest {
         name: String,
         version: u64,
         crcs: Vec<Vec<u32>>,
+        /// Attributes the object carries from now on (at most [`MAX_ATTRS_BYTES`]).
+        #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+        attrs: Attrs,
+    },
+    /// Abandons upload `version` of `name` now (a put that failed half-way): its chunks go
+    /// to garbage at once instead of after the upload timeout. Idempotent.
+    AbortUpload {
+        name: String,
+        version: u64,
+    },
+    /// Makes `name` the concatenation of committed objects `parts` (name, version), in
+    /// order, in one transaction and without moving a byte: their stripes become the new
+    /// version's and the parts are gone (S3's multipart completion). Stripe layouts of one
+    /// code only.
+    ComposeObject {
+        name: String,
+        parts: Vec<(String, u64)>,
+        #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+        attrs: Attrs,
     },
     /// Deletes an object (idempotent).
     DeleteObject {

@@ -192,7 +192,18 @@ impl IndexRecord {
             CompactLayout::Geo { s0, q, cap } => LayoutSpec::Geo { s0, q, cap },
             CompactLayout::Contiguous { chunk } => LayoutSpec::Contiguous { chunk },
         };
-        ObjectLayout { name: name.to_string(), size: self.size, code, committed: true, version: self.version, stripes, layout, extents }
+        // Attributes are not indexed: a reader that needs them asks the coordinator.
+        ObjectLayout {
+            name: name.to_string(),
+            size: self.size,
+            code,
+            committed: true,
+            version: self.version,
+            stripes,
+            layout,
+            extents,
+            attrs: Default::default(),
+        }
     }
 }
 
@@ -251,6 +262,7 @@ mod tests {
             stripes,
             layout: LayoutSpec::Geo { s0: 4 * M, q: 2, cap: 0 },
             extents,
+            attrs: Default::default(),
         }
     }
 

@@ -25,6 +25,7 @@ fn records_survive_reopen() {
                 created_ms: 0,
                 layout: LayoutSpec::Stripe,
                 extents: vec![],
+                attrs: Default::default(),
             }),
             Change::PutStripe(StripeRecord {
                 crcs: vec![Some(1), None, None],
@@ -171,6 +172,7 @@ fn indexes_match_the_records_after_random_changes_and_a_rebuild() {
                     created_ms: 0,
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
+                    attrs: Default::default(),
                 })
             }
             _ => Change::DeleteObject(format!("o{}", rng.random_range(0..6))),
