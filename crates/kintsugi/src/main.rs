@@ -24,6 +24,7 @@ mod load;
 mod load_traces;
 mod plot;
 mod progress;
+mod s3_cmd;
 mod service_cmd;
 mod sim_cmd;
 mod sim_planner_checks;
@@ -74,6 +75,14 @@ enum Cmd {
     Node(service_cmd::NodeArgs),
     /// Run the coordinator.
     Coordinator(service_cmd::CoordArgs),
+    /// Serve the S3 API for a cluster (SigV4 with the keys of a credentials file).
+    S3(s3_cmd::S3Args),
+    /// Buckets of the S3 gateway, each with the code and layout its objects are stored in.
+    #[command(subcommand)]
+    Bucket(s3_cmd::BucketCmd),
+    /// A whole store on this machine: a coordinator, N nodes and the S3 gateway, kept in
+    /// one data directory across restarts (credentials printed at start).
+    Serve(s3_cmd::ServeArgs),
     /// Store a file as an object.
     Put {
         #[command(flatten)]
@@ -189,6 +198,9 @@ fn main() -> std::process::ExitCode {
         Cmd::Geo(g) => geo_cmd::run(g),
         Cmd::Node(a) => service_cmd::node(a),
         Cmd::Coordinator(a) => service_cmd::coordinator(a),
+        Cmd::S3(a) => s3_cmd::s3(a),
+        Cmd::Bucket(c) => s3_cmd::bucket(c),
+        Cmd::Serve(a) => s3_cmd::serve(a),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
         Cmd::Ls { prefix, delimiter, target } => cluster_cmd::ls(&target, &prefix, &delimiter),

@@ -1,0 +1,304 @@
+//! `kintsugi s3` (the S3 gateway), `kintsugi bucket` (buckets with their code and layout)
+//! and `kintsugi serve` (a whole store on one machine: coordinator, nodes and gateway).
+
+use crate::cluster_cmd::{client, runtime, Target};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::CoordConfig;
+use kintsugi_node::NodeConfig;
+use kintsugi_plan::Shape;
+use kintsugi_s3::credentials;
+use kintsugi_s3::settings::{layout_name, parse_layout, BucketSettings};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What new buckets store their objects as, unless their creation says otherwise.
+#[derive(Args, Debug, Clone)]
+pub struct BucketDefaults {
+    /// Code of buckets created without an x-kintsugi-code header.
+    #[arg(long, default_value = "rs:6,3")]
+    pub code: CodeSpec,
+    /// Layout of buckets created without an x-kintsugi-layout header: stripe, stripe-max,
+    /// geo, geo:S0,Q[,CAP] or contiguous:CHUNK.
+    #[arg(long, default_value = "stripe", value_parser = parse_layout_arg)]
+    pub layout: kintsugi_proto::LayoutSpec,
+    /// Chunk size of Stripe layouts [default: the coordinator's].
+    #[arg(long, value_parser = crate::units::parse_nonzero_size)]
+    pub chunk_size: Option<usize>,
+}
+
+fn parse_layout_arg(s: &str) -> Result<kintsugi_proto::LayoutSpec, String> {
+    parse_layout(s)
+}
+
+impl BucketDefaults {
+    fn settings(&self) -> BucketSettings {
+        BucketSettings { code: self.code, layout: self.layout, chunk_size: self.chunk_size.unwrap_or(0) as u64 }
+    }
+}
+
+/// How the gateway reads chunks it cannot fetch.
+#[derive(Args, Debug, Clone)]
+pub struct ReadArgs {
+    /// Degraded-read method for unavailable chunks: cr, ppr, ecpipe or ecpipe-cyclic.
+    #[arg(long, default_value = "ecpipe")]
+    pub method: Shape,
+    #[arg(long, default_value = "32KiB", value_parser = crate::units::parse_nonzero_size)]
+    pub slice: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct S3Args {
+    /// Address to serve S3 on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub listen: String,
+    /// Coordinator address (host:port), or several comma-separated.
+    #[arg(long, env = "KINTSUGI_COORDINATOR", default_value = "127.0.0.1:7400")]
+    pub coordinator: String,
+    /// TOML file of access keys: [[keys]] tables of access_key and secret_key.
+    #[arg(long)]
+    pub credentials: PathBuf,
+    #[command(flatten)]
+    pub defaults: BucketDefaults,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Smallest part of a multipart upload but the last (S3's rule is 5 MiB).
+    #[arg(long, default_value = "5MiB", value_parser = crate::units::parse_nonzero_size)]
+    pub min_part_size: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BucketCmd {
+    /// Create a bucket whose objects are stored with a code and a layout.
+    Create {
+        name: String,
+        #[command(flatten)]
+        defaults: BucketDefaults,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// List buckets with their code and layout.
+    Ls {
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Where the store keeps everything (metadata, chunks, secret, credentials); kept across
+    /// restarts.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Storage nodes, each in its own directory under --data-dir.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nodes: u16,
+    /// Address to serve S3 on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub listen: String,
+    /// Code of new buckets [default: rs:K,2 with K = nodes - 2 up to 6, so that a node can be
+    /// lost; with fewer than 4 nodes, rs:1,(nodes - 1): replicas].
+    #[arg(long)]
+    pub code: Option<CodeSpec>,
+    /// Layout of new buckets: stripe, stripe-max, geo, geo:S0,Q[,CAP] or contiguous:CHUNK.
+    #[arg(long, default_value = "stripe", value_parser = parse_layout_arg)]
+    pub layout: kintsugi_proto::LayoutSpec,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `kintsugi s3`: serves until Ctrl-C.
+pub fn s3(a: S3Args) -> Result<()> {
+    let keys = credentials::load(&a.credentials).map_err(|e| anyhow!(e))?;
+    runtime()?.block_on(async {
+        let cfg = kintsugi_s3::S3Config {
+            listen: a.listen,
+            coordinator: a.coordinator,
+            keys,
+            defaults: a.defaults.settings(),
+            method: a.read.method,
+            slice: a.read.slice as u64,
+            min_part: a.min_part_size as u64,
+        };
+        let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
+        tokio::signal::ctrl_c().await.ok();
+        h.stop().await;
+        Ok(())
+    })
+}
+
+fn gateway_of(t: &Target, defaults: BucketSettings) -> kintsugi_s3::Gateway {
+    kintsugi_s3::Gateway { client: client(t), defaults, method: Shape::Cr, slice: 32 << 10, min_part: kintsugi_s3::multipart::MIN_PART }
+}
+
+/// `kintsugi bucket ...`.
+pub fn bucket(cmd: BucketCmd) -> Result<()> {
+    runtime()?.block_on(async {
+        match cmd {
+            BucketCmd::Create { name, defaults, target } => {
+                if !s3s::path::check_bucket_name(&name) {
+                    bail!("'{name}' is not a bucket name: 3 to 63 lower-case letters, digits, dots and hyphens");
+                }
+                let s = defaults.settings();
+                gateway_of(&target, s).create_bucket_with(&name, s).await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                if target.json {
+                    println!("{}", serde_json::json!({ "bucket": name, "code": s.code.to_string(), "layout": layout_name(s.layout) }));
+                } else {
+                    println!("bucket '{name}' created: {} in layout {}", s.code, layout_name(s.layout));
+                }
+            }
+            BucketCmd::Ls { target } => {
+                let c = client(&target);
+                let mut rows = Vec::new();
+                let mut after = String::new();
+                loop {
+                    let (objects, _, next) = c.list_page(kintsugi_s3::names::BUCKETS, "", &after, 0).await.map_err(|e| anyhow!(e))?;
+                    for o in objects {
+                        let name = o.name[kintsugi_s3::names::BUCKETS.len()..].to_string();
+                        let s = BucketSettings::from_attrs(&o.attrs).map_err(|e| anyhow!(e))?;
+                        rows.push((name, s));
+                    }
+                    match next {
+                        Some(n) => after = n,
+                        None => break,
+                    }
+                }
+                if target.json {
+                    let v: Vec<_> = rows
+                        .iter()
+                        .map(|(n, s)| serde_json::json!({ "bucket": n, "code": s.code.to_string(), "layout": layout_name(s.layout) }))
+                        .collect();
+                    println!("{}", serde_json::Value::Array(v));
+                } else {
+                    println!("{:<40} {:<16} layout", "bucket", "code");
+                    for (n, s) in rows {
+                        println!("{n:<40} {:<16} {}", s.code.to_string(), layout_name(s.layout));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The code `serve` gives new buckets on `nodes` nodes.
+fn default_code(nodes: u16) -> CodeSpec {
+    match nodes {
+        1..=3 => CodeSpec::Rs { k: 1, m: nodes as usize - 1 },
+        n => CodeSpec::Rs { k: (n as usize - 2).min(6), m: 2 },
+    }
+}
+
+/// A file made once: its contents, created by `make` if it does not exist yet (temp, fsync,
+/// rename).
+fn once(path: &Path, make: impl FnOnce() -> Vec<u8>) -> Result<(Vec<u8>, bool)> {
+    if path.exists() {
+        return Ok((std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?, false));
+    }
+    let bytes = make();
+    crate::atomic_file::write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    #[cfg(unix)]
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    Ok((bytes, true))
+}
+
+/// `kintsugi serve`: a store on this machine until Ctrl-C.
+pub fn serve(a: ServeArgs) -> Result<()> {
+    let code = a.code.unwrap_or_else(|| default_code(a.nodes));
+    let n = code.build().map_err(|e| anyhow!("{e}"))?.n();
+    if n > a.nodes as usize {
+        bail!("{code} needs {n} nodes; --nodes is {}", a.nodes);
+    }
+    std::fs::create_dir_all(&a.data_dir).with_context(|| format!("cannot create {}", a.data_dir.display()))?;
+    let (secret, _) = once(&a.data_dir.join("secret"), || kintsugi_proto::auth::Secret::random().expose().to_vec())?;
+    kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::new(secret).map_err(|e| anyhow!(e))?));
+    let creds = a.data_dir.join("credentials.toml");
+    let first = !creds.exists();
+    if first {
+        credentials::write(&creds, &credentials::generate()).map_err(|e| anyhow!(e))?;
+    }
+    let keys = credentials::load(&creds).map_err(|e| anyhow!(e))?;
+    runtime()?.block_on(async {
+        let coord = kintsugi_coord::start(CoordConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: a.data_dir.join("coordinator"),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow!(e))?;
+        let addr = coord.addr.to_string();
+        let mut nodes = Vec::new();
+        for i in 0..a.nodes as usize {
+            let cfg = NodeConfig {
+                id: i as u32,
+                data_dir: a.data_dir.join(format!("node{i:02}")),
+                coordinator: Some(addr.clone()),
+                ..Default::default()
+            };
+            nodes.push(kintsugi_node::start(cfg).await.map_err(|e| anyhow!(e))?);
+        }
+        let client = kintsugi_coord::Client::new(&addr);
+        let mut alive = 0;
+        for _ in 0..200 {
+            alive = client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0);
+            if alive >= a.nodes as usize {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if alive < n {
+            bail!("only {alive} of {} nodes came up; {code} needs {n}", a.nodes);
+        }
+        let defaults = BucketSettings { code, layout: a.layout, chunk_size: 0 };
+        let cfg = kintsugi_s3::S3Config {
+            listen: a.listen.clone(),
+            coordinator: addr.clone(),
+            keys: keys.clone(),
+            defaults,
+            method: a.read.method,
+            slice: a.read.slice as u64,
+            min_part: kintsugi_s3::multipart::MIN_PART,
+        };
+        let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
+        eprintln!(
+            "kintsugi store in {}: {} nodes, new buckets {} in layout {}; S3 on http://{}",
+            a.data_dir.display(),
+            a.nodes,
+            code,
+            layout_name(a.layout),
+            s3.addr
+        );
+        if first {
+            eprintln!("credentials (kept in {}):", creds.display());
+        } else {
+            eprintln!("credentials in {}:", creds.display());
+        }
+        eprintln!("  access key: {}\n  secret key: {}", keys[0].access_key, keys[0].secret_key);
+        eprintln!("  e.g. AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{} s3 ls", keys[0].access_key, s3.addr);
+        tokio::signal::ctrl_c().await.ok();
+        eprintln!("stopping");
+        s3.stop().await;
+        coord.stop().await;
+        for h in nodes {
+            h.stop().await;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_picks_a_code_its_nodes_can_hold_with_a_node_lost() {
+        for n in 1..=20u16 {
+            let c = default_code(n).build().unwrap();
+            assert!(c.n() <= n as usize, "{n}");
+            assert!(n == 1 || c.n() - c.k() >= 1, "{n}");
+        }
+        assert_eq!(default_code(6), CodeSpec::Rs { k: 4, m: 2 });
+    }
+}

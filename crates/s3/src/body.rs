@@ -1,0 +1,193 @@
+//! Bodies streamed between HTTP and the cluster with bounded memory: a GET reads the object
+//! a window at a time (whole chunks where it can) into a channel of a few windows, which
+//! the response drains; a PUT reads the request body through an MD5 as the put encodes it.
+
+use bytes::Bytes;
+use futures::Stream;
+use kintsugi_coord::geo_io::extents_of;
+use kintsugi_coord::Client;
+use kintsugi_plan::Shape;
+use kintsugi_proto::ObjectLayout;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// Bytes a GET reads at a time: whole chunks up to this much (a larger chunk is read in
+/// pieces of it).
+pub const WINDOW: u64 = 8 << 20;
+/// Windows read ahead of the client.
+const AHEAD: usize = 2;
+
+/// The windows covering bytes [start, end) of an object: chunk-aligned where chunks allow.
+pub fn windows(layout: &ObjectLayout, start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut cuts = vec![start];
+    let mut at = 0u64;
+    for e in extents_of(layout) {
+        at += e.len;
+        if at > start && at < end {
+            cuts.push(at);
+        }
+    }
+    cuts.push(end);
+    let mut out = Vec::new();
+    let (mut from, mut i) = (start, 1);
+    while from < end {
+        // As many whole extents as fit in a window, at least one; a long extent in pieces.
+        let mut to = cuts[i];
+        while to - from > WINDOW && from + WINDOW < to {
+            out.push((from, from + WINDOW));
+            from += WINDOW;
+        }
+        while i + 1 < cuts.len() && cuts[i + 1] - from <= WINDOW {
+            i += 1;
+            to = cuts[i];
+        }
+        out.push((from, to));
+        from = to;
+        i += 1;
+    }
+    out
+}
+
+/// A response body: bytes [start, end) of exactly the version `layout` describes, read by a
+/// task that stays [`AHEAD`] windows ahead of the client. A read that fails mid-way ends the
+/// body with an error (the client sees a short body, never wrong bytes).
+pub fn object_body(client: Client, layout: ObjectLayout, start: u64, end: u64, method: Shape, slice: u64) -> ChunkStream {
+    let (tx, rx) = mpsc::channel(AHEAD);
+    tokio::spawn(async move {
+        for (a, b) in windows(&layout, start, end) {
+            let mut buf = Vec::with_capacity((b - a) as usize);
+            let r = client.read_layout(&layout, a, b - a, &mut buf, method, slice).await;
+            let item = match r {
+                Ok(_) if buf.len() as u64 == b - a => Ok(Bytes::from(buf)),
+                Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {}", buf.len(), layout.name, b - a)),
+                Err(e) => Err(e),
+            };
+            let failed = item.is_err();
+            if let Err(e) = &item {
+                tracing::warn!("GET of '{}' failed at byte {a}: {e}", layout.name);
+            }
+            if tx.send(item.map_err(std::io::Error::other)).await.is_err() || failed {
+                // The client went away, or the read failed: stop reading.
+                return;
+            }
+        }
+    });
+    ChunkStream(rx)
+}
+
+/// Byte pieces from a reading task.
+pub struct ChunkStream(mpsc::Receiver<std::io::Result<Bytes>>);
+
+impl Stream for ChunkStream {
+    type Item = std::io::Result<Bytes>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// A request body as a reader, hashed (MD5) and counted as it is read.
+pub struct HashedBody {
+    pub md5: Arc<Mutex<md5::Md5>>,
+}
+
+impl Default for HashedBody {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HashedBody {
+    pub fn new() -> Self {
+        use md5::Digest;
+        HashedBody { md5: Arc::new(Mutex::new(md5::Md5::new())) }
+    }
+
+    /// A reader of `body` that feeds this hash.
+    pub fn reader(&self, body: s3s::dto::StreamingBlob) -> impl tokio::io::AsyncRead + Unpin + Send {
+        use futures::TryStreamExt;
+        let md5 = self.md5.clone();
+        let s = body
+            .map_err(|e| std::io::Error::other(format!("reading the request body: {e}")))
+            .inspect_ok(move |b: &Bytes| md5::Digest::update(&mut *md5.lock().expect("md5 lock"), b));
+        tokio_util::io::StreamReader::new(s)
+    }
+
+    /// The hex MD5 of everything read.
+    pub fn hex(&self) -> String {
+        use md5::Digest;
+        hex::encode(self.md5.lock().expect("md5 lock").clone().finalize())
+    }
+
+    /// The MD5 in Content-MD5's form (base64).
+    pub fn base64(&self) -> String {
+        use base64::Engine;
+        use md5::Digest;
+        base64::engine::general_purpose::STANDARD.encode(self.md5.lock().expect("md5 lock").clone().finalize())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kintsugi_proto::StripeLayout;
+
+    fn layout(stripes: &[(u64, u64)]) -> ObjectLayout {
+        let stripes: Vec<StripeLayout> = stripes
+            .iter()
+            .enumerate()
+            .map(|(i, &(data_len, chunk_len))| StripeLayout {
+                id: i as u64,
+                data_len,
+                chunk_len,
+                chunks: vec![
+                    kintsugi_proto::ChunkLoc {
+                        chunk: kintsugi_proto::ChunkId::new(i as u64, 0),
+                        node: 0,
+                        addr: String::new(),
+                        alive: true,
+                        crc32c: None,
+                        lost: false,
+                        bucket: None,
+                    };
+                    3
+                ],
+                open: false,
+                replicas: vec![],
+                code: None,
+                small: false,
+            })
+            .collect();
+        ObjectLayout {
+            name: "o".into(),
+            size: stripes.iter().map(|s| s.data_len).sum(),
+            code: "rs:2,1".parse().unwrap(),
+            committed: true,
+            version: 1,
+            stripes,
+            layout: Default::default(),
+            extents: vec![],
+            attrs: Default::default(),
+        }
+    }
+
+    /// Windows tile the range exactly, none over WINDOW, and cut at chunk edges where a
+    /// chunk fits in one.
+    #[test]
+    fn windows_tile_the_range_at_chunk_edges() {
+        const M: u64 = 1 << 20;
+        let l = layout(&[(8 * M, 4 * M), (8 * M, 4 * M), (3 * M + 5, 2 * M)]);
+        for (start, end) in [(0, l.size), (1, l.size - 1), (5 * M, 6 * M), (0, 1), (l.size - 1, l.size)] {
+            let w = windows(&l, start, end);
+            assert_eq!(w.first().unwrap().0, start);
+            assert_eq!(w.last().unwrap().1, end);
+            assert!(w.windows(2).all(|p| p[0].1 == p[1].0));
+            assert!(w.iter().all(|&(a, b)| a < b && b - a <= WINDOW));
+        }
+        assert_eq!(windows(&l, 0, l.size)[..2], [(0, 8 * M), (8 * M, 16 * M)]);
+        let big = layout(&[(40 * M, 20 * M)]);
+        assert_eq!(windows(&big, 0, 20 * M), vec![(0, 8 * M), (8 * M, 16 * M), (16 * M, 20 * M)]);
+        assert!(windows(&l, 3, 3).is_empty());
+    }
+}

@@ -1,0 +1,94 @@
+//! Buckets: records in the cluster (see `names`), created with their storage settings,
+//! deleted only when empty.
+
+use crate::errors::{from_cluster, is_missing};
+use crate::gateway::Gateway;
+use crate::names;
+use crate::settings::{self, BucketSettings};
+use kintsugi_proto::{Attrs, LayoutSpec};
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+impl Gateway {
+    /// The settings of `bucket`, or NoSuchBucket.
+    pub async fn bucket(&self, bucket: &str) -> S3Result<BucketSettings> {
+        match self.client.stat(&names::bucket_record(bucket)).await {
+            Ok(l) => BucketSettings::from_attrs(&l.attrs).map_err(|e| s3_error!(InternalError, "bucket '{bucket}': {e}")),
+            Err(e) if is_missing(&e) => Err(s3_error!(NoSuchBucket, "no bucket named '{bucket}'")),
+            Err(e) => Err(from_cluster(e)),
+        }
+    }
+
+    /// Creates `bucket` with `settings`; BucketAlreadyOwnedByYou if it exists (one tenant).
+    pub async fn create_bucket_with(&self, bucket: &str, settings: BucketSettings) -> S3Result<()> {
+        if !s3s::path::check_bucket_name(bucket) {
+            return Err(s3_error!(InvalidBucketName, "'{bucket}': 3 to 63 lower-case letters, digits, dots and hyphens"));
+        }
+        if self.bucket(bucket).await.is_ok() {
+            return Err(s3_error!(BucketAlreadyOwnedByYou, "bucket '{bucket}' exists"));
+        }
+        let attrs = settings.to_attrs(crate::object_meta::now_ms());
+        self.put_record(&names::bucket_record(bucket), settings, attrs).await
+    }
+
+    /// A zero-byte record object carrying `attrs`.
+    pub async fn put_record(&self, name: &str, settings: BucketSettings, attrs: Attrs) -> S3Result<()> {
+        let mut empty: &[u8] = &[];
+        let mut attrs = Some(attrs);
+        self.client
+            .put_with_attrs(name, &mut empty, 0, settings.code, 0, LayoutSpec::Stripe, &|_| {}, &mut || {
+                Ok(attrs.take().unwrap_or_default())
+            })
+            .await
+            .map_err(from_cluster)?;
+        Ok(())
+    }
+}
+
+pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+    let settings = BucketSettings::from_headers(&req.headers, g.defaults).map_err(|e| s3_error!(InvalidArgument, "{e}"))?;
+    let bucket = req.input.bucket;
+    g.create_bucket_with(&bucket, settings).await?;
+    tracing::info!("bucket '{bucket}' created: {} in {}", settings.code, settings::layout_name(settings.layout));
+    Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) }))
+}
+
+pub async fn head(g: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+    g.bucket(&req.input.bucket).await?;
+    Ok(S3Response::new(HeadBucketOutput::default()))
+}
+
+pub async fn delete(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+    let bucket = req.input.bucket;
+    g.bucket(&bucket).await?;
+    let (objects, prefixes, _) = g.client.list_page(&names::bucket_prefix(&bucket), "", "", 1).await.map_err(from_cluster)?;
+    let (uploads, _, _) = g.client.list_page(&names::uploads_prefix(&bucket), "", "", 1).await.map_err(from_cluster)?;
+    if !objects.is_empty() || !prefixes.is_empty() || !uploads.is_empty() {
+        return Err(s3_error!(BucketNotEmpty, "bucket '{bucket}' holds objects or multipart uploads"));
+    }
+    g.client.delete(&names::bucket_record(&bucket)).await.map_err(from_cluster)?;
+    Ok(S3Response::new(DeleteBucketOutput {}))
+}
+
+pub async fn list(g: &Gateway) -> S3Result<S3Response<ListBucketsOutput>> {
+    let mut buckets = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (objects, _, next) = g.client.list_page(names::BUCKETS, "", &after, 0).await.map_err(from_cluster)?;
+        for o in objects {
+            let name = o.name[names::BUCKETS.len()..].to_string();
+            let created = std::time::UNIX_EPOCH + std::time::Duration::from_millis(settings::created_ms(&o.attrs));
+            buckets.push(Bucket { name: Some(name), creation_date: Some(Timestamp::from(created)), ..Default::default() });
+        }
+        match next {
+            Some(n) => after = n,
+            None => break,
+        }
+    }
+    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), ..Default::default() }))
+}
+
+pub async fn location(g: &Gateway, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
+    g.bucket(&req.input.bucket).await?;
+    Ok(S3Response::new(GetBucketLocationOutput::default()))
+}

@@ -1,0 +1,90 @@
+//! The S3 trait over a kintsugi cluster: each operation is a function of its module
+//! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
+
+use crate::settings::BucketSettings;
+use crate::{buckets, listing, multipart, objects};
+use kintsugi_coord::Client;
+use kintsugi_plan::Shape;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, S3};
+
+/// The gateway's state: how to reach the cluster and what to do by default. Nothing else:
+/// every gateway of a cluster sees the same buckets and objects.
+#[derive(Clone)]
+pub struct Gateway {
+    pub client: Client,
+    /// Settings of buckets created without `x-kintsugi-*` headers.
+    pub defaults: BucketSettings,
+    /// How degraded reads rebuild an unavailable chunk.
+    pub method: Shape,
+    pub slice: u64,
+    /// Every part of a multipart upload but the last is at least this large (S3: 5 MiB).
+    pub min_part: u64,
+}
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        buckets::create(self, req).await
+    }
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        buckets::head(self, req).await
+    }
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        buckets::delete(self, req).await
+    }
+    async fn list_buckets(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        buckets::list(self).await
+    }
+    async fn get_bucket_location(&self, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        buckets::location(self, req).await
+    }
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        objects::put(self, req).await
+    }
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        objects::get(self, req).await
+    }
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        objects::head(self, req).await
+    }
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        objects::delete(self, req).await
+    }
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        objects::delete_many(self, req).await
+    }
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        objects::copy(self, req).await
+    }
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        listing::list_v2(self, req).await
+    }
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        listing::list_v1(self, req).await
+    }
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        multipart::create(self, req).await
+    }
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        multipart::upload_part(self, req).await
+    }
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        multipart::complete(self, req).await
+    }
+    async fn abort_multipart_upload(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        multipart::abort(self, req).await
+    }
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        multipart::list_parts(self, req).await
+    }
+    async fn list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        multipart::list_uploads(self, req).await
+    }
+}

@@ -1,0 +1,20 @@
+//! kintsugi's S3 gateway: the S3 API (SigV4, XML and routing by the `s3s` crate, over
+//! hyper) onto a kintsugi cluster through the client library. It keeps no state of its own
+//! (buckets, uploads and parts are records in the cluster, see `names`), so any number of
+//! gateways serve one cluster, and it streams bodies with bounded memory (`body`).
+
+pub mod body;
+pub mod buckets;
+pub mod credentials;
+pub mod errors;
+pub mod gateway;
+pub mod listing;
+pub mod multipart;
+pub mod names;
+pub mod object_meta;
+pub mod objects;
+pub mod server;
+pub mod settings;
+
+pub use gateway::Gateway;
+pub use server::{start, S3Config, S3Handle};

@@ -1,0 +1,261 @@
+//! Objects: PUT streamed into the cluster through an MD5 (Content-MD5 checked before the
+//! commit, so a bad digest leaves nothing), GET and HEAD with ranges and conditions, DELETE,
+//! DeleteObjects and CopyObject (streamed from one object into another).
+
+use crate::body::{object_body, HashedBody};
+use crate::errors::{from_cluster, is_missing};
+use crate::gateway::Gateway;
+use crate::names;
+use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
+use crate::settings::BucketSettings;
+use kintsugi_proto::{LayoutSpec, ObjectLayout};
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+/// The largest object a single PUT takes (S3's limit is 5 GiB; multipart beyond).
+pub const MAX_PUT: u64 = 5 << 30;
+
+impl Gateway {
+    /// The committed version of `key` in `bucket` (NoSuchKey if none).
+    pub async fn object(&self, bucket: &str, key: &str) -> S3Result<(ObjectLayout, ObjectMeta)> {
+        match self.client.stat(&names::object(bucket, key)).await {
+            Ok(l) if l.committed => {
+                let m = ObjectMeta::from_attrs(&l.attrs);
+                Ok((l, m))
+            }
+            Ok(_) => Err(s3_error!(NoSuchKey, "'{key}' is still being written")),
+            Err(e) if is_missing(&e) => {
+                // Tell a missing bucket from a missing key, as S3 does.
+                self.bucket(bucket).await?;
+                Err(s3_error!(NoSuchKey, "no key '{key}' in bucket '{bucket}'"))
+            }
+            Err(e) => Err(from_cluster(e)),
+        }
+    }
+
+    /// Streams `size` bytes of `body` into object `name` with `settings`, hashing them;
+    /// commits with `meta` (its ETag the body's MD5) only if the digest matches
+    /// `content_md5` when given. Returns the ETag.
+    pub async fn put_stream(
+        &self,
+        name: &str,
+        body: StreamingBlob,
+        size: u64,
+        settings: BucketSettings,
+        content_md5: Option<&str>,
+        mut meta: ObjectMeta,
+    ) -> S3Result<String> {
+        let hashed = HashedBody::new();
+        let mut reader = hashed.reader(body);
+        // An empty object is one record, whatever the bucket's layout.
+        let layout = if size == 0 { LayoutSpec::Stripe } else { settings.layout };
+        let mut digest_error = None;
+        let mut attrs = || {
+            if let Some(want) = content_md5 {
+                if want != hashed.base64() {
+                    digest_error = Some(format!("Content-MD5 {want} does not match the body's {}", hashed.base64()));
+                    return Err("bad digest".to_string());
+                }
+            }
+            meta.etag = hashed.hex();
+            meta.mtime_ms = now_ms();
+            Ok(meta.to_attrs())
+        };
+        let r = self.client.put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut attrs).await;
+        if let Some(e) = digest_error {
+            return Err(s3_error!(BadDigest, "{e}"));
+        }
+        match r {
+            Ok(l) => Ok(ObjectMeta::from_attrs(&l.attrs).etag),
+            Err(e) if e.contains("reading the object") || e.contains("reading the request body") => {
+                Err(s3_error!(IncompleteBody, "the body ended before its {size} bytes: {e}"))
+            }
+            Err(e) => Err(from_cluster(e)),
+        }
+    }
+}
+
+/// The body's length: S3 needs one (aws-chunked bodies give it decoded).
+pub fn body_length(len: Option<i64>, max: u64) -> S3Result<u64> {
+    let n = len.ok_or_else(|| s3_error!(MissingContentLength))?;
+    let n = u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length {n}"))?;
+    if n > max {
+        return Err(s3_error!(EntityTooLarge, "{n} bytes is over the {max} one request may carry"));
+    }
+    Ok(n)
+}
+
+/// Content-MD5 as sent, checked to be an MD5 in base64.
+pub fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
+    use base64::Engine;
+    match v {
+        None => Ok(None),
+        Some(m) => match base64::engine::general_purpose::STANDARD.decode(m.trim()) {
+            Ok(b) if b.len() == 16 => Ok(Some(m.trim().to_string())),
+            _ => Err(s3_error!(InvalidDigest, "Content-MD5 '{m}' is not a base64 MD5")),
+        },
+    }
+}
+
+pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    let i = req.input;
+    let settings = g.bucket(&i.bucket).await?;
+    let size = body_length(i.content_length, MAX_PUT)?;
+    let md5 = content_md5(i.content_md5)?;
+    let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    let meta = ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() };
+    let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta).await?;
+    Ok(S3Response::new(PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+}
+
+/// What the conditional headers decide.
+fn check_conditions(
+    m: &ObjectMeta,
+    if_match: Option<&IfMatch>,
+    if_none_match: Option<&IfNoneMatch>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<()> {
+    let matches = |c: &ETagCondition| match c {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(e) => e.value() == m.etag,
+    };
+    // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since; then If-None-Match,
+    // else If-Modified-Since.
+    if let Some(c) = if_match {
+        if !matches(c) {
+            return Err(s3_error!(PreconditionFailed, "the ETag is \"{}\"", m.etag));
+        }
+    } else if let Some(t) = if_unmodified_since {
+        if m.last_modified() > *t {
+            return Err(s3_error!(PreconditionFailed, "modified since"));
+        }
+    }
+    if let Some(c) = if_none_match {
+        if matches(c) {
+            return Err(s3_error!(NotModified));
+        }
+    } else if let Some(t) = if_modified_since {
+        if m.last_modified() <= *t {
+            return Err(s3_error!(NotModified));
+        }
+    }
+    Ok(())
+}
+
+/// The bytes a Range asks for of `size`: InvalidRange (416) past the end.
+fn byte_range(range: Option<Range>, size: u64) -> S3Result<Option<std::ops::Range<u64>>> {
+    match range {
+        None => Ok(None),
+        Some(r) => r.check(size).map(Some).map_err(|_| s3_error!(InvalidRange, "the range is not within the object's {size} bytes")),
+    }
+}
+
+pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let i = req.input;
+    let (layout, m) = g.object(&i.bucket, &i.key).await?;
+    check_conditions(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
+    let range = byte_range(i.range, layout.size)?;
+    let (start, end) = range.clone().map_or((0, layout.size), |r| (r.start, r.end));
+    let content_range = range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
+    let body = object_body(g.client.clone(), layout, start, end, g.method, g.slice);
+    Ok(S3Response::new(GetObjectOutput {
+        body: Some(StreamingBlob::wrap(body)),
+        content_length: Some((end - start) as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(m.etag()),
+        last_modified: Some(m.last_modified()),
+        content_type: m.content_type.clone(),
+        metadata: m.user_map(),
+        ..Default::default()
+    }))
+}
+
+pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    let i = req.input;
+    let (layout, m) = g.object(&i.bucket, &i.key).await?;
+    check_conditions(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
+    let range = byte_range(i.range, layout.size)?;
+    let len = range.as_ref().map_or(layout.size, |r| r.end - r.start);
+    Ok(S3Response::new(HeadObjectOutput {
+        content_length: Some(len as i64),
+        content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size)),
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(m.etag()),
+        last_modified: Some(m.last_modified()),
+        content_type: m.content_type.clone(),
+        metadata: m.user_map(),
+        ..Default::default()
+    }))
+}
+
+pub async fn delete(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let i = req.input;
+    g.bucket(&i.bucket).await?;
+    // Deleting a key that is not there succeeds, as in S3.
+    g.client.delete(&names::object(&i.bucket, &i.key)).await.map_err(from_cluster)?;
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub async fn delete_many(g: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let i = req.input;
+    g.bucket(&i.bucket).await?;
+    if i.delete.objects.len() > 1000 {
+        return Err(s3_error!(MalformedXML, "at most 1000 keys a request"));
+    }
+    let quiet = i.delete.quiet.unwrap_or(false);
+    let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+    for o in i.delete.objects {
+        match g.client.delete(&names::object(&i.bucket, &o.key)).await {
+            Ok(_) if quiet => {}
+            Ok(_) => deleted.push(DeletedObject { key: Some(o.key), ..Default::default() }),
+            Err(e) => {
+                let s = from_cluster(e);
+                errors.push(Error {
+                    key: Some(o.key),
+                    code: Some(s.code().as_str().to_string()),
+                    message: s.message().map(str::to_string),
+                    ..Default::default()
+                })
+            }
+        }
+    }
+    Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
+}
+
+pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    let i = req.input;
+    let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &i.copy_source else {
+        return Err(s3_error!(NotImplemented, "copies from access points"));
+    };
+    let settings = g.bucket(&i.bucket).await?;
+    let (layout, src) = g.object(src_bucket, src_key).await?;
+    check_conditions(
+        &src,
+        i.copy_source_if_match.as_ref(),
+        i.copy_source_if_none_match.as_ref(),
+        i.copy_source_if_modified_since.as_ref(),
+        i.copy_source_if_unmodified_since.as_ref(),
+    )
+    .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+    let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    let same = **src_bucket == *i.bucket && **src_key == *i.key;
+    if same && !replace {
+        return Err(s3_error!(InvalidRequest, "copying an object onto itself changes nothing: use the REPLACE metadata directive"));
+    }
+    let meta = if replace {
+        ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() }
+    } else {
+        ObjectMeta { content_type: src.content_type.clone(), user: src.user.clone(), ..Default::default() }
+    };
+    let size = layout.size;
+    let body = object_body(g.client.clone(), layout, 0, size, g.method, g.slice);
+    let etag = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, None, meta).await?;
+    let result = CopyObjectResult {
+        e_tag: Some(ETag::Strong(etag)),
+        last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
+        ..Default::default()
+    };
+    Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
+}

@@ -1,0 +1,109 @@
+//! The gateway's HTTP server: SigV4 with the credentials file's keys (anonymous and badly
+//! signed requests are refused with 403), HTTP/1.1 on a TCP listener, a cap on open
+//! connections.
+
+use crate::credentials::Key;
+use crate::gateway::Gateway;
+use crate::settings::BucketSettings;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use kintsugi_coord::Client;
+use kintsugi_plan::Shape;
+use s3s::auth::SimpleAuth;
+use s3s::service::S3ServiceBuilder;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+/// Connections served at once; more wait in the listener's backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How to run a gateway.
+#[derive(Clone)]
+pub struct S3Config {
+    pub listen: String,
+    /// The coordinator (or several, comma-separated).
+    pub coordinator: String,
+    pub keys: Vec<Key>,
+    pub defaults: BucketSettings,
+    pub method: Shape,
+    pub slice: u64,
+    /// Smallest part of a multipart upload but the last ([`crate::multipart::MIN_PART`]).
+    pub min_part: u64,
+}
+
+/// A running gateway.
+pub struct S3Handle {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl S3Handle {
+    /// Stops accepting connections (those open finish their requests).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Serves until the gateway is stopped.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Binds `cfg.listen` and serves S3 on it.
+pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
+    if cfg.keys.is_empty() {
+        return Err("the gateway needs at least one access key".into());
+    }
+    let gateway = Gateway {
+        client: Client::new(&cfg.coordinator),
+        defaults: cfg.defaults,
+        method: cfg.method,
+        slice: cfg.slice,
+        min_part: cfg.min_part,
+    };
+    let mut auth = SimpleAuth::new();
+    for k in &cfg.keys {
+        auth.register(k.access_key.clone(), k.secret_key.as_str().into());
+    }
+    let mut b = S3ServiceBuilder::new(gateway);
+    b.set_auth(auth);
+    let service = b.build();
+    let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("S3 gateway cannot listen on {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (stop, mut stopped) = watch::channel(false);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let task = tokio::spawn(async move {
+        loop {
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => p.expect("never closed"),
+                _ = stopped.changed() => return,
+            };
+            let (stream, peer) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("S3 gateway accept: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                _ = stopped.changed() => return,
+            };
+            let _ = stream.set_nodelay(true);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let r = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service).await;
+                if let Err(e) = r {
+                    tracing::debug!("S3 connection from {peer}: {e}");
+                }
+                drop(permit);
+            });
+        }
+    });
+    tracing::info!("S3 gateway on {addr} for the cluster at {}", cfg.coordinator);
+    Ok(S3Handle { addr, stop, task })
+}

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""Real S3 clients (boto3, the aws cli) against a kintsugi S3 gateway.
+
+Usage: s3_clients.py suite | degraded-put BUCKET | degraded-check BUCKET
+Environment: S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY.
+Every check compares with an independent answer (the bytes sent, hashlib's MD5, S3's
+documented error codes); the first failure raises and the exit status is non-zero.
+"""
+import concurrent.futures
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import boto3
+import botocore
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+
+ENDPOINT = os.environ["S3_ENDPOINT"]
+AK = os.environ["AWS_ACCESS_KEY_ID"]
+SK = os.environ["AWS_SECRET_ACCESS_KEY"]
+MIB = 1 << 20
+
+
+def client(secret=SK, access=AK):
+    cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version="s3v4",
+                 read_timeout=300, connect_timeout=10)
+    return boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=access, aws_secret_access_key=secret,
+                        region_name="us-east-1", config=cfg)
+
+
+S3 = client()
+
+
+def data(n, seed):
+    """Deterministic bytes: the same seed gives the same object in another process."""
+    out = bytearray()
+    block = hashlib.sha256(str(seed).encode()).digest()
+    while len(out) < n:
+        block = hashlib.sha256(block).digest()
+        out += block * 64
+    return bytes(out[:n])
+
+
+def error_code(fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+    raise AssertionError(f"{fn.__name__} succeeded, an error was expected")
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print("ok:", what, flush=True)
+
+
+def get(bucket, key, **kw):
+    return S3.get_object(Bucket=bucket, Key=key, **kw)["Body"].read()
+
+
+def round_trips(b):
+    sizes = [0, 1, 5 * MIB + 1, 100 * MIB]
+    if os.environ.get("S3_BIG"):
+        sizes.append(1 << 30)
+    for n in sizes:
+        body = data(n, n)
+        r = S3.put_object(Bucket=b, Key=f"rt/{n}", Body=body)
+        check(r["ETag"].strip('"') == hashlib.md5(body).hexdigest(), f"PUT {n} B: ETag is the body's MD5")
+        check(get(b, f"rt/{n}") == body, f"GET {n} B: byte-exact")
+        h = S3.head_object(Bucket=b, Key=f"rt/{n}")
+        check(h["ContentLength"] == n, f"HEAD {n} B: Content-Length")
+
+
+def multipart(b, parts, key):
+    up = S3.create_multipart_upload(Bucket=b, Key=key, ContentType="application/x-test", Metadata={"m": "1"})
+    uid = up["UploadId"]
+
+    def one(i_body):
+        i, body = i_body
+        r = S3.upload_part(Bucket=b, Key=key, UploadId=uid, PartNumber=i, Body=body)
+        return {"PartNumber": i, "ETag": r["ETag"]}
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        done = list(ex.map(one, list(enumerate(parts, 1))))
+    listed = []
+    marker = 0
+    while True:
+        r = S3.list_parts(Bucket=b, Key=key, UploadId=uid, PartNumberMarker=marker, MaxParts=400)
+        listed += r.get("Parts", [])
+        if not r["IsTruncated"]:
+            break
+        marker = r["NextPartNumberMarker"]
+    check([p["PartNumber"] for p in listed] == list(range(1, len(parts) + 1)), f"{len(parts)} parts listed in order, in pages")
+    r = S3.complete_multipart_upload(Bucket=b, Key=key, UploadId=uid, MultipartUpload={"Parts": done})
+    md5s = b"".join(hashlib.md5(p).digest() for p in parts)
+    want = f"{hashlib.md5(md5s).hexdigest()}-{len(parts)}"
+    check(r["ETag"].strip('"') == want, f"multipart of {len(parts)} parts: ETag is MD5 of the parts' MD5s -N")
+    whole = b"".join(parts)
+    check(get(b, key) == whole, f"multipart of {len(parts)} parts: byte-exact")
+    h = S3.head_object(Bucket=b, Key=key)
+    check(h["ContentType"] == "application/x-test" and h["Metadata"] == {"m": "1"}, "multipart keeps its type and metadata")
+    check(error_code(S3.list_parts, Bucket=b, Key=key, UploadId=uid)[0] == "NoSuchUpload", "a completed upload is gone")
+
+
+def multipart_errors(b):
+    key = "mp/errors"
+    uid = S3.create_multipart_upload(Bucket=b, Key=key)["UploadId"]
+    small = S3.upload_part(Bucket=b, Key=key, UploadId=uid, PartNumber=1, Body=b"x" * 1000)
+    last = S3.upload_part(Bucket=b, Key=key, UploadId=uid, PartNumber=2, Body=b"y" * 10)
+    parts = [{"PartNumber": 1, "ETag": small["ETag"]}, {"PartNumber": 2, "ETag": last["ETag"]}]
+    min_part = int(os.environ.get("S3_MIN_PART", 5 * MIB))
+    if min_part > 1000:
+        c = error_code(S3.complete_multipart_upload, Bucket=b, Key=key, UploadId=uid, MultipartUpload={"Parts": parts})
+        check(c == ("EntityTooSmall", 400), f"a small part but the last: EntityTooSmall ({c})")
+    bad = [{"PartNumber": 1, "ETag": '"00000000000000000000000000000000"'}, parts[1]]
+    c = error_code(S3.complete_multipart_upload, Bucket=b, Key=key, UploadId=uid, MultipartUpload={"Parts": bad})
+    check(c[0] == "InvalidPart", f"a wrong part ETag: InvalidPart ({c})")
+    c = error_code(S3.complete_multipart_upload, Bucket=b, Key=key, UploadId=uid,
+                   MultipartUpload={"Parts": list(reversed(parts))})
+    check(c[0] == "InvalidPartOrder", f"parts out of order: InvalidPartOrder ({c})")
+    ups = S3.list_multipart_uploads(Bucket=b).get("Uploads", [])
+    check(any(u["UploadId"] == uid and u["Key"] == key for u in ups), "the upload is listed")
+    S3.abort_multipart_upload(Bucket=b, Key=key, UploadId=uid)
+    check(error_code(S3.list_parts, Bucket=b, Key=key, UploadId=uid)[0] == "NoSuchUpload", "an aborted upload is gone")
+    ups = S3.list_multipart_uploads(Bucket=b).get("Uploads", [])
+    check(all(u["UploadId"] != uid for u in ups), "an aborted upload is not listed")
+    check(error_code(S3.head_object, Bucket=b, Key=key)[1] == 404, "an aborted upload leaves no object")
+
+
+def ranges(b):
+    n = 3 * MIB + 17
+    body = data(n, 77)
+    S3.put_object(Bucket=b, Key="ranges", Body=body)
+    for hdr, want in [("bytes=0-0", body[:1]), (f"bytes={n - 1}-{n - 1}", body[-1:]), ("bytes=-100", body[-100:]),
+                      ("bytes=1000-", body[1000:]), ("bytes=123456-2345678", body[123456:2345679]),
+                      (f"bytes=0-{n + 100}", body)]:
+        r = S3.get_object(Bucket=b, Key="ranges", Range=hdr)
+        got = r["Body"].read()
+        check(got == want, f"Range {hdr}: {len(want)} bytes, byte-exact")
+        if hdr != f"bytes=0-{n + 100}":
+            check(r["ResponseMetadata"]["HTTPStatusCode"] == 206, f"Range {hdr}: 206")
+    c = error_code(S3.get_object, Bucket=b, Key="ranges", Range=f"bytes={n}-")
+    check(c == ("InvalidRange", 416), f"a range past the end: 416 InvalidRange ({c})")
+
+
+def listing(b):
+    keys = [f"dir{i % 5}/sub{i % 3}/k{i:05}" for i in range(2000)] + [f"top{i:04}" for i in range(500)]
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: S3.put_object(Bucket=f"{b}", Key=k, Body=k.encode()), keys))
+    everything = []
+    pages = 0
+    for page in S3.get_paginator("list_objects_v2").paginate(Bucket=b, PaginationConfig={"PageSize": 1000}):
+        pages += 1
+        everything += [o["Key"] for o in page.get("Contents", [])]
+    check(everything == sorted(keys) and pages == 3, f"2,500 keys listed in key order in {pages} pages")
+    prefixes, tops, pages = [], [], 0
+    for page in S3.get_paginator("list_objects_v2").paginate(Bucket=b, Delimiter="/", PaginationConfig={"PageSize": 100}):
+        pages += 1
+        prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        tops += [o["Key"] for o in page.get("Contents", [])]
+    check(prefixes == [f"dir{i}/" for i in range(5)], "delimiter: the five directories as common prefixes")
+    check(tops == [f"top{i:04}" for i in range(500)] and pages == 6, f"delimiter: 500 top-level keys across {pages} pages")
+    sub = []
+    for page in S3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix="dir1/", Delimiter="/"):
+        sub += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+    check(sub == ["dir1/sub0/", "dir1/sub1/", "dir1/sub2/"], "prefix and delimiter: nested common prefixes")
+    r = S3.list_objects_v2(Bucket=b, Prefix="dir2/sub1/", StartAfter="dir2/sub1/k01000", MaxKeys=10)
+    want = sorted(k for k in keys if k.startswith("dir2/sub1/") and k > "dir2/sub1/k01000")[:10]
+    check([o["Key"] for o in r["Contents"]] == want and r["IsTruncated"], "start-after and max-keys")
+    v1 = []
+    for page in S3.get_paginator("list_objects").paginate(Bucket=b, Prefix="dir3/", PaginationConfig={"PageSize": 150}):
+        v1 += [o["Key"] for o in page.get("Contents", [])]
+    check(v1 == sorted(k for k in keys if k.startswith("dir3/")), "ListObjects V1 with markers across pages")
+    r = S3.list_objects_v2(Bucket=b, Prefix="top0001")
+    check(r["Contents"][0]["ETag"].strip('"') == hashlib.md5(b"top0001").hexdigest(), "listed ETags are MD5s")
+
+
+def auth(b):
+    S3.put_object(Bucket=b, Key="secret.txt", Body=b"hello")
+    url = S3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "secret.txt"}, ExpiresIn=300)
+    check(urllib.request.urlopen(url).read() == b"hello", "presigned GET")
+    for bad_url, what in [(url.replace("secret.txt", "secret.txx"), "a presigned URL for another key"),
+                          (f"{ENDPOINT}/{b}/secret.txt", "an anonymous GET")]:
+        try:
+            urllib.request.urlopen(bad_url)
+            raise AssertionError(f"{what} was served")
+        except urllib.error.HTTPError as e:
+            body = e.read().decode()
+            check(e.code == 403 and "<Code>" in body, f"{what}: 403 with an S3 XML error")
+    c = error_code(client(secret="wrong-secret-wrong").get_object, Bucket=b, Key="secret.txt")
+    check(c == ("SignatureDoesNotMatch", 403), f"a wrong secret: 403 SignatureDoesNotMatch ({c})")
+    c = error_code(client(access="NOBODY123").list_buckets)
+    check(c[1] == 403, f"an unknown access key: 403 ({c})")
+
+
+def copy_meta_conditions(b):
+    body = data(2 * MIB + 3, 5)
+    r = S3.put_object(Bucket=b, Key="orig", Body=body, ContentType="image/png", Metadata={"colour": "blue"})
+    etag = r["ETag"]
+    h = S3.head_object(Bucket=b, Key="orig")
+    check(h["ContentType"] == "image/png" and h["Metadata"] == {"colour": "blue"}, "Content-Type and x-amz-meta-* kept")
+    S3.copy_object(Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "orig"})
+    h = S3.head_object(Bucket=b, Key="copy")
+    check(get(b, "copy") == body and h["Metadata"] == {"colour": "blue"}, "CopyObject: bytes and metadata")
+    S3.copy_object(Bucket=b, Key="copy2", CopySource={"Bucket": b, "Key": "orig"}, MetadataDirective="REPLACE",
+                   Metadata={"colour": "red"}, ContentType="text/plain")
+    h = S3.head_object(Bucket=b, Key="copy2")
+    check(h["Metadata"] == {"colour": "red"} and h["ContentType"] == "text/plain", "CopyObject REPLACE: new metadata")
+    c = error_code(S3.get_object, Bucket=b, Key="orig", IfNoneMatch=etag)
+    check(c[1] == 304, f"If-None-Match with the ETag: 304 ({c})")
+    c = error_code(S3.get_object, Bucket=b, Key="orig", IfMatch='"0123"')
+    check(c[1] == 412, f"If-Match with another ETag: 412 ({c})")
+    check(get(b, "orig", IfMatch=etag) == body, "If-Match with the ETag: the object")
+    future = datetime.now(timezone.utc) + timedelta(days=1)
+    past = datetime.now(timezone.utc) - timedelta(days=1)
+    check(error_code(S3.get_object, Bucket=b, Key="orig", IfModifiedSince=future)[1] == 304, "If-Modified-Since later: 304")
+    check(error_code(S3.get_object, Bucket=b, Key="orig", IfUnmodifiedSince=past)[1] == 412, "If-Unmodified-Since earlier: 412")
+    check(get(b, "orig", IfModifiedSince=past) == body, "If-Modified-Since earlier: the object")
+
+
+def deletes_and_errors(b):
+    for i in range(5):
+        S3.put_object(Bucket=b, Key=f"del/{i}", Body=b"x")
+    r = S3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": f"del/{i}"} for i in range(6)]})
+    check(sorted(d["Key"] for d in r["Deleted"]) == [f"del/{i}" for i in range(6)], "DeleteObjects, a missing key included")
+    check(error_code(S3.get_object, Bucket=b, Key="del/1")[0] == "NoSuchKey", "a deleted key: NoSuchKey")
+    check(error_code(S3.get_object, Bucket="no-such-bucket", Key="k")[0] == "NoSuchBucket", "NoSuchBucket")
+    check(error_code(S3.delete_bucket, Bucket=b)[0] == "BucketNotEmpty", "deleting a bucket with objects: BucketNotEmpty")
+    check(error_code(S3.create_bucket, Bucket=b)[0] in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"), "a bucket twice")
+    c = error_code(S3.put_object, Bucket=b, Key="digest", Body=b"abc", ContentMD5="AAAAAAAAAAAAAAAAAAAAAA==")
+    check(c[0] == "BadDigest", f"a Content-MD5 that does not match: BadDigest ({c})")
+    check(error_code(S3.head_object, Bucket=b, Key="digest")[1] == 404, "a bad digest leaves no object")
+    # Raw signed requests: malformed XML, an unknown operation, a negative length, a body cut short.
+    for method, path, body, want, what in [
+        ("POST", f"/{b}?delete", b"<Delete><Object><Key>x</Ke", 400, "malformed XML"),
+        ("GET", f"/{b}?no-such-operation-at-all=1&x-id=Bogus", b"", None, "an unknown operation"),
+    ]:
+        status, text = raw(method, path, body)
+        check(status >= 400 and "<Error>" in text and (want is None or status == want), f"{what}: {status} with an S3 XML error")
+    status, text = raw("PUT", f"/{b}/neg", b"", extra={"Content-Length": "-5"}, sign_body=False)
+    check(status == 400, f"a negative Content-Length: {status}")
+    truncated(b)
+    check(error_code(S3.head_object, Bucket=b, Key="cut")[1] == 404, "a body cut short leaves no object")
+
+
+def signed_headers(method, path, body, extra=None):
+    req = AWSRequest(method=method, url=ENDPOINT + path, data=body, headers=extra or {})
+    SigV4Auth(botocore.credentials.Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
+    return dict(req.headers.items())
+
+
+def raw(method, path, body, extra=None, sign_body=True):
+    host, port = ENDPOINT.split("//")[1].split(":")
+    headers = signed_headers(method, path, body if sign_body else b"", extra)
+    headers.setdefault("Content-Length", str(len(body)))
+    s = socket.create_connection((host, int(port)), timeout=30)
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
+    s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    head, _, rest = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), rest.decode(errors="replace")
+
+
+def truncated(b):
+    """A PUT that promises 4 MiB, sends 1 MiB and hangs up."""
+    body = data(4 * MIB, 9)
+    host, port = ENDPOINT.split("//")[1].split(":")
+    headers = signed_headers("PUT", f"/{b}/cut", body)
+    s = socket.create_connection((host, int(port)))
+    lines = [f"PUT /{b}/cut HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+    s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body[:MIB])
+    time.sleep(0.5)
+    s.close()
+    time.sleep(1.0)
+
+
+def awscli(b):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in.bin")
+        with open(src, "wb") as f:
+            f.write(data(9 * MIB + 5, 11))
+        env = dict(os.environ, AWS_DEFAULT_REGION="us-east-1")
+        aws = ["aws", "--endpoint-url", ENDPOINT, "--only-show-errors"]
+        subprocess.run(aws + ["s3", "cp", src, f"s3://{b}/cli/in.bin"], check=True, env=env)
+        subprocess.run(aws + ["s3", "cp", f"s3://{b}/cli/in.bin", os.path.join(d, "out.bin")], check=True, env=env)
+        with open(src, "rb") as x, open(os.path.join(d, "out.bin"), "rb") as y:
+            check(x.read() == y.read(), "aws s3 cp up and down (multipart): byte-exact")
+        ls = subprocess.run(aws[:3] + ["s3", "ls", f"s3://{b}/cli/"], env=env, capture_output=True, text=True)
+        check(ls.returncode == 0 and "in.bin" in ls.stdout, f"aws s3 ls ({ls.stderr.strip()})")
+
+
+def suite():
+    b = "suite"
+    S3.create_bucket(Bucket=b)
+    S3.head_bucket(Bucket=b)
+    check(b in [x["Name"] for x in S3.list_buckets()["Buckets"]], "ListBuckets")
+    round_trips(b)
+    multipart(b, [data(5 * MIB, 1), data(5 * MIB, 2), data(MIB + 3, 3)], "mp/three")
+    small = int(os.environ.get("S3_MIN_PART", 5 * MIB))
+    if small <= 8192:
+        multipart(b, [data(8192, 100 + i) for i in range(999)] + [data(100, 7)], "mp/thousand")
+    multipart_errors(b)
+    ranges(b)
+    auth(b)
+    copy_meta_conditions(b)
+    deletes_and_errors(b)
+    awscli(b)
+    S3.create_bucket(Bucket="listing")
+    listing("listing")
+    S3.create_bucket(Bucket="empty")
+    S3.delete_bucket(Bucket="empty")
+    check(error_code(S3.head_bucket, Bucket="empty")[1] == 404, "an empty bucket is deleted")
+
+
+def degraded_put(b):
+    """Objects in bucket `b`, which the caller made with the code to test."""
+    for i, n in enumerate([1, 1000, 3 * MIB + 1, 20 * MIB + 7]):
+        S3.put_object(Bucket=b, Key=f"o{i}", Body=data(n, 1000 + i))
+
+
+def degraded_check(b):
+    for i, n in enumerate([1, 1000, 3 * MIB + 1, 20 * MIB + 7]):
+        check(get(b, f"o{i}") == data(n, 1000 + i), f"{b}: GET of {n} B with nodes down is byte-exact")
+        check(get(b, f"o{i}", Range="bytes=-1") == data(n, 1000 + i)[-1:], f"{b}: last byte with nodes down")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "suite":
+        suite()
+    elif what == "degraded-put":
+        degraded_put(sys.argv[2])
+    elif what == "degraded-check":
+        degraded_check(sys.argv[2])
+    else:
+        sys.exit(f"unknown: {what}")

@@ -1,0 +1,206 @@
+//! The S3 gateway with real clients: boto3 and the aws cli (`s3_clients.py`) against a
+//! loopback cluster and gateway in this process. Where Python's boto3 or the aws cli is not
+//! installed the tests say so and skip, except under CI, where `.ci/run` installs them.
+
+use kintsugi_coord::{Client, CoordConfig, CoordHandle};
+use kintsugi_node::{NodeConfig, NodeHandle};
+use kintsugi_plan::Shape;
+use kintsugi_s3::credentials::{generate, Key};
+use kintsugi_s3::settings::BucketSettings;
+use kintsugi_s3::{S3Config, S3Handle};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+struct Store {
+    coord: CoordHandle,
+    nodes: Vec<Option<NodeHandle>>,
+    s3: S3Handle,
+    key: Key,
+    client: Client,
+}
+
+impl Store {
+    async fn start(dir: &Path, nodes: usize, code: &str, min_part: u64) -> Store {
+        if kintsugi_proto::auth::secret().is_none() {
+            kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
+        }
+        let coord = kintsugi_coord::start(CoordConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: dir.join("coord"),
+            dead_after_ms: 1000,
+            chunk_size: 1 << 20,
+            gc_grace_ms: 0,
+            gc_interval_ms: 300,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let addr = coord.addr.to_string();
+        let mut handles = Vec::new();
+        for i in 0..nodes {
+            let cfg = NodeConfig {
+                id: i as u32,
+                data_dir: dir.join(format!("node{i}")),
+                coordinator: Some(addr.clone()),
+                heartbeat_ms: 100,
+                ..Default::default()
+            };
+            handles.push(Some(kintsugi_node::start(cfg).await.unwrap()));
+        }
+        let client = Client::new(&addr);
+        for _ in 0..100 {
+            if client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0) == nodes {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let key = generate();
+        let s3 = kintsugi_s3::start(S3Config {
+            listen: "127.0.0.1:0".into(),
+            coordinator: addr,
+            keys: vec![key.clone()],
+            defaults: BucketSettings { code: code.parse().unwrap(), layout: Default::default(), chunk_size: 0 },
+            method: Shape::Ppr,
+            slice: 32 << 10,
+            min_part,
+        })
+        .await
+        .unwrap();
+        Store { coord, nodes: handles, s3, key, client }
+    }
+
+    /// Runs `s3_clients.py ARGS` against the gateway; panics with its output if it fails.
+    fn python(&self, args: &[&str], env: &[(&str, &str)]) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script)
+            .args(args)
+            .env("S3_ENDPOINT", format!("http://{}", self.s3.addr))
+            .env("AWS_ACCESS_KEY_ID", &self.key.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &self.key.secret_key)
+            .env_remove("AWS_PROFILE");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("python3 runs");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "s3_clients.py {args:?} failed:\n{text}");
+        println!("{text}");
+    }
+
+    async fn stop(self) {
+        self.s3.stop().await;
+        self.coord.stop().await;
+        for n in self.nodes.into_iter().flatten() {
+            n.stop().await;
+        }
+    }
+}
+
+/// Whether boto3 and the aws cli are here; under CI they must be.
+fn clients_installed() -> bool {
+    let boto = Command::new("python3").args(["-c", "import boto3"]).output().is_ok_and(|o| o.status.success());
+    let cli = Command::new("aws").arg("--version").output().is_ok_and(|o| o.status.success());
+    if boto && cli {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must have boto3 and the aws cli (.ci/run installs them)");
+    eprintln!("skipped: boto3 or the aws cli is not installed (pip install boto3 awscli)");
+    false
+}
+
+/// Chunk files in the nodes' directories.
+fn chunk_files(dir: &Path) -> usize {
+    let mut n = 0;
+    for d in std::fs::read_dir(dir).unwrap().flatten().filter(|d| d.file_name().to_string_lossy().starts_with("node")) {
+        n += std::fs::read_dir(d.path()).unwrap().flatten().filter(|f| f.file_name().to_string_lossy().ends_with(".chunk")).count();
+    }
+    n
+}
+
+/// Names under `prefix` in the cluster.
+async fn names_under(c: &Client, prefix: &str) -> Vec<String> {
+    c.list_prefix(prefix).await.unwrap().into_iter().map(|o| o.name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::start(dir.path(), 6, "rs:4,2", 8192).await;
+    // The suite runs in a thread of its own: the cluster serves from this runtime meanwhile.
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["suite"], &[("S3_MIN_PART", "8192")]);
+        s
+    })
+    .await
+    .unwrap();
+    // Completed, aborted and failed uploads leave no parts, no upload records, and no
+    // object for the body cut short or the bad digest.
+    assert_eq!(names_under(&s.client, kintsugi_s3::names::PARTS).await, Vec::<String>::new());
+    assert_eq!(names_under(&s.client, kintsugi_s3::names::UPLOADS).await, Vec::<String>::new());
+    assert!(s.client.stat("suite/cut").await.is_err() && s.client.stat("suite/digest").await.is_err());
+    // The bytes of replaced, deleted and abandoned objects go too: once the collector has
+    // run, the nodes hold exactly the chunks of the objects that exist.
+    let mut referenced = 0;
+    for o in s.client.list().await.unwrap() {
+        referenced += s.client.stat(&o.name).await.unwrap().stripes.iter().map(|st| st.chunks.len()).sum::<usize>();
+    }
+    let mut on_disk = 0;
+    for _ in 0..100 {
+        on_disk = chunk_files(dir.path());
+        if on_disk == referenced {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(on_disk, referenced, "chunk files on the nodes against chunks of live objects");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_clay() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::start(dir.path(), 9, "rs:6,3", 5 << 20).await;
+    let g = kintsugi_s3::Gateway {
+        client: s.client.clone(),
+        defaults: BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 },
+        method: Shape::Cr,
+        slice: 32 << 10,
+        min_part: 5 << 20,
+    };
+    let rs = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let clay = BucketSettings { code: "clay:6,3,8".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    g.create_bucket_with("rs-bucket", rs).await.unwrap();
+    g.create_bucket_with("clay-bucket", clay).await.unwrap();
+    let s2 = tokio::task::spawn_blocking(move || {
+        s.python(&["degraded-put", "rs-bucket"], &[]);
+        s.python(&["degraded-put", "clay-bucket"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    s = s2;
+    s.nodes[2].take().unwrap().stop().await;
+    let s2 = tokio::task::spawn_blocking(move || {
+        s.python(&["degraded-check", "rs-bucket"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    s = s2;
+    s.nodes[5].take().unwrap().stop().await;
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["degraded-check", "clay-bucket"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}
