@@ -41,6 +41,10 @@ pub enum BenchCmd {
     /// lookup, a listing page, delete, marking a chunk bad and a node's inventory reconcile;
     /// store size, coordinator RSS and restart time.
     Meta(crate::bench_meta::MetaBenchArgs),
+    /// The S3 gateway (its own process) against the client library on one embedded cluster:
+    /// large-object PUT/GET throughput ratio, small-object PUT/GET/LIST rates and latency
+    /// with many clients, and the gateway's peak RSS.
+    S3(crate::bench_s3::S3BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -94,6 +98,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Sar(a) => crate::bench_sar::run(a),
         BenchCmd::Geo(a) => crate::bench_geo::run(a),
         BenchCmd::Meta(a) => crate::bench_meta::run(a),
+        BenchCmd::S3(a) => crate::bench_s3::run(a),
     }
 }
 

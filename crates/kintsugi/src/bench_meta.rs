@@ -134,7 +134,7 @@ fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> 
 }
 
 /// The CPU's model name, as /proc/cpuinfo gives it.
-fn cpu_name() -> String {
+pub(crate) fn cpu_name() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     info.lines().find_map(|l| l.strip_prefix("model name")).map(|l| l.trim_start_matches([' ', '\t', ':']).to_string()).unwrap_or_default()
 }
@@ -207,7 +207,7 @@ async fn until_answering(client: &Client, child: &mut Coord) -> Result<f64> {
     }
 }
 
-fn rss_of(pid: u32) -> (u64, u64) {
+pub(crate) fn rss_of(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status

@@ -45,19 +45,20 @@ impl Gateway {
         content_md5: Option<&str>,
         mut meta: ObjectMeta,
     ) -> S3Result<String> {
-        let hashed = HashedBody::new();
+        let hashed = HashedBody::new(size);
         let mut reader = hashed.reader(body);
         // An empty object is one record, whatever the bucket's layout.
         let layout = if size == 0 { LayoutSpec::Stripe } else { settings.layout };
         let mut digest_error = None;
         let mut attrs = || {
             if let Some(want) = content_md5 {
-                if want != hashed.base64() {
-                    digest_error = Some(format!("Content-MD5 {want} does not match the body's {}", hashed.base64()));
+                let got = hashed.base64()?;
+                if want != got {
+                    digest_error = Some(format!("Content-MD5 {want} does not match the body's {got}"));
                     return Err("bad digest".to_string());
                 }
             }
-            meta.etag = hashed.hex();
+            meta.etag = hashed.hex()?;
             meta.mtime_ms = now_ms();
             Ok(meta.to_attrs())
         };

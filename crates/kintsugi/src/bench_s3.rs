@@ -1,0 +1,421 @@
+//! `kintsugi bench s3`: the S3 gateway against the client library on the same embedded
+//! cluster, in the same run. The gateway runs as its own process (`kintsugi s3`), so its
+//! memory is its own: large objects PUT and GET both ways (throughput ratio, median and
+//! spread over runs), small objects' PUT, GET and LIST with many clients (operations per
+//! second, p50 and p99), and optionally several clients moving huge objects at once while
+//! the gateway's peak RSS is watched. Every byte read back is checked (CRC-32C, both ways).
+
+use crate::bench_meta::{cpu_name, rss_of};
+use crate::embedded::Embedded;
+use crate::s3_http::S3Http;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use kintsugi_codes::CodeSpec;
+use kintsugi_coord::client::ObjectSink;
+use kintsugi_coord::Client;
+use kintsugi_plan::Shape;
+use serde::Serialize;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct S3BenchArgs {
+    /// Nodes of the embedded cluster.
+    #[arg(long, default_value_t = 6)]
+    pub nodes: usize,
+    #[arg(long, default_value = "rs:4,2")]
+    pub code: CodeSpec,
+    /// Size of the large objects.
+    #[arg(long, default_value = "256MiB", value_parser = crate::units::parse_nonzero_size)]
+    pub size: usize,
+    /// Repetitions of the large-object transfers; the median and the spread are reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Concurrent clients of the small-object operations.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Small-object operations of each kind (PUT, GET, LIST), each way.
+    #[arg(long, default_value_t = 2000)]
+    pub small_ops: usize,
+    #[arg(long, default_value = "4KiB", value_parser = crate::units::parse_size)]
+    pub small_size: usize,
+    /// Clients that each PUT and then GET one --memory-size object through the gateway at
+    /// once, the gateway's peak RSS watched (0: skip).
+    #[arg(long, default_value_t = 0)]
+    pub memory_clients: usize,
+    #[arg(long, default_value = "1GiB", value_parser = crate::units::parse_nonzero_size)]
+    pub memory_size: usize,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize, Default)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+    runs: Vec<f64>,
+}
+
+fn spread(mut v: Vec<f64>) -> Spread {
+    let runs = v.clone();
+    v.sort_by(f64::total_cmp);
+    Spread { median: v[v.len() / 2], min: v[0], max: v[v.len() - 1], runs }
+}
+
+#[derive(Serialize)]
+struct SmallOps {
+    op: String,
+    path: String,
+    ops: usize,
+    ops_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+#[derive(Serialize)]
+struct S3Report {
+    nodes: usize,
+    code: String,
+    size: usize,
+    /// MB/s (1e6 bytes) per run.
+    lib_put_mb_s: Spread,
+    s3_put_mb_s: Spread,
+    lib_get_mb_s: Spread,
+    s3_get_mb_s: Spread,
+    /// Gateway against library, per run: throughput ratio.
+    put_ratio: Spread,
+    get_ratio: Spread,
+    small: Vec<SmallOps>,
+    memory_clients: usize,
+    memory_size: usize,
+    memory_seconds: f64,
+    gateway_peak_rss_bytes: u64,
+    cpu: String,
+}
+
+/// The gateway process, killed if dropped (a failed bench leaves none).
+struct GatewayProc(Child);
+
+impl Drop for GatewayProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Fast deterministic bytes (xorshift), the same for a seed.
+fn fill(buf: &mut [u8], seed: &mut u64) {
+    for c in buf.chunks_mut(8) {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let b = seed.to_le_bytes();
+        c.copy_from_slice(&b[..c.len()]);
+    }
+}
+
+/// A sink that checks what it is given (CRC-32C) and keeps nothing.
+#[derive(Default)]
+struct Crc(u32, u64);
+
+impl ObjectSink for Crc {
+    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        self.0 = crc32c::crc32c_append(self.0, data);
+        self.1 += data.len() as u64;
+        Ok(())
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        *self = Crc::default();
+        Ok(())
+    }
+}
+
+fn expect(h: &crate::s3_http::Head, want: u16, what: &str) -> Result<()> {
+    if h.status != want {
+        bail!("{what}: HTTP {} (expected {want})", h.status);
+    }
+    Ok(())
+}
+
+/// PUTs `size` bytes from `source` (called per piece) as /bench/KEY.
+async fn s3_put(s3: &mut S3Http, key: &str, size: u64, mut source: impl FnMut(&mut [u8])) -> Result<()> {
+    s3.send("PUT", &format!("/bench/{key}"), &[], size, None).await?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        source(&mut buf[..n]);
+        s3.write_body(&buf[..n]).await?;
+        left -= n as u64;
+    }
+    let h = s3.read_head().await?;
+    let body = s3.body(h.len).await?;
+    expect(&h, 200, &format!("PUT {key} ({})", String::from_utf8_lossy(&body)))
+}
+
+/// GETs /bench/KEY; returns its CRC-32C and length.
+async fn s3_get(s3: &mut S3Http, key: &str) -> Result<(u32, u64)> {
+    let h = s3.send("GET", &format!("/bench/{key}"), &[], 0, Some(&[])).await?;
+    expect(&h, 200, &format!("GET {key}"))?;
+    let mut crc = Crc::default();
+    s3.read_body(h.len, |b| {
+        let _ = crc.write(b);
+    })
+    .await?;
+    Ok((crc.0, crc.1))
+}
+
+pub fn run(a: S3BenchArgs) -> Result<()> {
+    if a.runs == 0 || a.clients == 0 {
+        bail!("--runs and --clients are at least 1");
+    }
+    crate::cluster_cmd::runtime()?.block_on(run_async(a))
+}
+
+async fn run_async(a: S3BenchArgs) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = Embedded::start_tuned(dir.path(), a.nodes, None, None, |c| {
+        c.gc_grace_ms = 1000;
+    })
+    .await?;
+    let coord = cluster.coord.as_ref().expect("running").addr.to_string();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, kintsugi_proto::auth::secret().expect("the embedded cluster's").expose())?;
+    let key = kintsugi_s3::credentials::generate();
+    let creds = dir.path().join("credentials.toml");
+    kintsugi_s3::credentials::write(&creds, &key).map_err(|e| anyhow!(e))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(std::env::current_exe()?)
+        .args(["s3", "--listen", &addr, "--coordinator", &coord, "--code", &a.code.to_string()])
+        .arg("--credentials")
+        .arg(&creds)
+        .env("KINTSUGI_SECRET_FILE", &secret)
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting the gateway")?;
+    let gateway = GatewayProc(child);
+    let pid = gateway.0.id();
+    let mut up = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if !up {
+        bail!("the gateway did not start listening on {addr}");
+    }
+    let mut s3 = S3Http::new(&addr, &key.access_key, &key.secret_key);
+    let h = s3.send("PUT", "/bench", &[], 0, Some(&[])).await?;
+    let _ = s3.body(h.len).await?;
+    expect(&h, 200, "creating the bucket")?;
+    let client = cluster.client.clone();
+
+    // Large objects: the library and the gateway, alternately, each run.
+    let size = a.size as u64;
+    let mut data = vec![0u8; a.size];
+    fill(&mut data, &mut 42);
+    let want = crc32c::crc32c(&data);
+    let (mut lp, mut sp, mut lg, mut sg) = (vec![], vec![], vec![], vec![]);
+    let mb = |secs: f64| size as f64 / secs / 1e6;
+    for run in 0..a.runs {
+        let t = Instant::now();
+        let mut r: &[u8] = &data;
+        client.put_from("lib/big", &mut r, size, a.code, 0, &|_| {}).await.map_err(|e| anyhow!(e))?;
+        lp.push(mb(t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        let mut at = 0usize;
+        s3_put(&mut s3, "big", size, |b| {
+            b.copy_from_slice(&data[at..at + b.len()]);
+            at += b.len();
+        })
+        .await?;
+        sp.push(mb(t.elapsed().as_secs_f64()));
+        let t = Instant::now();
+        let mut crc = Crc::default();
+        client.get_into("lib/big", &mut crc, Shape::Ecpipe, 32 << 10, &|_| {}).await.map_err(|e| anyhow!(e))?;
+        lg.push(mb(t.elapsed().as_secs_f64()));
+        if (crc.0, crc.1) != (want, size) {
+            bail!("the library read back other bytes");
+        }
+        let t = Instant::now();
+        let got = s3_get(&mut s3, "big").await?;
+        sg.push(mb(t.elapsed().as_secs_f64()));
+        if got != (want, size) {
+            bail!("the gateway read back other bytes");
+        }
+        if !a.json {
+            eprintln!(
+                "run {}: put {:.0} / {:.0} MB/s, get {:.0} / {:.0} MB/s (library / gateway)",
+                run + 1,
+                lp[run],
+                sp[run],
+                lg[run],
+                sg[run]
+            );
+        }
+    }
+    drop(data);
+    let put_ratio: Vec<f64> = sp.iter().zip(&lp).map(|(s, l)| s / l).collect();
+    let get_ratio: Vec<f64> = sg.iter().zip(&lg).map(|(s, l)| s / l).collect();
+
+    // Small objects, many clients: the gateway, then the library.
+    let mut small = Vec::new();
+    for op in ["PUT", "GET", "LIST"] {
+        small.push(small_phase(op, true, &a, &addr, &key, &client).await?);
+        small.push(small_phase(op, false, &a, &addr, &key, &client).await?);
+    }
+
+    // Huge objects from several clients at once, each generated and checked on the fly.
+    let t = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for c in 0..a.memory_clients {
+        let (addr, key, size) = (addr.clone(), key.clone(), a.memory_size as u64);
+        set.spawn(async move {
+            let mut s3 = S3Http::new(&addr, &key.access_key, &key.secret_key);
+            let (mut seed, mut crc) = (1000 + c as u64, 0u32);
+            s3_put(&mut s3, &format!("huge/{c}"), size, |b| {
+                fill(b, &mut seed);
+                crc = crc32c::crc32c_append(crc, b);
+            })
+            .await?;
+            if s3_get(&mut s3, &format!("huge/{c}")).await? != (crc, size) {
+                bail!("client {c} read back other bytes");
+            }
+            Ok::<_, anyhow::Error>(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    let memory_seconds = t.elapsed().as_secs_f64();
+    let report = S3Report {
+        nodes: a.nodes,
+        code: a.code.to_string(),
+        size: a.size,
+        lib_put_mb_s: spread(lp),
+        s3_put_mb_s: spread(sp),
+        lib_get_mb_s: spread(lg),
+        s3_get_mb_s: spread(sg),
+        put_ratio: spread(put_ratio),
+        get_ratio: spread(get_ratio),
+        small,
+        memory_clients: a.memory_clients,
+        memory_size: a.memory_size,
+        memory_seconds,
+        gateway_peak_rss_bytes: rss_of(pid).1,
+        cpu: cpu_name(),
+    };
+    drop(gateway);
+    cluster.stop().await;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let mib = (a.size as f64) / (1 << 20) as f64;
+    println!("{} nodes, {}, {mib:.0} MiB objects, {} runs, CPU {}", report.nodes, report.code, a.runs, report.cpu);
+    println!("{:<6} {:>14} {:>14} {:>22}", "", "library MB/s", "gateway MB/s", "gateway/library (min-max)");
+    for (what, l, s, r) in [
+        ("PUT", &report.lib_put_mb_s, &report.s3_put_mb_s, &report.put_ratio),
+        ("GET", &report.lib_get_mb_s, &report.s3_get_mb_s, &report.get_ratio),
+    ] {
+        println!("{what:<6} {:>14.0} {:>14.0} {:>10.2} ({:.2}-{:.2})", l.median, s.median, r.median, r.min, r.max);
+    }
+    println!("\n{} B objects, {} clients", a.small_size, a.clients);
+    println!("{:<6} {:<8} {:>8} {:>10} {:>9} {:>9}", "op", "path", "ops", "ops/s", "p50 ms", "p99 ms");
+    for s in &report.small {
+        println!("{:<6} {:<8} {:>8} {:>10.0} {:>9.2} {:>9.2}", s.op, s.path, s.ops, s.ops_per_s, s.p50_ms, s.p99_ms);
+    }
+    if a.memory_clients > 0 {
+        println!(
+            "\n{} clients each PUT and GET {:.0} MiB at once: {:.1} s",
+            a.memory_clients,
+            a.memory_size as f64 / (1 << 20) as f64,
+            memory_seconds
+        );
+    }
+    println!("gateway peak RSS: {:.0} MiB", report.gateway_peak_rss_bytes as f64 / (1 << 20) as f64);
+    Ok(())
+}
+
+/// `op` on small objects by `a.clients` clients at once, through the gateway (`s3`) or
+/// the library.
+async fn small_phase(
+    op: &'static str,
+    s3: bool,
+    a: &S3BenchArgs,
+    addr: &str,
+    key: &kintsugi_s3::credentials::Key,
+    client: &Client,
+) -> Result<SmallOps> {
+    let per = a.small_ops.div_ceil(a.clients);
+    let mut set = tokio::task::JoinSet::new();
+    let started = Instant::now();
+    for c in 0..a.clients {
+        let (addr, key, client, size, code) = (addr.to_string(), key.clone(), client.clone(), a.small_size, a.code);
+        set.spawn(async move {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
+            let mut conn = S3Http::new(&addr, &key.access_key, &key.secret_key);
+            let mut body = vec![0u8; size];
+            for i in 0..per {
+                let name = format!("small/{c:02}/{i:06}");
+                let t = Instant::now();
+                match (op, s3) {
+                    ("PUT", true) => {
+                        fill(&mut body, &mut ((c * per + i) as u64 + 1));
+                        let h = conn.send("PUT", &format!("/bench/{name}"), &[], size as u64, Some(&body)).await?;
+                        let _ = conn.body(h.len).await?;
+                        expect(&h, 200, "PUT")?;
+                    }
+                    ("GET", true) => {
+                        let (_, n) = s3_get(&mut conn, &name).await?;
+                        if n != size as u64 {
+                            bail!("GET {name}: {n} bytes");
+                        }
+                    }
+                    ("LIST", true) => {
+                        let prefix = format!("small/{c:02}/");
+                        let q = [("list-type", "2"), ("prefix", prefix.as_str()), ("max-keys", "100")];
+                        let h = conn.send("GET", "/bench", &q, 0, Some(&[])).await?;
+                        let _ = conn.body(h.len).await?;
+                        expect(&h, 200, "LIST")?;
+                    }
+                    ("PUT", false) => {
+                        fill(&mut body, &mut ((c * per + i) as u64 + 1));
+                        client.put(&format!("lib/{name}"), &body, code, 0).await.map_err(|e| anyhow!(e))?;
+                    }
+                    ("GET", false) => {
+                        let (got, _) = client.get(&format!("lib/{name}"), Shape::Ecpipe, 32 << 10).await.map_err(|e| anyhow!(e))?;
+                        if got.len() != size {
+                            bail!("get {name}: {} bytes", got.len());
+                        }
+                    }
+                    _ => {
+                        client.list_page(&format!("lib/small/{c:02}/"), "", "", 100).await.map_err(|e| anyhow!(e))?;
+                    }
+                }
+                h.record(t.elapsed().as_micros().max(1) as u64).expect("in bounds");
+            }
+            Ok::<_, anyhow::Error>(h)
+        });
+    }
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
+    while let Some(r) = set.join_next().await {
+        all.add(r??).expect("same bounds");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let ops = all.len() as usize;
+    Ok(SmallOps {
+        op: op.into(),
+        path: if s3 { "gateway" } else { "library" }.into(),
+        ops,
+        ops_per_s: ops as f64 / secs,
+        p50_ms: all.value_at_quantile(0.5) as f64 / 1e3,
+        p99_ms: all.value_at_quantile(0.99) as f64 / 1e3,
+    })
+}
