@@ -66,6 +66,10 @@ pub struct S3Args {
     /// Smallest part of a multipart upload but the last (S3's rule is 5 MiB).
     #[arg(long, default_value = "5MiB", value_parser = crate::units::parse_nonzero_size)]
     pub min_part_size: usize,
+    /// Memory for request and response bodies in flight at once: a PUT holds two stripes,
+    /// a GET its read-ahead; requests beyond it wait.
+    #[arg(long, default_value = "96MiB", value_parser = crate::units::parse_nonzero_size)]
+    pub memory_budget: usize,
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,6 +124,7 @@ pub fn s3(a: S3Args) -> Result<()> {
             method: a.read.method,
             slice: a.read.slice as u64,
             min_part: a.min_part_size as u64,
+            memory_budget: a.memory_budget as u64,
         };
         let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
@@ -130,7 +135,7 @@ pub fn s3(a: S3Args) -> Result<()> {
 }
 
 fn gateway_of(t: &Target, defaults: BucketSettings) -> kintsugi_s3::Gateway {
-    kintsugi_s3::Gateway { client: client(t), defaults, method: Shape::Cr, slice: 32 << 10, min_part: kintsugi_s3::multipart::MIN_PART }
+    kintsugi_s3::Gateway::new(client(t), defaults, Shape::Cr, 32 << 10)
 }
 
 /// `kintsugi bucket ...`.
@@ -260,6 +265,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             method: a.read.method,
             slice: a.read.slice as u64,
             min_part: kintsugi_s3::multipart::MIN_PART,
+            memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         eprintln!(

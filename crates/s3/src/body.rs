@@ -2,12 +2,13 @@
 //! a window at a time (whole chunks where it can) into a channel of a few windows, which
 //! the response drains; a PUT reads the request body through an MD5 as the put encodes it.
 
-use bytes::Bytes;
+use crate::gateway::Gateway;
+use bytes::{Bytes, BytesMut};
 use futures::Stream;
+use kintsugi_coord::client::ObjectSink;
 use kintsugi_coord::geo_io::extents_of;
-use kintsugi_coord::Client;
-use kintsugi_plan::Shape;
 use kintsugi_proto::ObjectLayout;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -53,17 +54,30 @@ pub fn windows(layout: &ObjectLayout, start: u64, end: u64) -> Vec<(u64, u64)> {
 /// A response body: bytes [start, end) of exactly the version `layout` describes, read by a
 /// task that stays [`AHEAD`] windows ahead of the client. A read that fails mid-way ends the
 /// body with an error (the client sees a short body, never wrong bytes).
-pub fn object_body(client: Client, layout: ObjectLayout, start: u64, end: u64, method: Shape, slice: u64) -> ChunkStream {
+/// `reserved`: the caller holds the memory already (a copy reserves its GET and PUT at
+/// once: two reservations taken one after the other could wait on each other forever).
+pub async fn object_body(g: &Gateway, layout: ObjectLayout, start: u64, end: u64, reserved: bool) -> ChunkStream {
+    let (client, method, slice) = (g.client.clone(), g.method, g.slice);
+    let memory = if reserved { None } else { Some(g.memory.reserve(get_bytes(start, end)).await) };
     let (tx, rx) = mpsc::channel(AHEAD);
     tokio::spawn(async move {
+        let _memory = memory;
+        // Window buffers go round: one whose bytes the client has been sent is filled
+        // again, so a long GET allocates (and faults in) its few windows once.
+        let mut spare: VecDeque<BytesMut> = VecDeque::new();
         for (a, b) in windows(&layout, start, end) {
-            let mut buf = Vec::with_capacity((b - a) as usize);
-            let r = client.read_layout(&layout, a, b - a, &mut buf, method, slice).await;
+            let len = (b - a) as usize;
+            let mut buf = spare.pop_front().filter(|m| m.is_empty()).unwrap_or_default();
+            if !buf.try_reclaim(len) {
+                buf = BytesMut::with_capacity(len);
+            }
+            let r = client.read_layout(&layout, a, b - a, &mut Window(&mut buf), method, slice).await;
             let item = match r {
-                Ok(_) if buf.len() as u64 == b - a => Ok(Bytes::from(buf)),
-                Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {}", buf.len(), layout.name, b - a)),
+                Ok(_) if buf.len() == len => Ok(buf.split().freeze()),
+                Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {len}", buf.len(), layout.name)),
                 Err(e) => Err(e),
             };
+            spare.push_back(buf);
             let failed = item.is_err();
             if let Err(e) = &item {
                 tracing::warn!("GET of '{}' failed at byte {a}: {e}", layout.name);
@@ -75,6 +89,26 @@ pub fn object_body(client: Client, layout: ObjectLayout, start: u64, end: u64, m
         }
     });
     ChunkStream(rx)
+}
+
+/// A window being read: the object's bytes appended to a reusable buffer.
+struct Window<'a>(&'a mut BytesMut);
+
+impl ObjectSink for Window<'_> {
+    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+    fn restart(&mut self) -> Result<(), String> {
+        self.0.clear();
+        Ok(())
+    }
+}
+
+/// What a GET of bytes [start, end) holds: the windows in the channel, the one being read
+/// and the one being sent.
+pub fn get_bytes(start: u64, end: u64) -> u64 {
+    (end - start).min((AHEAD as u64 + 2) * WINDOW)
 }
 
 /// Byte pieces from a reading task.

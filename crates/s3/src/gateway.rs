@@ -20,6 +20,22 @@ pub struct Gateway {
     pub slice: u64,
     /// Every part of a multipart upload but the last is at least this large (S3: 5 MiB).
     pub min_part: u64,
+    /// Memory for bodies in flight, shared by every request.
+    pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
+}
+
+impl Gateway {
+    /// A gateway with S3's part size and the default memory budget.
+    pub fn new(client: Client, defaults: BucketSettings, method: Shape, slice: u64) -> Self {
+        Gateway {
+            client,
+            defaults,
+            method,
+            slice,
+            min_part: crate::multipart::MIN_PART,
+            memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(crate::memory_budget::DEFAULT_BUDGET)),
+        }
+    }
 }
 
 #[async_trait::async_trait]

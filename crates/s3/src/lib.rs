@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod errors;
 pub mod gateway;
 pub mod listing;
+pub mod memory_budget;
 pub mod multipart;
 pub mod names;
 pub mod object_meta;

@@ -109,7 +109,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
     let name = names::part(&i.upload_id, i.part_number);
-    let etag = g.put_stream(&name, body, size, part_settings, md5.as_deref(), ObjectMeta::default()).await?;
+    let etag = g.put_stream(&name, body, size, part_settings, md5.as_deref(), ObjectMeta::default(), false).await?;
     Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
 }
 

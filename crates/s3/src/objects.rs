@@ -36,6 +36,7 @@ impl Gateway {
     /// Streams `size` bytes of `body` into object `name` with `settings`, hashing them;
     /// commits with `meta` (its ETag the body's MD5) only if the digest matches
     /// `content_md5` when given. Returns the ETag.
+    #[allow(clippy::too_many_arguments)] // a put's parameters
     pub async fn put_stream(
         &self,
         name: &str,
@@ -44,7 +45,9 @@ impl Gateway {
         settings: BucketSettings,
         content_md5: Option<&str>,
         mut meta: ObjectMeta,
+        reserved: bool,
     ) -> S3Result<String> {
+        let _memory = if reserved { None } else { Some(self.memory.reserve(put_memory(size, settings)?).await) };
         let hashed = HashedBody::new(size);
         let mut reader = hashed.reader(body);
         // An empty object is one record, whatever the bucket's layout.
@@ -76,6 +79,14 @@ impl Gateway {
     }
 }
 
+/// The memory a put of `size` bytes into a bucket with `settings` holds (the coordinator's
+/// 4 MiB chunks unless the bucket says).
+pub fn put_memory(size: u64, settings: BucketSettings) -> S3Result<u64> {
+    let c = settings.code.build().map_err(|e| s3_error!(InternalError, "{e}"))?;
+    let chunk = if settings.chunk_size == 0 { 4 << 20 } else { settings.chunk_size };
+    Ok(crate::memory_budget::put_bytes(size, c.k(), c.n(), chunk))
+}
+
 /// The body's length: S3 needs one (aws-chunked bodies give it decoded).
 pub fn body_length(len: Option<i64>, max: u64) -> S3Result<u64> {
     let n = len.ok_or_else(|| s3_error!(MissingContentLength))?;
@@ -105,7 +116,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let md5 = content_md5(i.content_md5)?;
     let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     let meta = ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() };
-    let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta).await?;
+    let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta, false).await?;
     Ok(S3Response::new(PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
 }
 
@@ -159,7 +170,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let range = byte_range(i.range, layout.size)?;
     let (start, end) = range.clone().map_or((0, layout.size), |r| (r.start, r.end));
     let content_range = range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
-    let body = object_body(g.client.clone(), layout, start, end, g.method, g.slice);
+    let body = object_body(g, layout, start, end, false).await;
     Ok(S3Response::new(GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),
         content_length: Some((end - start) as i64),
@@ -251,8 +262,9 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         ObjectMeta { content_type: src.content_type.clone(), user: src.user.clone(), ..Default::default() }
     };
     let size = layout.size;
-    let body = object_body(g.client.clone(), layout, 0, size, g.method, g.slice);
-    let etag = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, None, meta).await?;
+    let _memory = g.memory.reserve(crate::body::get_bytes(0, size) + put_memory(size, settings)?).await;
+    let body = object_body(g, layout, 0, size, true).await;
+    let etag = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, None, meta, true).await?;
     let result = CopyObjectResult {
         e_tag: Some(ETag::Strong(etag)),
         last_modified: Some(Timestamp::from(std::time::SystemTime::now())),

@@ -31,6 +31,8 @@ pub struct S3Config {
     pub slice: u64,
     /// Smallest part of a multipart upload but the last ([`crate::multipart::MIN_PART`]).
     pub min_part: u64,
+    /// Bytes of bodies in flight at once ([`crate::memory_budget::DEFAULT_BUDGET`]).
+    pub memory_budget: u64,
 }
 
 /// A running gateway.
@@ -64,6 +66,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         method: cfg.method,
         slice: cfg.slice,
         min_part: cfg.min_part,
+        memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(cfg.memory_budget)),
     };
     let mut auth = SimpleAuth::new();
     for k in &cfg.keys {

@@ -64,6 +64,7 @@ impl Store {
             method: Shape::Ppr,
             slice: 32 << 10,
             min_part,
+            memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
         })
         .await
         .unwrap();
@@ -168,13 +169,8 @@ async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_
     }
     let dir = tempfile::tempdir().unwrap();
     let mut s = Store::start(dir.path(), 9, "rs:6,3", 5 << 20).await;
-    let g = kintsugi_s3::Gateway {
-        client: s.client.clone(),
-        defaults: BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 },
-        method: Shape::Cr,
-        slice: 32 << 10,
-        min_part: 5 << 20,
-    };
+    let defaults = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let g = kintsugi_s3::Gateway::new(s.client.clone(), defaults, Shape::Cr, 32 << 10);
     let rs = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
     let clay = BucketSettings { code: "clay:6,3,8".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
     g.create_bucket_with("rs-bucket", rs).await.unwrap();
