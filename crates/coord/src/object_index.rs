@@ -24,7 +24,6 @@
 //! repair not published yet) reads through the coordinator instead.
 
 use crate::coordinator::Coordinator;
-use crate::geo_layout::pg_members;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::object_index::IndexRecord;
@@ -34,15 +33,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// The holders of placement group `pg`'s index among the registered `nodes`.
-pub fn holders(pg: u32, nodes: &[NodeId], copies: usize) -> Vec<NodeId> {
-    pg_members(pg, nodes, copies.min(nodes.len()))
-}
-
-/// How many of `n` holders make a majority.
-pub fn majority(n: usize) -> usize {
-    n / 2 + 1
-}
+pub use kintsugi_proto::placement::{holders, majority};
 
 /// What is left to publish: names whose records did not reach every holder, stripes whose
 /// chunks moved (their objects' records name the old places), and whether everything is.
@@ -186,6 +177,7 @@ pub(crate) async fn sync(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::geo_layout::pg_members;
 
     #[test]
     fn holders_are_members_and_stay_put_when_others_come_and_go() {

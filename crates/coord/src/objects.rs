@@ -14,7 +14,7 @@ use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
+use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES, NO_PART};
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -44,9 +44,6 @@ pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
 
 /// The most parts an object is composed of (S3's multipart limit).
 pub const MAX_PARTS: usize = 10_000;
-
-/// How a compose names a part that is not (or no longer) there.
-pub const NO_PART: &str = "no part";
 
 /// Attributes are small: names and values fit in [`MAX_ATTRS_BYTES`].
 fn check_attrs(attrs: &Attrs) -> Result<(), String> {

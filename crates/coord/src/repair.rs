@@ -197,14 +197,14 @@ impl Coordinator {
     /// avoid and whether anything was learnt that the plan did not know.
     pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> (BTreeSet<NodeId>, bool) {
         let mut learnt = false;
-        for (chunk, why) in crate::graph_faults::bad_chunks_named(err, &a.term_chunks) {
+        for (chunk, why) in kintsugi_client::graph_faults::bad_chunks_named(err, &a.term_chunks) {
             if let Some((_, j)) = chunk.parts().filter(|&(sid, j)| sid == s.id && j < s.nodes.len()) {
                 learnt |= !s.bad[j];
                 let _ = self.mark_bad(s.id, j, &why);
             }
         }
         let mut avoid = BTreeSet::new();
-        for n in crate::graph_faults::unanswering(&a.peers).await {
+        for n in kintsugi_client::graph_faults::unanswering(&a.peers).await {
             tracing::warn!("node {n} does not answer; marking it dead");
             self.mark_dead(n);
             avoid.insert(n);

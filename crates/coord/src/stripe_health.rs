@@ -188,9 +188,6 @@ impl Coordinator {
 /// node (the list shows 100).
 const WAITING_LOOKS: usize = 1000;
 
-/// The marker of [`Coordinator::unreadable`]'s error, for readers to tell it from others.
-pub(crate) const UNREADABLE: &str = " is unreadable: ";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,9 @@
 //! one, is refused by nodes and coordinator alike, its request never carried out.
 //! (Its own test binary: the secret is process-wide.)
 
+use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::{start, Client, CoordConfig};
+use kintsugi_coord::{start, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::Shape;
 use kintsugi_proto::auth::{client_handshake, set_secret, Secret};

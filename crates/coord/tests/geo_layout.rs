@@ -7,7 +7,8 @@
 mod common;
 
 use common::{cluster_with, Cluster};
-use kintsugi_coord::{Client, CoordConfig};
+use kintsugi_client::Client;
+use kintsugi_coord::CoordConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use kintsugi_proto::LayoutSpec;

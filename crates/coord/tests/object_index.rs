@@ -8,10 +8,11 @@
 mod common;
 
 use common::{cfg, cluster_with, data, Cluster};
+use kintsugi_client::index_reads::IndexAnswer;
+use kintsugi_client::Client;
 use kintsugi_coord::geo_layout::placement_group;
-use kintsugi_coord::index_reads::IndexAnswer;
 use kintsugi_coord::object_index::holders;
-use kintsugi_coord::{Client, CoordConfig};
+use kintsugi_coord::CoordConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::object_index::IndexRecord;

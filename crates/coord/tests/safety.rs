@@ -9,8 +9,9 @@
 mod common;
 
 use common::{cluster_nodes, node_cfg, Cluster};
+use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::{start, Client, CoordConfig};
+use kintsugi_coord::{start, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::Shape;
 use kintsugi_proto::{CoordRequest, CoordResponse};
@@ -462,7 +463,7 @@ async fn composing_parts_makes_one_object_without_moving_a_chunk() {
 
     // Refused: a part at another version, a part named twice, the object itself.
     let stale = vec![named[0].clone(), (named[1].0.clone(), named[1].1 + 1000)];
-    assert!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().contains(kintsugi_coord::NO_PART));
+    assert!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().contains(kintsugi_proto::NO_PART));
     assert!(c.client.compose("whole", vec![named[0].clone(), named[0].clone()], attrs.clone()).await.is_err());
     assert!(c.client.compose("part0", vec![named[0].clone()], attrs.clone()).await.is_err());
     let other = c.client.put("other-code", &parts[2], "rs:3,2".parse().unwrap(), 0).await.unwrap().version;

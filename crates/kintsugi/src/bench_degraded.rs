@@ -7,8 +7,8 @@ use crate::embedded::{pattern, Embedded};
 use crate::units::{parse_nonzero_size, parse_rate};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
+use kintsugi_client::client::get_chunk;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::client::get_chunk;
 use kintsugi_plan::Shape;
 use serde::Serialize;
 use std::time::Instant;
@@ -127,7 +127,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             mtu: a.mtu,
         };
         let state = crate::testbed::up(&up)?;
-        let mut client = kintsugi_coord::Client::new(&state.coordinator);
+        let mut client = kintsugi_client::Client::new(&state.coordinator);
         client.io_timeout = std::time::Duration::from_secs(120);
         // The nodes' links are shaped by tc. Traffic into the root namespace does not pass
         // the bridge port's qdisc here (see the testbed notes), so the reader's own downlink
@@ -197,7 +197,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
 /// Stores one stripe, then alternates a direct read of chunk 0 with a degraded read of it
 /// by every method; returns the direct times and, per method, its times, each with the
 /// machine's busy cores during the read.
-async fn measure(client: &kintsugi_coord::Client, a: &DegradedArgs, k: usize) -> Result<Runs> {
+async fn measure(client: &kintsugi_client::Client, a: &DegradedArgs, k: usize) -> Result<Runs> {
     let size = k * a.chunk;
     client.put("bench", &pattern(size, 1), a.code, a.chunk as u64).await.map_err(|e| anyhow!(e))?;
     let layout = client.stat("bench").await.map_err(|e| anyhow!(e))?;

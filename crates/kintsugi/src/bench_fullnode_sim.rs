@@ -3,7 +3,7 @@
 
 use crate::bench_fullnode::FullNodeArgs;
 use anyhow::{anyhow, Result};
-use kintsugi_coord::Client;
+use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 
 /// The cluster's own lost chunks (each stripe's placement, node 0 failed), planned by the

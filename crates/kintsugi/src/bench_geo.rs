@@ -381,7 +381,7 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     for i in 0..sizes.len() {
         let l = c.stat(&name(i)).await.map_err(|e| anyhow!(e))?;
         record_bytes.extend(kintsugi_proto::object_index::IndexRecord::from_layout(&l).map(|r| r.encode().len()));
-        holders.push(kintsugi_coord::geo_io::extents_of(&l).iter().map(|x| l.stripes[x.stripe].chunks[x.index].node).collect());
+        holders.push(kintsugi_client::geo_io::extents_of(&l).iter().map(|x| l.stripes[x.stripe].chunks[x.index].node).collect());
     }
     // Objects with a data chunk on each node.
     let mut data_on = vec![0usize; a.nodes];
@@ -396,7 +396,7 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
         sizes.iter().enumerate().filter(|(i, _)| holders[*i].contains(&(victim as u32))).map(|(i, &size)| (size, i)).collect();
     on_victim.sort_unstable_by(|x, y| y.cmp(x));
     let reads: Vec<usize> = on_victim.iter().take(a.reads).map(|x| x.1).collect();
-    let timed_reads = |client: kintsugi_coord::Client| {
+    let timed_reads = |client: kintsugi_client::Client| {
         let reads = reads.clone();
         async move {
             let mut secs = 0.0;

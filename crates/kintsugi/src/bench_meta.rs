@@ -10,9 +10,9 @@
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
-use kintsugi_coord::Client;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, CoordRequest, CoordResponse, LayoutSpec};
 use serde::Serialize;

@@ -2,7 +2,8 @@
 //! each on its own loopback port and data directory, links shaped by token buckets.
 
 use anyhow::{anyhow, bail, Result};
-use kintsugi_coord::{Client, CoordConfig, CoordHandle};
+use kintsugi_client::Client;
+use kintsugi_coord::{CoordConfig, CoordHandle};
 use kintsugi_node::{NodeConfig, NodeHandle, Shaper};
 use kintsugi_proto::NodeStat;
 use std::path::Path;

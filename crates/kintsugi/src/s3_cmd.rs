@@ -244,7 +244,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             };
             nodes.push(kintsugi_node::start(cfg).await.map_err(|e| anyhow!(e))?);
         }
-        let client = kintsugi_coord::Client::new(&addr);
+        let client = kintsugi_client::Client::new(&addr);
         let mut alive = 0;
         for _ in 0..200 {
             alive = client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0);

@@ -6,7 +6,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use kintsugi_coord::Client;
+use kintsugi_client::Client;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -322,7 +322,7 @@ fn build(a: &UpArgs) -> Result<State> {
                     for _ in 0..100 {
                         let mut all = true;
                         for n in &s.nodes {
-                            all &= kintsugi_coord::client::ping(&n.addr, Duration::from_millis(500)).await;
+                            all &= kintsugi_client::client::ping(&n.addr, Duration::from_millis(500)).await;
                         }
                         if all {
                             return true;

@@ -15,9 +15,9 @@
 //! one kind of fault goes to the limit on purpose (a node down and, in its stripes, one more
 //! chunk corrupt), and every object must read while it lasts.
 
+use kintsugi_client::client::get_chunk;
+use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::client::get_chunk;
-use kintsugi_coord::Client;
 use kintsugi_node::Shaper;
 use kintsugi_plan::Shape;
 use kintsugi_proto::LayoutSpec;

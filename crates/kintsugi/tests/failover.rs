@@ -9,11 +9,11 @@
 //! Skips itself (saying so) where no `etcd` binary is installed; `.ci/run` installs
 //! Debian's `etcd-server`.
 
+use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::etcd_http::{Cmp, Op};
 use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
 use kintsugi_coord::meta_etcd::EtcdMeta;
-use kintsugi_coord::Client;
 use kintsugi_plan::Shape;
 use kintsugi_proto::LayoutSpec;
 use rand::rngs::StdRng;

@@ -7,6 +7,7 @@ pub mod frame;
 pub mod layout;
 pub mod messages;
 pub mod object_index;
+pub mod placement;
 pub mod status;
 pub mod tcp;
 

@@ -10,6 +10,13 @@ pub use crate::chunk_id::{BucketSlot, ChunkId};
 pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
 pub use crate::status::{ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe};
 
+/// The words of the coordinator's error for a stripe with fewer than k healthy chunks, for
+/// readers to tell it from others.
+pub const UNREADABLE: &str = " is unreadable: ";
+
+/// How the coordinator's error names a part of a compose that is not (or no longer) there.
+pub const NO_PART: &str = "no part";
+
 /// The node id of a client reading a chunk (the sink of a degraded read).
 pub const READER: NodeId = u32::MAX;
 

@@ -5,8 +5,8 @@
 use crate::gateway::Gateway;
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
-use kintsugi_coord::client::ObjectSink;
-use kintsugi_coord::geo_io::extents_of;
+use kintsugi_client::client::ObjectSink;
+use kintsugi_client::geo_io::extents_of;
 use kintsugi_proto::ObjectLayout;
 use std::collections::VecDeque;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 
 use crate::settings::BucketSettings;
 use crate::{buckets, listing, multipart, objects};
-use kintsugi_coord::Client;
+use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};

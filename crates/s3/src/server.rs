@@ -7,7 +7,7 @@ use crate::gateway::Gateway;
 use crate::settings::BucketSettings;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use kintsugi_coord::Client;
+use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;

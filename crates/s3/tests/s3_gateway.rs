@@ -2,7 +2,8 @@
 //! loopback cluster and gateway in this process. Where Python's boto3 or the aws cli is not
 //! installed the tests say so and skip, except under CI, where `.ci/run` installs them.
 
-use kintsugi_coord::{Client, CoordConfig, CoordHandle};
+use kintsugi_client::Client;
+use kintsugi_coord::{CoordConfig, CoordHandle};
 use kintsugi_node::{NodeConfig, NodeHandle};
 use kintsugi_plan::Shape;
 use kintsugi_s3::credentials::{generate, Key};

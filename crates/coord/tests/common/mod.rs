@@ -1,7 +1,8 @@
 //! The test cluster: a real coordinator and real nodes on loopback, in one process.
 #![allow(dead_code)]
 
-use kintsugi_coord::{start, Client, CoordConfig, CoordHandle};
+use kintsugi_client::Client;
+use kintsugi_coord::{start, CoordConfig, CoordHandle};
 use kintsugi_node::{NodeConfig, NodeHandle};
 use std::path::Path;
 use std::time::Duration;

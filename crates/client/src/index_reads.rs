@@ -9,11 +9,11 @@
 //! majority sends the read to the coordinator, which knows every layout.
 
 use crate::client::Client;
-use crate::geo_layout::placement_group;
-use crate::object_index::{holders, majority};
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::object_index::IndexRecord;
+use kintsugi_proto::placement::placement_group;
+use kintsugi_proto::placement::{holders, majority};
 use kintsugi_proto::{CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectLayout};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,11 +3,11 @@
 //! corrupt, runs the sink of a degraded-read graph the coordinator planned.
 
 use crate::graph_faults;
-use crate::stripe_health::UNREADABLE;
 use kintsugi_node::exec::{check_assignment, request};
 use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::UNREADABLE;
 use kintsugi_proto::{
     recv, send, Attrs, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
     RepairReport, READER,
@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::object_io::{encode_stripe, get_chunk, ObjectSink, ReadReport};
+pub use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, put_chunk, ObjectSink, ReadReport};
 
 /// A connection-less client of one cluster.
 #[derive(Clone)]

@@ -1,0 +1,13 @@
+//! kintsugi's client library: what the CLI, the benchmarks and the S3 gateway use to reach a
+//! cluster. It erasure-codes objects itself and writes chunks straight to the nodes (as
+//! HDFS-EC clients do), reads data chunks straight from them, and runs the sink of a
+//! degraded-read graph the coordinator plans when one is unavailable or corrupt.
+
+pub mod client;
+pub mod geo_io;
+pub mod graph_faults;
+pub mod index_reads;
+mod object_io;
+
+pub use client::{ping, Client, FAILOVER_WAIT};
+pub use object_io::{ObjectSink, Progress, ReadReport};
