@@ -164,7 +164,7 @@ async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
     for (name, size, chunk, why) in [
         ("huge".to_string(), 6 * 4096 * ((1 << 20) + 1), 4096, "max_stripes_per_object"),
         ("huge".to_string(), 1 << 20, 1024, "below the smallest"),
-        ("n".repeat(1025), 100, 0, "1 to 1024 bytes"),
+        ("n".repeat(kintsugi_coord::MAX_NAME + 1), 100, 0, "1 to 1100 bytes"),
     ] {
         let err = c.client.call(&create(name, size, chunk), Duration::from_secs(30)).await.unwrap_err();
         assert!(err.contains(why), "{err}");

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 import botocore
-from botocore.auth import SigV4Auth
+from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 
@@ -241,21 +241,24 @@ def deletes_and_errors(b):
     check(c[0] == "BadDigest", f"a Content-MD5 that does not match: BadDigest ({c})")
     check(error_code(S3.head_object, Bucket=b, Key="digest")[1] == 404, "a bad digest leaves no object")
     # Raw signed requests: malformed XML, an unknown operation, a negative length, a body cut short.
-    for method, path, body, want, what in [
-        ("POST", f"/{b}?delete", b"<Delete><Object><Key>x</Ke", 400, "malformed XML"),
-        ("GET", f"/{b}?no-such-operation-at-all=1&x-id=Bogus", b"", None, "an unknown operation"),
+    for method, path, body, want, code, what in [
+        ("POST", f"/{b}?delete", b"<Delete><Object><Key>x</Ke", 400, "MalformedXML", "malformed XML"),
+        ("GET", f"/{b}?acl", b"", 501, "NotImplemented", "an operation not served"),
     ]:
         status, text = raw(method, path, body)
-        check(status >= 400 and "<Error>" in text and (want is None or status == want), f"{what}: {status} with an S3 XML error")
+        check(status == want and f"<Code>{code}</Code>" in text, f"{what}: {status} {code} in S3 XML")
     status, text = raw("PUT", f"/{b}/neg", b"", extra={"Content-Length": "-5"}, sign_body=False)
     check(status == 400, f"a negative Content-Length: {status}")
+    status, text = raw("PUT", f"/{b}/huge", b"", extra={"Content-Length": str(6 << 30)}, sign_body=False)
+    check(status == 400 and "EntityTooLarge" in text, f"a 6 GiB Content-Length, no body sent: {status} EntityTooLarge")
+    check(error_code(S3.head_object, Bucket=b, Key="huge")[1] == 404, "a refused PUT leaves no object")
     truncated(b)
     check(error_code(S3.head_object, Bucket=b, Key="cut")[1] == 404, "a body cut short leaves no object")
 
 
 def signed_headers(method, path, body, extra=None):
     req = AWSRequest(method=method, url=ENDPOINT + path, data=body, headers=extra or {})
-    SigV4Auth(botocore.credentials.Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
+    S3SigV4Auth(botocore.credentials.Credentials(AK, SK), "s3", "us-east-1").add_auth(req)
     return dict(req.headers.items())
 
 
