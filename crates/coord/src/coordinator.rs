@@ -10,7 +10,7 @@ use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
     StripeLayout,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,6 +57,10 @@ pub struct Coordinator {
     pub(crate) index: crate::object_index::IndexSync,
     /// Nodes being emptied by `node remove`: up and serving, but no new chunk goes there.
     pub(crate) draining: Mutex<BTreeSet<NodeId>>,
+    /// Nodes removed (`node remove`) since this coordinator started, with their data
+    /// directories' tokens: a heartbeat already on its way when the node was forgotten must
+    /// not bring it back.
+    pub(crate) removed: Mutex<BTreeMap<NodeId, String>>,
     /// One rebalance at a time, and what the running or last one did.
     pub(crate) rebalancing: tokio::sync::Mutex<()>,
     pub(crate) rebalance_status: Mutex<Option<kintsugi_proto::RebalanceStatus>>,
@@ -168,6 +172,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
         index: Default::default(),
         draining: Mutex::default(),
+        removed: Mutex::default(),
         rebalancing: tokio::sync::Mutex::new(()),
         rebalance_status: Mutex::default(),
     });

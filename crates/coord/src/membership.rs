@@ -33,6 +33,9 @@ impl Coordinator {
         if node == READER {
             return bad(format!("node id {READER} is reserved for readers"));
         }
+        if self.removed.lock().expect("removed lock").get(&node).is_some_and(|t| !t.is_empty() && t == token) {
+            return bad(format!("node {node} was removed from the cluster (node remove); its data directory does not join again"));
+        }
         let known = self.meta.nodes()?.into_iter().find(|n| n.id == node);
         if let Some(refused) = known.as_ref().and_then(|n| identity_refused(n, token)) {
             return bad(refused);
@@ -157,6 +160,7 @@ impl Coordinator {
                 report.errors.join("; ")
             ));
         }
+        self.removed.lock().expect("removed lock").insert(node, rec.token.clone());
         self.meta.apply(vec![Change::DeleteNode(node)])?;
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);

@@ -68,6 +68,9 @@ impl Coordinator {
                 failures.join("; ")
             ));
         }
+        if let Some(rec) = self.meta.nodes()?.into_iter().find(|n| n.id == node) {
+            self.removed.lock().expect("removed lock").insert(node, rec.token);
+        }
         self.meta.apply(vec![Change::DeleteNode(node)])?;
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);
