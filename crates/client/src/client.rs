@@ -2,6 +2,7 @@
 //! to the nodes; reads data chunks straight from them and, when one is unavailable or
 //! corrupt, runs the sink of a degraded-read graph the coordinator planned.
 
+use crate::error::Error;
 use crate::graph_faults;
 use kintsugi_node::exec::{check_assignment, request};
 use kintsugi_node::{run_sink, Counters, Shaper};
@@ -100,10 +101,10 @@ impl Client {
     }
 
     /// Deletes object `name`; says whether it existed (deleting twice is not an error).
-    pub async fn delete(&self, name: &str) -> Result<bool, String> {
+    pub async fn delete(&self, name: &str) -> Result<bool, Error> {
         match self.call(&CoordRequest::DeleteObject { name: name.into() }, self.io_timeout).await? {
             CoordResponse::Deleted { existed } => Ok(existed),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(format!("unexpected answer {other:?}").into()),
         }
     }
 
@@ -208,12 +209,12 @@ impl Client {
     }
 
     /// Every committed object, in name order (a page at a time).
-    pub async fn list(&self) -> Result<Vec<ObjectInfo>, String> {
+    pub async fn list(&self) -> Result<Vec<ObjectInfo>, Error> {
         self.list_prefix("").await
     }
 
     /// Every committed object whose name starts with `prefix`, in name order.
-    pub async fn list_prefix(&self, prefix: &str) -> Result<Vec<ObjectInfo>, String> {
+    pub async fn list_prefix(&self, prefix: &str) -> Result<Vec<ObjectInfo>, Error> {
         let (mut all, mut after) = (Vec::new(), String::new());
         loop {
             let (objects, _, next) = self.list_page(prefix, "", &after, 0).await?;
@@ -233,23 +234,24 @@ impl Client {
         delimiter: &str,
         after: &str,
         limit: u32,
-    ) -> Result<(Vec<ObjectInfo>, Vec<String>, Option<String>), String> {
+    ) -> Result<(Vec<ObjectInfo>, Vec<String>, Option<String>), Error> {
         let req = CoordRequest::List { prefix: prefix.into(), delimiter: delimiter.into(), after: after.into(), limit };
         match self.call(&req, self.io_timeout).await? {
             CoordResponse::Objects { objects, prefixes, next } => Ok((objects, prefixes, next)),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(format!("unexpected answer {other:?}").into()),
         }
     }
 
     /// Makes `name` the concatenation of committed objects `parts` (name, version), which
     /// are gone afterwards; no byte moves (see `CoordRequest::ComposeObject`).
-    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, attrs: Attrs) -> Result<(), String> {
+    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, attrs: Attrs) -> Result<(), Error> {
         let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs };
-        self.call(&req, self.io_timeout).await.map(|_| ())
+        self.call(&req, self.io_timeout).await?;
+        Ok(())
     }
 
-    pub async fn stat(&self, name: &str) -> Result<ObjectLayout, String> {
-        self.layout(CoordRequest::Lookup { name: name.into() }).await
+    pub async fn stat(&self, name: &str) -> Result<ObjectLayout, Error> {
+        Ok(self.layout(CoordRequest::Lookup { name: name.into() }).await?)
     }
 
     pub async fn fail(&self, node: NodeId) -> Result<(), String> {

@@ -5,6 +5,7 @@
 //! start at the first chunk that overlaps the range, for every layout.
 
 use crate::client::Client;
+use crate::error::{Error, ErrorKind, READING_THE_OBJECT};
 use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, join_all, put_chunk, ObjectSink, Progress, ReadReport};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
@@ -59,7 +60,7 @@ impl Client {
             if !s.replicas.is_empty() || s.open {
                 // One chunk of a shared stripe: home and staging copies get the same bytes.
                 let mut chunk = vec![0u8; e.len as usize];
-                reader.read_exact(&mut chunk).await.map_err(|x| format!("reading the object: {x}"))?;
+                reader.read_exact(&mut chunk).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
                 crcs[e.stripe] = vec![crc32c::crc32c(&chunk)];
                 let chunk = Arc::new(chunk);
                 let mut locs = vec![s.chunks[e.index].clone()];
@@ -81,7 +82,7 @@ impl Client {
                 let code: CodeSpec = s.code.unwrap_or(layout.code);
                 let c = code.build().map_err(|x| x.to_string())?;
                 let mut data = vec![0u8; s.data_len as usize];
-                reader.read_exact(&mut data).await.map_err(|x| format!("reading the object: {x}"))?;
+                reader.read_exact(&mut data).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
                 let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
                 crcs[e.stripe] = shards.iter().map(|x| crc32c::crc32c(x)).collect();
                 for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
@@ -153,9 +154,10 @@ impl Client {
                 report.degraded.push((e.stripe, e.index, secs));
             }
             debug_assert_eq!(part.len() as u64, take);
-            sink.write(&part)?;
+            let n = part.len();
+            sink.write_owned(part)?;
             // Sent on (the next chunk is being fetched or rebuilt meanwhile).
-            self.egress.send(part.len()).await;
+            self.egress.send(n).await;
             done += take;
             progress(done);
         }
@@ -318,8 +320,8 @@ impl Client {
         sink: &mut dyn ObjectSink,
         method: Shape,
         slice: u64,
-    ) -> Result<ReadReport, String> {
-        self.read_extents(layout, offset, len, sink, method, slice, &|_| {}).await
+    ) -> Result<ReadReport, Error> {
+        Ok(self.read_extents(layout, offset, len, sink, method, slice, &|_| {}).await?)
     }
 
     /// Reads `len` bytes of object `name` from `offset` into `sink` (any layout).
@@ -333,17 +335,17 @@ impl Client {
         method: Shape,
         slice: u64,
         progress: Progress<'_>,
-    ) -> Result<ReadReport, String> {
+    ) -> Result<ReadReport, Error> {
         let (layout, from_index) = self.locate(name).await?;
         if offset > layout.size {
-            return Err(format!("offset {offset} is past the end of '{name}' ({} bytes)", layout.size));
+            return Err(Error::new(ErrorKind::BadRequest, format!("offset {offset} is past the end of '{name}' ({} bytes)", layout.size)));
         }
         match self.read_extents(&layout, offset, len, sink, method, slice, progress).await {
             Err(e) if from_index => {
                 let now = self.relocate(name, e, sink).await?;
-                self.read_extents(&now, offset, len, sink, method, slice, progress).await
+                Ok(self.read_extents(&now, offset, len, sink, method, slice, progress).await?)
             }
-            r => r,
+            r => Ok(r?),
         }
     }
 

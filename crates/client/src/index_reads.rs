@@ -136,7 +136,7 @@ impl Client {
         }
         match self.layout(CoordRequest::Lookup { name: name.into() }).await {
             Ok(l) => Ok((l, false)),
-            Err(e) if absent && unreachable(&e) => Err(format!("no object named '{name}' in the index (and {e})")),
+            Err(e) if absent && unreachable(&e) => Err(format!("{} '{name}' in the index (and {e})", kintsugi_proto::NO_OBJECT)),
             Err(e) => Err(e),
         }
     }

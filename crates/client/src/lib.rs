@@ -4,10 +4,12 @@
 //! degraded-read graph the coordinator plans when one is unavailable or corrupt.
 
 pub mod client;
+pub mod error;
 pub mod geo_io;
 pub mod graph_faults;
 pub mod index_reads;
 mod object_io;
 
 pub use client::{ping, Client, FAILOVER_WAIT};
+pub use error::{Error, ErrorKind};
 pub use object_io::{ObjectSink, Progress, ReadReport};

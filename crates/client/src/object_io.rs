@@ -3,6 +3,7 @@
 //! whatever the object's size.
 
 use crate::client::Client;
+use crate::error::{Error, ErrorKind, READING_THE_OBJECT};
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
@@ -33,6 +34,11 @@ pub struct ReadReport {
 /// Where a get writes the object, in order.
 pub trait ObjectSink: Send {
     fn write(&mut self, data: &[u8]) -> Result<(), String>;
+    /// Takes a buffer of the object's next bytes whole: a sink that keeps what it is given
+    /// (the S3 gateway's response windows) keeps this buffer instead of copying it.
+    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), String> {
+        self.write(&data)
+    }
     /// Drops what was written: the object was replaced mid-read and is read again from
     /// its start. A sink that cannot take back bytes (a pipe) says so.
     fn restart(&mut self) -> Result<(), String>;
@@ -54,7 +60,7 @@ pub type Progress<'a> = &'a (dyn Fn(u64) + Sync);
 
 impl Client {
     /// Stores `data` as object `name` (see [`Client::put_from`]).
-    pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, String> {
+    pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, Error> {
         let mut r = data;
         self.put_from(name, &mut r, data.len() as u64, code, chunk_size, &|_| {}).await
     }
@@ -71,7 +77,7 @@ impl Client {
         code: CodeSpec,
         chunk_size: u64,
         progress: Progress<'_>,
-    ) -> Result<ObjectLayout, String> {
+    ) -> Result<ObjectLayout, Error> {
         self.put_with_layout(name, reader, size, code, chunk_size, LayoutSpec::Stripe, progress).await
     }
 
@@ -86,7 +92,7 @@ impl Client {
         chunk_size: u64,
         kind: LayoutSpec,
         progress: Progress<'_>,
-    ) -> Result<ObjectLayout, String> {
+    ) -> Result<ObjectLayout, Error> {
         self.put_with_attrs(name, reader, size, code, chunk_size, kind, progress, &mut || Ok(Attrs::new())).await
     }
 
@@ -104,7 +110,7 @@ impl Client {
         kind: LayoutSpec,
         progress: Progress<'_>,
         attrs: &mut (dyn FnMut() -> Result<Attrs, String> + Send),
-    ) -> Result<ObjectLayout, String> {
+    ) -> Result<ObjectLayout, Error> {
         let c = code.build().map_err(|e| e.to_string())?;
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
         let version = layout.version;
@@ -114,7 +120,7 @@ impl Client {
             // coordinator reclaims it then.
             let _ = self.call(&CoordRequest::AbortUpload { name: name.into(), version }, self.io_timeout).await;
         }
-        r
+        Ok(r?)
     }
 
     /// Writes an upload's chunks and commits it.
@@ -239,7 +245,7 @@ impl Client {
     }
 
     /// Reads object `name` into memory (see [`Client::get_into`]).
-    pub async fn get(&self, name: &str, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), String> {
+    pub async fn get(&self, name: &str, method: Shape, slice: u64) -> Result<(Vec<u8>, ReadReport), Error> {
         let mut out = Vec::new();
         let report = self.get_into(name, &mut out, method, slice, &|_| {}).await?;
         Ok((out, report))
@@ -257,7 +263,7 @@ impl Client {
         method: Shape,
         slice: u64,
         progress: Progress<'_>,
-    ) -> Result<ReadReport, String> {
+    ) -> Result<ReadReport, Error> {
         let (mut layout, mut from_index) = self.locate(name).await?;
         for _ in 0..3 {
             match self.get_version(name, &layout, sink, method, slice, progress).await {
@@ -266,7 +272,7 @@ impl Client {
                 Err(e) => {
                     let now = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
                     if now.version == layout.version {
-                        return Err(e);
+                        return Err(e.into());
                     }
                     tracing::info!("'{name}' was replaced while being read ({e}); reading the new version");
                     sink.restart().map_err(|r| format!("object '{name}' was replaced while being read ({e}), and {r}"))?;
@@ -274,7 +280,7 @@ impl Client {
                 }
             }
         }
-        Err(format!("object '{name}' kept being replaced while being read"))
+        Err(Error::new(ErrorKind::Replaced, format!("object '{name}' kept being replaced while being read")))
     }
 
     async fn get_version(
@@ -375,7 +381,9 @@ impl Client {
                     return Err(format!("chunk {} does not match its checksum", loc.chunk));
                 }
                 let n = left.min(chunk.len());
-                sink.write(&chunk[..n])?;
+                let mut chunk = chunk;
+                chunk.truncate(n);
+                sink.write_owned(chunk)?;
                 self.egress.send(n).await;
                 left -= n;
             }
@@ -406,7 +414,7 @@ async fn read_stripe(
     for i in 0..code.k() {
         let mut c = vec![0u8; chunk_len];
         let want = data_len.saturating_sub(i * chunk_len).min(chunk_len);
-        reader.read_exact(&mut c[..want]).await.map_err(|e| format!("reading the object: {e}"))?;
+        reader.read_exact(&mut c[..want]).await.map_err(|e| format!("{READING_THE_OBJECT}{e}"))?;
         shards.push(c);
     }
     with_parity(code, shards)

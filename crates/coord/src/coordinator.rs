@@ -422,7 +422,7 @@ impl Coordinator {
     fn lookup(&self, name: &str) -> Result<ObjectLayout, String> {
         let mut tries = 0;
         loop {
-            let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+            let o = self.meta.object(name)?.ok_or(format!("{} '{name}'", kintsugi_proto::NO_OBJECT))?;
             match self.layout(&o) {
                 Err(e) if tries < 5 && self.meta.object(name)?.is_none_or(|now| now.version != o.version) => {
                     tracing::debug!("'{name}' was replaced while its layout was read ({e}); reading again");
@@ -510,9 +510,9 @@ impl Coordinator {
 
     /// Stripe `stripe` of object `name`, of `version` when it is not 0.
     pub(crate) fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, String> {
-        let o = self.meta.object(name)?.ok_or(format!("no object named '{name}'"))?;
+        let o = self.meta.object(name)?.ok_or(format!("{} '{name}'", kintsugi_proto::NO_OBJECT))?;
         if version != 0 && o.version != version {
-            return bad(format!("object '{name}' was replaced (version {version} read, {} now)", o.version));
+            return bad(format!("object '{name}'{} (version {version} read, {} now)", kintsugi_proto::REPLACED, o.version));
         }
         o.stripes.get(stripe).copied().ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))
     }

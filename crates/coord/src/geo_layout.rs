@@ -96,7 +96,7 @@ impl Coordinator {
         let failed: HashSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().filter(|x| !failed.contains(x)).collect();
         if alive.len() < n {
-            return bad(format!("{code} needs {n} live nodes, {} are alive", alive.len()));
+            return bad(format!("{}{code} needs {n} live nodes, {} are alive", kintsugi_proto::TOO_FEW_NODES, alive.len()));
         }
         let pg = placement_group(&name, self.cfg.placement_groups);
         let members = pg_members(pg, &alive, n);

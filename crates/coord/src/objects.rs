@@ -14,7 +14,9 @@ use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES, NO_PART};
+use kintsugi_proto::{
+    Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, BAD_NAME, MAX_ATTRS_BYTES, NO_PART, TOO_FEW_NODES, TOO_LARGE,
+};
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,10 +36,10 @@ pub const MAX_NAME: usize = 1100;
 /// Object names are what S3 allows, less control characters; sizes up to 1 PiB.
 pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_NAME || name.chars().any(|c| c.is_control()) {
-        return bad(format!("object names are 1 to {MAX_NAME} bytes of UTF-8 without control characters ({} bytes given)", name.len()));
+        return bad(format!("{BAD_NAME} 1 to {MAX_NAME} bytes of UTF-8 without control characters ({} bytes given)", name.len()));
     }
     if size > 1 << 50 {
-        return bad(format!("object size {size} is too large"));
+        return bad(format!("object size {size}{TOO_LARGE}"));
     }
     Ok(())
 }
@@ -91,15 +93,15 @@ impl Coordinator {
         let stripes = size.div_ceil((c.k() as u64 * chunk_size).max(1));
         if stripes > self.cfg.max_stripes_per_object {
             return bad(format!(
-                "'{name}' would take {stripes} stripes of {} chunks of {chunk_size} bytes, over the {} a put may create \
-                 (max_stripes_per_object): use a larger --chunk-size",
+                "'{name}'{TOO_LARGE} for its chunk size: it would take {stripes} stripes of {} chunks of {chunk_size} bytes, \
+                 over the {} a put may create (max_stripes_per_object): use a larger --chunk-size",
                 c.k(),
                 self.cfg.max_stripes_per_object
             ));
         }
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().collect();
         if alive.len() < c.n() {
-            return bad(format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
+            return bad(format!("{TOO_FEW_NODES}{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
         }
         let full_ratio = self.cfg.full_ratio;
         // Placement load is a heuristic: read outside the transaction, from the counters
@@ -131,7 +133,7 @@ impl Coordinator {
                     alive.iter().copied().filter(|n| room.get(n).copied().flatten().is_none_or(|r| r >= chunk_len)).collect();
                 let Some(nodes) = spread.choose(&fits, c.n(), id) else {
                     return bad(format!(
-                        "{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
+                        "{TOO_FEW_NODES}{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
                         c.n(),
                         fits.len()
                     ));

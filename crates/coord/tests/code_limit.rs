@@ -150,8 +150,9 @@ async fn any_lost_chunks_the_code_tolerates_read_back_and_one_more_fails_clearly
         let bytes = data(k * (64 << 10) - 333, 99);
         let killed = put_and_break(&mut c, dir.path(), &name, &bytes, code, &dead, &rotten).await;
         let err = c.client.get(&name, Shape::Cr, 4096).await.expect_err("past the code's limit");
-        assert!(err.starts_with(&format!("object '{name}' is unreadable:")), "{spec}: {err}");
-        assert!(err.contains("corrupt chunk"), "{spec}: the error names what was found corrupt: {err}");
+        assert!(err.message().starts_with(&format!("object '{name}' is unreadable:")), "{spec}: {err}");
+        assert_eq!(err.kind(), kintsugi_client::ErrorKind::Unavailable, "{spec}: {err}");
+        assert!(err.message().contains("corrupt chunk"), "{spec}: the error names what was found corrupt: {err}");
         // `status` lists the stripe and its object once the dead nodes count as down.
         let mut listed = false;
         for _ in 0..40 {
@@ -285,7 +286,7 @@ async fn a_put_survives_a_node_killed_halfway() {
     let mut reader = small;
     let err = c.client.put_from("nowhere", &mut reader, small.len() as u64, code, 1 << 20, &progress).await.expect_err("no spare node");
     killer.await.unwrap();
-    assert!(err.contains("no other live node outside the stripe"), "{err}");
+    assert!(err.message().contains("no other live node outside the stripe"), "{err}");
     c.stop().await;
 }
 

@@ -45,7 +45,7 @@ async fn put(c: &Client, name: &str, len: usize, seed: u64) -> Result<ObjectLayo
     let bytes = data(len, seed);
     let mut r = &bytes[..];
     let code = "clay:4,2,5".parse().unwrap();
-    c.put_with_layout(name, &mut r, len as u64, code, 0, LayoutSpec::Geo { s0: S0, q: 2, cap: 0 }, &|_| {}).await
+    Ok(c.put_with_layout(name, &mut r, len as u64, code, 0, LayoutSpec::Geo { s0: S0, q: 2, cap: 0 }, &|_| {}).await?)
 }
 
 /// Each holder's record of `name`, asked directly (None: no answer).
@@ -166,7 +166,8 @@ async fn reads_go_on_without_the_coordinator_and_the_index_follows_every_change(
             }
             None => {
                 let e = c.client.get(name, Shape::Cr, 4096).await.unwrap_err();
-                assert!(e.contains("no object named 'obj-4' in the index"), "{e}");
+                assert!(e.message().contains("no object named 'obj-4' in the index"), "{e}");
+                assert_eq!(e.kind(), kintsugi_client::ErrorKind::NotFound, "{e}");
             }
         }
     }

@@ -104,7 +104,8 @@ async fn overwrite_delete_and_abandoned_uploads() {
     // keeps its last committed version.
     let mut short: &[u8] = &a[..50_000];
     let err = c.client.put_from("obj", &mut short, a.len() as u64, code, 0, &|_| {}).await.unwrap_err();
-    assert!(err.contains("reading the object"), "{err}");
+    assert!(err.message().contains("reading the object"), "{err}");
+    assert_eq!(err.kind(), kintsugi_client::ErrorKind::Input, "{err}");
     assert_eq!(c.client.get("obj", Shape::Cr, 4096).await.unwrap().0, b, "a failed put changes nothing");
     assert_eq!(c.settle_to(chunks_of(b.len())).await, chunks_of(b.len()));
 
@@ -140,7 +141,7 @@ async fn overwrite_delete_and_abandoned_uploads() {
     assert!(c.client.delete("obj").await.unwrap());
     assert!(!c.client.delete("obj").await.unwrap(), "deleting twice is fine");
     let err = c.client.get("obj", Shape::Cr, 4096).await.unwrap_err();
-    assert!(err.contains("no object"), "{err}");
+    assert!(err.message().contains("no object"), "{err}");
     assert_eq!(c.settle_to(0).await, 0, "running nodes dropped every chunk");
     c.nodes[down] = Some(kintsugi_node::start(node_cfg(dir.path(), down, &c.coord_addr)).await.unwrap());
     c.wait_alive(7).await;
@@ -170,7 +171,10 @@ async fn reads_racing_overwrites_return_whole_versions() {
             Ok((got, _)) => {
                 assert!(versions.contains(&got), "a read returned bytes of no single version ({} bytes)", got.len());
             }
-            Err(e) => assert!(e.contains("replaced") || e.contains("not found") || e.contains("no chunk"), "unexpected read error: {e}"),
+            Err(e) => assert!(
+                e.message().contains("replaced") || e.message().contains("not found") || e.message().contains("no chunk"),
+                "unexpected read error: {e}"
+            ),
         }
     }
     writer.await.unwrap();
@@ -414,7 +418,8 @@ async fn full_nodes_take_no_more_chunks() {
     let code: CodeSpec = CODE.parse().unwrap();
     // Far more than fits in one put: refused up front, nothing written.
     let err = c.client.put("huge", &data(2_000_000, 1), code, 0).await.unwrap_err();
-    assert!(err.contains("room"), "{err}");
+    assert!(err.message().contains("room"), "{err}");
+    assert_eq!(err.kind(), kintsugi_client::ErrorKind::Unavailable, "{err}");
     assert_eq!(c.chunk_files(), 0, "a put that cannot be placed writes nothing");
     // Fill up in small puts; wait for a heartbeat between puts so placement sees the space.
     let mut stored = Vec::new();
@@ -423,7 +428,7 @@ async fn full_nodes_take_no_more_chunks() {
         match c.client.put(&format!("f{i}"), &bytes, code, 0).await {
             Ok(_) => stored.push((i, bytes)),
             Err(e) => {
-                assert!(e.contains("room") || e.contains("full"), "{e}");
+                assert!(e.message().contains("room") || e.message().contains("full"), "{e}");
                 break;
             }
         }
@@ -463,12 +468,12 @@ async fn composing_parts_makes_one_object_without_moving_a_chunk() {
 
     // Refused: a part at another version, a part named twice, the object itself.
     let stale = vec![named[0].clone(), (named[1].0.clone(), named[1].1 + 1000)];
-    assert!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().contains(kintsugi_proto::NO_PART));
+    assert_eq!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().kind(), kintsugi_client::ErrorKind::InvalidPart);
     assert!(c.client.compose("whole", vec![named[0].clone(), named[0].clone()], attrs.clone()).await.is_err());
     assert!(c.client.compose("part0", vec![named[0].clone()], attrs.clone()).await.is_err());
     let other = c.client.put("other-code", &parts[2], "rs:3,2".parse().unwrap(), 0).await.unwrap().version;
     let mixed = vec![named[0].clone(), ("other-code".to_string(), other)];
-    assert!(c.client.compose("whole", mixed, attrs.clone()).await.unwrap_err().contains("coded"));
+    assert!(c.client.compose("whole", mixed, attrs.clone()).await.unwrap_err().message().contains("coded"));
     c.client.delete("other-code").await.unwrap();
     assert_eq!(c.client.stat("part0").await.unwrap().version, named[0].1, "a refused compose changes nothing");
 
@@ -478,7 +483,7 @@ async fn composing_parts_makes_one_object_without_moving_a_chunk() {
     let l = c.client.stat("whole").await.unwrap();
     assert_eq!((l.size, &l.attrs), (whole.len() as u64, &attrs));
     for (n, _) in &named {
-        assert!(c.client.stat(n).await.unwrap_err().contains("no object"), "part {n} is gone");
+        assert_eq!(c.client.stat(n).await.unwrap_err().kind(), kintsugi_client::ErrorKind::NotFound, "part {n} is gone");
     }
     assert_eq!(c.settle_to(chunks).await, chunks, "no chunk written or deleted");
     // A range across the parts' seam, read from exactly this version.

@@ -16,7 +16,7 @@
 //! chunk corrupt), and every object must read while it lasts.
 
 use kintsugi_client::client::get_chunk;
-use kintsugi_client::Client;
+use kintsugi_client::{Client, ErrorKind};
 use kintsugi_codes::CodeSpec;
 use kintsugi_node::Shaper;
 use kintsugi_plan::Shape;
@@ -170,7 +170,7 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
                 c.put(&key, &data, codes[name / 2 % codes.len()], 0).await.map(|_| ())
             };
             if let Err(e) = &r {
-                hist.lock().unwrap().error("put", e);
+                hist.lock().unwrap().error("put", e.message());
             }
             let acked = r.is_ok();
             hist.lock().unwrap().writes[name].push(Write { start, end: Instant::now(), acked, data: Some(data) });
@@ -184,13 +184,13 @@ async fn worker(coord: String, seed: u64, id: u64, deadline: Instant, hist: Arc<
                 Err(e) => {
                     let mut h = hist.lock().unwrap();
                     h.reads_failed += 1;
-                    h.error("get", &e);
+                    h.error("get", e.message());
                 }
             }
         } else {
             let r = c.delete(&key).await;
             if let Err(e) = &r {
-                hist.lock().unwrap().error("delete", e);
+                hist.lock().unwrap().error("delete", e.message());
             }
             let acked = r.is_ok();
             hist.lock().unwrap().writes[name].push(Write { start, end: Instant::now(), acked, data: None });
@@ -266,7 +266,9 @@ fn chaos(c: &mut Cluster, rng: &mut StdRng, deadline: Instant, rt: &tokio::runti
                 rt.block_on(async {
                     for name in 0..NAMES {
                         if let Err(e) = cl.get(&format!("obj{name}"), Shape::Ecpipe, 8192).await {
-                            if !e.contains("no object") && !e.contains("replaced") && !e.contains("still being written") {
+                            let expected = matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Replaced)
+                                || e.message().contains("still being written");
+                            if !expected {
                                 at_limit_failures.push(format!("obj{name} with node {node} down and {flipped:?} corrupt: {e}"));
                             }
                         }
@@ -436,7 +438,7 @@ async fn check(cluster: &Cluster, c: &Client, h: &History) -> Result<(), String>
         let allowed = allowed_finals(&h.writes[name]);
         let now = match c.get(&key, Shape::Ppr, 8192).await {
             Ok((bytes, _)) => Some(bytes),
-            Err(e) if e.contains("no object") => None,
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
             Err(e) => return Err(format!("{key} cannot be read: {e}")),
         };
         let ok = allowed.iter().any(|a| a.as_deref().map(|v| v.as_slice()) == now.as_deref());

@@ -3,7 +3,7 @@
 //! the response drains; a PUT reads the request body through an MD5 as the put encodes it.
 
 use crate::gateway::Gateway;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::Stream;
 use kintsugi_client::client::ObjectSink;
 use kintsugi_client::geo_io::extents_of;
@@ -59,48 +59,63 @@ pub fn windows(layout: &ObjectLayout, start: u64, end: u64) -> Vec<(u64, u64)> {
 pub async fn object_body(g: &Gateway, layout: ObjectLayout, start: u64, end: u64, reserved: bool) -> ChunkStream {
     let (client, method, slice) = (g.client.clone(), g.method, g.slice);
     let memory = if reserved { None } else { Some(g.memory.reserve(get_bytes(start, end)).await) };
-    let (tx, rx) = mpsc::channel(AHEAD);
+    // AHEAD windows read at once (each fetches its chunks one ahead), one waiting in the
+    // channel, one being sent: the AHEAD + 2 windows `get_bytes` reserves.
+    let (tx, rx) = mpsc::channel(1);
+    let layout = Arc::new(layout);
     tokio::spawn(async move {
+        use futures::StreamExt;
         let _memory = memory;
-        // Window buffers go round: one whose bytes the client has been sent is filled
-        // again, so a long GET allocates (and faults in) its few windows once.
-        let mut spare: VecDeque<BytesMut> = VecDeque::new();
-        for (a, b) in windows(&layout, start, end) {
-            let len = (b - a) as usize;
-            let mut buf = spare.pop_front().filter(|m| m.is_empty()).unwrap_or_default();
-            if !buf.try_reclaim(len) {
-                buf = BytesMut::with_capacity(len);
-            }
-            let r = client.read_layout(&layout, a, b - a, &mut Window(&mut buf), method, slice).await;
-            let item = match r {
-                Ok(_) if buf.len() == len => Ok(buf.split().freeze()),
-                Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {len}", buf.len(), layout.name)),
-                Err(e) => Err(e),
-            };
-            spare.push_back(buf);
+        let mut reads = futures::stream::iter(windows(&layout, start, end))
+            .map(|(a, b)| {
+                let (client, layout) = (client.clone(), layout.clone());
+                async move {
+                    let len = (b - a) as usize;
+                    let mut window = Window::default();
+                    let r = client.read_layout(&layout, a, b - a, &mut window, method, slice).await;
+                    match r {
+                        Ok(_) if window.len == len => Ok(window.pieces),
+                        Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {len}", window.len, layout.name)),
+                        Err(e) => {
+                            tracing::warn!("GET of '{}' failed at byte {a}: {e}", layout.name);
+                            Err(e.to_string())
+                        }
+                    }
+                }
+            })
+            .buffered(AHEAD);
+        while let Some(item) = reads.next().await {
             let failed = item.is_err();
-            if let Err(e) = &item {
-                tracing::warn!("GET of '{}' failed at byte {a}: {e}", layout.name);
-            }
             if tx.send(item.map_err(std::io::Error::other)).await.is_err() || failed {
                 // The client went away, or the read failed: stop reading.
                 return;
             }
         }
     });
-    ChunkStream(rx)
+    ChunkStream { rx, pieces: VecDeque::new() }
 }
 
-/// A window being read: the object's bytes appended to a reusable buffer.
-struct Window<'a>(&'a mut BytesMut);
+/// A window being read: the client's chunk buffers, kept as they come (a whole-chunk read
+/// hands over its buffer, so the window costs no copy).
+#[derive(Default)]
+struct Window {
+    pieces: Vec<Bytes>,
+    len: usize,
+}
 
-impl ObjectSink for Window<'_> {
+impl ObjectSink for Window {
     fn write(&mut self, data: &[u8]) -> Result<(), String> {
-        self.0.extend_from_slice(data);
+        self.write_owned(data.to_vec())
+    }
+    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), String> {
+        self.len += data.len();
+        if !data.is_empty() {
+            self.pieces.push(Bytes::from(data));
+        }
         Ok(())
     }
     fn restart(&mut self) -> Result<(), String> {
-        self.0.clear();
+        *self = Window::default();
         Ok(())
     }
 }
@@ -111,13 +126,26 @@ pub fn get_bytes(start: u64, end: u64) -> u64 {
     (end - start).min((AHEAD as u64 + 2) * WINDOW)
 }
 
-/// Byte pieces from a reading task.
-pub struct ChunkStream(mpsc::Receiver<std::io::Result<Bytes>>);
+/// Byte pieces from a reading task, a window's worth at a time.
+pub struct ChunkStream {
+    rx: mpsc::Receiver<std::io::Result<Vec<Bytes>>>,
+    pieces: VecDeque<Bytes>,
+}
 
 impl Stream for ChunkStream {
     type Item = std::io::Result<Bytes>;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
+        loop {
+            if let Some(b) = self.pieces.pop_front() {
+                return Poll::Ready(Some(Ok(b)));
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(Ok(window))) => self.pieces.extend(window),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 

@@ -160,7 +160,7 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     let meta = ObjectMeta { etag: etag.clone(), mtime_ms: now_ms(), ..upload.meta };
     let name = names::object(&i.bucket, &i.key);
     g.client.compose(&name, chosen, meta.to_attrs()).await.map_err(|e| {
-        if e.contains(kintsugi_proto::NO_PART) {
+        if e.kind() == kintsugi_client::ErrorKind::InvalidPart {
             s3_error!(NoSuchUpload, "the upload changed while being completed: {e}")
         } else {
             from_cluster(e)

@@ -8,6 +8,7 @@ use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
 use crate::settings::BucketSettings;
+use kintsugi_client::ErrorKind;
 use kintsugi_proto::{LayoutSpec, ObjectLayout};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
@@ -71,9 +72,7 @@ impl Gateway {
         }
         match r {
             Ok(l) => Ok(ObjectMeta::from_attrs(&l.attrs).etag),
-            Err(e) if e.contains("reading the object") || e.contains("reading the request body") => {
-                Err(s3_error!(IncompleteBody, "the body ended before its {size} bytes: {e}"))
-            }
+            Err(e) if e.kind() == ErrorKind::Input => Err(s3_error!(IncompleteBody, "the body ended before its {size} bytes: {e}")),
             Err(e) => Err(from_cluster(e)),
         }
     }

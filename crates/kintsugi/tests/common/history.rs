@@ -27,7 +27,8 @@ pub struct History {
 }
 
 impl History {
-    pub fn error(&mut self, op: &str, e: &str) {
+    pub fn error(&mut self, op: &str, e: impl std::fmt::Display) {
+        let e = e.to_string();
         let words: String = e.split_whitespace().filter(|w| !w.chars().any(|c| c.is_ascii_digit())).take(8).collect::<Vec<_>>().join(" ");
         *self.errors.entry(format!("{op}: {words}")).or_default() += 1;
     }
