@@ -156,21 +156,10 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
                 }
             }
             BucketCmd::Ls { target } => {
-                let c = client(&target);
-                let mut rows = Vec::new();
-                let mut after = String::new();
-                loop {
-                    let (objects, _, next) = c.list_page(kintsugi_s3::names::BUCKETS, "", &after, 0).await.map_err(|e| anyhow!(e))?;
-                    for o in objects {
-                        let name = o.name[kintsugi_s3::names::BUCKETS.len()..].to_string();
-                        let s = BucketSettings::from_attrs(&o.attrs).map_err(|e| anyhow!(e))?;
-                        rows.push((name, s));
-                    }
-                    match next {
-                        Some(n) => after = n,
-                        None => break,
-                    }
-                }
+                // Listing uses no defaults: each bucket's record holds its own settings.
+                let none = BucketSettings { code: CodeSpec::Rs { k: 1, m: 1 }, layout: Default::default(), chunk_size: 0 };
+                let buckets = gateway_of(&target, none).buckets().await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                let rows: Vec<(String, BucketSettings)> = buckets.into_iter().map(|b| (b.name, b.settings)).collect();
                 if target.json {
                     let v: Vec<_> = rows
                         .iter()

@@ -70,21 +70,41 @@ pub async fn delete(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<
     Ok(S3Response::new(DeleteBucketOutput {}))
 }
 
-pub async fn list(g: &Gateway) -> S3Result<S3Response<ListBucketsOutput>> {
-    let mut buckets = Vec::new();
-    let mut after = String::new();
-    loop {
-        let (objects, _, next) = g.client.list_page(names::BUCKETS, "", &after, 0).await.map_err(from_cluster)?;
-        for o in objects {
-            let name = o.name[names::BUCKETS.len()..].to_string();
-            let created = std::time::UNIX_EPOCH + std::time::Duration::from_millis(settings::created_ms(&o.attrs));
-            buckets.push(Bucket { name: Some(name), creation_date: Some(Timestamp::from(created)), ..Default::default() });
-        }
-        match next {
-            Some(n) => after = n,
-            None => break,
+/// A bucket as its record describes it.
+pub struct BucketEntry {
+    pub name: String,
+    pub settings: BucketSettings,
+    pub created: std::time::SystemTime,
+}
+
+impl Gateway {
+    /// Every bucket, in name order, a page of records at a time.
+    pub async fn buckets(&self) -> S3Result<Vec<BucketEntry>> {
+        let mut buckets = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (objects, _, next) = self.client.list_page(names::BUCKETS, "", &after, 0).await.map_err(from_cluster)?;
+            for o in objects {
+                let name = o.name[names::BUCKETS.len()..].to_string();
+                let settings = BucketSettings::from_attrs(&o.attrs).map_err(|e| s3_error!(InternalError, "bucket '{name}': {e}"))?;
+                let created = std::time::UNIX_EPOCH + std::time::Duration::from_millis(settings::created_ms(&o.attrs));
+                buckets.push(BucketEntry { name, settings, created });
+            }
+            match next {
+                Some(n) => after = n,
+                None => return Ok(buckets),
+            }
         }
     }
+}
+
+pub async fn list(g: &Gateway) -> S3Result<S3Response<ListBucketsOutput>> {
+    let buckets = g
+        .buckets()
+        .await?
+        .into_iter()
+        .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), ..Default::default() })
+        .collect();
     Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), ..Default::default() }))
 }
 

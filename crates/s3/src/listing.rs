@@ -19,15 +19,20 @@ struct KeyPage {
 impl Gateway {
     /// Keys of `bucket` starting with `prefix`, after `after`, at most `max_keys` entries.
     async fn key_page(&self, bucket: &str, prefix: &str, delimiter: &str, after: &str, max_keys: i32) -> S3Result<KeyPage> {
-        self.bucket(bucket).await?;
         let b = names::bucket_prefix(bucket);
         if max_keys == 0 {
+            self.bucket(bucket).await?;
             return Ok(KeyPage { contents: vec![], prefixes: vec![], next: None });
         }
         let limit = max_keys.clamp(1, 1000) as u32;
         let after = if after.is_empty() { String::new() } else { format!("{b}{after}") };
         let (objects, prefixes, next) =
             self.client.list_page(&format!("{b}{prefix}"), delimiter, &after, limit).await.map_err(from_cluster)?;
+        // Keys under the bucket's name prove it is there (a bucket is deleted only empty):
+        // only an empty page costs a second request, to tell NoSuchBucket from no keys.
+        if objects.is_empty() && prefixes.is_empty() {
+            self.bucket(bucket).await?;
+        }
         let strip = |n: &str| n.strip_prefix(&b).unwrap_or(n).to_string();
         Ok(KeyPage {
             contents: objects

@@ -7,7 +7,7 @@ use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{multipart_etag, now_ms, user_metadata, ObjectMeta};
-use crate::objects::{body_length, content_md5, MAX_PUT};
+use crate::objects::incoming;
 use crate::settings::BucketSettings;
 use kintsugi_proto::{Attrs, LayoutSpec};
 use s3s::dto::*;
@@ -103,9 +103,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     }
     let settings = g.bucket(&i.bucket).await?;
     g.upload(&i.bucket, &i.key, &i.upload_id).await?;
-    let size = body_length(i.content_length, MAX_PUT)?;
-    let md5 = content_md5(i.content_md5)?;
-    let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    let (size, md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
     let name = names::part(&i.upload_id, i.part_number);

@@ -87,7 +87,7 @@ pub fn put_memory(size: u64, settings: BucketSettings) -> S3Result<u64> {
 }
 
 /// The body's length: S3 needs one (aws-chunked bodies give it decoded).
-pub fn body_length(len: Option<i64>, max: u64) -> S3Result<u64> {
+fn body_length(len: Option<i64>, max: u64) -> S3Result<u64> {
     let n = len.ok_or_else(|| s3_error!(MissingContentLength))?;
     let n = u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length {n}"))?;
     if n > max {
@@ -97,7 +97,7 @@ pub fn body_length(len: Option<i64>, max: u64) -> S3Result<u64> {
 }
 
 /// Content-MD5 as sent, checked to be an MD5 in base64.
-pub fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
+fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
     use base64::Engine;
     match v {
         None => Ok(None),
@@ -111,12 +111,23 @@ pub fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
 pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let i = req.input;
     let settings = g.bucket(&i.bucket).await?;
-    let size = body_length(i.content_length, MAX_PUT)?;
-    let md5 = content_md5(i.content_md5)?;
-    let body = i.body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    let (size, md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     let meta = ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() };
     let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta, false).await?;
     Ok(S3Response::new(PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+}
+
+/// A PUT's or an UploadPart's body: its length (at most [`MAX_PUT`]), its Content-MD5 if
+/// given, and the body (empty when absent).
+pub(crate) fn incoming(
+    content_length: Option<i64>,
+    md5: Option<String>,
+    body: Option<StreamingBlob>,
+) -> S3Result<(u64, Option<String>, StreamingBlob)> {
+    let size = body_length(content_length, MAX_PUT)?;
+    let md5 = content_md5(md5)?;
+    let body = body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    Ok((size, md5, body))
 }
 
 /// What the conditional headers decide.
@@ -162,18 +173,60 @@ fn byte_range(range: Option<Range>, size: u64) -> S3Result<Option<std::ops::Rang
     }
 }
 
-pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-    let i = req.input;
-    let (layout, m) = g.object(&i.bucket, &i.key).await?;
-    check_conditions(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
-    let range = byte_range(i.range, layout.size)?;
-    let (start, end) = range.clone().map_or((0, layout.size), |r| (r.start, r.end));
+/// What a GET or a HEAD answers with: the object, its bytes [start, end), and the
+/// Content-Range of a ranged request.
+struct Selected {
+    layout: ObjectLayout,
+    meta: ObjectMeta,
+    start: u64,
+    end: u64,
+    content_range: Option<String>,
+}
+
+/// The fields of a GET and a HEAD that choose what is answered.
+trait ReadRequest {
+    fn bucket(&self) -> &str;
+    fn key(&self) -> &str;
+    fn if_match(&self) -> Option<&IfMatch>;
+    fn if_none_match(&self) -> Option<&IfNoneMatch>;
+    fn if_modified_since(&self) -> Option<&Timestamp>;
+    fn if_unmodified_since(&self) -> Option<&Timestamp>;
+    fn range(&self) -> Option<Range>;
+}
+
+macro_rules! read_request {
+    ($($t:ty),*) => {$(
+        impl ReadRequest for $t {
+            fn bucket(&self) -> &str { &self.bucket }
+            fn key(&self) -> &str { &self.key }
+            fn if_match(&self) -> Option<&IfMatch> { self.if_match.as_ref() }
+            fn if_none_match(&self) -> Option<&IfNoneMatch> { self.if_none_match.as_ref() }
+            fn if_modified_since(&self) -> Option<&Timestamp> { self.if_modified_since.as_ref() }
+            fn if_unmodified_since(&self) -> Option<&Timestamp> { self.if_unmodified_since.as_ref() }
+            fn range(&self) -> Option<Range> { self.range }
+        }
+    )*};
+}
+read_request!(GetObjectInput, HeadObjectInput);
+
+/// The object a GET or a HEAD names, its conditions checked, and the bytes its Range asks for.
+async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
+    let (layout, meta) = g.object(i.bucket(), i.key()).await?;
+    check_conditions(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
+    let range = byte_range(i.range(), layout.size)?;
+    let (start, end) = range.as_ref().map_or((0, layout.size), |r| (r.start, r.end));
     let content_range = range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
-    let body = object_body(g, layout, start, end, false).await;
+    Ok(Selected { layout, meta, start, end, content_range })
+}
+
+pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let s = select(g, &req.input).await?;
+    let m = s.meta;
+    let body = object_body(g, s.layout, s.start, s.end, false).await;
     Ok(S3Response::new(GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),
-        content_length: Some((end - start) as i64),
-        content_range,
+        content_length: Some((s.end - s.start) as i64),
+        content_range: s.content_range,
         accept_ranges: Some("bytes".into()),
         e_tag: Some(m.etag()),
         last_modified: Some(m.last_modified()),
@@ -184,14 +237,11 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
 }
 
 pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-    let i = req.input;
-    let (layout, m) = g.object(&i.bucket, &i.key).await?;
-    check_conditions(&m, i.if_match.as_ref(), i.if_none_match.as_ref(), i.if_modified_since.as_ref(), i.if_unmodified_since.as_ref())?;
-    let range = byte_range(i.range, layout.size)?;
-    let len = range.as_ref().map_or(layout.size, |r| r.end - r.start);
+    let s = select(g, &req.input).await?;
+    let m = s.meta;
     Ok(S3Response::new(HeadObjectOutput {
-        content_length: Some(len as i64),
-        content_range: range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size)),
+        content_length: Some((s.end - s.start) as i64),
+        content_range: s.content_range,
         accept_ranges: Some("bytes".into()),
         e_tag: Some(m.etag()),
         last_modified: Some(m.last_modified()),

@@ -235,6 +235,8 @@ def deletes_and_errors(b):
     check(sorted(d["Key"] for d in r["Deleted"]) == [f"del/{i}" for i in range(6)], "DeleteObjects, a missing key included")
     check(error_code(S3.get_object, Bucket=b, Key="del/1")[0] == "NoSuchKey", "a deleted key: NoSuchKey")
     check(error_code(S3.get_object, Bucket="no-such-bucket", Key="k")[0] == "NoSuchBucket", "NoSuchBucket")
+    check(error_code(S3.list_objects_v2, Bucket="no-such-bucket")[0] == "NoSuchBucket", "listing a missing bucket: NoSuchBucket")
+    check(S3.list_objects_v2(Bucket=b, Prefix="no-key-starts-so/")["KeyCount"] == 0, "an empty page of a bucket that exists")
     check(error_code(S3.delete_bucket, Bucket=b)[0] == "BucketNotEmpty", "deleting a bucket with objects: BucketNotEmpty")
     check(error_code(S3.create_bucket, Bucket=b)[0] in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"), "a bucket twice")
     c = error_code(S3.put_object, Bucket=b, Key="digest", Body=b"abc", ContentMD5="AAAAAAAAAAAAAAAAAAAAAA==")
