@@ -12,6 +12,8 @@ use std::path::PathBuf;
 #[serde(default, deny_unknown_fields)]
 pub struct CoordConfig {
     pub listen: String,
+    /// Where `/metrics` (Prometheus) is served; none when absent.
+    pub metrics_listen: Option<String>,
     /// Holds `meta.redb`.
     pub data_dir: PathBuf,
     /// A node silent for this long is dead.
@@ -132,6 +134,7 @@ impl Default for CoordConfig {
             orphan_grace_ms: 600_000,
             secret_file: None,
             upload_timeout_ms: 3_600_000,
+            metrics_listen: None,
             gc_grace_ms: 30_000,
             gc_interval_ms: 2_000,
             placement_groups: 64,

@@ -64,6 +64,8 @@ pub struct Coordinator {
     /// One rebalance at a time, and what the running or last one did.
     pub(crate) rebalancing: tokio::sync::Mutex<()>,
     pub(crate) rebalance_status: Mutex<Option<kintsugi_proto::RebalanceStatus>>,
+    /// Repairs' outcomes and bytes, for `/metrics`.
+    pub(crate) repair_counters: crate::metrics::RepairCounters,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -78,6 +80,9 @@ pub struct CoordHandle {
     /// With several coordinators: this one's leadership, and why it was lost once it is.
     leadership: Option<Arc<crate::leader::Leadership>>,
     deposed: watch::Receiver<Option<String>>,
+    /// Where `/metrics` is served (`metrics_listen`), and its task.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl CoordHandle {
@@ -85,6 +90,9 @@ impl CoordHandle {
     /// task holding the coordinator is gone, so its store can be opened again.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
+        if let Some(m) = &self.metrics {
+            m.abort();
+        }
         let _ = self.task.await;
         if let Some(l) = &self.leadership {
             // A standby need not wait for the lease to expire.
@@ -175,6 +183,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         removed: Mutex::default(),
         rebalancing: tokio::sync::Mutex::new(()),
         rebalance_status: Mutex::default(),
+        repair_counters: Default::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
@@ -195,6 +204,13 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
             }
         });
     }
+    let (metrics_addr, metrics) = match &coord.cfg.metrics_listen {
+        Some(listen) => {
+            let (a, t) = kintsugi_metrics::serve(listen, Arc::new(crate::metrics::registry(&coord))).await?;
+            (Some(a), Some(t))
+        }
+        None => (None, None),
+    };
     let (lost, deposed) = watch::channel(None);
     if let Some(l) = leadership.clone() {
         let stop = stop.clone();
@@ -205,7 +221,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
             let _ = lost.send(Some(why));
         });
     }
-    Ok(CoordHandle { addr, coord, stop, task, leadership, deposed })
+    Ok(CoordHandle { addr, coord, stop, task, leadership, deposed, metrics_addr, metrics })
 }
 
 /// One period of a background task: sleeps `every_ms` (10 ms at least) and says whether to

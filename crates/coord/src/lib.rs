@@ -18,6 +18,7 @@ pub mod meta;
 pub mod meta_etcd;
 pub mod meta_index;
 mod meta_redb;
+pub mod metrics;
 mod node_drain;
 pub mod object_index;
 pub mod object_listing;

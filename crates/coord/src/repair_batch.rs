@@ -147,8 +147,12 @@ impl Coordinator {
             match r.map_err(|e| e.to_string())? {
                 // Cancelled to be planned in a later phase: counted there.
                 (key, Ok((0, _)), _, _) if watch.and_then(|w| w.verdict(key)) == Some(Verdict::Restart) => report.lost -= 1,
-                (_, Ok((0, _)), _, _) => report.skipped += 1,
+                (_, Ok((0, _)), _, _) => {
+                    report.skipped += 1;
+                    self.repair_counters.record(&report.method, "skipped", 0);
+                }
                 (_, Ok((attempts, ran)), len, finished) => {
+                    self.repair_counters.record(&report.method, "repaired", len);
                     if let (Some(rec), Some(r)) = (record.as_deref_mut(), &ran) {
                         rec.push((finished, r.graph.clone()));
                     }
@@ -166,6 +170,7 @@ impl Coordinator {
                 }
                 (_, Err(e), _, _) => {
                     tracing::warn!("repair failed: {e}");
+                    self.repair_counters.record(&report.method, "failed", 0);
                     report.failed += 1;
                     report.errors.push(e);
                 }

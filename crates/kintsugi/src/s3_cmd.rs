@@ -70,6 +70,10 @@ pub struct S3Args {
     /// a GET its read-ahead; requests beyond it wait.
     #[arg(long, default_value = "96MiB", value_parser = crate::units::parse_nonzero_size)]
     pub memory_budget: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics (requests by method and status, their
+    /// latency) [default: none].
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,9 +130,13 @@ pub fn s3(a: S3Args) -> Result<()> {
             slice: a.read.slice as u64,
             min_part: a.min_part_size as u64,
             memory_budget: a.memory_budget as u64,
+            metrics_listen: a.metrics_listen,
         };
         let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
+        if let Some(m) = h.metrics_addr {
+            eprintln!("metrics on http://{m}/metrics");
+        }
         tokio::signal::ctrl_c().await.ok();
         h.stop().await;
         Ok(())
@@ -256,6 +264,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             slice: a.read.slice as u64,
             min_part: kintsugi_s3::multipart::MIN_PART,
             memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
+            metrics_listen: None,
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         eprintln!(

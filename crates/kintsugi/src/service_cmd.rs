@@ -67,6 +67,10 @@ pub struct NodeArgs {
     /// tcp_available_congestion_control lists them) [default: the host's].
     #[arg(long)]
     pub tcp_congestion: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (bytes by class, repair work, what
+    /// the node stores) [default: none].
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
 }
 
 /// What `kintsugi node` does besides running a node.
@@ -107,6 +111,10 @@ pub struct CoordArgs {
     /// stand by: etcd://HOST:PORT,HOST:PORT,...[/PREFIX] [default: redb in --data-dir].
     #[arg(long)]
     pub meta: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (objects, lost chunks, nodes,
+    /// repairs by method and scheduler) [default: none].
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
 }
 
 fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
@@ -184,6 +192,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.hdd_bandwidth = a.hdd_bw.or(cfg.hdd_bandwidth);
     cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
     cfg.tcp_congestion = a.tcp_congestion.or(cfg.tcp_congestion);
+    cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
     if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
         bail!("hdd_seek_ms must be a number of milliseconds >= 0");
     }
@@ -201,6 +210,9 @@ pub fn node(a: NodeArgs) -> Result<()> {
     rt.enable_all().build().context("cannot start the async runtime")?.block_on(async {
         let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
+        if let Some(m) = h.metrics_addr {
+            eprintln!("metrics on http://{m}/metrics");
+        }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = h.stopped() => { eprintln!("node {} stopped", cfg.id); return Ok(()); }
@@ -222,6 +234,7 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
     if let Some(v) = a.meta {
         cfg.meta = v;
     }
+    cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
     use_secret_file(cfg.secret_file.as_deref())?;
     // With etcd, metadata calls wait on the network inside request handlers: more workers,
     // so a slow etcd call does not hold up heartbeats.
@@ -237,6 +250,9 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         let mut h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         let at = if cfg.meta.is_empty() { cfg.data_dir.display().to_string() } else { cfg.meta.clone() };
         eprintln!("coordinator listening on {} (metadata in {at})", h.addr);
+        if let Some(m) = h.metrics_addr {
+            eprintln!("metrics on http://{m}/metrics");
+        }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {
                 h.stop().await;

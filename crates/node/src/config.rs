@@ -13,6 +13,8 @@ pub struct NodeConfig {
     pub id: NodeId,
     /// Address to listen on; port 0 picks a free port.
     pub listen: String,
+    /// Where `/metrics` (Prometheus) is served; none when absent.
+    pub metrics_listen: Option<String>,
     /// Address others use to reach this node (default: the listening address).
     pub advertise: Option<String>,
     /// Where chunks are stored.
@@ -72,6 +74,7 @@ impl Default for NodeConfig {
             scrub_bytes_per_s: 64e6,
             capacity_bytes: None,
             secret_file: None,
+            metrics_listen: None,
             worker_threads: None,
             hdd_seek_ms: None,
             hdd_bandwidth: None,

@@ -12,6 +12,7 @@ mod identity;
 mod input;
 mod inventory;
 mod lazy_db;
+pub mod metrics;
 pub mod monitor;
 pub mod object_index;
 pub mod pool;

@@ -31,12 +31,18 @@ pub struct NodeHandle {
     pub exec: Arc<Executor>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// Where `/metrics` is served (`metrics_listen`), and its task.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl NodeHandle {
     /// Stops the node as a crash would: listener closed, connections and repairs dropped.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
+        if let Some(m) = &self.metrics {
+            m.abort();
+        }
         self.exec.abort_all();
         let _ = self.task.await;
     }
@@ -113,8 +119,15 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
         return Err(format!("cannot advertise {advertise}: others cannot connect to it"));
     }
+    let (metrics_addr, metrics) = match &cfg.metrics_listen {
+        Some(listen) => {
+            let (a, t) = kintsugi_metrics::serve(listen, Arc::new(crate::metrics::registry(&exec))).await?;
+            (Some(a), Some(t))
+        }
+        None => (None, None),
+    };
     let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, identity));
-    Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task })
+    Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task, metrics_addr, metrics })
 }
 
 async fn serve(

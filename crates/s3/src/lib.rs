@@ -10,6 +10,7 @@ pub mod errors;
 pub mod gateway;
 pub mod listing;
 pub mod memory_budget;
+pub mod metrics;
 pub mod multipart;
 pub mod names;
 pub mod object_meta;

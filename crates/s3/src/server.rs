@@ -33,6 +33,8 @@ pub struct S3Config {
     pub min_part: u64,
     /// Bytes of bodies in flight at once ([`crate::memory_budget::DEFAULT_BUDGET`]).
     pub memory_budget: u64,
+    /// Where `/metrics` (Prometheus) is served; none when absent.
+    pub metrics_listen: Option<String>,
 }
 
 /// A running gateway.
@@ -40,12 +42,18 @@ pub struct S3Handle {
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// Where `/metrics` is served, and its task.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl S3Handle {
     /// Stops accepting connections (those open finish their requests).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
+        if let Some(m) = &self.metrics {
+            m.abort();
+        }
         let _ = self.task.await;
     }
 
@@ -75,6 +83,14 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(auth);
     let service = b.build();
+    let counters = crate::metrics::RequestMetrics::default();
+    let (metrics_addr, metrics) = match &cfg.metrics_listen {
+        Some(listen) => {
+            let (a, t) = kintsugi_metrics::serve(listen, Arc::new(counters.registry())).await?;
+            (Some(a), Some(t))
+        }
+        None => (None, None),
+    };
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("S3 gateway cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, mut stopped) = watch::channel(false);
@@ -97,9 +113,19 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                 _ = stopped.changed() => return,
             };
             let _ = stream.set_nodelay(true);
-            let service = service.clone();
+            let (service, counters) = (service.clone(), counters.clone());
+            // Each request counted, with its status and the time to its response's head.
+            let counted = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (service, counters) = (service.clone(), counters.clone());
+                async move {
+                    let (method, started) = (req.method().clone(), std::time::Instant::now());
+                    let r = hyper::service::Service::call(&service, req).await;
+                    counters.record(method.as_str(), r.as_ref().map_or(0, |r| r.status().as_u16()), started.elapsed());
+                    r
+                }
+            });
             tokio::spawn(async move {
-                let r = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service).await;
+                let r = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), counted).await;
                 if let Err(e) = r {
                     tracing::debug!("S3 connection from {peer}: {e}");
                 }
@@ -108,5 +134,5 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         }
     });
     tracing::info!("S3 gateway on {addr} for the cluster at {}", cfg.coordinator);
-    Ok(S3Handle { addr, stop, task })
+    Ok(S3Handle { addr, stop, task, metrics_addr, metrics })
 }

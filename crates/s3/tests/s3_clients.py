@@ -69,8 +69,9 @@ def get(bucket, key, **kw):
 
 
 def round_trips(b):
+    # 1 GiB adds some 16 s on two cores; S3_SMALL=1 leaves it out for a quick run.
     sizes = [0, 1, 5 * MIB + 1, 100 * MIB]
-    if os.environ.get("S3_BIG"):
+    if not os.environ.get("S3_SMALL"):
         sizes.append(1 << 30)
     for n in sizes:
         body = data(n, n)

@@ -66,6 +66,7 @@ impl Store {
             slice: 32 << 10,
             min_part,
             memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
+            metrics_listen: Some("127.0.0.1:0".into()),
         })
         .await
         .unwrap();
@@ -160,6 +161,27 @@ async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(on_disk, referenced, "chunk files on the nodes against chunks of live objects");
+    // The gateway counted what the suite did: PUTs and GETs that succeeded, the 403s of
+    // wrong signatures, the 404s of missing keys; each with its latency.
+    let m = s.s3.metrics_addr.expect("metrics served");
+    let text = tokio::task::spawn_blocking(move || ureq::get(&format!("http://{m}/metrics")).call().unwrap().into_string().unwrap())
+        .await
+        .unwrap();
+    let count = |labels: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(&format!("kintsugi_s3_requests_total{{{labels}}} ")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    for (labels, at_least) in [
+        ("method=\"PUT\",code=\"200\"", 20.0),
+        ("method=\"GET\",code=\"200\"", 20.0),
+        ("method=\"GET\",code=\"403\"", 1.0),
+        ("method=\"GET\",code=\"404\"", 1.0),
+    ] {
+        assert!(count(labels) >= at_least, "{labels}: {} (want {at_least} at least)\n{text}", count(labels));
+    }
+    assert!(text.contains("kintsugi_s3_request_duration_seconds_bucket{"), "{text}");
     s.stop().await;
 }
 

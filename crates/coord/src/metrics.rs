@@ -1,0 +1,140 @@
+//! The coordinator's Prometheus metrics: the cluster's state as `status` reports it, read at
+//! each scrape (objects, stripes, lost chunks, nodes, capacity, repair queue), and counters
+//! of the repairs this coordinator ran, by method and scheduler.
+
+use crate::coordinator::Coordinator;
+use kintsugi_metrics::prometheus_client::collector::Collector;
+use kintsugi_metrics::prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
+use kintsugi_metrics::prometheus_client::metrics::family::Family;
+use kintsugi_metrics::prometheus_client::metrics::gauge::ConstGauge;
+use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
+use std::sync::{Arc, Weak};
+
+/// A repair's labels: its method and scheduler.
+type RepairLabels = Vec<(&'static str, String)>;
+
+/// Counters of repairs, kept as they finish.
+#[derive(Default)]
+pub struct RepairCounters {
+    chunks: Family<Vec<(&'static str, String)>, Counter>,
+    bytes: Family<RepairLabels, Counter>,
+}
+
+impl RepairCounters {
+    /// One lost chunk's repair ended: `outcome` is repaired, failed or skipped; `bytes` is
+    /// the rebuilt chunk's length. `method` is a report's "method (scheduler)".
+    pub(crate) fn record(&self, method: &str, outcome: &'static str, bytes: u64) {
+        let mut labels = labels_of(method);
+        if bytes > 0 {
+            self.bytes.get_or_create(&labels).inc_by(bytes);
+        }
+        labels.push(("outcome", outcome.to_string()));
+        self.chunks.get_or_create(&labels).inc();
+    }
+}
+
+/// "ecpipe (chameleon)" as method and scheduler labels; a report without a scheduler
+/// ("resumed") has "none".
+fn labels_of(method: &str) -> RepairLabels {
+    let (m, s) = match method.split_once(" (") {
+        Some((m, s)) => (m, s.trim_end_matches(')')),
+        None => (method, "none"),
+    };
+    vec![("method", m.to_string()), ("scheduler", s.to_string())]
+}
+
+/// The registry a coordinator serves.
+pub fn registry(coord: &Arc<Coordinator>) -> Registry {
+    let mut r = Registry::with_prefix("kintsugi");
+    r.register("repair_chunks", "Lost chunks whose repair ended, by method, scheduler and outcome", coord.repair_counters.chunks.clone());
+    r.register_with_unit("repair", "Bytes of chunks rebuilt, by method and scheduler", Unit::Bytes, coord.repair_counters.bytes.clone());
+    r.register_collector(Box::new(StatusCollector(Arc::downgrade(coord))));
+    r
+}
+
+/// The cluster's state, read from `status` at each scrape.
+#[derive(Debug)]
+struct StatusCollector(Weak<Coordinator>);
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Coordinator(cluster {:x})", self.cluster_id)
+    }
+}
+
+fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, v: f64) -> std::fmt::Result {
+    let g = ConstGauge::new(v);
+    g.encode(e.encode_descriptor(name, help, unit, g.metric_type())?)
+}
+
+/// One gauge, a sample per node.
+fn per_node(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, samples: &[(u32, f64)]) -> std::fmt::Result {
+    let mut m = e.encode_descriptor(name, help, unit, ConstGauge::new(0.0).metric_type())?;
+    for (node, v) in samples {
+        let labels = [("node", node.to_string())];
+        ConstGauge::new(*v).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for StatusCollector {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(coord) = self.0.upgrade() else { return Ok(()) };
+        let s = match coord.status() {
+            Ok(s) => s,
+            Err(err) => {
+                tracing::warn!("metrics: the cluster's status could not be read: {err}");
+                return gauge(&mut e, "status_up", "Whether the cluster's status could be read for this scrape", None, 0.0);
+            }
+        };
+        gauge(&mut e, "status_up", "Whether the cluster's status could be read for this scrape", None, 1.0)?;
+        gauge(&mut e, "objects", "Objects stored", None, s.objects as f64)?;
+        gauge(&mut e, "stripes", "Stripes stored", None, s.stripes as f64)?;
+        gauge(&mut e, "lost_chunks", "Chunks to rebuild: bad ones and those on down nodes", None, s.lost_chunks as f64)?;
+        gauge(&mut e, "bad_chunks", "Chunks found corrupt or missing on nodes that are up", None, s.bad_chunks as f64)?;
+        gauge(&mut e, "chunks_on_down_nodes", "Chunks on nodes that are down or failed", None, s.chunks_on_down_nodes as f64)?;
+        gauge(&mut e, "unrepairable_stripes", "Stripes with too few healthy chunks to rebuild", None, s.unrepairable.len() as f64)?;
+        gauge(&mut e, "repairs_pending", "Repairs recorded and not finished", None, s.pending_repairs as f64)?;
+        gauge(&mut e, "repair_running", "1 while a full-node or automatic repair runs", None, s.repairing as u8 as f64)?;
+        let used: u64 = s.nodes.iter().map(|n| n.used_bytes).sum();
+        let capacity: u64 = s.nodes.iter().map(|n| n.capacity_bytes).sum();
+        gauge(&mut e, "stored", "Bytes of chunks on the nodes, as last reported", Some(&Unit::Bytes), used as f64)?;
+        gauge(&mut e, "capacity", "Bytes the nodes may use, as last reported", Some(&Unit::Bytes), capacity as f64)?;
+        let nodes = |f: &dyn Fn(&kintsugi_proto::NodeInfo) -> f64| -> Vec<(u32, f64)> { s.nodes.iter().map(|n| (n.id, f(n))).collect() };
+        per_node(&mut e, "node_up", "1 while the node heartbeats", None, &nodes(&|n| n.alive as u8 as f64))?;
+        per_node(&mut e, "node_reported_chunks", "Chunks the node holds, as it last reported", None, &nodes(&|n| n.chunks as f64))?;
+        per_node(
+            &mut e,
+            "node_reported_used",
+            "Bytes the node stores, as it last reported",
+            Some(&Unit::Bytes),
+            &nodes(&|n| n.used_bytes as f64),
+        )?;
+        per_node(&mut e, "node_capacity", "Bytes the node may use", Some(&Unit::Bytes), &nodes(&|n| n.capacity_bytes as f64))?;
+        per_node(&mut e, "node_full", "1 when the node is past the full ratio", None, &nodes(&|n| n.full as u8 as f64))?;
+        let residual = |up: bool| -> Vec<(u32, f64)> {
+            s.nodes.iter().filter_map(|n| if up { n.residual_up } else { n.residual_down }.map(|r| (n.id, r))).collect()
+        };
+        per_node(
+            &mut e,
+            "node_residual_up_bytes_per_second",
+            "Upload bandwidth left for repair, as the planners see it",
+            None,
+            &residual(true),
+        )?;
+        per_node(&mut e, "node_residual_down_bytes_per_second", "Download bandwidth left for repair", None, &residual(false))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reports_method_names_its_method_and_scheduler() {
+        assert_eq!(labels_of("ecpipe (chameleon)"), vec![("method", "ecpipe".into()), ("scheduler", "chameleon".into())]);
+        assert_eq!(labels_of("resumed"), vec![("method", "resumed".into()), ("scheduler", "none".into())]);
+    }
+}

@@ -1,0 +1,215 @@
+//! A real Prometheus (Debian's `prometheus`) scrapes a loopback cluster's coordinator and
+//! nodes while an object is written, a node is failed and its chunks are repaired; its HTTP
+//! API then shows the repair's bytes, lost chunks back at 0, and foreground and repair bytes
+//! per node. `promtool check metrics` passes on every endpoint's output. Where Prometheus is
+//! not installed the test says so and skips, except under CI, where `.ci/run` installs it.
+
+use kintsugi_client::Client;
+use kintsugi_coord::CoordConfig;
+use kintsugi_node::NodeConfig;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// RS(4,2) on one node more than a stripe is wide: a failed node's chunks have somewhere to go.
+const NODES: usize = 7;
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Prometheus, killed when dropped.
+struct Prometheus(Child, String);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(bin: &Path, dir: &Path, targets: &[SocketAddr]) -> Prometheus {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: kintsugi\n    static_configs:\n      - targets: [{}]\n",
+                list.join(", ")
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting prometheus");
+        Prometheus(child, format!("http://127.0.0.1:{port}"))
+    }
+
+    /// An instant query's samples: (labels, value).
+    fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
+        let r: serde_json::Value = match ureq::get(&format!("{}/api/v1/query", self.1)).query("query", q).call() {
+            Ok(r) => r.into_json().unwrap(),
+            Err(_) => return vec![],
+        };
+        r["data"]["result"]
+            .as_array()
+            .map(|a| {
+                a.iter().map(|s| (s["metric"].clone(), s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN))).collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Waits (up to a minute) until `q` has a sample for which `ok` holds; returns the samples.
+    fn wait_for(&self, q: &str, ok: impl Fn(&[(serde_json::Value, f64)]) -> bool) -> Vec<(serde_json::Value, f64)> {
+        let start = Instant::now();
+        loop {
+            let r = self.query(q);
+            if ok(&r) {
+                return r;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "Prometheus never answered '{q}' as expected; last: {r:?}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+/// `promtool check metrics` on what an endpoint serves.
+fn promtool_check(promtool: &Path, addr: SocketAddr) {
+    let text = ureq::get(&format!("http://{addr}/metrics")).call().unwrap().into_string().unwrap();
+    let mut p = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics on {addr}: {}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
+    let (Some(prom), Some(promtool)) = (on_path("prometheus"), on_path("promtool")) else {
+        assert!(std::env::var("CI").is_err(), "CI must have prometheus and promtool (.ci/run installs Debian's prometheus)");
+        eprintln!("skipping: prometheus or promtool is not installed");
+        return;
+    };
+    if kintsugi_proto::auth::secret().is_none() {
+        kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coord = kintsugi_coord::start(CoordConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.path().join("coord"),
+        dead_after_ms: 1000,
+        chunk_size: 256 << 10,
+        auto_repair: false,
+        metrics_listen: Some("127.0.0.1:0".into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let addr = coord.addr.to_string();
+    let mut nodes = Vec::new();
+    for i in 0..NODES {
+        let cfg = NodeConfig {
+            id: i as u32,
+            data_dir: dir.path().join(format!("node{i}")),
+            coordinator: Some(addr.clone()),
+            heartbeat_ms: 100,
+            metrics_listen: Some("127.0.0.1:0".into()),
+            ..Default::default()
+        };
+        nodes.push(Some(kintsugi_node::start(cfg).await.unwrap()));
+    }
+    let client = Client::new(&addr);
+    for _ in 0..100 {
+        if client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0) == NODES {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut targets = vec![coord.metrics_addr.unwrap()];
+    targets.extend(nodes.iter().map(|n| n.as_ref().unwrap().metrics_addr.unwrap()));
+    let p = Prometheus::start(&prom, dir.path(), &targets);
+    let blocking = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
+
+    // Every endpoint passes promtool's checks, and Prometheus scrapes them all.
+    let t = targets.clone();
+    let pt = promtool.clone();
+    blocking(Box::new(move || t.iter().for_each(|a| promtool_check(&pt, *a)))).await.unwrap();
+
+    // An object written: the nodes received foreground bytes.
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    client.put("obj", &data, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    let p = std::sync::Arc::new(p);
+    let pc = p.clone();
+    blocking(Box::new(move || {
+        pc.wait_for("count(up{job=\"kintsugi\"} == 1)", |r| r.first().is_some_and(|s| s.1 == (NODES + 1) as f64));
+        // 48 chunks over 7 nodes: every node, or all but one, holds some.
+        let r = pc.wait_for("kintsugi_node_network_bytes_total{class=\"foreground\",direction=\"received\"} > 0", |r| r.len() >= NODES - 1);
+        let total: f64 = r.iter().map(|s| s.1).sum();
+        assert!(total >= (12 << 20) as f64, "the nodes received the object's 12 MiB of chunks: {total}");
+    }))
+    .await
+    .unwrap();
+
+    // A node fails: its chunks are lost, as Prometheus sees.
+    let victim = 2;
+    nodes[victim].take().unwrap().stop().await;
+    client.fail(victim as u32).await.unwrap();
+    let pc = p.clone();
+    blocking(Box::new(move || {
+        pc.wait_for("kintsugi_lost_chunks", |r| r.first().is_some_and(|s| s.1 > 0.0));
+        pc.wait_for(&format!("kintsugi_node_up{{node=\"{victim}\"}}"), |r| r.first().is_some_and(|s| s.1 == 0.0));
+    }))
+    .await
+    .unwrap();
+
+    // The repair: its bytes by method and scheduler, lost chunks back to 0, and repair
+    // bytes sent by the surviving nodes.
+    let r = client.repair(Shape::Ppr, 64 << 10, 4, Scheduler::Random).await.unwrap();
+    assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
+    let pc = p.clone();
+    let repaired_bytes = r.bytes as f64;
+    blocking(Box::new(move || {
+        let b = pc.wait_for("kintsugi_repair_bytes_total", |r| !r.is_empty());
+        assert_eq!(b[0].0["method"], "ppr", "{b:?}");
+        assert_eq!(b[0].1, repaired_bytes, "the repair's bytes as its report says");
+        pc.wait_for("kintsugi_lost_chunks", |r| r.first().is_some_and(|s| s.1 == 0.0));
+        pc.wait_for("kintsugi_repair_chunks_total{outcome=\"repaired\"}", |r| r.first().is_some_and(|s| s.1 > 0.0));
+        let sent = pc.wait_for("sum(kintsugi_node_network_bytes_total{class=\"repair\",direction=\"sent\"})", |r| {
+            r.first().is_some_and(|s| s.1 > 0.0)
+        });
+        assert!(sent[0].1 >= repaired_bytes, "helpers sent at least the rebuilt bytes: {sent:?}");
+        let written = pc.wait_for("sum(kintsugi_node_repair_written_bytes_total)", |r| r.first().is_some_and(|s| s.1 > 0.0));
+        assert_eq!(written[0].1, repaired_bytes, "the destinations stored the rebuilt bytes");
+    }))
+    .await
+    .unwrap();
+    let t = targets.clone();
+    blocking(Box::new(move || t.iter().filter(|a| **a != t[victim + 1]).for_each(|a| promtool_check(&promtool, *a)))).await.unwrap();
+    drop(p);
+    for n in nodes.into_iter().flatten() {
+        n.stop().await;
+    }
+    coord.stop().await;
+}

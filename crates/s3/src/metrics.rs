@@ -1,0 +1,47 @@
+//! The gateway's Prometheus metrics: requests by HTTP method and status, and their latency
+//! until the response's head (a GET's body streams after it).
+
+use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
+use kintsugi_metrics::prometheus_client::metrics::family::Family;
+use kintsugi_metrics::prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Counters the server updates per request.
+#[derive(Clone)]
+pub struct RequestMetrics {
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for RequestMetrics {
+    fn default() -> Self {
+        // 0.5 ms to about 16 s.
+        let buckets: fn() -> Histogram = || Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        RequestMetrics { requests: Family::default(), latency: Family::new_with_constructor(buckets) }
+    }
+}
+
+impl RequestMetrics {
+    /// One request answered with `status` (0: the connection failed) after `took`.
+    pub fn record(&self, method: &str, status: u16, took: Duration) {
+        let code = if status == 0 { "error".to_string() } else { status.to_string() };
+        self.requests.get_or_create(&vec![("method", method.to_string()), ("code", code)]).inc();
+        self.latency.get_or_create(&vec![("method", method.to_string())]).observe(took.as_secs_f64());
+    }
+
+    /// The registry a gateway serves.
+    pub fn registry(&self) -> Registry {
+        let mut r = Registry::with_prefix("kintsugi_s3");
+        r.register("requests", "S3 requests answered, by HTTP method and status code", self.requests.clone());
+        r.register_with_unit(
+            "request_duration",
+            "Time from a request's arrival to its response's head, by HTTP method",
+            Unit::Seconds,
+            self.latency.clone(),
+        );
+        r
+    }
+}
