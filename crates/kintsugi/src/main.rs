@@ -17,6 +17,7 @@ mod bench_sar;
 mod bench_sim;
 mod cluster_cmd;
 mod codec;
+mod config_cmd;
 mod demo;
 mod embedded;
 mod geo_cmd;
@@ -50,8 +51,18 @@ struct Cli {
     // given, and printed it in every usage line as if it were required.
     #[arg(long, global = true)]
     secret_file: Option<std::path::PathBuf>,
+    /// Log lines as text for people, or as one JSON object per line for log collectors
+    /// (levels by KINTSUGI_LOG, e.g. info or kintsugi_coord=debug).
+    #[arg(long, global = true, env = "KINTSUGI_LOG_FORMAT", default_value = "text", hide_env_values = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,6 +96,9 @@ enum Cmd {
     /// A whole store on this machine: a coordinator, N nodes and the S3 gateway, kept in
     /// one data directory across restarts (credentials printed at start).
     Serve(s3_cmd::ServeArgs),
+    /// Check a coordinator's or a node's TOML configuration.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCmd),
     /// Store a file as an object.
     Put {
         #[command(flatten)]
@@ -172,14 +186,17 @@ fn main() -> std::process::ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KINTSUGI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    let filter =
+        || tracing_subscriber::EnvFilter::try_from_env("KINTSUGI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = match cli.log_format {
+        LogFormat::Json => tracing_subscriber::fmt().json().with_env_filter(filter()).with_writer(std::io::stderr).try_init(),
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr)
+            // Colour codes only for a person at a terminal, not in log files.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+    };
     let secret_file =
         cli.secret_file.clone().or_else(|| std::env::var_os("KINTSUGI_SECRET_FILE").filter(|v| !v.is_empty()).map(Into::into));
     if let Some(path) = &secret_file {
@@ -203,6 +220,7 @@ fn main() -> std::process::ExitCode {
         Cmd::S3(a) => s3_cmd::s3(a),
         Cmd::Bucket(c) => s3_cmd::bucket(c),
         Cmd::Serve(a) => s3_cmd::serve(a),
+        Cmd::Config(c) => config_cmd::run(c),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
         Cmd::Ls { prefix, delimiter, target } => cluster_cmd::ls(&target, &prefix, &delimiter),

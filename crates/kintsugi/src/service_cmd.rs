@@ -193,15 +193,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
     cfg.tcp_congestion = a.tcp_congestion.or(cfg.tcp_congestion);
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
-    if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
-        bail!("hdd_seek_ms must be a number of milliseconds >= 0");
-    }
-    if cfg.link_capacity.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
-        bail!("link_capacity must be a positive number of bytes per second");
-    }
-    if cfg.worker_threads == Some(0) {
-        bail!("worker_threads must be at least 1");
-    }
+    check_node(&cfg)?;
     use_secret_file(cfg.secret_file.as_deref())?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(w) = cfg.worker_threads {
@@ -222,6 +214,65 @@ pub fn node(a: NodeArgs) -> Result<()> {
     })
 }
 
+/// What a node refuses to start with (also `kintsugi config check`).
+pub fn check_node(cfg: &NodeConfig) -> Result<()> {
+    if cfg.hdd_seek_ms.is_some_and(|s| !(s >= 0.0 && s.is_finite())) {
+        bail!("hdd_seek_ms must be a number of milliseconds >= 0");
+    }
+    if cfg.link_capacity.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+        bail!("link_capacity must be a positive number of bytes per second");
+    }
+    for (what, r) in [("uplink", cfg.uplink), ("downlink", cfg.downlink)] {
+        if r.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+            bail!("{what} must be a positive number of bytes per second");
+        }
+    }
+    if cfg.worker_threads == Some(0) {
+        bail!("worker_threads must be at least 1");
+    }
+    check_address("listen", &cfg.listen)?;
+    if let Some(m) = &cfg.metrics_listen {
+        check_address("metrics_listen", m)?;
+    }
+    if let Some(f) = &cfg.secret_file {
+        kintsugi_proto::auth::Secret::from_file(f).map_err(|e| anyhow!("secret_file: {e}"))?;
+    }
+    Ok(())
+}
+
+/// What a coordinator refuses to start with (also `kintsugi config check`).
+pub fn check_coordinator(cfg: &CoordConfig) -> Result<()> {
+    let (near, backfill, full) = (cfg.nearfull_ratio, cfg.backfillfull_ratio, cfg.full_ratio);
+    if !(0.0 < near && near <= backfill && backfill <= full && full <= 1.0) {
+        bail!("fill ratios must be 0 < nearfull_ratio <= backfillfull_ratio <= full_ratio <= 1 (got {near}, {backfill}, {full})");
+    }
+    for (what, ms) in [("dead_after_ms", cfg.dead_after_ms), ("io_timeout_ms", cfg.io_timeout_ms), ("leader_lease_ms", cfg.leader_lease_ms)]
+    {
+        if ms == 0 {
+            bail!("{what} must be at least 1");
+        }
+    }
+    if !(cfg.meta.is_empty() || cfg.meta == "redb") {
+        kintsugi_coord::meta_etcd::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
+    }
+    check_address("listen", &cfg.listen)?;
+    if let Some(m) = &cfg.metrics_listen {
+        check_address("metrics_listen", m)?;
+    }
+    if let Some(f) = &cfg.secret_file {
+        kintsugi_proto::auth::Secret::from_file(f).map_err(|e| anyhow!("secret_file: {e}"))?;
+    }
+    Ok(())
+}
+
+/// An address to listen on: HOST:PORT with a port number.
+fn check_address(what: &str, addr: &str) -> Result<()> {
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => bail!("{what} must be HOST:PORT, got '{addr}'"),
+    }
+}
+
 /// `kintsugi coordinator`: runs until Ctrl-C.
 pub fn coordinator(a: CoordArgs) -> Result<()> {
     let mut cfg: CoordConfig = load_toml(a.config.as_deref())?;
@@ -235,6 +286,7 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         cfg.meta = v;
     }
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
+    check_coordinator(&cfg)?;
     use_secret_file(cfg.secret_file.as_deref())?;
     // With etcd, metadata calls wait on the network inside request handlers: more workers,
     // so a slow etcd call does not hold up heartbeats.

@@ -1,0 +1,69 @@
+//! `kintsugi config check FILE`: reads a coordinator's or a node's TOML as the service
+//! would, refuses what the service would refuse at start, and prints the effective
+//! configuration (every default filled in).
+
+use crate::service_cmd::{check_coordinator, check_node};
+use anyhow::{bail, Context, Result};
+use clap::{Subcommand, ValueEnum};
+use kintsugi_coord::CoordConfig;
+use kintsugi_node::NodeConfig;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Check a TOML configuration and print it with its defaults filled in; exits non-zero,
+    /// saying why, if the service would not start with it.
+    Check {
+        file: PathBuf,
+        /// Whose configuration it is [default: the one it parses as].
+        #[arg(long)]
+        role: Option<Role>,
+        /// Print the effective configuration as JSON instead of TOML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Coordinator,
+    Node,
+}
+
+pub fn run(c: ConfigCmd) -> Result<()> {
+    let ConfigCmd::Check { file, role, json } = c;
+    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    let as_coord = || toml::from_str::<CoordConfig>(&text);
+    let as_node = || toml::from_str::<NodeConfig>(&text);
+    let role = match role {
+        Some(r) => r,
+        None => match (as_coord(), as_node()) {
+            (Ok(_), Err(_)) => Role::Coordinator,
+            (Err(_), Ok(_)) => Role::Node,
+            (Ok(_), Ok(_)) => bail!("{} reads as a coordinator's and as a node's configuration: say which with --role", file.display()),
+            (Err(c), Err(n)) => {
+                bail!("{} is neither a coordinator's configuration ({}) nor a node's ({})", file.display(), c.message(), n.message())
+            }
+        },
+    };
+    let what = |e: toml::de::Error| anyhow::anyhow!("{} is not a valid {role:?} configuration: {e}", file.display());
+    let (effective, as_json) = match role {
+        Role::Coordinator => {
+            let cfg = as_coord().map_err(what)?;
+            check_coordinator(&cfg)?;
+            (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
+        }
+        Role::Node => {
+            let cfg = as_node().map_err(what)?;
+            check_node(&cfg)?;
+            (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
+        }
+    };
+    if json {
+        println!("{as_json}");
+    } else {
+        eprintln!("{}: a valid {} configuration; in effect:", file.display(), format!("{role:?}").to_lowercase());
+        print!("{effective}");
+    }
+    Ok(())
+}
