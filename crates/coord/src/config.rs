@@ -12,7 +12,8 @@ use std::path::PathBuf;
 #[serde(default, deny_unknown_fields)]
 pub struct CoordConfig {
     pub listen: String,
-    /// Where `/metrics` (Prometheus) is served; none when absent.
+    /// Where `/metrics` (Prometheus) and the status page (`/`, `/status.json`) are served;
+    /// none when absent.
     pub metrics_listen: Option<String>,
     /// Holds `meta.redb`.
     pub data_dir: PathBuf,

@@ -66,6 +66,8 @@ pub struct Coordinator {
     pub(crate) rebalance_status: Mutex<Option<kintsugi_proto::RebalanceStatus>>,
     /// Repairs' outcomes and bytes, for `/metrics`.
     pub(crate) repair_counters: crate::metrics::RepairCounters,
+    /// Each node's recent traffic, for the status page's charts.
+    pub(crate) link_history: crate::status_page::LinkHistory,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -80,7 +82,7 @@ pub struct CoordHandle {
     /// With several coordinators: this one's leadership, and why it was lost once it is.
     leadership: Option<Arc<crate::leader::Leadership>>,
     deposed: watch::Receiver<Option<String>>,
-    /// Where `/metrics` is served (`metrics_listen`), and its task.
+    /// Where `/metrics` and the status page (`/`) are served (`metrics_listen`), and its task.
     pub metrics_addr: Option<SocketAddr>,
     metrics: Option<tokio::task::JoinHandle<()>>,
 }
@@ -184,6 +186,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         rebalancing: tokio::sync::Mutex::new(()),
         rebalance_status: Mutex::default(),
         repair_counters: Default::default(),
+        link_history: Default::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
@@ -206,7 +209,8 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     }
     let (metrics_addr, metrics) = match &coord.cfg.metrics_listen {
         Some(listen) => {
-            let (a, t) = kintsugi_metrics::serve(listen, Arc::new(crate::metrics::registry(&coord))).await?;
+            let pages = Some(crate::status_page::pages(&coord));
+            let (a, t) = kintsugi_metrics::serve_with_pages(listen, Arc::new(crate::metrics::registry(&coord)), pages).await?;
             (Some(a), Some(t))
         }
         None => (None, None),
@@ -326,6 +330,7 @@ impl Coordinator {
                     self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
                 }
                 if let Some(l) = link {
+                    self.link_history.record(node, &l);
                     self.links.lock().expect("links lock").insert(node, l);
                 }
                 Ok(CoordResponse::Welcome { cluster: self.cluster_id })

@@ -30,6 +30,7 @@ mod repair;
 mod repair_batch;
 mod seal;
 mod small_bucket;
+pub mod status_page;
 mod straggler;
 pub mod straggler_injector;
 mod stripe_health;

@@ -164,6 +164,7 @@ impl Coordinator {
         self.meta.apply(vec![Change::DeleteNode(node)])?;
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);
+        self.link_history.forget(node);
         tracing::info!("node {node} removed after {} chunk(s) were rebuilt elsewhere", report.repaired);
         Ok(report)
     }

@@ -9,6 +9,7 @@ use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
 use kintsugi_metrics::prometheus_client::metrics::family::Family;
 use kintsugi_metrics::prometheus_client::metrics::gauge::ConstGauge;
 use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A repair's labels: its method and scheduler.
@@ -19,13 +20,82 @@ type RepairLabels = Vec<(&'static str, String)>;
 pub struct RepairCounters {
     chunks: Family<Vec<(&'static str, String)>, Counter>,
     bytes: Family<RepairLabels, Counter>,
+    /// The same, summed over methods (the status page's progress and rate).
+    pub(crate) repaired: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) repaired_bytes: AtomicU64,
+    /// The running (or last) repair run, for the status page.
+    run: std::sync::Mutex<Option<Run>>,
+}
+
+/// A repair run as the status page shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Run {
+    pub method: String,
+    /// Lost chunks it set out to rebuild.
+    pub total: u64,
+    pub started_ms: u64,
+    pub finished_ms: Option<u64>,
+    #[serde(skip)]
+    base: (u64, u64, u64),
+}
+
+/// A run's progress: what it is, and what it has done so far.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunProgress {
+    #[serde(flatten)]
+    pub run: Run,
+    pub repaired: u64,
+    pub failed: u64,
+    pub bytes: u64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl RepairCounters {
+    /// A repair run of `total` lost chunks begins.
+    pub(crate) fn start_run(&self, method: &str, total: usize) {
+        let base =
+            (self.repaired.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.repaired_bytes.load(Ordering::Relaxed));
+        let run = Run { method: method.to_string(), total: total as u64, started_ms: now_ms(), finished_ms: None, base };
+        *self.run.lock().expect("run lock") = Some(run);
+    }
+
+    /// The run begun last has ended.
+    pub(crate) fn finish_run(&self) {
+        if let Some(r) = self.run.lock().expect("run lock").as_mut() {
+            r.finished_ms = Some(now_ms());
+        }
+    }
+
+    /// The running or last run, with what it has done.
+    pub fn progress(&self) -> Option<RunProgress> {
+        let run = self.run.lock().expect("run lock").clone()?;
+        let (r, f, b) = run.base;
+        Some(RunProgress {
+            repaired: self.repaired.load(Ordering::Relaxed) - r,
+            failed: self.failed.load(Ordering::Relaxed) - f,
+            bytes: self.repaired_bytes.load(Ordering::Relaxed) - b,
+            run,
+        })
+    }
+
     /// One lost chunk's repair ended: `outcome` is repaired, failed or skipped; `bytes` is
     /// the rebuilt chunk's length. `method` is a report's "method (scheduler)".
     pub(crate) fn record(&self, method: &str, outcome: &'static str, bytes: u64) {
         let mut labels = labels_of(method);
+        match outcome {
+            "repaired" => {
+                self.repaired.fetch_add(1, Ordering::Relaxed);
+                self.repaired_bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+            "failed" => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
         if bytes > 0 {
             self.bytes.get_or_create(&labels).inc_by(bytes);
         }

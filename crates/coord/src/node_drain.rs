@@ -74,6 +74,7 @@ impl Coordinator {
         self.meta.apply(vec![Change::DeleteNode(node)])?;
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);
+        self.link_history.forget(node);
         let addr = self.live.lock().expect("live lock").remove(&node).map(|(a, _)| a);
         if let Some(addr) = addr {
             // Best effort: it holds nothing the cluster needs now.

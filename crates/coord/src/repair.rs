@@ -489,6 +489,21 @@ impl Coordinator {
         parallel: usize,
         scheduler: Scheduler,
     ) -> Result<RepairReport, String> {
+        let pending = self.meta.pending()?.len();
+        self.repair_counters.start_run(&format!("{method} ({scheduler})"), lost.len().max(pending));
+        let r = self.repair_run(lost, method, slice, parallel, scheduler).await;
+        self.repair_counters.finish_run();
+        r
+    }
+
+    async fn repair_run(
+        self: &Arc<Self>,
+        lost: Vec<(u64, usize)>,
+        method: Shape,
+        slice: u64,
+        parallel: usize,
+        scheduler: Scheduler,
+    ) -> Result<RepairReport, String> {
         let mut todo: Vec<PendingRepair> = lost.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
         // Chunks left pending by an earlier run are included with their own method.
         for p in self.meta.pending()? {

@@ -112,7 +112,7 @@ pub struct CoordArgs {
     #[arg(long)]
     pub meta: Option<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (objects, lost chunks, nodes,
-    /// repairs by method and scheduler) [default: none].
+    /// repairs by method and scheduler) and the status page at http://ADDR/ [default: none].
     #[arg(long)]
     pub metrics_listen: Option<String>,
 }
@@ -303,7 +303,7 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         let at = if cfg.meta.is_empty() { cfg.data_dir.display().to_string() } else { cfg.meta.clone() };
         eprintln!("coordinator listening on {} (metadata in {at})", h.addr);
         if let Some(m) = h.metrics_addr {
-            eprintln!("metrics on http://{m}/metrics");
+            eprintln!("status page on http://{m}/, metrics on http://{m}/metrics");
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {

@@ -56,9 +56,26 @@ pub fn classic(openmetrics: &str) -> String {
     out
 }
 
+/// A page served beside `/metrics` (the coordinator's status page and its JSON).
+pub struct Page {
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+/// What serves the other paths of the port: a page for a path, or none (404).
+pub type Pages = Arc<dyn Fn(&str) -> Option<Page> + Send + Sync>;
+
 /// The answer to one request on the metrics port.
-fn answer(registry: &Registry, method: &Method, path: &str, accept: &str) -> Response<Full<Bytes>> {
+fn answer(registry: &Registry, pages: Option<&Pages>, method: &Method, path: &str, accept: &str) -> Response<Full<Bytes>> {
+    let page = match (method, pages) {
+        (&Method::GET, Some(p)) if path != "/metrics" => p(path),
+        _ => None,
+    };
     let (status, content_type, body) = match (method, path) {
+        _ if page.is_some() => {
+            let p = page.expect("just matched");
+            (StatusCode::OK, p.content_type, p.body)
+        }
         (&Method::GET, "/metrics") | (&Method::HEAD, "/metrics") if accept.contains("application/openmetrics-text") => {
             (StatusCode::OK, CONTENT_TYPE, render(registry))
         }
@@ -72,9 +89,18 @@ fn answer(registry: &Registry, method: &Method, path: &str, accept: &str) -> Res
     r
 }
 
-/// Serves `registry` at `http://listen/metrics` until the task is dropped; returns the
+/// Serves `registry` at `http://listen/metrics` until the task is aborted; returns the
 /// address bound (`listen` may ask for port 0).
 pub async fn serve(listen: &str, registry: Arc<Registry>) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    serve_with_pages(listen, registry, None).await
+}
+
+/// [`serve`], with `pages` answering GETs of other paths.
+pub async fn serve_with_pages(
+    listen: &str,
+    registry: Arc<Registry>,
+    pages: Option<Pages>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
     let listener = TcpListener::bind(listen).await.map_err(|e| format!("metrics listener on {listen}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!("metrics at http://{addr}/metrics");
@@ -90,12 +116,12 @@ pub async fn serve(listen: &str, registry: Arc<Registry>) -> Result<(SocketAddr,
                     continue;
                 }
             };
-            let registry = registry.clone();
+            let (registry, pages) = (registry.clone(), pages.clone());
             tokio::spawn(async move {
                 let _permit = permit;
                 let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                     let accept = req.headers().get(hyper::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-                    let r = answer(&registry, req.method(), req.uri().path(), accept);
+                    let r = answer(&registry, pages.as_ref(), req.method(), req.uri().path(), accept);
                     async move { Ok::<_, std::convert::Infallible>(r) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
