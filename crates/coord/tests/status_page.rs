@@ -85,14 +85,15 @@ async fn the_status_page_shows_every_node_and_a_repair_moving() {
     let addr = coord.addr.to_string();
     let mut nodes = Vec::new();
     for i in 0..NODES {
-        // Slow links (2 MB/s each way), so that the repair below lasts seconds.
+        // Slow links (1 MB/s each way), so that the repair below lasts some 15 s: time for
+        // several page loads on a busy machine.
         let cfg = NodeConfig {
             id: i as u32,
             data_dir: dir.path().join(format!("node{i}")),
             coordinator: Some(addr.clone()),
             heartbeat_ms: 100,
-            uplink: Some(2e6),
-            downlink: Some(2e6),
+            uplink: Some(1e6),
+            downlink: Some(1e6),
             ..Default::default()
         };
         nodes.push(Some(kintsugi_node::start(cfg).await.unwrap()));
