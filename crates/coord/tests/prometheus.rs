@@ -206,7 +206,45 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
     .await
     .unwrap();
     let t = targets.clone();
-    blocking(Box::new(move || t.iter().filter(|a| **a != t[victim + 1]).for_each(|a| promtool_check(&promtool, *a)))).await.unwrap();
+    let pt = promtool.clone();
+    blocking(Box::new(move || t.iter().filter(|a| **a != t[victim + 1]).for_each(|a| promtool_check(&pt, *a)))).await.unwrap();
+
+    // deploy/: the example scrape configuration is valid, and every query of the Grafana
+    // dashboard parses in Prometheus and names metrics the cluster serves (the gateway's
+    // are checked by the S3 test).
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let out = Command::new(&promtool).args(["check", "config"]).arg(deploy.join("prometheus.yml")).output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let served: String = targets
+        .iter()
+        .filter(|a| **a != targets[victim + 1])
+        .map(|a| ureq::get(&format!("http://{a}/metrics")).call().unwrap().into_string().unwrap())
+        .collect();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy.join("grafana/kintsugi.json")).unwrap()).unwrap();
+    let pc = p.clone();
+    blocking(Box::new(move || {
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                let r: serde_json::Value =
+                    ureq::get(&format!("{}/api/v1/query", pc.1)).query("query", expr).call().unwrap().into_json().unwrap();
+                assert_eq!(r["status"], "success", "{expr}: {r}");
+                for name in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kintsugi_")) {
+                    if !name.starts_with("kintsugi_s3_") {
+                        // A sample, or its family (residual bandwidth has no sample without a link capacity).
+                        let family = name.strip_suffix("_total").unwrap_or(name);
+                        assert!(
+                            served.contains(&format!("\n{name}")) || served.contains(&format!("# TYPE {family}")),
+                            "the dashboard's {name} is not served"
+                        );
+                    }
+                }
+            }
+        }
+    }))
+    .await
+    .unwrap();
     drop(p);
     for n in nodes.into_iter().flatten() {
         n.stop().await;

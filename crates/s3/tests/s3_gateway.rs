@@ -182,6 +182,14 @@ async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
         assert!(count(labels) >= at_least, "{labels}: {} (want {at_least} at least)\n{text}", count(labels));
     }
     assert!(text.contains("kintsugi_s3_request_duration_seconds_bucket{"), "{text}");
+    // The Grafana dashboard in deploy/ charts what the gateway serves.
+    let dashboard = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/kintsugi.json")).unwrap();
+    let names: Vec<&str> =
+        dashboard.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("kintsugi_s3_")).collect();
+    assert!(!names.is_empty());
+    for name in names {
+        assert!(text.contains(&format!("\n{name}")), "the dashboard's {name} is not served");
+    }
     s.stop().await;
 }
 
