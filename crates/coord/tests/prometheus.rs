@@ -4,7 +4,6 @@
 //! per node. `promtool check metrics` passes on every endpoint's output. Where Prometheus is
 //! not installed the test says so and skips, except under CI, where `.ci/run` installs it.
 
-use kintsugi_client::Client;
 use kintsugi_coord::CoordConfig;
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::schedule::Scheduler;
@@ -17,6 +16,8 @@ use std::time::{Duration, Instant};
 
 /// RS(4,2) on one node more than a stripe is wide: a failed node's chunks have somewhere to go.
 const NODES: usize = 7;
+
+mod common;
 
 fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
@@ -112,42 +113,11 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
         eprintln!("skipping: prometheus or promtool is not installed");
         return;
     };
-    if kintsugi_proto::auth::secret().is_none() {
-        kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
-    }
     let dir = tempfile::tempdir().unwrap();
-    let coord = kintsugi_coord::start(CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.path().join("coord"),
-        dead_after_ms: 1000,
-        chunk_size: 256 << 10,
-        auto_repair: false,
-        metrics_listen: Some("127.0.0.1:0".into()),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..NODES {
-        let cfg = NodeConfig {
-            id: i as u32,
-            data_dir: dir.path().join(format!("node{i}")),
-            coordinator: Some(addr.clone()),
-            heartbeat_ms: 100,
-            metrics_listen: Some("127.0.0.1:0".into()),
-            ..Default::default()
-        };
-        nodes.push(Some(kintsugi_node::start(cfg).await.unwrap()));
-    }
-    let client = Client::new(&addr);
-    for _ in 0..100 {
-        if client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0) == NODES {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut targets = vec![coord.metrics_addr.unwrap()];
+    let conf = CoordConfig { chunk_size: 256 << 10, metrics_listen: Some("127.0.0.1:0".into()), ..common::cfg(dir.path(), "127.0.0.1:0") };
+    let mut c = common::cluster_nodes(conf, dir.path(), NODES, |_, n| NodeConfig { metrics_listen: Some("127.0.0.1:0".into()), ..n }).await;
+    let (client, nodes) = (c.client.clone(), &mut c.nodes);
+    let mut targets = vec![c.coord.as_ref().unwrap().metrics_addr.unwrap()];
     targets.extend(nodes.iter().map(|n| n.as_ref().unwrap().metrics_addr.unwrap()));
     let p = Prometheus::start(&prom, dir.path(), &targets);
     let blocking = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
@@ -246,8 +216,5 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
     .await
     .unwrap();
     drop(p);
-    for n in nodes.into_iter().flatten() {
-        n.stop().await;
-    }
-    coord.stop().await;
+    c.stop().await;
 }

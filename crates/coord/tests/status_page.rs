@@ -4,9 +4,7 @@
 //! skips, except under CI, where `.ci/run` installs it. `STATUS_SCREENSHOT=FILE` also saves a
 //! screenshot taken during the repair (the README's).
 
-use kintsugi_client::Client;
 use kintsugi_coord::CoordConfig;
-use kintsugi_node::NodeConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use std::path::{Path, PathBuf};
@@ -14,6 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const NODES: usize = 7;
+
+mod common;
 
 fn browser() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -67,44 +67,13 @@ async fn the_status_page_shows_every_node_and_a_repair_moving() {
         eprintln!("skipping: no headless Chromium installed");
         return;
     };
-    if kintsugi_proto::auth::secret().is_none() {
-        kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
-    }
     let dir = tempfile::tempdir().unwrap();
-    let coord = kintsugi_coord::start(CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.path().join("coord"),
-        dead_after_ms: 1000,
-        chunk_size: 256 << 10,
-        auto_repair: false,
-        metrics_listen: Some("127.0.0.1:0".into()),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let addr = coord.addr.to_string();
-    let mut nodes = Vec::new();
-    for i in 0..NODES {
-        // Slow links (1 MB/s each way), so that the repair below lasts some 15 s: time for
-        // several page loads on a busy machine.
-        let cfg = NodeConfig {
-            id: i as u32,
-            data_dir: dir.path().join(format!("node{i}")),
-            coordinator: Some(addr.clone()),
-            heartbeat_ms: 100,
-            uplink: Some(1e6),
-            downlink: Some(1e6),
-            ..Default::default()
-        };
-        nodes.push(Some(kintsugi_node::start(cfg).await.unwrap()));
-    }
-    let client = Client::new(&addr);
-    let start = Instant::now();
-    while client.status().await.map(|s| s.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0) < NODES {
-        assert!(start.elapsed() < Duration::from_secs(30), "the nodes never came up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let url = format!("http://{}/", coord.metrics_addr.unwrap());
+    let conf = CoordConfig { chunk_size: 256 << 10, metrics_listen: Some("127.0.0.1:0".into()), ..common::cfg(dir.path(), "127.0.0.1:0") };
+    // Slow links (1 MB/s each way), so that the repair below lasts some 15 s: time for
+    // several page loads on a busy machine.
+    let mut c = common::cluster_with(conf, dir.path(), NODES, Some(1e6)).await;
+    let client = c.client.clone();
+    let url = format!("http://{}/", c.coord.as_ref().unwrap().metrics_addr.unwrap());
     let b = browser.clone();
     let u = url.clone();
     let (dom, console) = tokio::task::spawn_blocking(move || load(&b, &u, None)).await.unwrap();
@@ -117,7 +86,7 @@ async fn the_status_page_shows_every_node_and_a_repair_moving() {
     // 16 stripes of RS(4,2) over 7 nodes; a node fails and its chunks are rebuilt one at a time.
     let data: Vec<u8> = (0..16u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8).collect();
     client.put("obj", &data, "rs:4,2".parse().unwrap(), 0).await.unwrap();
-    nodes[3].take().unwrap().stop().await;
+    c.kill(3).await;
     client.fail(3).await.unwrap();
     let c2 = client.clone();
     let repair = tokio::spawn(async move { c2.repair(Shape::Cr, 64 << 10, 1, Scheduler::Random).await });
@@ -150,8 +119,5 @@ async fn the_status_page_shows_every_node_and_a_repair_moving() {
     let (dom, _) = tokio::task::spawn_blocking(move || load(&browser, &url, None)).await.unwrap();
     assert_eq!(progress(&dom), Some((r.repaired as u64, r.lost as u64)), "{dom}");
     assert!(text_of(&dom, "repair-state").starts_with("last repair, finished"), "{dom}");
-    for n in nodes.into_iter().flatten() {
-        n.stop().await;
-    }
-    coord.stop().await;
+    c.stop().await;
 }

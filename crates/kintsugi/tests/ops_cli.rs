@@ -1,6 +1,6 @@
 //! Operating kintsugi: `config check` accepts what the services start with and refuses,
 //! saying why, what they would not; `--log-format json` writes one JSON object per log line;
-//! a coordinator process serves `/metrics` where it is told; the systemd units in
+//! a coordinator process serves `/metrics` and its status page where it is told; the systemd units in
 //! `deploy/systemd` pass `systemd-analyze verify`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -109,7 +109,11 @@ fn a_coordinator_logs_json_lines_and_serves_its_metrics() {
     }
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("kintsugi_objects 0") && answer.contains("kintsugi_status_up 1"), "{answer}");
-    assert!(http_get(&metrics, "/").starts_with("HTTP/1.1 404"), "only /metrics is served");
+    // Beside the metrics, the coordinator's port serves its status page, and nothing else.
+    let page = http_get(&metrics, "/");
+    assert!(page.starts_with("HTTP/1.1 200") && page.contains("<title>kintsugi status</title>"), "{page}");
+    assert!(http_get(&metrics, "/status.json").contains("\"status\":{"), "the page's data");
+    assert!(http_get(&metrics, "/etc/passwd").starts_with("HTTP/1.1 404"), "other paths are 404");
 }
 
 #[test]
