@@ -175,6 +175,23 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
     }))
     .await
     .unwrap();
+    // A flipped byte in a chunk file: the read that meets it counts a CRC failure on the
+    // node that holds it (and the object still reads back whole, by a degraded read).
+    let loc = client.stat("obj").await.unwrap().stripes[0].chunks[0].clone();
+    let path = dir.path().join(format!("node{}", loc.node)).join(format!("{}.chunk", loc.chunk));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[777] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(client.get("obj", Shape::Cr, 64 << 10).await.unwrap().0, data);
+    let pc = p.clone();
+    blocking(Box::new(move || {
+        let q = format!("kintsugi_node_crc_failures_total{{node=\"{}\"}}", loc.node);
+        pc.wait_for(&q, |r| r.first().is_some_and(|s| s.1 >= 1.0));
+        pc.wait_for("sum(kintsugi_node_connections)", |r| r.first().is_some_and(|s| s.1 >= 0.0));
+    }))
+    .await
+    .unwrap();
+
     let t = targets.clone();
     let pt = promtool.clone();
     blocking(Box::new(move || t.iter().filter(|a| **a != t[victim + 1]).for_each(|a| promtool_check(&pt, *a)))).await.unwrap();

@@ -44,6 +44,8 @@ pub struct Counters {
     /// Rebuilt chunk bytes this node's sinks stored (counted once durable).
     pub written: AtomicU64,
     pub active: AtomicU64,
+    /// Connections open to this node (clients, peers, the coordinator).
+    pub connections: AtomicU64,
 }
 
 /// One unit of a vertex's output and its send slot, if the graph has a schedule.

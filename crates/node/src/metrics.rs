@@ -73,6 +73,14 @@ impl Collector for Counters {
             x.timeslots.waited.load(Ordering::Relaxed),
         )?;
         gauge(&mut e, "active_repairs", "Repair graphs running on this node", None, load(&c.active) as f64)?;
+        gauge(&mut e, "connections", "Connections open to this node", None, load(&c.connections) as f64)?;
+        counter(
+            &mut e,
+            "crc_failures",
+            "Chunk blocks whose CRC-32C did not match on a read",
+            None,
+            x.store.crc_failures.load(Ordering::Relaxed),
+        )?;
         let (chunks, bytes) = x.store.usage();
         gauge(&mut e, "chunks", "Chunks this node stores", None, chunks as f64)?;
         gauge(&mut e, "stored", "Bytes of chunks this node stores", Some(&Unit::Bytes), bytes as f64)?;

@@ -156,7 +156,19 @@ async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((sock, _)) => {
                     kintsugi_proto::tcp::tune(&sock);
-                    conns.spawn(connection(sock, exec.clone(), stop_tx.clone()));
+                    let (exec, stop_tx) = (exec.clone(), stop_tx.clone());
+                    conns.spawn(async move {
+                        exec.counters.connections.fetch_add(1, Ordering::Relaxed);
+                        // Counted down however the connection ends (an abort drops this).
+                        struct Open(Arc<Executor>);
+                        impl Drop for Open {
+                            fn drop(&mut self) {
+                                self.0.counters.connections.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        }
+                        let _open = Open(exec.clone());
+                        connection(sock, exec, stop_tx).await
+                    });
                 }
                 Err(e) => tracing::warn!("node {}: accept failed: {e}", exec.node),
             },

@@ -81,6 +81,8 @@ pub struct ChunkStore {
     pub objects: Arc<crate::object_index::ObjectIndex>,
     /// Chunk files' count and bytes, kept up as files come and go.
     pub(crate) files: Arc<Mutex<FileUsage>>,
+    /// Blocks whose CRC-32C did not match on a read, since the node started.
+    pub crc_failures: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The count and bytes of a store's chunk files. Heartbeats report them twice a second, and
@@ -135,6 +137,7 @@ impl ChunkStore {
             buckets: Arc::new(BucketIndex::new(dir)),
             objects: Arc::new(crate::object_index::ObjectIndex::new(dir)),
             files: Arc::new(Mutex::new(FileUsage::default())),
+            crc_failures: Arc::default(),
         })
     }
 
@@ -215,7 +218,15 @@ impl ChunkStore {
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         if let Some((st, footer)) = self.footers.lock().expect("footer cache").get(id) {
             if *st == stamp {
-                return Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer: footer.clone(), disk, stamp });
+                return Ok(ChunkReader {
+                    id: id.clone(),
+                    file: f,
+                    base: 0,
+                    footer: footer.clone(),
+                    disk,
+                    stamp,
+                    crc_failures: self.crc_failures.clone(),
+                });
             }
         }
         let size = meta.len();
@@ -244,7 +255,7 @@ impl ChunkStore {
         }
         let footer = Arc::new(footer);
         remember(&self.footers, id, stamp, footer.clone());
-        Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer, disk, stamp })
+        Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer, disk, stamp, crc_failures: self.crc_failures.clone() })
     }
 
     /// A chunk in a bucket: its slot of the bucket file, its footer from the index.
@@ -271,7 +282,15 @@ impl ChunkStore {
         }
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         let stamp = FileStamp::of_slot(&meta, e.offset, e.generation);
-        Ok(ChunkReader { id: id.clone(), file: f, base: e.offset, footer: Arc::new(footer), disk, stamp })
+        Ok(ChunkReader {
+            id: id.clone(),
+            file: f,
+            base: e.offset,
+            footer: Arc::new(footer),
+            disk,
+            stamp,
+            crc_failures: self.crc_failures.clone(),
+        })
     }
 
     /// Removes a chunk (absent is fine): its file, and its bucket slot (punched out).
@@ -332,6 +351,8 @@ pub struct ChunkReader {
     disk: Option<(Arc<DiskEmulation>, u64)>,
     /// Which version of the chunk's file this reads.
     pub(crate) stamp: FileStamp,
+    /// The store's count of blocks that failed their checksum.
+    crc_failures: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ChunkReader {
@@ -382,6 +403,7 @@ impl ChunkReader {
             let b = b0 + i;
             let got = crc32c::crc32c(block);
             if got != self.footer.blocks[b] {
+                self.crc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Err(StoreError::Corrupt {
                     chunk: self.id.clone(),
                     detail: format!("block {b} has crc32c {got:08x}, expected {:08x}", self.footer.blocks[b]),
