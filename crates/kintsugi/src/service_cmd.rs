@@ -230,14 +230,7 @@ pub fn check_node(cfg: &NodeConfig) -> Result<()> {
     if cfg.worker_threads == Some(0) {
         bail!("worker_threads must be at least 1");
     }
-    check_address("listen", &cfg.listen)?;
-    if let Some(m) = &cfg.metrics_listen {
-        check_address("metrics_listen", m)?;
-    }
-    if let Some(f) = &cfg.secret_file {
-        kintsugi_proto::auth::Secret::from_file(f).map_err(|e| anyhow!("secret_file: {e}"))?;
-    }
-    Ok(())
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref())
 }
 
 /// What a coordinator refuses to start with (also `kintsugi config check`).
@@ -255,11 +248,16 @@ pub fn check_coordinator(cfg: &CoordConfig) -> Result<()> {
     if !(cfg.meta.is_empty() || cfg.meta == "redb") {
         kintsugi_coord::meta_etcd::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
     }
-    check_address("listen", &cfg.listen)?;
-    if let Some(m) = &cfg.metrics_listen {
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref())
+}
+
+/// What every service checks: its addresses, and that its secret file (if any) is readable.
+fn check_endpoints(listen: &str, metrics_listen: Option<&str>, secret_file: Option<&Path>) -> Result<()> {
+    check_address("listen", listen)?;
+    if let Some(m) = metrics_listen {
         check_address("metrics_listen", m)?;
     }
-    if let Some(f) = &cfg.secret_file {
+    if let Some(f) = secret_file {
         kintsugi_proto::auth::Secret::from_file(f).map_err(|e| anyhow!("secret_file: {e}"))?;
     }
     Ok(())
