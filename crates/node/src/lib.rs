@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod bucket;
+mod chunk_reader;
 mod chunk_writer;
 pub mod config;
 pub mod disk_emulation;

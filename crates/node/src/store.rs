@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::bucket::{self, BucketIndex};
+pub use crate::chunk_reader::ChunkReader;
 pub use crate::chunk_writer::ChunkWriter;
 use crate::footer_cache::{remember, FileStamp, FooterCache};
 pub use crate::read_window::{ReadCache, Window};
@@ -338,102 +339,6 @@ impl ChunkStore {
         n += files.chunks;
         bytes += files.bytes;
         (n, bytes)
-    }
-}
-
-/// Verified reads of one chunk.
-pub struct ChunkReader {
-    pub(crate) id: ChunkId,
-    file: File,
-    /// Where the chunk starts in the file (its slot, in a bucket).
-    base: u64,
-    footer: Arc<Footer>,
-    disk: Option<(Arc<DiskEmulation>, u64)>,
-    /// Which version of the chunk's file this reads.
-    pub(crate) stamp: FileStamp,
-    /// The store's count of blocks that failed their checksum.
-    crc_failures: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl ChunkReader {
-    pub fn len(&self) -> u64 {
-        self.footer.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.footer.len == 0
-    }
-    pub fn crc32c(&self) -> u32 {
-        self.footer.crc32c
-    }
-
-    /// Reads whole blocks from the one holding `off`, `max` bytes rounded up to blocks
-    /// block), into `buf` (resized to them, contents replaced), verifying each. Returns the offset of
-    /// the first byte read. Sequential readers keep such a window and serve many small
-    /// ranges from it: one read call and one checksum pass per byte.
-    pub fn read_window(&self, off: u64, max: usize, buf: &mut Vec<u8>) -> Result<u64, StoreError> {
-        let size = self.footer.len;
-        if off >= size {
-            return Err(StoreError::OutOfRange { chunk: self.id.clone(), off, len: 1, size });
-        }
-        let start = off / BLOCK as u64 * BLOCK as u64;
-        let want = max.div_ceil(BLOCK).max(1) as u64 * BLOCK as u64;
-        let end = (start + want).min(size);
-        // Reused buffers keep their length: the read overwrites every byte, so nothing is
-        // zeroed except when the window grows.
-        buf.resize((end - start) as usize, 0);
-        self.emulate(self.base + start, end - start);
-        self.file
-            .read_exact_at(buf, self.base + start)
-            .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
-        self.verify(start, buf)?;
-        Ok(start)
-    }
-
-    /// Waits for the emulated disk, if any, to serve `len` bytes at `off`.
-    fn emulate(&self, off: u64, len: u64) {
-        if let Some((d, key)) = &self.disk {
-            d.io(*key, off, len);
-        }
-    }
-
-    /// Checks the blocks of `buf`, which starts at block-aligned `start`.
-    fn verify(&self, start: u64, buf: &[u8]) -> Result<(), StoreError> {
-        let b0 = (start / BLOCK as u64) as usize;
-        for (i, block) in buf.chunks(BLOCK).enumerate() {
-            let b = b0 + i;
-            let got = crc32c::crc32c(block);
-            if got != self.footer.blocks[b] {
-                self.crc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return Err(StoreError::Corrupt {
-                    chunk: self.id.clone(),
-                    detail: format!("block {b} has crc32c {got:08x}, expected {:08x}", self.footer.blocks[b]),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads [off, off+len), verifying every block it touches.
-    pub fn read(&self, off: u64, len: u64) -> Result<Vec<u8>, StoreError> {
-        let size = self.footer.len;
-        if off.checked_add(len).is_none_or(|end| end > size) {
-            return Err(StoreError::OutOfRange { chunk: self.id.clone(), off, len, size });
-        }
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let b0 = off / BLOCK as u64;
-        let b1 = (off + len - 1) / BLOCK as u64;
-        let start = b0 * BLOCK as u64;
-        let end = ((b1 + 1) * BLOCK as u64).min(size);
-        let mut buf = vec![0u8; (end - start) as usize];
-        self.emulate(self.base + start, end - start);
-        self.file
-            .read_exact_at(&mut buf, self.base + start)
-            .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
-        self.verify(start, &buf)?;
-        let s = (off - start) as usize;
-        Ok(buf[s..s + len as usize].to_vec())
     }
 }
 
