@@ -19,8 +19,8 @@ pub struct ChunkReader {
     pub(crate) disk: Option<(Arc<DiskEmulation>, u64)>,
     /// Which version of the chunk's file this reads.
     pub(crate) stamp: FileStamp,
-    /// The store's count of blocks that failed their checksum.
-    pub(crate) crc_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// The store's I/O counters.
+    pub(crate) io: Arc<crate::io_stats::IoStats>,
 }
 
 impl ChunkReader {
@@ -49,11 +49,13 @@ impl ChunkReader {
         // Reused buffers keep their length: the read overwrites every byte, so nothing is
         // zeroed except when the window grows.
         buf.resize((end - start) as usize, 0);
+        let t = self.io.start();
         self.emulate(self.base + start, end - start);
         self.file
             .read_exact_at(buf, self.base + start)
             .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
         self.verify(start, buf)?;
+        self.io.read_done(t);
         Ok(start)
     }
 
@@ -71,7 +73,7 @@ impl ChunkReader {
             let b = b0 + i;
             let got = crc32c::crc32c(block);
             if got != self.footer.blocks[b] {
-                self.crc_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.io.crc_failed();
                 return Err(StoreError::Corrupt {
                     chunk: self.id.clone(),
                     detail: format!("block {b} has crc32c {got:08x}, expected {:08x}", self.footer.blocks[b]),
@@ -95,11 +97,13 @@ impl ChunkReader {
         let start = b0 * BLOCK as u64;
         let end = ((b1 + 1) * BLOCK as u64).min(size);
         let mut buf = vec![0u8; (end - start) as usize];
+        let t = self.io.start();
         self.emulate(self.base + start, end - start);
         self.file
             .read_exact_at(&mut buf, self.base + start)
             .map_err(|e| StoreError::Corrupt { chunk: self.id.clone(), detail: format!("short read: {e}") })?;
         self.verify(start, &buf)?;
+        self.io.read_done(t);
         let s = (off - start) as usize;
         Ok(buf[s..s + len as usize].to_vec())
     }

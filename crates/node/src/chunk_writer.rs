@@ -47,6 +47,8 @@ pub struct ChunkWriter {
     footers: FooterCache,
     /// The store's count of chunk files, adjusted as this writer replaces or removes one.
     files: Arc<std::sync::Mutex<FileUsage>>,
+    /// The store's I/O counters (commit latency).
+    io: Arc<crate::io_stats::IoStats>,
 }
 
 impl ChunkWriter {
@@ -101,9 +103,16 @@ impl ChunkWriter {
             }
         }
         let footer = Footer { len: self.len, block: BLOCK, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
-        if self.bucket.is_some() {
-            return self.finish_in_bucket(footer);
+        let (io, t) = (self.io.clone(), self.io.start());
+        let done = if self.bucket.is_some() { self.finish_in_bucket(footer) } else { self.finish_in_file(footer) };
+        if done.is_ok() {
+            io.commit_done(t);
         }
+        done
+    }
+
+    /// The chunk's own file: footer, fsync, rename over any older version, directory sync.
+    fn finish_in_file(mut self, footer: Footer) -> Result<u32, StoreError> {
         let fbytes = serde_json::to_vec(&footer).expect("footer serialises");
         let footer = Arc::new(footer);
         let mut f = self.file.take().expect("finish once");
@@ -236,6 +245,7 @@ impl ChunkWriter {
             disk,
             footers: store.footers.clone(),
             files: store.files.clone(),
+            io: store.io.clone(),
         })
     }
 }

@@ -46,6 +46,42 @@ pub struct Counters {
     pub active: AtomicU64,
     /// Connections open to this node (clients, peers, the coordinator).
     pub connections: AtomicU64,
+    /// The part of `sent`, `received` and `read` that served degraded reads (repairs whose
+    /// result goes to a client rather than into a store).
+    pub degraded_sent: AtomicU64,
+    pub degraded_received: AtomicU64,
+    pub degraded_read: AtomicU64,
+    /// The scrub: bytes it read and verified, passes it finished, and where the current
+    /// pass is (chunks checked of the chunks it lists).
+    pub scrub_read: AtomicU64,
+    pub scrub_passes: AtomicU64,
+    pub scrub_checked: AtomicU64,
+    pub scrub_chunks: AtomicU64,
+}
+
+impl Counters {
+    /// A repair's bytes sent on (`degraded`: it serves a degraded read).
+    pub fn repair_sent(&self, n: u64, degraded: bool) {
+        self.sent.fetch_add(n, Ordering::Relaxed);
+        if degraded {
+            self.degraded_sent.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub fn repair_received(&self, n: u64, degraded: bool) {
+        self.received.fetch_add(n, Ordering::Relaxed);
+        if degraded {
+            self.degraded_received.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Helper bytes a repair read from this node's chunks.
+    pub fn helper_read(&self, n: u64, degraded: bool) {
+        self.read.fetch_add(n, Ordering::Relaxed);
+        if degraded {
+            self.degraded_read.fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One unit of a vertex's output and its send slot, if the graph has a schedule.
@@ -97,6 +133,8 @@ pub struct Executor {
     pub timeslots: Arc<TimeslotGates>,
     /// Read windows of helper chunks, shared by every repair reading the same chunk at once.
     pub(crate) shared_reads: SharedReads,
+    /// What the link carried over the last heartbeat period, as reported to the coordinator.
+    pub last_link: std::sync::Mutex<Option<kintsugi_proto::LinkReport>>,
 }
 
 impl Executor {
@@ -112,6 +150,7 @@ impl Executor {
             registered: Notify::new(),
             timeslots: Arc::default(),
             shared_reads: SharedReads::default(),
+            last_link: Default::default(),
         }
     }
 

@@ -7,7 +7,6 @@ use crate::timeslot_gate::{Side, Ticket};
 use kintsugi_plan::{NodeId, VertexId};
 use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::{send, Assignment, Kind, NodeRequest, NodeResponse};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -85,6 +84,7 @@ pub fn open_input(
     let node = a.graph.vertex(from).node;
     let addr = a.peers.get(&node).cloned().unwrap_or_default();
     let repair = a.repair;
+    let degraded = a.store.is_none();
     tokio::spawn(async move {
         let result: Result<(), String> = async {
             // Connected and authenticated before the gate (four round trips under load):
@@ -114,7 +114,7 @@ pub fn open_input(
                         }
                     }
                     shaper.recv(n).await;
-                    counters.received.fetch_add(n as u64, Ordering::Relaxed);
+                    counters.repair_received(n as u64, degraded);
                     if data.len() == size {
                         break;
                     }

@@ -6,6 +6,7 @@
 use crate::config::NodeConfig;
 use crate::exec::Executor;
 use kintsugi_proto::{recv, send, CoordRequest, CoordResponse};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -77,6 +78,9 @@ pub async fn scrub(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop
         let pass = Instant::now();
         let store = exec.store.clone();
         let ids = tokio::task::spawn_blocking(move || store.list()).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+        let c = &exec.counters;
+        c.scrub_chunks.store(ids.len() as u64, Ordering::Relaxed);
+        c.scrub_checked.store(0, Ordering::Relaxed);
         for id in ids {
             let store = exec.store.clone();
             let chunk = id.clone();
@@ -110,10 +114,13 @@ pub async fn scrub(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop
                 }
                 Err(_) => 0,
             };
+            c.scrub_read.fetch_add(bytes, Ordering::Relaxed);
+            c.scrub_checked.fetch_add(1, Ordering::Relaxed);
             if pause(&mut stop, Duration::from_secs_f64(bytes as f64 / rate)).await {
                 return;
             }
         }
+        c.scrub_passes.fetch_add(1, Ordering::Relaxed);
         let rest = Duration::from_millis(cfg.scrub_interval_ms).saturating_sub(pass.elapsed());
         if pause(&mut stop, rest.max(Duration::from_millis(10))).await {
             return;

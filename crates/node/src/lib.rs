@@ -12,6 +12,7 @@ mod footer_cache;
 mod identity;
 mod input;
 mod inventory;
+pub mod io_stats;
 mod lazy_db;
 pub mod metrics;
 pub mod monitor;

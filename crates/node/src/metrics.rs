@@ -1,6 +1,8 @@
 //! A node's Prometheus metrics, read from its counters at each scrape: bytes it sent and
-//! received for clients (foreground) and for repairs and degraded reads, helper bytes read
-//! from its chunks, rebuilt bytes stored, repairs running, timeslot waits, what it stores.
+//! received for clients (foreground), repairs and degraded reads, and what its link carried
+//! over the last heartbeat period; helper bytes read from its chunks, rebuilt bytes stored,
+//! the scrub's bytes and progress, repairs running, timeslot waits, what it stores; and
+//! (histograms) how long chunk reads and durable commits take.
 
 use crate::exec::Executor;
 use kintsugi_metrics::prometheus_client::collector::Collector;
@@ -15,6 +17,14 @@ use std::sync::{Arc, Weak};
 pub fn registry(exec: &Arc<Executor>) -> Registry {
     let mut r = Registry::with_prefix_and_labels("kintsugi_node", [("node".into(), exec.node.to_string().into())].into_iter());
     r.register_collector(Box::new(Counters(Arc::downgrade(exec))));
+    let io = exec.store.io.enable_latency();
+    r.register_with_unit("chunk_read_duration", "Verified chunk reads: the read and the checksum pass", Unit::Seconds, io.read.clone());
+    r.register_with_unit(
+        "chunk_commit_duration",
+        "Making a written chunk durable and visible: footer, fsync, rename",
+        Unit::Seconds,
+        io.commit.clone(),
+    );
     r
 }
 
@@ -48,14 +58,34 @@ impl Collector for Counters {
             Some(&Unit::Bytes),
             ConstCounter::new(0u64).metric_type(),
         )?;
+        // Degraded reads are counted in `sent`/`received` too (the monitor reports them as
+        // repair traffic): here each byte is in one class.
+        let (dsent, drecv) = (load(&c.degraded_sent), load(&c.degraded_received));
         for (class, direction, v) in [
             ("foreground", "sent", load(&c.fg_sent)),
             ("foreground", "received", load(&c.fg_received)),
-            ("repair", "sent", load(&c.sent)),
-            ("repair", "received", load(&c.received)),
+            ("repair", "sent", load(&c.sent).saturating_sub(dsent)),
+            ("repair", "received", load(&c.received).saturating_sub(drecv)),
+            ("degraded_read", "sent", dsent),
+            ("degraded_read", "received", drecv),
         ] {
             let labels = [("class", class), ("direction", direction)];
             ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
+        }
+        let mut m = e.encode_descriptor(
+            "chunk_read",
+            "Bytes read from this node's chunks, by class (clients' reads, repair and degraded-read helpers, the scrub)",
+            Some(&Unit::Bytes),
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        let dread = load(&c.degraded_read);
+        for (class, v) in [
+            ("foreground", load(&c.fg_sent)),
+            ("repair", load(&c.read).saturating_sub(dread)),
+            ("degraded_read", dread),
+            ("scrub", load(&c.scrub_read)),
+        ] {
+            ConstCounter::new(v).encode(m.encode_family(&[("class", class)])?)?;
         }
         counter(
             &mut e,
@@ -64,6 +94,34 @@ impl Collector for Counters {
             Some(&Unit::Bytes),
             load(&c.read),
         )?;
+        counter(&mut e, "scrub_passes", "Scrub passes over every chunk finished", None, load(&c.scrub_passes))?;
+        gauge(&mut e, "scrub_pass_chunks", "Chunks the current scrub pass checks", None, load(&c.scrub_chunks) as f64)?;
+        gauge(&mut e, "scrub_pass_checked_chunks", "Chunks the current scrub pass has checked", None, load(&c.scrub_checked) as f64)?;
+        if let Some(l) = *x.last_link.lock().expect("link lock") {
+            let mut m = e.encode_descriptor(
+                "link_bytes_per_second",
+                "What the link carried over the last heartbeat period, by class and direction (what the coordinator's planners see)",
+                None,
+                ConstGauge::new(0.0).metric_type(),
+            )?;
+            for (class, direction, v) in [
+                ("foreground", "up", l.fg_up),
+                ("foreground", "down", l.fg_down),
+                ("repair", "up", l.repair_up),
+                ("repair", "down", l.repair_down),
+            ] {
+                ConstGauge::new(v).encode(m.encode_family(&[("class", class), ("direction", direction)])?)?;
+            }
+            let mut m = e.encode_descriptor(
+                "link_capacity_bytes_per_second",
+                "The link's configured capacity by direction (0: unknown)",
+                None,
+                ConstGauge::new(0.0).metric_type(),
+            )?;
+            for (direction, v) in [("up", l.capacity_up), ("down", l.capacity_down)] {
+                ConstGauge::new(v).encode(m.encode_family(&[("direction", direction)])?)?;
+            }
+        }
         counter(&mut e, "repair_written", "Rebuilt chunk bytes this node stored", Some(&Unit::Bytes), load(&c.written))?;
         counter(
             &mut e,
@@ -74,13 +132,7 @@ impl Collector for Counters {
         )?;
         gauge(&mut e, "active_repairs", "Repair graphs running on this node", None, load(&c.active) as f64)?;
         gauge(&mut e, "connections", "Connections open to this node", None, load(&c.connections) as f64)?;
-        counter(
-            &mut e,
-            "crc_failures",
-            "Chunk blocks whose CRC-32C did not match on a read",
-            None,
-            x.store.crc_failures.load(Ordering::Relaxed),
-        )?;
+        counter(&mut e, "crc_failures", "Chunk blocks whose CRC-32C did not match on a read", None, x.store.io.crc_failures())?;
         let (chunks, bytes) = x.store.usage();
         gauge(&mut e, "chunks", "Chunks this node stores", None, chunks as f64)?;
         gauge(&mut e, "stored", "Bytes of chunks this node stores", Some(&Unit::Bytes), bytes as f64)?;

@@ -214,6 +214,7 @@ async fn heartbeats(
         .await
         .unwrap_or((0, 0, 0));
         let link = Some(monitor.report(&exec.counters, exec.store.disk().map(|d| d.as_ref())));
+        *exec.last_link.lock().expect("link lock") = link;
         let msg = CoordRequest::Heartbeat {
             node: exec.node,
             addr: advertise.clone(),
@@ -491,7 +492,7 @@ async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, st
                     ticket.release();
                 }
                 sent.map_err(io)?;
-                exec.counters.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                exec.counters.repair_sent(bytes.len() as u64, run.assignment.store.is_none());
                 crate::pool::give(bytes);
             }
             sock.flush().await.map_err(|e| e.to_string())?;

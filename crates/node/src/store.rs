@@ -82,8 +82,8 @@ pub struct ChunkStore {
     pub objects: Arc<crate::object_index::ObjectIndex>,
     /// Chunk files' count and bytes, kept up as files come and go.
     pub(crate) files: Arc<Mutex<FileUsage>>,
-    /// Blocks whose CRC-32C did not match on a read, since the node started.
-    pub crc_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// CRC failures and I/O latency of its readers and writers.
+    pub io: Arc<crate::io_stats::IoStats>,
 }
 
 /// The count and bytes of a store's chunk files. Heartbeats report them twice a second, and
@@ -138,7 +138,7 @@ impl ChunkStore {
             buckets: Arc::new(BucketIndex::new(dir)),
             objects: Arc::new(crate::object_index::ObjectIndex::new(dir)),
             files: Arc::new(Mutex::new(FileUsage::default())),
-            crc_failures: Arc::default(),
+            io: Arc::default(),
         })
     }
 
@@ -219,15 +219,7 @@ impl ChunkStore {
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         if let Some((st, footer)) = self.footers.lock().expect("footer cache").get(id) {
             if *st == stamp {
-                return Ok(ChunkReader {
-                    id: id.clone(),
-                    file: f,
-                    base: 0,
-                    footer: footer.clone(),
-                    disk,
-                    stamp,
-                    crc_failures: self.crc_failures.clone(),
-                });
+                return Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer: footer.clone(), disk, stamp, io: self.io.clone() });
             }
         }
         let size = meta.len();
@@ -256,7 +248,7 @@ impl ChunkStore {
         }
         let footer = Arc::new(footer);
         remember(&self.footers, id, stamp, footer.clone());
-        Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer, disk, stamp, crc_failures: self.crc_failures.clone() })
+        Ok(ChunkReader { id: id.clone(), file: f, base: 0, footer, disk, stamp, io: self.io.clone() })
     }
 
     /// A chunk in a bucket: its slot of the bucket file, its footer from the index.
@@ -283,15 +275,7 @@ impl ChunkStore {
         }
         let disk = self.disk.clone().map(|d| (d, file_key(&path.to_string_lossy())));
         let stamp = FileStamp::of_slot(&meta, e.offset, e.generation);
-        Ok(ChunkReader {
-            id: id.clone(),
-            file: f,
-            base: e.offset,
-            footer: Arc::new(footer),
-            disk,
-            stamp,
-            crc_failures: self.crc_failures.clone(),
-        })
+        Ok(ChunkReader { id: id.clone(), file: f, base: e.offset, footer: Arc::new(footer), disk, stamp, io: self.io.clone() })
     }
 
     /// Removes a chunk (absent is fine): its file, and its bucket slot (punched out).

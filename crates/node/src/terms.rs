@@ -10,7 +10,6 @@ use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use kintsugi_proto::{Assignment, ChunkId};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 /// An input that sends raw reads (a Clay helper): its coefficients, applied here.
@@ -110,6 +109,8 @@ pub struct LocalTerm {
     matrix: TermMatrix,
     sub: usize,
     counters: Arc<Counters>,
+    /// The repair serves a degraded read (its result goes to a client, not a store).
+    degraded: bool,
     /// Verified read windows, shared by every vertex of this node reading the same term.
     cache: Arc<Mutex<ReadCache>>,
     /// The largest span read in one go (the store's read-ahead).
@@ -188,6 +189,7 @@ impl LocalTerm {
             sub: a.chunk_len as usize / alpha,
             view: a.term_offset.unwrap_or(0),
             counters,
+            degraded: a.store.is_none(),
             cache,
             span: store.read_ahead(),
             read_through: store.disk().map_or(0, |d| {
@@ -251,7 +253,7 @@ impl LocalTerm {
                 out.extend_from_slice(cache.peek(off, w.len()));
             }
         }
-        self.counters.read.fetch_add(out.len() as u64, Ordering::Relaxed);
+        self.counters.helper_read(out.len() as u64, self.degraded);
         Ok(out)
     }
 
@@ -273,7 +275,7 @@ impl LocalTerm {
                 let srcs: Vec<&[u8]> = offsets.iter().map(|&off| cache.peek(off, n)).collect();
                 let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n).take(alpha).collect();
                 self.matrix.apply_add(&srcs, &mut dsts);
-                self.counters.read.fetch_add((n * offsets.len()) as u64, Ordering::Relaxed);
+                self.counters.helper_read((n * offsets.len()) as u64, self.degraded);
             }
             pos += alpha * n;
         }
