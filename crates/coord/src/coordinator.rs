@@ -148,6 +148,50 @@ async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<
 
 /// Opens the metadata store, binds, serves; resumes repairs left pending by a previous run.
 pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
+    // The metrics port answers from the start: a standby says so while it waits to lead.
+    let slot = crate::metrics::Slot::default();
+    let repair_counters = crate::metrics::RepairCounters::default();
+    let (metrics_addr, metrics) = match &cfg.metrics_listen {
+        Some(listen) => {
+            let pages = Some(crate::status_page::pages(&slot));
+            let registry = Arc::new(crate::metrics::registry(&slot, &repair_counters));
+            let (a, t) = kintsugi_metrics::serve_with_pages(listen, registry, pages).await?;
+            (Some(a), Some(t))
+        }
+        None => (None, None),
+    };
+    let served = serve_cluster(cfg, slot, repair_counters).await;
+    match served {
+        Ok((addr, coord, stop, task, leadership, deposed)) => {
+            Ok(CoordHandle { addr, coord, stop, task, leadership, deposed, metrics_addr, metrics })
+        }
+        Err(e) => {
+            if let Some(t) = &metrics {
+                t.abort();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// What [`serve_cluster`] starts: the address served, the coordinator, its stop signal and
+/// server task, its leadership (etcd), and the signal of its deposition.
+type Serving = (
+    SocketAddr,
+    Arc<Coordinator>,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+    Option<Arc<crate::leader::Leadership>>,
+    watch::Receiver<Option<String>>,
+);
+
+/// Opens the metadata store (waiting to lead, with etcd), binds and serves; fills `slot`
+/// for the metrics port once the coordinator exists.
+async fn serve_cluster(
+    cfg: CoordConfig,
+    slot: crate::metrics::Slot,
+    repair_counters: crate::metrics::RepairCounters,
+) -> Result<Serving, String> {
     let (meta, leadership) = open_meta(&cfg).await?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -185,7 +229,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         removed: Mutex::default(),
         rebalancing: tokio::sync::Mutex::new(()),
         rebalance_status: Mutex::default(),
-        repair_counters: Default::default(),
+        repair_counters,
         link_history: Default::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
@@ -207,14 +251,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
             }
         });
     }
-    let (metrics_addr, metrics) = match &coord.cfg.metrics_listen {
-        Some(listen) => {
-            let pages = Some(crate::status_page::pages(&coord));
-            let (a, t) = kintsugi_metrics::serve_with_pages(listen, Arc::new(crate::metrics::registry(&coord)), pages).await?;
-            (Some(a), Some(t))
-        }
-        None => (None, None),
-    };
+    let _ = slot.set(Arc::downgrade(&coord));
     let (lost, deposed) = watch::channel(None);
     if let Some(l) = leadership.clone() {
         let stop = stop.clone();
@@ -225,7 +262,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
             let _ = lost.send(Some(why));
         });
     }
-    Ok(CoordHandle { addr, coord, stop, task, leadership, deposed, metrics_addr, metrics })
+    Ok((addr, coord, stop, task, leadership, deposed))
 }
 
 /// One period of a background task: sleeps `every_ms` (10 ms at least) and says whether to

@@ -10,7 +10,10 @@ use kintsugi_metrics::prometheus_client::metrics::family::Family;
 use kintsugi_metrics::prometheus_client::metrics::gauge::ConstGauge;
 use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
+
+/// What SAR does, as `kintsugi_sar_actions_total` labels them.
+const SAR_ACTIONS: [&str; 4] = ["straggler", "retuned", "postponed", "restarted"];
 
 /// A repair's labels: its method and scheduler.
 type RepairLabels = Vec<(&'static str, String)>;
@@ -20,6 +23,10 @@ type RepairLabels = Vec<(&'static str, String)>;
 pub struct RepairCounters {
     chunks: Family<Vec<(&'static str, String)>, Counter>,
     bytes: Family<RepairLabels, Counter>,
+    /// ChameleonEC's straggler-aware re-scheduling: what it did, by action.
+    sar: Family<Vec<(&'static str, &'static str)>, Counter>,
+    /// Repair runs begun, by what began them (a request or automatic repair).
+    runs: Family<Vec<(&'static str, &'static str)>, Counter>,
     /// The same, summed over methods (the status page's progress and rate).
     pub(crate) repaired: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -55,8 +62,16 @@ fn now_ms() -> u64 {
 }
 
 impl RepairCounters {
-    /// A repair run of `total` lost chunks begins.
-    pub(crate) fn start_run(&self, method: &str, total: usize) {
+    /// One ChameleonEC phase's straggler watch ended, having acted so.
+    pub(crate) fn record_sar(&self, c: &crate::straggler::Counts) {
+        for (action, n) in SAR_ACTIONS.into_iter().zip([c.stragglers, c.retuned, c.postponed, c.restarted]) {
+            self.sar.get_or_create(&vec![("action", action)]).inc_by(n as u64);
+        }
+    }
+
+    /// A repair run of `total` lost chunks begins; `trigger` says who began it.
+    pub(crate) fn start_run(&self, method: &str, total: usize, trigger: &'static str) {
+        self.runs.get_or_create(&vec![("trigger", trigger)]).inc();
         let base =
             (self.repaired.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.repaired_bytes.load(Ordering::Relaxed));
         let run = Run { method: method.to_string(), total: total as u64, started_ms: now_ms(), finished_ms: None, base };
@@ -114,18 +129,35 @@ fn labels_of(method: &str) -> RepairLabels {
     vec![("method", m.to_string()), ("scheduler", s.to_string())]
 }
 
-/// The registry a coordinator serves.
-pub fn registry(coord: &Arc<Coordinator>) -> Registry {
+/// What the metrics port reads: the coordinator, once it serves. A standby (several
+/// coordinators on one etcd) serves its metrics port while it waits to lead, with none.
+pub type Slot = Arc<OnceLock<Weak<Coordinator>>>;
+
+/// The registry a coordinator serves; `counters` become the coordinator's.
+pub fn registry(slot: &Slot, counters: &RepairCounters) -> Registry {
+    // Known label values start at 0, so a first action shows as an increase.
+    for action in SAR_ACTIONS {
+        counters.sar.get_or_create(&vec![("action", action)]).inc_by(0);
+    }
+    for trigger in ["request", "auto"] {
+        counters.runs.get_or_create(&vec![("trigger", trigger)]).inc_by(0);
+    }
     let mut r = Registry::with_prefix("kintsugi");
-    r.register("repair_chunks", "Lost chunks whose repair ended, by method, scheduler and outcome", coord.repair_counters.chunks.clone());
-    r.register_with_unit("repair", "Bytes of chunks rebuilt, by method and scheduler", Unit::Bytes, coord.repair_counters.bytes.clone());
-    r.register_collector(Box::new(StatusCollector(Arc::downgrade(coord))));
+    r.register("repair_chunks", "Lost chunks whose repair ended, by method, scheduler and outcome", counters.chunks.clone());
+    r.register_with_unit("repair", "Bytes of chunks rebuilt, by method and scheduler", Unit::Bytes, counters.bytes.clone());
+    r.register(
+        "sar_actions",
+        "What ChameleonEC's straggler-aware re-scheduling did: stragglers found, re-tuned, postponed, restarted",
+        counters.sar.clone(),
+    );
+    r.register("repair_runs", "Repair runs begun, by trigger (request or auto)", counters.runs.clone());
+    r.register_collector(Box::new(StatusCollector(slot.clone())));
     r
 }
 
 /// The cluster's state, read from `status` at each scrape.
 #[derive(Debug)]
-struct StatusCollector(Weak<Coordinator>);
+struct StatusCollector(Slot);
 
 impl std::fmt::Debug for Coordinator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,7 +182,9 @@ fn per_node(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Uni
 
 impl Collector for StatusCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(coord) = self.0.upgrade() else { return Ok(()) };
+        let leads = "1 when this coordinator serves the cluster, 0 while it stands by for another (several on one etcd)";
+        let Some(coord) = self.0.get().and_then(Weak::upgrade) else { return gauge(&mut e, "leader", leads, None, 0.0) };
+        gauge(&mut e, "leader", leads, None, 1.0)?;
         let s = match coord.status() {
             Ok(s) => s,
             Err(err) => {
@@ -167,6 +201,24 @@ impl Collector for StatusCollector {
         gauge(&mut e, "unrepairable_stripes", "Stripes with too few healthy chunks to rebuild", None, s.unrepairable.len() as f64)?;
         gauge(&mut e, "repairs_pending", "Repairs recorded and not finished", None, s.pending_repairs as f64)?;
         gauge(&mut e, "repair_running", "1 while a full-node or automatic repair runs", None, s.repairing as u8 as f64)?;
+        if let Some(p) = coord.repair_counters.progress() {
+            let mut m = e.encode_descriptor(
+                "repair_run_chunks",
+                "The running (or last) repair run's lost chunks: its total, and those repaired and failed so far",
+                None,
+                ConstGauge::new(0.0).metric_type(),
+            )?;
+            for (state, v) in [("total", p.run.total), ("repaired", p.repaired), ("failed", p.failed)] {
+                ConstGauge::new(v as f64).encode(m.encode_family(&[("state", state)])?)?;
+            }
+            gauge(
+                &mut e,
+                "repair_run_started_timestamp_seconds",
+                "When the running (or last) repair run began, in seconds since the epoch",
+                None,
+                p.run.started_ms as f64 / 1e3,
+            )?;
+        }
         let used: u64 = s.nodes.iter().map(|n| n.used_bytes).sum();
         let capacity: u64 = s.nodes.iter().map(|n| n.capacity_bytes).sum();
         gauge(&mut e, "stored", "Bytes of chunks on the nodes, as last reported", Some(&Unit::Bytes), used as f64)?;

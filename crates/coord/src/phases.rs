@@ -69,6 +69,7 @@ impl Coordinator {
                     }
                 }
                 let c = w.counts();
+                self.repair_counters.record_sar(&c);
                 total.stragglers += c.stragglers;
                 total.retuned += c.retuned;
                 total.postponed += c.postponed;

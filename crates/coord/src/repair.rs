@@ -462,7 +462,7 @@ impl Coordinator {
         let _one = self.repairing.lock().await;
         let lost = self.lost_chunks()?;
         let mut tried: BTreeSet<(u64, usize)> = lost.iter().copied().collect();
-        let mut report = self.repair_locked(lost, method, slice, parallel, scheduler).await?;
+        let mut report = self.repair_locked(lost, method, slice, parallel, scheduler, "request").await?;
         // Helpers found corrupt or missing along the way are lost chunks too: rebuilt in
         // further rounds (a few; each round finds only what its graphs touched).
         for _ in 0..3 {
@@ -472,7 +472,7 @@ impl Coordinator {
             }
             tracing::info!("{} chunk(s) found bad during the repair; rebuilding them too", more.len());
             tried.extend(more.iter().copied());
-            let r = self.repair_locked(more, method, slice, parallel, scheduler).await?;
+            let r = self.repair_locked(more, method, slice, parallel, scheduler, "request").await?;
             report.lost += r.lost;
             report.seconds += r.seconds;
             crate::repair_batch::absorb(&mut report, r);
@@ -488,9 +488,10 @@ impl Coordinator {
         slice: u64,
         parallel: usize,
         scheduler: Scheduler,
+        trigger: &'static str,
     ) -> Result<RepairReport, String> {
         let pending = self.meta.pending()?.len();
-        self.repair_counters.start_run(&format!("{method} ({scheduler})"), lost.len().max(pending));
+        self.repair_counters.start_run(&format!("{method} ({scheduler})"), lost.len().max(pending), trigger);
         let r = self.repair_run(lost, method, slice, parallel, scheduler).await;
         self.repair_counters.finish_run();
         r

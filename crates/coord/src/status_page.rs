@@ -60,13 +60,21 @@ fn now_ms() -> u64 {
 }
 
 /// The pages a coordinator serves on its metrics port.
-pub fn pages(coord: &Arc<Coordinator>) -> Pages {
-    let coord: Weak<Coordinator> = Arc::downgrade(coord);
+pub fn pages(slot: &crate::metrics::Slot) -> Pages {
+    let slot = slot.clone();
     Arc::new(move |path: &str| match path {
         "/" | "/index.html" => Some(Page { content_type: "text/html; charset=utf-8", body: PAGE.to_string() }),
         "/status.json" => {
-            let c = coord.upgrade()?;
-            Some(Page { content_type: "application/json", body: status_json(&c) })
+            let body = match slot.get().and_then(Weak::upgrade) {
+                Some(c) => status_json(&c),
+                // The page shows it where it shows errors.
+                None => serde_json::json!({
+                    "time_ms": now_ms(),
+                    "status": { "error": "this coordinator stands by: another one leads the cluster" },
+                })
+                .to_string(),
+            };
+            Some(Page { content_type: "application/json", body })
         }
         _ => None,
     })

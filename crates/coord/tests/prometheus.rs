@@ -115,7 +115,12 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
     };
     let dir = tempfile::tempdir().unwrap();
     let conf = CoordConfig { chunk_size: 256 << 10, metrics_listen: Some("127.0.0.1:0".into()), ..common::cfg(dir.path(), "127.0.0.1:0") };
-    let mut c = common::cluster_nodes(conf, dir.path(), NODES, |_, n| NodeConfig { metrics_listen: Some("127.0.0.1:0".into()), ..n }).await;
+    let mut c = common::cluster_nodes(conf, dir.path(), NODES, |_, n| NodeConfig {
+        metrics_listen: Some("127.0.0.1:0".into()),
+        scrub_interval_ms: 1000,
+        ..n
+    })
+    .await;
     let (client, nodes) = (c.client.clone(), &mut c.nodes);
     let mut targets = vec![c.coord.as_ref().unwrap().metrics_addr.unwrap()];
     targets.extend(nodes.iter().map(|n| n.as_ref().unwrap().metrics_addr.unwrap()));
@@ -138,6 +143,14 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
         let r = pc.wait_for("kintsugi_node_network_bytes_total{class=\"foreground\",direction=\"received\"} > 0", |r| r.len() >= NODES - 1);
         let total: f64 = r.iter().map(|s| s.1).sum();
         assert!(total >= (12 << 20) as f64, "the nodes received the object's 12 MiB of chunks: {total}");
+        // 8 stripes of 6 chunks, each made durable once: the commit histograms count them.
+        pc.wait_for("sum(kintsugi_node_chunk_commit_duration_seconds_count)", |r| r.first().is_some_and(|s| s.1 >= 48.0));
+        // What each link carried over its last heartbeat, as the planners see it.
+        pc.wait_for("kintsugi_node_link_bytes_per_second{class=\"foreground\",direction=\"down\"}", |r| r.len() == NODES);
+        // The scrub reads the chunks back (every second here) and finishes passes.
+        pc.wait_for("sum(kintsugi_node_chunk_read_bytes_total{class=\"scrub\"})", |r| r.first().is_some_and(|s| s.1 >= (12 << 20) as f64));
+        pc.wait_for("min(kintsugi_node_scrub_passes_total)", |r| r.first().is_some_and(|s| s.1 >= 1.0));
+        pc.wait_for("kintsugi_leader", |r| r.first().is_some_and(|s| s.1 == 1.0));
     }))
     .await
     .unwrap();
@@ -154,12 +167,26 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
     .await
     .unwrap();
 
+    // A read meets the lost chunks: degraded reads, counted in a class of their own.
+    assert_eq!(client.get("obj", Shape::Ppr, 64 << 10).await.unwrap().0, data);
+    let pc = p.clone();
+    blocking(Box::new(move || {
+        pc.wait_for("sum(kintsugi_node_network_bytes_total{class=\"degraded_read\",direction=\"sent\"})", |r| {
+            r.first().is_some_and(|s| s.1 > 0.0)
+        });
+        pc.wait_for("sum(kintsugi_node_chunk_read_bytes_total{class=\"degraded_read\"})", |r| r.first().is_some_and(|s| s.1 > 0.0));
+        pc.wait_for("sum(kintsugi_node_chunk_read_duration_seconds_count)", |r| r.first().is_some_and(|s| s.1 > 0.0));
+    }))
+    .await
+    .unwrap();
+
     // The repair: its bytes by method and scheduler, lost chunks back to 0, and repair
     // bytes sent by the surviving nodes.
     let r = client.repair(Shape::Ppr, 64 << 10, 4, Scheduler::Random).await.unwrap();
     assert!(r.repaired > 0 && r.failed == 0, "{r:?}");
     let pc = p.clone();
     let repaired_bytes = r.bytes as f64;
+    let repaired = r.repaired;
     blocking(Box::new(move || {
         // Scrapes taken during the repair show part of it: each figure is waited for until
         // a scrape after the repair shows it whole.
@@ -172,6 +199,10 @@ async fn prometheus_sees_a_put_a_failed_node_and_its_repair() {
             r.first().is_some_and(|s| s.1 >= repaired_bytes)
         });
         pc.wait_for("sum(kintsugi_node_repair_written_bytes_total)", |r| r.first().is_some_and(|s| s.1 == repaired_bytes));
+        // The run: begun on request, every chunk of it repaired.
+        pc.wait_for("kintsugi_repair_runs_total{trigger=\"request\"}", |r| r.first().is_some_and(|s| s.1 >= 1.0));
+        let done = repaired as f64;
+        pc.wait_for("kintsugi_repair_run_chunks{state=\"repaired\"}", |r| r.first().is_some_and(|s| s.1 == done));
     }))
     .await
     .unwrap();

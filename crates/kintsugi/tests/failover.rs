@@ -134,6 +134,8 @@ struct Cluster {
     dir: PathBuf,
     etcd: EtcdCluster,
     coords: Vec<String>,
+    /// Each coordinator's metrics port.
+    metrics: Vec<String>,
     coord_procs: Vec<Option<Proc>>,
     nodes: Vec<Option<Proc>>,
 }
@@ -142,14 +144,16 @@ impl Cluster {
     fn start(dir: &Path) -> Self {
         let etcd = EtcdCluster::start(dir);
         let coords: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let metrics: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
         for (i, addr) in coords.iter().enumerate() {
             std::fs::write(
                 dir.join(format!("coord{i}.toml")),
                 format!(
-                    "listen = \"{addr}\"\ndata_dir = \"{}\"\nmeta = \"{}\"\nleader_lease_ms = 3000\ndead_after_ms = 1500\n\
+                    "listen = \"{addr}\"\nmetrics_listen = \"{}\"\ndata_dir = \"{}\"\nmeta = \"{}\"\nleader_lease_ms = 3000\ndead_after_ms = 1500\n\
                      down_out_ms = 2500\nauto_repair_interval_ms = 300\nrepair_slice = 8192\nchunk_size = 16384\n\
                      io_timeout_ms = 3000\nupload_timeout_ms = 4000\ngc_grace_ms = 1000\ngc_interval_ms = 500\n\
                      orphan_grace_ms = 3000\ninventory_slack_ms = 2000\nindex_copies = 0\nrebalance_on_join = false\n",
+                    metrics[i],
                     dir.join(format!("coord{i}")).display(),
                     etcd.url()
                 ),
@@ -173,6 +177,7 @@ impl Cluster {
             dir: dir.to_path_buf(),
             etcd,
             coords,
+            metrics,
             coord_procs: vec![None, None, None],
             nodes: (0..NODES).map(|_| None).collect(),
         };
@@ -204,6 +209,17 @@ impl Cluster {
         let mut c = Client::new(&self.coords.join(","));
         c.io_timeout = Duration::from_secs(6);
         c
+    }
+
+    /// What coordinator `i`'s metrics port says of its role: `kintsugi_leader`'s value.
+    fn leader_metric(&self, i: usize) -> Option<f64> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.metrics[i]).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("kintsugi_leader ")?.parse().ok())
     }
 
     /// The coordinator that accepts connections (standbys do not listen).
@@ -352,6 +368,13 @@ fn a_standby_leads_within_10s_of_a_leader_killed_during_puts_gets_and_deletes() 
     eprintln!("failover: failed operations by cause: {:#?}", h.errors);
     for took in &failovers {
         assert!(*took < Duration::from_secs(10), "a standby took {took:?} to lead:\n{}", cluster.logs());
+    }
+    // Every coordinator answers scrapes: the leader as one, the standbys (one restarted
+    // after each failover) as standbys.
+    let leader = rt.block_on(cluster.wait_leader(Duration::from_secs(20)));
+    for i in 0..3 {
+        let want = if i == leader { 1.0 } else { 0.0 };
+        assert_eq!(cluster.leader_metric(i), Some(want), "coordinator {i}'s kintsugi_leader (the leader is {leader})");
     }
     let c = cluster.client();
     rt.block_on(async {
