@@ -28,6 +28,9 @@ pub enum BenchCmd {
     /// CPU per byte of a repair source, relay and sink (node processes on loopback) beside a
     /// plain TCP forwarder moving the same bytes.
     Relay(crate::bench_relay::RelayArgs),
+    /// What serving Prometheus metrics costs: relay CPU per byte and put/get throughput with
+    /// metrics on (scraped) and off in one run, and how long scrapes of busy nodes take.
+    Metrics(crate::bench_metrics::MetricsArgs),
     /// Full-node repair time against the network's lower bound, every object verified
     /// (embedded cluster, or the netns testbed with --testbed).
     FullNode(crate::bench_fullnode::FullNodeArgs),
@@ -99,6 +102,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Geo(a) => crate::bench_geo::run(a),
         BenchCmd::Meta(a) => crate::bench_meta::run(a),
         BenchCmd::S3(a) => crate::bench_s3::run(a),
+        BenchCmd::Metrics(a) => crate::bench_metrics::run(a),
     }
 }
 

@@ -86,7 +86,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
     let bytes = repairs * a.chunk;
     let mhz = cpu_mhz();
     let dir = tempfile::tempdir()?;
-    let nodes = NodeProcs::start(dir.path(), a.chunk)?;
+    let nodes = NodeProcs::start(dir.path(), a.chunk, false)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let mut node_runs: Vec<[f64; 3]> = Vec::new();
     let mut fwd_runs: Vec<[f64; 3]> = Vec::new();
@@ -161,7 +161,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
 }
 
 /// The CPU's clock rate from /proc/cpuinfo (the first core's), 1000 MHz when unknown.
-fn cpu_mhz() -> f64 {
+pub(crate) fn cpu_mhz() -> f64 {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("cpu MHz")).and_then(|l| l.split(':').nth(1)).and_then(|v| v.trim().parse().ok()))
@@ -169,7 +169,7 @@ fn cpu_mhz() -> f64 {
 }
 
 /// User + system CPU seconds of a process, all its threads, live and exited.
-fn process_cpu(pid: u32) -> Result<f64> {
+pub(crate) fn process_cpu(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("no /proc entry for process {pid}"))?;
     // The command name may hold spaces: fields are counted after its closing parenthesis.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or_else(|| anyhow!("unreadable /proc/{pid}/stat"))?;
@@ -192,9 +192,11 @@ fn thread_cpu() -> f64 {
 }
 
 /// Three node processes holding chunks 0 and 1 of an RS(2,1) stripe.
-struct NodeProcs {
+pub(crate) struct NodeProcs {
     children: Vec<Child>,
     peers: BTreeMap<u32, String>,
+    /// Each node's metrics port, when they serve metrics.
+    pub metrics: Vec<String>,
     code: std::sync::Arc<dyn Code>,
     parity: Vec<u8>,
     chunk: usize,
@@ -219,17 +221,22 @@ impl Drop for NodeProcs {
 }
 
 impl NodeProcs {
-    fn start(dir: &Path, chunk: usize) -> Result<NodeProcs> {
+    /// Starts the nodes under `dir` (`metrics`: each serving its metrics on a loopback port).
+    pub(crate) fn start(dir: &Path, chunk: usize, metrics: bool) -> Result<NodeProcs> {
         let code = "rs:2,1".parse::<CodeSpec>().expect("a valid spec").build()?;
         let mut shards: Vec<Option<Vec<u8>>> = (0..2).map(|i| Some(crate::embedded::pattern(chunk, 7 + i))).collect();
         shards.push(None);
         code.decode(&mut shards).map_err(|e| anyhow!("{e}"))?;
-        let secret = kintsugi_proto::auth::Secret::random();
+        // One secret per process: a second set of nodes (bench metrics) shares the first's.
+        let secret = kintsugi_proto::auth::secret().unwrap_or_else(|| {
+            let s = kintsugi_proto::auth::Secret::random();
+            kintsugi_proto::auth::set_secret(Some(s.clone()));
+            s
+        });
         let secret_file = dir.join("secret");
         std::fs::write(&secret_file, secret.expose())?;
-        kintsugi_proto::auth::set_secret(Some(secret));
         let exe = std::env::current_exe().context("cannot find the kintsugi executable")?;
-        let mut procs = NodeProcs { children: Vec::new(), peers: BTreeMap::new(), code, parity: Vec::new(), chunk };
+        let mut procs = NodeProcs { children: Vec::new(), peers: BTreeMap::new(), metrics: Vec::new(), code, parity: Vec::new(), chunk };
         for i in 0..3u32 {
             let data = dir.join(format!("node{i}"));
             if let Some(Some(s)) = shards.get(i as usize).filter(|_| i < 2) {
@@ -246,9 +253,11 @@ impl NodeProcs {
                 }
                 None => Command::new(&exe),
             };
+            cmd.args(["node", "--id", &i.to_string(), "--listen", "127.0.0.1:0", "--data-dir"]).arg(&data);
+            if metrics {
+                cmd.args(["--metrics-listen", "127.0.0.1:0"]);
+            }
             let child = cmd
-                .args(["node", "--id", &i.to_string(), "--listen", "127.0.0.1:0", "--data-dir"])
-                .arg(&data)
                 .arg("--secret-file")
                 .arg(&secret_file)
                 .env("RUST_LOG", "warn")
@@ -257,19 +266,23 @@ impl NodeProcs {
                 .spawn()
                 .context("cannot start a node process")?;
             procs.children.push(child);
-            procs.peers.insert(i, wait_listening(&log)?);
+            procs.peers.insert(i, wait_for_line(&log, "listening on ")?);
+            if metrics {
+                let url = wait_for_line(&log, "metrics on http://")?;
+                procs.metrics.push(url.trim_end_matches("/metrics").to_string());
+            }
         }
         procs.parity = shards[2].take().expect("decoded");
         Ok(procs)
     }
 
-    fn cpu(&self) -> Result<[f64; 3]> {
+    pub(crate) fn cpu(&self) -> Result<[f64; 3]> {
         let v: Vec<f64> = self.children.iter().map(|c| process_cpu(c.id())).collect::<Result<_>>()?;
         Ok([v[0], v[1], v[2]])
     }
 
     /// Rebuilds the parity chunk on node 2 `count` times, checking each result.
-    async fn repairs(&self, next: &mut u64, count: usize, slice: usize) -> Result<()> {
+    pub(crate) async fn repairs(&self, next: &mut u64, count: usize, slice: usize) -> Result<()> {
         let t = Duration::from_secs(120);
         let avail = [0usize, 1];
         let helpers = self.code.choose_helpers(2, &avail).map_err(|e| anyhow!("{e}"))?;
@@ -311,13 +324,13 @@ impl NodeProcs {
     }
 }
 
-/// Waits for a node's "listening on ADDR" line in its log.
-fn wait_listening(log: &Path) -> Result<String> {
+/// Waits for a line with `marker` in a node's log; returns the word after it (the address
+/// of "listening on ADDR").
+fn wait_for_line(log: &Path, marker: &str) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(addr) = text.lines().find_map(|l| l.split_once("listening on ").map(|(_, r)| r.split_whitespace().next().unwrap_or("")))
-        {
+        if let Some(addr) = text.lines().find_map(|l| l.split_once(marker).map(|(_, r)| r.split_whitespace().next().unwrap_or(""))) {
             return Ok(addr.to_string());
         }
         if Instant::now() > deadline {

@@ -10,6 +10,7 @@ mod bench_fullnode_sim;
 mod bench_geo;
 mod bench_isal;
 mod bench_meta;
+mod bench_metrics;
 mod bench_planner;
 mod bench_relay;
 mod bench_s3;

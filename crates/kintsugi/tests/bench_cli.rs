@@ -95,6 +95,27 @@ fn relay_json_reports_every_role() {
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
 }
 
+/// `bench metrics` runs both sides (node processes and embedded clusters with metrics on
+/// and off), scrapes the busy side and reports every ratio; a scrape that failed is counted.
+#[test]
+fn metrics_json_compares_on_and_off_and_times_scrapes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "metrics", "--chunk", "4MiB", "--bytes", "8MiB", "--object", "1MiB", "--objects", "2", "--runs", "2"])
+        .args(["--scrape-ms", "50", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let roles: Vec<&str> = v["relay"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["source", "relay", "sink"]);
+    for k in ["put_on_over_off", "get_on_over_off"] {
+        assert!(v[k]["median"].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+    assert!(v["scrapes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["scrape_failures"], 0, "{v}");
+    assert!(v["scrape_ms_max"].as_f64().unwrap() >= v["scrape_ms_p50"].as_f64().unwrap());
+}
+
 /// `bench full-node --json` on a small embedded cluster (8 nodes, RS(3,2), six 3 MiB objects
 /// in 1 MiB chunks) with `extra` flags (separated by spaces); its report.
 fn small_full_node(extra: &str) -> serde_json::Value {
