@@ -42,7 +42,12 @@ pub struct Client {
     pub index_reads: bool,
     /// The cluster map, once learnt (`index_reads`).
     pub(crate) map: Arc<std::sync::Mutex<Option<Arc<crate::index_reads::ClusterMap>>>>,
+    /// Told how long each degraded read took that rebuilt its bytes (a server's metrics).
+    pub on_degraded_read: Option<DegradedReadObserver>,
 }
+
+/// What a server hands the client to time its degraded reads.
+pub type DegradedReadObserver = Arc<dyn Fn(Duration) + Send + Sync>;
 
 /// How long a client with several coordinators waits for one to lead.
 pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
@@ -59,6 +64,7 @@ impl Client {
             egress: Arc::new(Shaper::default()),
             index_reads: true,
             map: Arc::default(),
+            on_degraded_read: None,
         }
     }
 
@@ -156,6 +162,7 @@ impl Client {
         let mut reported: BTreeSet<ChunkId> = BTreeSet::new();
         // Failures that taught nothing new: a few, then the read gives up.
         let mut blind = 0;
+        let started = std::time::Instant::now();
         loop {
             let avoid: Vec<NodeId> = suspects.union(&gone).copied().collect();
             let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid, range };
@@ -177,7 +184,12 @@ impl Client {
             };
             let units = check_assignment(&a)?;
             let err = match run_sink(&a, &units, None, self.shaper.clone(), self.counters.clone(), self.io_timeout).await {
-                Ok(c) => return Ok(c),
+                Ok(c) => {
+                    if let Some(f) = &self.on_degraded_read {
+                        f(started.elapsed());
+                    }
+                    return Ok(c);
+                }
                 Err(e) => e,
             };
             let mut learnt = false;

@@ -10,6 +10,6 @@ pub mod graph_faults;
 pub mod index_reads;
 mod object_io;
 
-pub use client::{ping, Client, FAILOVER_WAIT};
+pub use client::{ping, Client, DegradedReadObserver, FAILOVER_WAIT};
 pub use error::{Error, ErrorKind};
 pub use object_io::{ObjectSink, Progress, ReadReport};

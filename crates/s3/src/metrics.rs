@@ -1,10 +1,12 @@
-//! The gateway's Prometheus metrics: requests by HTTP method and status, and their latency
-//! until the response's head (a GET's body streams after it).
+//! The gateway's Prometheus metrics: requests by HTTP method and status, their latency
+//! until the response's head (a GET's body streams after it), and the degraded reads its
+//! GETs ran (chunks rebuilt from others because theirs were lost or corrupt).
 
 use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
 use kintsugi_metrics::prometheus_client::metrics::family::Family;
 use kintsugi_metrics::prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
+use std::sync::Arc;
 use std::time::Duration;
 
 type Labels = Vec<(&'static str, String)>;
@@ -14,13 +16,14 @@ type Labels = Vec<(&'static str, String)>;
 pub struct RequestMetrics {
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, fn() -> Histogram>,
+    degraded: Histogram,
 }
 
 impl Default for RequestMetrics {
     fn default() -> Self {
         // 0.5 ms to about 16 s.
         let buckets: fn() -> Histogram = || Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        RequestMetrics { requests: Family::default(), latency: Family::new_with_constructor(buckets) }
+        RequestMetrics { requests: Family::default(), latency: Family::new_with_constructor(buckets), degraded: buckets() }
     }
 }
 
@@ -32,6 +35,12 @@ impl RequestMetrics {
         self.latency.get_or_create(&vec![("method", method.to_string())]).observe(took.as_secs_f64());
     }
 
+    /// What the gateway's client calls after each degraded read.
+    pub fn degraded_read_observer(&self) -> kintsugi_client::DegradedReadObserver {
+        let h = self.degraded.clone();
+        Arc::new(move |took: Duration| h.observe(took.as_secs_f64()))
+    }
+
     /// The registry a gateway serves.
     pub fn registry(&self) -> Registry {
         let mut r = Registry::with_prefix("kintsugi_s3");
@@ -41,6 +50,12 @@ impl RequestMetrics {
             "Time from a request's arrival to its response's head, by HTTP method",
             Unit::Seconds,
             self.latency.clone(),
+        );
+        r.register_with_unit(
+            "degraded_read_duration",
+            "Degraded reads the gateway's GETs ran: a lost or corrupt chunk rebuilt from others",
+            Unit::Seconds,
+            self.degraded.clone(),
         );
         r
     }

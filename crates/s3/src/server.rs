@@ -68,8 +68,11 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     if cfg.keys.is_empty() {
         return Err("the gateway needs at least one access key".into());
     }
+    let counters = crate::metrics::RequestMetrics::default();
+    let mut client = Client::new(&cfg.coordinator);
+    client.on_degraded_read = Some(counters.degraded_read_observer());
     let gateway = Gateway {
-        client: Client::new(&cfg.coordinator),
+        client,
         defaults: cfg.defaults,
         method: cfg.method,
         slice: cfg.slice,
@@ -83,7 +86,6 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(auth);
     let service = b.build();
-    let counters = crate::metrics::RequestMetrics::default();
     let (metrics_addr, metrics) = match &cfg.metrics_listen {
         Some(listen) => {
             let (a, t) = kintsugi_metrics::serve(listen, Arc::new(counters.registry())).await?;

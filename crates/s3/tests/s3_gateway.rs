@@ -222,6 +222,16 @@ async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_
     .await
     .unwrap();
     s = s2;
+    // The gateway timed the chunks its GETs rebuilt.
+    let m = s.s3.metrics_addr.expect("metrics served");
+    let text = tokio::task::spawn_blocking(move || ureq::get(&format!("http://{m}/metrics")).call().unwrap().into_string().unwrap())
+        .await
+        .unwrap();
+    let degraded = text
+        .lines()
+        .find_map(|l| l.strip_prefix("kintsugi_s3_degraded_read_duration_seconds_count "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(degraded.is_some_and(|n| n > 0.0), "no degraded reads counted:\n{text}");
     s.nodes[5].take().unwrap().stop().await;
     let s = tokio::task::spawn_blocking(move || {
         s.python(&["degraded-check", "clay-bucket"], &[]);
