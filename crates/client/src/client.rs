@@ -84,7 +84,7 @@ impl Client {
     /// A connection to the coordinator. Given several (one leads, the others stand by and do
     /// not listen), the one that accepts; while none does (a failover: the leader died and
     /// its lease has not expired yet), tried again for up to [`FAILOVER_WAIT`].
-    async fn connect(&self) -> Result<tokio::net::TcpStream, String> {
+    async fn connect(&self) -> Result<kintsugi_proto::secure::Conn, String> {
         let c = &self.coordinator;
         let started = std::time::Instant::now();
         loop {

@@ -38,6 +38,7 @@ impl Coordinator {
             .collect();
         let health = self.health_summary()?;
         Ok(ClusterStatus {
+            protection: kintsugi_proto::auth::protection(),
             nodes,
             objects: counts.objects as usize,
             stripes: counts.stripes as usize,

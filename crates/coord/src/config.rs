@@ -64,6 +64,11 @@ pub struct CoordConfig {
     pub orphan_grace_ms: u64,
     /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
     pub secret_file: Option<PathBuf>,
+    /// How connections are protected with a secret: "encrypted" (default) or
+    /// "authenticated" (integrity only; also `--protection`).
+    pub protection: Option<String>,
+    /// Serve without a cluster secret on an address other than loopback (also `--insecure`).
+    pub insecure: bool,
     /// A put not committed within this long is abandoned and its chunks reclaimed.
     pub upload_timeout_ms: u64,
     /// Chunks of replaced or deleted versions are removed from the nodes this long after
@@ -134,6 +139,8 @@ impl Default for CoordConfig {
             inventory_slack_ms: 10_000,
             orphan_grace_ms: 600_000,
             secret_file: None,
+            protection: None,
+            insecure: false,
             upload_timeout_ms: 3_600_000,
             metrics_listen: None,
             gc_grace_ms: 30_000,

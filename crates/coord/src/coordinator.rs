@@ -290,12 +290,16 @@ async fn serve(listener: TcpListener, coord: Arc<Coordinator>, mut stop: watch::
     while conns.join_next().await.is_some() {}
 }
 
-async fn connection(mut sock: TcpStream, coord: Arc<Coordinator>) {
+async fn connection(tcp: TcpStream, coord: Arc<Coordinator>) {
     // Nothing is served before the peer proves it knows the cluster secret.
-    if let Err(e) = kintsugi_proto::auth::accept(&mut sock).await {
-        tracing::warn!("coordinator: {e} ({:?})", sock.peer_addr().ok());
-        return;
-    }
+    let peer = tcp.peer_addr().ok();
+    let mut sock = match kintsugi_proto::auth::accept(tcp).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("coordinator: {e} ({peer:?})");
+            return;
+        }
+    };
     loop {
         let req = match read_frame_timeout(&mut sock, Duration::from_secs(3600)).await {
             Ok(Frame::Control(body)) => match serde_json::from_slice::<CoordRequest>(&body) {

@@ -1,14 +1,16 @@
 //! With a cluster secret, every connection proves knowledge of it before any request is
-//! served: the cluster works for those who know it, and a peer without it, or with a wrong
-//! one, is refused by nodes and coordinator alike, its request never carried out.
-//! (Its own test binary: the secret is process-wide.)
+//! served: the cluster works for those who know it, and a peer without it, with a wrong
+//! one, with another protection, or of the previous protocol version (its handshake kept
+//! here as a fixture), is refused by nodes and coordinator alike with a reason, its request
+//! never carried out. (Its own test binary: the secret is process-wide.)
 
 use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::{start, CoordConfig};
 use kintsugi_node::NodeConfig;
 use kintsugi_plan::Shape;
-use kintsugi_proto::auth::{client_handshake, set_secret, Secret};
+use kintsugi_proto::auth::{set_secret, Secret};
+use kintsugi_proto::secure::{self, Protection};
 use kintsugi_proto::{recv, send, CoordRequest, NodeRequest};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -50,24 +52,38 @@ async fn only_holders_of_the_secret_are_served() {
     let layout = client.put("secret-object", &data, code, 0).await.expect("members are served");
     assert_eq!(client.get("secret-object", Shape::Ppr, 4096).await.unwrap().0, data);
 
-    // Without the handshake: the node refuses, and the chunk is not deleted.
+    // A request without the handshake, and protocol 1's handshake (a node of the previous
+    // release): refused, naming both versions, and the chunk is not deleted.
     let loc = layout.stripes[0].chunks[0].clone();
-    let mut s = TcpStream::connect(&loc.addr).await.unwrap();
-    send(&mut s, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }).await.unwrap();
-    let answer: Result<serde_json::Value, _> = recv(&mut s).await;
-    assert!(format!("{answer:?}").contains("authenticate first"), "{answer:?}");
-    // Nor the coordinator.
+    for target in [loc.addr.clone(), addr.clone()] {
+        let mut s = TcpStream::connect(&target).await.unwrap();
+        send(&mut s, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }).await.unwrap();
+        let answer: serde_json::Value = recv(&mut s).await.unwrap();
+        assert_eq!(answer["auth"], "refused", "{answer}");
+        let why = answer["reason"].as_str().unwrap();
+        assert!(why.contains("protocol 2") && why.contains("protocol 1"), "{why}");
+        let mut s = TcpStream::connect(&target).await.unwrap();
+        let why = protocol_v1::client_handshake(&mut s).await.unwrap_err();
+        assert!(why.contains("protocol 2") && why.contains("protocol 1"), "{why}");
+    }
     let mut s = TcpStream::connect(&addr).await.unwrap();
     send(&mut s, &CoordRequest::DeleteObject { name: "secret-object".into() }).await.unwrap();
-    let answer: Result<serde_json::Value, _> = recv(&mut s).await;
-    assert!(format!("{answer:?}").contains("authenticate first"), "{answer:?}");
+    let answer: serde_json::Value = recv(&mut s).await.unwrap();
+    assert_eq!(answer["auth"], "refused", "{answer}");
 
-    // With a wrong secret: refused, both ways.
-    let mut s = TcpStream::connect(&loc.addr).await.unwrap();
-    let err = client_handshake(&mut s, &Secret::random()).await.unwrap_err();
-    assert!(err.contains("secret"), "{err}");
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    assert!(client_handshake(&mut s, &Secret::random()).await.is_err());
+    // With a wrong secret, or another protection: refused, both ways.
+    for target in [&loc.addr, &addr] {
+        let s = TcpStream::connect(target).await.unwrap();
+        let err = secure::connect(s, Some(&Secret::random()), Protection::Encrypted).await.unwrap_err();
+        assert!(err.contains("secret"), "{err}");
+        let s = TcpStream::connect(target).await.unwrap();
+        let err = secure::connect(s, kintsugi_proto::auth::secret().as_ref(), Protection::Authenticated).await.unwrap_err();
+        assert!(err.contains("encrypted") && err.contains("authenticated"), "{err}");
+        // A peer without a secret is told the cluster is not open.
+        let s = TcpStream::connect(target).await.unwrap();
+        let err = secure::connect(s, None, Protection::Encrypted).await.unwrap_err();
+        assert!(err.contains("open"), "{err}");
+    }
 
     // Nothing was carried out: the object and its chunks are intact.
     let (got, report) = client.get("secret-object", Shape::Cr, 4096).await.unwrap();
@@ -75,5 +91,23 @@ async fn only_holders_of_the_secret_are_served() {
     assert!(report.degraded.is_empty(), "no chunk was deleted by the refused request");
     for n in nodes {
         n.stop().await;
+    }
+}
+
+/// Protocol 1's connecting side, as the previous release ran it: a JSON `hello` with a nonce
+/// over the ordinary control frames, expecting a `challenge` (or a `refused`) back.
+mod protocol_v1 {
+    use kintsugi_proto::{recv, send};
+    use tokio::net::TcpStream;
+
+    pub async fn client_handshake(s: &mut TcpStream) -> Result<(), String> {
+        let nonce: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
+        send(s, &serde_json::json!({ "auth": "hello", "nonce": nonce })).await.map_err(|e| e.to_string())?;
+        let answer: serde_json::Value = recv(s).await.map_err(|e| e.to_string())?;
+        match answer["auth"].as_str() {
+            Some("challenge") => Ok(()),
+            Some("refused") => Err(answer["reason"].as_str().unwrap_or("").to_string()),
+            _ => Err(format!("unexpected answer {answer}")),
+        }
     }
 }

@@ -395,8 +395,8 @@ pub fn status(t: &Target) -> Result<()> {
             println!("{}", serde_json::to_string(&s)?);
         } else {
             println!(
-                "{} object(s), {} stripe(s), {} lost chunk(s) ({} bad, {} on down nodes), {} repair(s) pending",
-                s.objects, s.stripes, s.lost_chunks, s.bad_chunks, s.chunks_on_down_nodes, s.pending_repairs
+                "{} object(s), {} stripe(s), {} lost chunk(s) ({} bad, {} on down nodes), {} repair(s) pending; connections {}",
+                s.objects, s.stripes, s.lost_chunks, s.bad_chunks, s.chunks_on_down_nodes, s.pending_repairs, s.protection
             );
             for u in &s.unrepairable {
                 println!("unrepairable: stripe {} of {}: {}", u.stripe, u.objects.join(", "), u.why);

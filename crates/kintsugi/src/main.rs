@@ -52,6 +52,11 @@ struct Cli {
     // given, and printed it in every usage line as if it were required.
     #[arg(long, global = true)]
     secret_file: Option<std::path::PathBuf>,
+    /// How connections are protected under the secret: encrypted (AES-256-GCM) or
+    /// authenticated (integrity only, for trusted networks); every process of a cluster
+    /// alike (TOML: protection) [env: KINTSUGI_PROTECTION] [default: encrypted].
+    #[arg(long, global = true)]
+    protection: Option<String>,
     /// Log lines as text for people, or as one JSON object per line for log collectors
     /// (levels by KINTSUGI_LOG, e.g. info or kintsugi_coord=debug).
     #[arg(long, global = true, env = "KINTSUGI_LOG_FORMAT", default_value = "text", hide_env_values = true)]
@@ -97,6 +102,11 @@ enum Cmd {
     /// A whole store on this machine: a coordinator, N nodes and the S3 gateway, kept in
     /// one data directory across restarts (credentials printed at start).
     Serve(s3_cmd::ServeArgs),
+    /// Write a new random cluster secret to FILE (readable by its owner only).
+    Secret {
+        /// Where to write it; an existing file is not overwritten.
+        file: std::path::PathBuf,
+    },
     /// Check a coordinator's or a node's TOML configuration.
     #[command(subcommand)]
     Config(config_cmd::ConfigCmd),
@@ -209,6 +219,19 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+    let protection = cli.protection.clone().or_else(|| std::env::var("KINTSUGI_PROTECTION").ok().filter(|v| !v.is_empty()));
+    if let Some(p) = protection {
+        match p.parse() {
+            Ok(p) => {
+                kintsugi_proto::auth::set_protection(p);
+                PROTECTION_GIVEN.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                eprintln!("error: --protection: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
     let result = match cli.cmd {
         Cmd::Codec(c) => codec::run(c),
         Cmd::Bench(b) => bench::run(b),
@@ -222,6 +245,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Bucket(c) => s3_cmd::bucket(c),
         Cmd::Serve(a) => s3_cmd::serve(a),
         Cmd::Config(c) => config_cmd::run(c),
+        Cmd::Secret { file } => write_secret(&file),
         Cmd::Put { target, args } => cluster_cmd::put(&target, args),
         Cmd::Get { target, args } => cluster_cmd::get(&target, args),
         Cmd::Ls { prefix, delimiter, target } => cluster_cmd::ls(&target, &prefix, &delimiter),
@@ -241,4 +265,26 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Set when `--protection` or KINTSUGI_PROTECTION chose the protection: a TOML's
+/// `protection` does not override it.
+pub(crate) static PROTECTION_GIVEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `kintsugi secret FILE`: 32 random bytes, hex, in a new file of mode 0600.
+fn write_secret(file: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", file.display()))?;
+    let s = kintsugi_proto::auth::Secret::random();
+    f.write_all(s.expose())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    eprintln!("wrote a new cluster secret to {}: give it to every node, coordinator and client (--secret-file)", file.display());
+    Ok(())
 }

@@ -71,6 +71,10 @@ pub struct NodeArgs {
     /// the node stores) [default: none].
     #[arg(long)]
     pub metrics_listen: Option<String>,
+    /// Serve without a cluster secret on an address other than loopback: anyone who reaches
+    /// it is served (TOML: insecure) [default: refuse to start].
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// What `kintsugi node` does besides running a node.
@@ -115,6 +119,10 @@ pub struct CoordArgs {
     /// repairs by method and scheduler) and the status page at http://ADDR/ [default: none].
     #[arg(long)]
     pub metrics_listen: Option<String>,
+    /// Serve without a cluster secret on an address other than loopback: anyone who reaches
+    /// it is served (TOML: insecure) [default: refuse to start].
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> Result<T> {
@@ -193,8 +201,9 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
     cfg.tcp_congestion = a.tcp_congestion.or(cfg.tcp_congestion);
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
+    cfg.insecure |= a.insecure;
     check_node(&cfg)?;
-    use_secret_file(cfg.secret_file.as_deref())?;
+    use_security(cfg.secret_file.as_deref(), cfg.protection.as_deref(), cfg.insecure, &cfg.listen)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(w) = cfg.worker_threads {
         rt.worker_threads(w);
@@ -230,7 +239,7 @@ pub fn check_node(cfg: &NodeConfig) -> Result<()> {
     if cfg.worker_threads == Some(0) {
         bail!("worker_threads must be at least 1");
     }
-    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref())
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
 }
 
 /// What a coordinator refuses to start with (also `kintsugi config check`).
@@ -248,11 +257,15 @@ pub fn check_coordinator(cfg: &CoordConfig) -> Result<()> {
     if !(cfg.meta.is_empty() || cfg.meta == "redb") {
         kintsugi_coord::meta_etcd::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
     }
-    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref())
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
 }
 
-/// What every service checks: its addresses, and that its secret file (if any) is readable.
-fn check_endpoints(listen: &str, metrics_listen: Option<&str>, secret_file: Option<&Path>) -> Result<()> {
+/// What every service checks: its addresses, that its secret file (if any) is readable, its
+/// protection.
+fn check_endpoints(listen: &str, metrics_listen: Option<&str>, secret_file: Option<&Path>, protection: Option<&str>) -> Result<()> {
+    if let Some(p) = protection {
+        p.parse::<kintsugi_proto::secure::Protection>().map_err(|e| anyhow!("protection: {e}"))?;
+    }
     check_address("listen", listen)?;
     if let Some(m) = metrics_listen {
         check_address("metrics_listen", m)?;
@@ -284,8 +297,9 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         cfg.meta = v;
     }
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
+    cfg.insecure |= a.insecure;
     check_coordinator(&cfg)?;
-    use_secret_file(cfg.secret_file.as_deref())?;
+    use_security(cfg.secret_file.as_deref(), cfg.protection.as_deref(), cfg.insecure, &cfg.listen)?;
     // With etcd, metadata calls wait on the network inside request handlers: more workers,
     // so a slow etcd call does not hold up heartbeats.
     let rt = if cfg.meta.is_empty() {
@@ -316,18 +330,45 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
     })
 }
 
-/// The TOML's secret file, unless `--secret-file` or the environment named one; a service
-/// without any secret serves everyone, and says so.
-fn use_secret_file(path: Option<&std::path::Path>) -> Result<()> {
+/// The TOML's secret file, unless `--secret-file` or the environment named one, and its
+/// protection, unless `--protection` named one. Closed by default: without a secret a
+/// service listens on loopback only, unless told `insecure`; then it serves everyone, and
+/// says so.
+fn use_security(path: Option<&std::path::Path>, protection: Option<&str>, insecure: bool, listen: &str) -> Result<()> {
+    kintsugi_proto::tcp::raise_fd_limit();
     if kintsugi_proto::auth::secret().is_none() {
         if let Some(p) = path {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::from_file(p).map_err(|e| anyhow!(e))?));
         }
     }
+    if let (Some(p), false) = (protection, crate::PROTECTION_GIVEN.load(std::sync::atomic::Ordering::Relaxed)) {
+        kintsugi_proto::auth::set_protection(p.parse().map_err(|e: String| anyhow!("protection: {e}"))?);
+    }
     if kintsugi_proto::auth::secret().is_none() {
+        if !insecure && !loopback_only(listen) {
+            bail!(
+                "refusing to serve {listen} without a cluster secret: give one (--secret-file, KINTSUGI_SECRET_FILE or \
+                 secret_file; `kintsugi secret` makes one), listen on loopback, or pass --insecure (TOML: insecure = true) \
+                 to serve anyone who reaches it"
+            );
+        }
         eprintln!(
-            "warning: no cluster secret (--secret-file, KINTSUGI_SECRET_FILE or secret_file): anyone who can reach this port is served"
+            "warning: no cluster secret (--secret-file, KINTSUGI_SECRET_FILE or secret_file): connections are open, anyone who can reach {listen} is served"
         );
+    } else {
+        eprintln!("connections: {}", kintsugi_proto::auth::protection());
     }
     Ok(())
+}
+
+/// Whether `listen`'s host is a loopback address (every address it resolves to).
+fn loopback_only(listen: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match listen.to_socket_addrs() {
+        Ok(addrs) => {
+            let v: Vec<_> = addrs.collect();
+            !v.is_empty() && v.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
 }

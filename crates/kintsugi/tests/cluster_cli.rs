@@ -192,9 +192,17 @@ fn processes_put_get_kill_repair() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
-    // A node cannot advertise an address nobody can reach.
+    // A node without a secret does not serve an address beyond loopback unless told to.
     let out = Command::new(BIN)
         .args(["node", "--id", "9", "--listen", "0.0.0.0:0", "--data-dir", d.join("n9").to_str().unwrap(), "--coordinator", &coord])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--insecure"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Told so, it still cannot advertise an address nobody can reach.
+    let out = Command::new(BIN)
+        .args(["node", "--id", "9", "--listen", "0.0.0.0:0", "--data-dir", d.join("n9").to_str().unwrap(), "--coordinator", &coord])
+        .arg("--insecure")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -24,6 +24,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn iterations(default: usize) -> usize {
     std::env::var("FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
@@ -321,17 +322,36 @@ fn live_node_and_coordinator_survive_mutated_requests() {
                 continue;
             }
             let to = if rng.random_bool(0.5) { &node_addr } else { &coord_addr };
-            if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(to)).await {
-                let _ = write_frame(&mut s, Kind::Control, &input).await;
-                let _ = tokio::time::timeout(Duration::from_millis(200), recv::<_, serde_json::Value>(&mut s)).await;
+            if rng.random_bool(0.5) {
+                // After the handshake: the request decoders.
+                if let Ok(mut s) = kintsugi_proto::auth::connect(to, Duration::from_secs(2)).await {
+                    let _ = write_frame(&mut s, Kind::Control, &input).await;
+                    let _ = s.flush().await;
+                    let _ = tokio::time::timeout(Duration::from_millis(200), recv::<_, serde_json::Value>(&mut s)).await;
+                }
+            } else if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(to)).await {
+                // Before it: the handshake's decoder, fed a preamble mutated or not, then the
+                // input as a handshake message.
+                let mut pre = b"KSGN\x00\x02\x00".to_vec();
+                if rng.random_bool(0.5) {
+                    let at = rng.random_range(0..pre.len());
+                    pre[at] = rng.random();
+                }
+                let len = (input.len() as u16).to_be_bytes();
+                let _ = s.write_all(&[&pre[..], &len[..], &input[..]].concat()).await;
+                let mut answer = [0u8; 64];
+                let _ = tokio::time::timeout(Duration::from_millis(200), s.read(&mut answer)).await;
             }
             if i % 50 == 0 {
-                let mut s = tokio::net::TcpStream::connect(&node_addr).await.unwrap_or_else(|e| panic!("execution {i}: node gone: {e}"));
+                let mut s = kintsugi_proto::auth::connect(&node_addr, Duration::from_secs(5))
+                    .await
+                    .unwrap_or_else(|e| panic!("execution {i}: node gone: {e}"));
                 send(&mut s, &NodeRequest::Ping).await.unwrap();
                 let r: NodeResponse = tokio::time::timeout(Duration::from_secs(5), recv(&mut s)).await.expect("node answers").unwrap();
                 assert!(matches!(r, NodeResponse::Pong { .. }), "execution {i}: {r:?}");
-                let mut s =
-                    tokio::net::TcpStream::connect(&coord_addr).await.unwrap_or_else(|e| panic!("execution {i}: coordinator gone: {e}"));
+                let mut s = kintsugi_proto::auth::connect(&coord_addr, Duration::from_secs(5))
+                    .await
+                    .unwrap_or_else(|e| panic!("execution {i}: coordinator gone: {e}"));
                 send(&mut s, &CoordRequest::Status).await.unwrap();
                 let r: CoordResponse =
                     tokio::time::timeout(Duration::from_secs(5), recv(&mut s)).await.expect("coordinator answers").unwrap();

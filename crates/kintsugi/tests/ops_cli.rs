@@ -100,10 +100,13 @@ fn a_coordinator_logs_json_lines_and_serves_its_metrics() {
         }
     }
     let mut answer = String::new();
+    // (The port answers from the start; the cluster's figures once the store is open.)
     for _ in 0..100 {
         if std::net::TcpStream::connect(&metrics).is_ok() {
             answer = http_get(&metrics, "/metrics");
-            break;
+            if answer.contains("kintsugi_status_up 1") {
+                break;
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     }

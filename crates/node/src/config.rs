@@ -37,6 +37,11 @@ pub struct NodeConfig {
     pub capacity_bytes: Option<u64>,
     /// File holding the cluster secret (also `--secret-file`, `KINTSUGI_SECRET_FILE`).
     pub secret_file: Option<PathBuf>,
+    /// How connections are protected with a secret: "encrypted" (default) or
+    /// "authenticated" (integrity only; also `--protection`).
+    pub protection: Option<String>,
+    /// Serve without a cluster secret on an address other than loopback (also `--insecure`).
+    pub insecure: bool,
     /// The node's link rate in bytes per second (both directions), for the coordinator's
     /// residual-bandwidth accounting; default: the emulated uplink and downlink, if any.
     pub link_capacity: Option<f64>,
@@ -74,6 +79,8 @@ impl Default for NodeConfig {
             scrub_bytes_per_s: 64e6,
             capacity_bytes: None,
             secret_file: None,
+            protection: None,
+            insecure: false,
             metrics_listen: None,
             worker_threads: None,
             hdd_seek_ms: None,

@@ -63,7 +63,7 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
 
 /// An upstream connection, read through a buffer: a frame's header and body, and often
 /// several frames, come in one system call.
-type Upstream = tokio::io::BufReader<tokio::net::TcpStream>;
+type Upstream = tokio::io::BufReader<kintsugi_proto::secure::Conn>;
 const UPSTREAM_BUFFER: usize = 256 * 1024;
 
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks

@@ -6,11 +6,11 @@
 //! not what delayed them.) Connections come back only after an exchange that leaves nothing
 //! unread (no data frames follow, no error closed it).
 
+use kintsugi_proto::secure::Conn;
 use kintsugi_proto::{recv, send, FrameError, NodeRequest, NodeResponse};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
 /// Idle connections kept per node, and how long one stays idle at most (nodes close theirs
 /// after 600 s).
@@ -21,7 +21,7 @@ const IDLE_NODES: usize = 4096;
 
 /// Per runtime and node address: idle connections, and since when each is idle. A socket
 /// works only in the runtime it was made in (a benchmark builds and drops several).
-type Idle = HashMap<(tokio::runtime::Id, String), Vec<(TcpStream, Instant)>>;
+type Idle = HashMap<(tokio::runtime::Id, String), Vec<(Conn, Instant)>>;
 
 fn key(addr: &str) -> (tokio::runtime::Id, String) {
     (tokio::runtime::Handle::current().id(), addr.to_string())
@@ -32,14 +32,14 @@ static IDLE: Mutex<Option<Idle>> = Mutex::new(None);
 static SWEPT: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// An idle connection to `addr` that has not been idle too long.
-fn take(addr: &str) -> Option<TcpStream> {
+fn take(addr: &str) -> Option<Conn> {
     let mut idle = IDLE.lock().expect("idle connections lock");
     let list = idle.as_mut()?.get_mut(&key(addr))?;
     list.retain(|(_, since)| since.elapsed() < IDLE_FOR);
     list.pop().map(|(s, _)| s)
 }
 
-fn give_back(addr: &str, s: TcpStream) {
+fn give_back(addr: &str, s: Conn) {
     let mut idle = IDLE.lock().expect("idle connections lock");
     let map = idle.get_or_insert_with(HashMap::new);
     {
@@ -90,7 +90,7 @@ enum Failure {
     Other(String),
 }
 
-async fn exchange(s: &mut TcpStream, addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, Failure> {
+async fn exchange(s: &mut Conn, addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, Failure> {
     let closed = |e: &FrameError| match e {
         FrameError::Closed => true,
         FrameError::Io(e) => {

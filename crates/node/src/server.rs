@@ -8,6 +8,7 @@ use crate::shaper::Shaper;
 use crate::store::ChunkStore;
 use crate::timeslot_gate::Side;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::secure::Conn;
 use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, CoordRequest, Frame, FrameError, Kind, NodeRequest, NodeResponse, NodeStat,
 };
@@ -195,7 +196,7 @@ async fn heartbeats(
     // Said once per streak: a node that cannot reach or is refused by its coordinator says
     // why, instead of retrying in silence.
     let mut complained = false;
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<kintsugi_proto::secure::Conn> = None;
     let mut monitor = crate::monitor::Monitor::new(capacity);
     let boot = {
         use std::hash::{BuildHasher, Hasher};
@@ -280,12 +281,16 @@ async fn heartbeats(
 }
 
 /// Serves requests on one connection until it closes or misbehaves.
-async fn connection(mut sock: TcpStream, exec: Arc<Executor>, stop: watch::Sender<bool>) {
+async fn connection(tcp: TcpStream, exec: Arc<Executor>, stop: watch::Sender<bool>) {
     // Nothing is served before the peer proves it knows the cluster secret.
-    if let Err(e) = kintsugi_proto::auth::accept(&mut sock).await {
-        tracing::warn!("node {}: {e} ({:?})", exec.node, sock.peer_addr().ok());
-        return;
-    }
+    let peer = tcp.peer_addr().ok();
+    let mut sock = match kintsugi_proto::auth::accept(tcp).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("node {}: {e} ({peer:?})", exec.node);
+            return;
+        }
+    };
     let idle = Duration::from_secs(600);
     loop {
         let req = match read_frame_timeout(&mut sock, idle).await {
@@ -322,7 +327,7 @@ async fn connection(mut sock: TcpStream, exec: Arc<Executor>, stop: watch::Sende
 }
 
 /// Handles one request; Ok(true) keeps the connection open for another.
-async fn handle(sock: &mut TcpStream, exec: &Arc<Executor>, req: NodeRequest, stop: &watch::Sender<bool>) -> Result<bool, String> {
+async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &watch::Sender<bool>) -> Result<bool, String> {
     let io = |e: FrameError| e.to_string();
     match req {
         NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,

@@ -47,7 +47,7 @@ async fn put_stripe(peers: &BTreeMap<u32, String>, id: u64, shards: &[Vec<u8>]) 
 }
 
 async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut s = kintsugi_proto::auth::connect(addr, Duration::from_secs(10)).await.unwrap();
     send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: None })
         .await
         .unwrap();
@@ -269,7 +269,7 @@ async fn malformed_frames_fail_one_connection_only() {
     }
     // Requests that are well-formed but wrong get errors, not panics.
     let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0, bucket: None };
-    let mut s = TcpStream::connect(&addr).await.unwrap();
+    let mut s = kintsugi_proto::auth::connect(&addr, T).await.unwrap();
     send(&mut s, &bad_put).await.unwrap();
     write_frame(&mut s, Kind::Data, b"12345").await.unwrap();
     let r: NodeResponse = kintsugi_proto::recv(&mut s).await.unwrap();

@@ -8,6 +8,7 @@ pub mod layout;
 pub mod messages;
 pub mod object_index;
 pub mod placement;
+pub mod secure;
 pub mod status;
 pub mod tcp;
 

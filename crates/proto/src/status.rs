@@ -108,6 +108,9 @@ pub struct NodeInfo {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStatus {
+    /// How the coordinator's connections are protected: encrypted, authenticated or open.
+    #[serde(default)]
+    pub protection: crate::secure::Protection,
     pub nodes: Vec<NodeInfo>,
     pub objects: usize,
     pub stripes: usize,

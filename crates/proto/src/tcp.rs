@@ -44,6 +44,20 @@ pub fn congestion_control() -> Option<String> {
     CONGESTION.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
+/// Raises this process's limit of open files to its hard limit: a service holds a socket
+/// per connection, and the usual soft limit (1024) would let a thousand idle strangers
+/// keep members out.
+pub fn raise_fd_limit() {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a struct the calls read and fill.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 /// Applies this process's settings to a connection. Best effort: a socket that refuses
 /// keeps the host's defaults (the name was checked when it was set).
 pub fn tune(s: &TcpStream) {

@@ -1,0 +1,517 @@
+//! Every connection's protection (node-node, client-node, client-coordinator,
+//! coordinator-node): a versioned handshake, then every byte in sealed records.
+//!
+//! Handshake, on the bare TCP stream:
+//! 1. The connecting side sends a preamble in clear (`KSGN`, the protocol version as u16, its
+//!    protection as u8) and, unless the cluster is open, the first message of a Noise
+//!    `NNpsk0` handshake (`u16 length | message`): its ephemeral X25519 key and a tag under
+//!    the pre-shared key, a hash of the cluster secret.
+//! 2. The serving side refuses, with a reason in clear (`1 | u16 length | text`), a version or
+//!    a protection it does not run, or a message that fails under its secret; otherwise it
+//!    answers `0 | u16 length | message 2` (its ephemeral key, a tag).
+//! 3. Both sides mixed the preamble into the handshake (its prologue): a preamble changed on
+//!    the way fails it. The handshake's split gives one key per direction, from both
+//!    ephemeral keys and the secret: forward secrecy, and only holders of the secret finish.
+//!
+//! Records: `u32 length | body`, at most [`RECORD`] bytes of the stream each. `encrypted`
+//! seals the bytes with AES-256-GCM; `authenticated` leaves them in clear and appends a GMAC
+//! tag over them (integrity only, for trusted networks that want the CPU back). Nonces count
+//! records per direction, so a flipped byte, or a replayed, reordered, dropped or injected
+//! record, fails its tag: the reader gets an error and the connection is closed.
+//!
+//! We chose Noise (the `snow` crate) with a pre-shared key over TLS: no certificates to
+//! issue and rotate, the cluster secret operators already handle is the only credential, and
+//! one round trip. Records use `ring`'s AES-GCM (AES-NI and carry-less multiply in assembly).
+
+use crate::auth::Secret;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use sha2::{Digest, Sha256};
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The wire protocol's version. 1 was the HMAC challenge over JSON frames, nothing sealed.
+pub const PROTOCOL_VERSION: u16 = 2;
+const MAGIC: &[u8; 4] = b"KSGN";
+const PATTERN: &str = "Noise_NNpsk0_25519_AESGCM_SHA256";
+/// Bytes of the stream per record.
+pub const RECORD: usize = 64 << 10;
+const TAG: usize = 16;
+/// The largest handshake message or refusal accepted: a stranger gets no bigger buffer.
+const HANDSHAKE_MAX: usize = 1024;
+
+/// How a cluster protects its connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protection {
+    /// Every record sealed: confidentiality and integrity.
+    Encrypted,
+    /// Every record in clear with a tag: integrity only.
+    Authenticated,
+    /// No secret: nothing checked (loopback tests and clusters started with `--insecure`).
+    #[default]
+    Open,
+}
+
+impl Protection {
+    fn code(self) -> u8 {
+        match self {
+            Protection::Open => 0,
+            Protection::Authenticated => 1,
+            Protection::Encrypted => 2,
+        }
+    }
+
+    fn of(code: u8) -> Option<Self> {
+        [Protection::Open, Protection::Authenticated, Protection::Encrypted].into_iter().find(|p| p.code() == code)
+    }
+}
+
+impl std::fmt::Display for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protection::Encrypted => "encrypted",
+            Protection::Authenticated => "authenticated",
+            Protection::Open => "open",
+        })
+    }
+}
+
+impl std::str::FromStr for Protection {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "encrypted" => Ok(Protection::Encrypted),
+            "authenticated" => Ok(Protection::Authenticated),
+            _ => Err(format!("unknown protection '{s}': encrypted or authenticated")),
+        }
+    }
+}
+
+/// One direction's key and record counter.
+struct Direction {
+    key: LessSafeKey,
+    count: u64,
+}
+
+impl Direction {
+    fn new(key: &[u8; 32]) -> Self {
+        Direction { key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")), count: 0 }
+    }
+
+    fn nonce(&mut self) -> io::Result<Nonce> {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&self.count.to_be_bytes());
+        self.count = self.count.checked_add(1).ok_or_else(|| io::Error::other("record counter exhausted"))?;
+        Ok(Nonce::assume_unique_for_key(n))
+    }
+}
+
+struct Sealing {
+    mode: Protection,
+    send: Direction,
+    recv: Direction,
+}
+
+/// A connection: TCP under the cluster's protection. Reads and writes the stream's bytes;
+/// records are made and checked underneath.
+pub struct Conn {
+    tcp: TcpStream,
+    sealing: Option<Box<Sealing>>,
+    /// The record being read (header, then body); allocated at the first record.
+    rec: Vec<u8>,
+    filled: usize,
+    /// Bytes of `rec` wanted: 4 while reading a header, 0 between records.
+    need: usize,
+    /// The opened record's bytes not yet handed out: `rec[plain.0..plain.1]`.
+    plain: (usize, usize),
+    /// A sealed record not yet all written, from `out_pos` on.
+    out: Vec<u8>,
+    out_pos: usize,
+    /// A record failed: every later read fails too.
+    broken: bool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Conn({:?}, {})", self.tcp.peer_addr().ok(), self.protection())
+    }
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+impl Conn {
+    fn new(tcp: TcpStream, sealing: Option<Box<Sealing>>) -> Self {
+        Conn { tcp, sealing, rec: Vec::new(), filled: 0, need: 0, plain: (0, 0), out: Vec::new(), out_pos: 0, broken: false }
+    }
+
+    /// How this connection is protected.
+    pub fn protection(&self) -> Protection {
+        self.sealing.as_ref().map_or(Protection::Open, |s| s.mode)
+    }
+
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.tcp.peer_addr()
+    }
+
+    /// Writes what is left of the sealed record.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.out_pos < self.out.len() {
+            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &self.out[self.out_pos..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.out_pos += n;
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Seals `out[4..]` (the stream's bytes) into a record in place.
+    fn seal_out(&mut self) -> io::Result<()> {
+        let s = self.sealing.as_mut().expect("sealing");
+        let nonce = s.send.nonce()?;
+        let tag = match s.mode {
+            Protection::Encrypted => s.send.key.seal_in_place_separate_tag(nonce, Aad::empty(), &mut self.out[4..]),
+            _ => s.send.key.seal_in_place_separate_tag(nonce, Aad::from(&self.out[4..]), &mut []),
+        }
+        .map_err(|_| io::Error::other("cannot seal a record"))?;
+        self.out.extend_from_slice(tag.as_ref());
+        let len = (self.out.len() - 4) as u32;
+        self.out[..4].copy_from_slice(&len.to_be_bytes());
+        Ok(())
+    }
+
+    /// Opens the record in `rec[4..need]`; its bytes become `plain`.
+    fn open_rec(&mut self) -> io::Result<()> {
+        let s = self.sealing.as_mut().expect("sealing");
+        let nonce = s.recv.nonce()?;
+        let body = &mut self.rec[4..self.need];
+        let ok = match s.mode {
+            Protection::Encrypted => s.recv.key.open_in_place(nonce, Aad::empty(), body).map(|p| p.len()),
+            _ => {
+                let (data, tag) = body.split_at_mut(body.len() - TAG);
+                s.recv.key.open_in_place(nonce, Aad::from(&*data), tag).map(|_| data.len())
+            }
+        };
+        match ok {
+            Ok(n) => {
+                self.plain = (4, 4 + n);
+                self.need = 0;
+                Ok(())
+            }
+            Err(_) => {
+                self.broken = true;
+                Err(bad("a record failed its check (tampered with, replayed, reordered or injected): connection closed"))
+            }
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if me.sealing.is_none() {
+            return Pin::new(&mut me.tcp).poll_read(cx, buf);
+        }
+        loop {
+            if me.broken {
+                return Poll::Ready(Err(bad("the connection failed a record check")));
+            }
+            if me.plain.0 < me.plain.1 {
+                let n = (me.plain.1 - me.plain.0).min(buf.remaining());
+                buf.put_slice(&me.rec[me.plain.0..me.plain.0 + n]);
+                me.plain.0 += n;
+                return Poll::Ready(Ok(()));
+            }
+            // A record sealed but not all written goes out first: its answer may be what
+            // this read waits for.
+            if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
+                return Poll::Ready(Err(e));
+            }
+            if me.need == 0 {
+                if me.rec.is_empty() {
+                    me.rec = vec![0; 4 + RECORD + TAG];
+                }
+                me.need = 4;
+                me.filled = 0;
+            }
+            while me.filled < me.need {
+                let mut rb = ReadBuf::new(&mut me.rec[me.filled..me.need]);
+                ready!(Pin::new(&mut me.tcp).poll_read(cx, &mut rb))?;
+                let n = rb.filled().len();
+                if n == 0 {
+                    if me.filled == 0 {
+                        me.need = 0;
+                        return Poll::Ready(Ok(())); // closed between records
+                    }
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed inside a record")));
+                }
+                me.filled += n;
+                if me.need == 4 && me.filled == 4 {
+                    let len = u32::from_be_bytes(me.rec[..4].try_into().expect("4 bytes")) as usize;
+                    if !(TAG..=RECORD + TAG).contains(&len) {
+                        me.broken = true;
+                        return Poll::Ready(Err(bad("a record of impossible length: connection closed")));
+                    }
+                    me.need = 4 + len;
+                }
+            }
+            me.open_rec()?;
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        if me.sealing.is_none() {
+            return Pin::new(&mut me.tcp).poll_write_vectored(cx, bufs);
+        }
+        ready!(me.poll_drain(cx))?;
+        // One record of what the slices hold, up to its size (a frame's header and body
+        // together).
+        me.out.clear();
+        me.out.extend_from_slice(&[0; 4]);
+        for b in bufs {
+            let room = 4 + RECORD - me.out.len();
+            me.out.extend_from_slice(&b[..b.len().min(room)]);
+            if me.out.len() == 4 + RECORD {
+                break;
+            }
+        }
+        let n = me.out.len() - 4;
+        if n == 0 {
+            me.out.clear();
+            return Poll::Ready(Ok(0));
+        }
+        me.seal_out()?;
+        // Sent now if the socket takes it; else by the next write, flush or read.
+        if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        ready!(me.poll_drain(cx))?;
+        Pin::new(&mut me.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        ready!(me.poll_drain(cx))?;
+        Pin::new(&mut me.tcp).poll_shutdown(cx)
+    }
+}
+
+fn psk(secret: &Secret) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"kintsugi cluster secret, noise psk");
+    h.update(secret.expose());
+    h.finalize().into()
+}
+
+fn preamble(p: Protection) -> [u8; 7] {
+    let mut b = [0u8; 7];
+    b[..4].copy_from_slice(MAGIC);
+    b[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    b[6] = p.code();
+    b
+}
+
+fn noise<'a>(prologue: &'a [u8], psk: &'a [u8; 32]) -> snow::Builder<'a> {
+    let params: snow::params::NoiseParams = PATTERN.parse().expect("a valid Noise pattern");
+    snow::Builder::new(params).prologue(prologue).expect("a prologue").psk(0, psk).expect("a psk")
+}
+
+async fn read_u16_block(tcp: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let len = tcp.read_u16().await? as usize;
+    if len > HANDSHAKE_MAX {
+        return Err(bad("handshake message too long"));
+    }
+    let mut m = vec![0u8; len];
+    tcp.read_exact(&mut m).await?;
+    Ok(m)
+}
+
+fn block(status: Option<u8>, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 3);
+    out.extend(status);
+    out.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The connecting side's handshake: `protection` as this process runs (Open without a
+/// secret).
+pub async fn connect(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
+    let mode = if secret.is_some() { protection } else { Protection::Open };
+    let pre = preamble(mode);
+    let mut hello = pre.to_vec();
+    let mut hs = None;
+    if let Some(key) = secret.filter(|_| mode != Protection::Open) {
+        let k = psk(key);
+        let mut h = noise(&pre, &k).build_initiator().map_err(|e| format!("handshake: {e}"))?;
+        let mut m = [0u8; 256];
+        let n = h.write_message(&[], &mut m).map_err(|e| format!("handshake: {e}"))?;
+        hello.extend(block(None, &m[..n]));
+        hs = Some(h);
+    }
+    tcp.write_all(&hello).await.map_err(|e| format!("handshake: {e}"))?;
+    let closed = |e: io::Error| {
+        match e.kind() {
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => format!(
+            "the peer closed the connection during the handshake: it may run kintsugi protocol 1 (this side runs {PROTOCOL_VERSION}), or not be a kintsugi service"
+        ),
+        _ => format!("handshake: {e}"),
+    }
+    };
+    let status = tcp.read_u8().await.map_err(closed)?;
+    let body = read_u16_block(&mut tcp).await.map_err(closed)?;
+    match (status, hs) {
+        (0, None) => Ok(Conn::new(tcp, None)),
+        (0, Some(mut h)) => {
+            let mut payload = [0u8; 256];
+            h.read_message(&body, &mut payload)
+                .map_err(|_| "the peer does not know the cluster secret (or the handshake was tampered with)".to_string())?;
+            let (i2r, r2i) = h.dangerously_get_raw_split();
+            Ok(Conn::new(tcp, Some(Box::new(Sealing { mode, send: Direction::new(&i2r), recv: Direction::new(&r2i) }))))
+        }
+        (1, _) => Err(format!("refused: {}", String::from_utf8_lossy(&body))),
+        (s, _) => Err(format!("not a kintsugi protocol {PROTOCOL_VERSION} answer (status byte {s})")),
+    }
+}
+
+/// The serving side's handshake. Refuses, saying why to the peer and in the error, a peer
+/// of another protocol version or protection, or one that does not know the secret.
+pub async fn accept(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
+    let mine = if secret.is_some() { protection } else { Protection::Open };
+    let mut pre = [0u8; 7];
+    tcp.read_exact(&mut pre[..4]).await.map_err(|e| format!("handshake: {e}"))?;
+    if &pre[..4] != MAGIC {
+        // Protocol 1 began with a JSON frame: its refusal, in its own terms.
+        let reason = format!("this service runs kintsugi protocol {PROTOCOL_VERSION}; the peer runs protocol 1: upgrade it");
+        let msg = serde_json::json!({ "auth": "refused", "reason": reason });
+        let _ = crate::frame::send(&mut tcp, &msg).await;
+        return Err(format!("refused a peer of kintsugi protocol 1 (this service runs {PROTOCOL_VERSION})"));
+    }
+    tcp.read_exact(&mut pre[4..]).await.map_err(|e| format!("handshake: {e}"))?;
+    let version = u16::from_be_bytes([pre[4], pre[5]]);
+    let theirs = Protection::of(pre[6]);
+    if version != PROTOCOL_VERSION {
+        return refuse(&mut tcp, format!("this service runs kintsugi protocol {PROTOCOL_VERSION}, the peer protocol {version}")).await;
+    }
+    match theirs {
+        Some(t) if t == mine => {}
+        Some(t) => return refuse(&mut tcp, format!("this service's connections are {mine}, the peer's {t}: configure both alike")).await,
+        None => return refuse(&mut tcp, format!("unknown protection code {}", pre[6])).await,
+    }
+    let Some(key) = secret.filter(|_| mine != Protection::Open) else {
+        tcp.write_all(&block(Some(0), &[])).await.map_err(|e| format!("handshake: {e}"))?;
+        return Ok(Conn::new(tcp, None));
+    };
+    let m1 = read_u16_block(&mut tcp).await.map_err(|e| format!("handshake: {e}"))?;
+    let k = psk(key);
+    let mut h = noise(&pre, &k).build_responder().map_err(|e| format!("handshake: {e}"))?;
+    let mut payload = [0u8; 256];
+    if h.read_message(&m1, &mut payload).is_err() {
+        return refuse(&mut tcp, "the peer does not know the cluster secret".into()).await;
+    }
+    let mut m2 = [0u8; 256];
+    let n = h.write_message(&[], &mut m2).map_err(|e| format!("handshake: {e}"))?;
+    tcp.write_all(&block(Some(0), &m2[..n])).await.map_err(|e| format!("handshake: {e}"))?;
+    let (i2r, r2i) = h.dangerously_get_raw_split();
+    Ok(Conn::new(tcp, Some(Box::new(Sealing { mode: mine, send: Direction::new(&r2i), recv: Direction::new(&i2r) }))))
+}
+
+/// Tells the peer why it is refused; the same reason is the error.
+async fn refuse(tcp: &mut TcpStream, why: String) -> Result<Conn, String> {
+    let _ = tcp.write_all(&block(Some(1), why.as_bytes())).await;
+    Err(why)
+}
+
+/// How long a peer has to finish its handshake.
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    async fn pair(cs: Option<Secret>, ss: Option<Secret>, cp: Protection, sp: Protection) -> (Result<Conn, String>, Result<Conn, String>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            accept(s, ss.as_ref(), sp).await
+        });
+        let c = connect(TcpStream::connect(addr).await.unwrap(), cs.as_ref(), cp).await;
+        (c, server.await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn both_protections_carry_a_stream_both_ways_and_strangers_are_refused() {
+        let k = Secret::random();
+        for p in [Protection::Encrypted, Protection::Authenticated] {
+            let (c, s) = pair(Some(k.clone()), Some(k.clone()), p, p).await;
+            let (mut c, mut s) = (c.unwrap(), s.unwrap());
+            assert_eq!(c.protection(), p);
+            let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 5) as u8).collect();
+            let d = data.clone();
+            let w = tokio::spawn(async move {
+                c.write_all(&d).await.unwrap();
+                c.flush().await.unwrap();
+                let mut back = vec![0u8; 5];
+                c.read_exact(&mut back).await.unwrap();
+                back
+            });
+            let mut got = vec![0u8; data.len()];
+            s.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, data);
+            s.write_all(b"thanks").await.unwrap();
+            s.flush().await.unwrap();
+            assert_eq!(w.await.unwrap(), b"thank");
+        }
+        let (c, s) = pair(Some(k.clone()), Some(Secret::random()), Protection::Encrypted, Protection::Encrypted).await;
+        assert!(c.unwrap_err().contains("does not know the cluster secret"));
+        assert!(s.unwrap_err().contains("does not know the cluster secret"));
+        let (c, _) = pair(Some(k.clone()), Some(k.clone()), Protection::Authenticated, Protection::Encrypted).await;
+        let e = c.unwrap_err();
+        assert!(e.contains("encrypted") && e.contains("authenticated"), "{e}");
+        let (c, _) = pair(None, Some(k.clone()), Protection::Encrypted, Protection::Encrypted).await;
+        assert!(c.unwrap_err().contains("open"));
+        let (c, s) = pair(None, None, Protection::Encrypted, Protection::Encrypted).await;
+        assert_eq!((c.unwrap().protection(), s.unwrap().protection()), (Protection::Open, Protection::Open));
+    }
+
+    #[tokio::test]
+    async fn another_protocol_version_is_refused_naming_both() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = tokio::spawn(async move { accept(l.accept().await.unwrap().0, None, Protection::Encrypted).await });
+        let mut t = TcpStream::connect(addr).await.unwrap();
+        t.write_all(b"KSGN\x00\x07\x00").await.unwrap();
+        let mut answer = Vec::new();
+        t.read_to_end(&mut answer).await.unwrap();
+        assert_eq!(answer[0], 1);
+        let text = String::from_utf8_lossy(&answer[3..]).to_string();
+        assert!(text.contains("protocol 2") && text.contains("protocol 7"), "{text}");
+        assert!(server.await.unwrap().is_err());
+    }
+}
