@@ -37,7 +37,12 @@ impl Capture {
         Capture(child)
     }
 
-    fn stop(mut self) {
+    fn stop(self) {}
+}
+
+impl Drop for Capture {
+    /// SIGINT: tcpdump writes out what it holds and exits (also when the test panics).
+    fn drop(&mut self) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
         let _ = self.0.wait();

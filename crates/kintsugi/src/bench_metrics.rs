@@ -98,6 +98,10 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     let latencies = Arc::new(Mutex::new(Latencies::default()));
 
     // The data path: two sets of node processes.
+    // The nodes run as a cluster does: under a secret, encrypted unless --protection says.
+    if kintsugi_proto::auth::secret().is_none() {
+        kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
+    }
     let (on_dir, off_dir) = (dir.path().join("on"), dir.path().join("off"));
     std::fs::create_dir_all(&on_dir)?;
     std::fs::create_dir_all(&off_dir)?;

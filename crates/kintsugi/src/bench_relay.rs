@@ -20,6 +20,7 @@ use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::exec;
 use kintsugi_node::ChunkStore;
 use kintsugi_plan::{shapes, RepairTask, Shape};
+use kintsugi_proto::secure::Protection;
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, NodeResponse, StoreSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -44,9 +45,20 @@ pub struct RelayArgs {
     /// Repetitions; medians and the spread are reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Connection protections to measure, each on its own three nodes, in the same runs:
+    /// encrypted, authenticated, open (comma-separated; the first is the table's).
+    #[arg(long = "protections", default_value = "encrypted", value_delimiter = ',', value_parser = parse_protection)]
+    pub protections: Vec<Protection>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_protection(s: &str) -> Result<Protection, String> {
+    if s == "open" {
+        return Ok(Protection::Open);
+    }
+    s.parse()
 }
 
 #[derive(Serialize)]
@@ -60,6 +72,14 @@ struct RoleSummary {
     ratio: crate::bench::Stat,
 }
 
+/// One protection's figures.
+#[derive(Serialize)]
+struct ProtectionSummary {
+    protection: Protection,
+    chain_gbps: crate::bench::Stat,
+    roles: Vec<RoleSummary>,
+}
+
 #[derive(Serialize)]
 struct Report {
     chunk_bytes: usize,
@@ -70,7 +90,12 @@ struct Report {
     /// Throughput of the unshaped chain and of the forwarder (GB/s of chunk data).
     chain_gbps: crate::bench::Stat,
     forwarder_gbps: crate::bench::Stat,
+    /// The first protection's roles (the table's).
     roles: Vec<RoleSummary>,
+    /// Every protection measured, in the order given.
+    protections: Vec<ProtectionSummary>,
+    /// CPU per byte encrypted / authenticated per role and run, summarised, when both ran.
+    encrypted_over_authenticated: Option<Vec<(String, crate::bench::Stat)>>,
 }
 
 const ROLES: [&str; 3] = ["source", "relay", "sink"];
@@ -85,56 +110,96 @@ pub fn run(a: RelayArgs) -> Result<()> {
     let repairs = a.bytes.div_ceil(a.chunk).max(1);
     let bytes = repairs * a.chunk;
     let mhz = cpu_mhz();
+    if a.protections.is_empty() {
+        bail!("--protections needs at least one of encrypted, authenticated, open");
+    }
     let dir = tempfile::tempdir()?;
-    let nodes = NodeProcs::start(dir.path(), a.chunk, false)?;
+    let secret = kintsugi_proto::auth::secret().unwrap_or_else(kintsugi_proto::auth::Secret::random);
+    let mut sets = Vec::new();
+    for (i, &p) in a.protections.iter().enumerate() {
+        let d = dir.path().join(format!("set{i}"));
+        std::fs::create_dir_all(&d)?;
+        use_protection(p, &secret);
+        sets.push(NodeProcs::start(&d, a.chunk, false)?);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let mut node_runs: Vec<[f64; 3]> = Vec::new();
+    // Per protection, per run: CPU per byte of each role, and the chain's GB/s.
+    let mut node_runs: Vec<Vec<[f64; 3]>> = vec![Vec::new(); sets.len()];
+    let mut chain_gbps: Vec<Vec<f64>> = vec![Vec::new(); sets.len()];
     let mut fwd_runs: Vec<[f64; 3]> = Vec::new();
-    let (mut chain_gbps, mut fwd_gbps) = (Vec::new(), Vec::new());
+    let mut fwd_gbps = Vec::new();
     let mut next_repair = 1u64;
     for run in 0..a.runs {
-        let before = nodes.cpu()?;
-        let t = Instant::now();
-        rt.block_on(nodes.repairs(&mut next_repair, repairs, a.slice))?;
-        let secs = t.elapsed().as_secs_f64();
-        let after = nodes.cpu()?;
-        chain_gbps.push(bytes as f64 / secs / 1e9);
-        node_runs.push(std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / bytes as f64));
+        // Each run starts with another protection, so drift falls on all.
+        for k in 0..sets.len() {
+            let j = (k + run) % sets.len();
+            use_protection(a.protections[j], &secret);
+            let before = sets[j].cpu()?;
+            let t = Instant::now();
+            rt.block_on(sets[j].repairs(&mut next_repair, repairs, a.slice))?;
+            let secs = t.elapsed().as_secs_f64();
+            let after = sets[j].cpu()?;
+            chain_gbps[j].push(bytes as f64 / secs / 1e9);
+            node_runs[j].push(std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / bytes as f64));
+        }
         let (cpu, secs) = forwarder(bytes, a.slice)?;
         fwd_gbps.push(bytes as f64 / secs / 1e9);
         fwd_runs.push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
         if !a.json {
-            eprintln!("run {}/{}: chain {:.2} GB/s, forwarder {:.2} GB/s", run + 1, a.runs, chain_gbps[run], fwd_gbps[run]);
+            let chains: Vec<String> = a.protections.iter().zip(&chain_gbps).map(|(p, g)| format!("{p} {:.2}", g[run])).collect();
+            eprintln!("run {}/{}: chain GB/s {}, forwarder {:.2} GB/s", run + 1, a.runs, chains.join(", "), fwd_gbps[run]);
         }
     }
-    drop(nodes);
-    let roles: Vec<RoleSummary> = ROLES
+    drop(sets);
+    let summary = |runs: &[[f64; 3]]| -> Vec<RoleSummary> {
+        ROLES
+            .iter()
+            .enumerate()
+            .map(|(i, &role)| {
+                let node: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+                let fwd: Vec<f64> = fwd_runs.iter().map(|r| r[i]).collect();
+                let ratio: Vec<f64> = node.iter().zip(&fwd).map(|(n, f)| n / f.max(1e-12)).collect();
+                let (ns, fs) = (crate::bench::stat(&node), crate::bench::stat(&fwd));
+                RoleSummary {
+                    role,
+                    node_cycles_per_byte: ns.median * mhz / 1e3,
+                    forwarder_cycles_per_byte: fs.median * mhz / 1e3,
+                    node_ns_per_byte: ns,
+                    forwarder_ns_per_byte: fs,
+                    ratio: crate::bench::stat(&ratio),
+                }
+            })
+            .collect()
+    };
+    let protections: Vec<ProtectionSummary> = a
+        .protections
         .iter()
         .enumerate()
-        .map(|(i, &role)| {
-            let node: Vec<f64> = node_runs.iter().map(|r| r[i]).collect();
-            let fwd: Vec<f64> = fwd_runs.iter().map(|r| r[i]).collect();
-            let ratio: Vec<f64> = node.iter().zip(&fwd).map(|(n, f)| n / f.max(1e-12)).collect();
-            let (ns, fs) = (crate::bench::stat(&node), crate::bench::stat(&fwd));
-            RoleSummary {
-                role,
-                node_cycles_per_byte: ns.median * mhz / 1e3,
-                forwarder_cycles_per_byte: fs.median * mhz / 1e3,
-                node_ns_per_byte: ns,
-                forwarder_ns_per_byte: fs,
-                ratio: crate::bench::stat(&ratio),
-            }
-        })
+        .map(|(j, &p)| ProtectionSummary { protection: p, chain_gbps: crate::bench::stat(&chain_gbps[j]), roles: summary(&node_runs[j]) })
         .collect();
+    let at = |p: Protection| a.protections.iter().position(|&q| q == p);
+    let encrypted_over_authenticated = at(Protection::Encrypted).zip(at(Protection::Authenticated)).map(|(e, u)| {
+        ROLES
+            .iter()
+            .enumerate()
+            .map(|(i, &role)| {
+                let r: Vec<f64> = node_runs[e].iter().zip(&node_runs[u]).map(|(x, y)| x[i] / y[i].max(1e-12)).collect();
+                (role.to_string(), crate::bench::stat(&r))
+            })
+            .collect()
+    });
+    let roles = summary(&node_runs[0]);
     let report = Report {
         chunk_bytes: a.chunk,
         slice_bytes: a.slice,
         bytes_per_run: bytes,
         runs: a.runs,
         cpu_mhz: mhz,
-        chain_gbps: crate::bench::stat(&chain_gbps),
+        chain_gbps: crate::bench::stat(&chain_gbps[0]),
         forwarder_gbps: crate::bench::stat(&fwd_gbps),
         roles,
+        protections,
+        encrypted_over_authenticated,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -144,20 +209,41 @@ pub fn run(a: RelayArgs) -> Result<()> {
         "ECPipe chain of RS(2,1) on loopback, {} B chunks in {} B slices, {} B per role per run, {} run(s), CPU at {:.0} MHz",
         a.chunk, a.slice, bytes, a.runs, mhz
     );
-    println!("throughput: chain {:.2} GB/s, plain forwarder {:.2} GB/s (medians)", report.chain_gbps.median, report.forwarder_gbps.median);
-    println!("{:<8} {:>12} {:>12} {:>14} {:>14} {:>10}", "role", "node ns/B", "fwd ns/B", "node cycles/B", "fwd cycles/B", "node/fwd");
-    for r in &report.roles {
-        println!(
-            "{:<8} {:>12.3} {:>12.3} {:>14.2} {:>14.2} {:>10.2}",
-            r.role,
-            r.node_ns_per_byte.median,
-            r.forwarder_ns_per_byte.median,
-            r.node_cycles_per_byte,
-            r.forwarder_cycles_per_byte,
-            r.ratio.median
-        );
+    println!("plain forwarder {:.2} GB/s (median)", report.forwarder_gbps.median);
+    println!(
+        "{:<14} {:<8} {:>10} {:>12} {:>12} {:>14} {:>14} {:>10}",
+        "protection", "role", "chain GB/s", "node ns/B", "fwd ns/B", "node cycles/B", "fwd cycles/B", "node/fwd"
+    );
+    for p in &report.protections {
+        for r in &p.roles {
+            println!(
+                "{:<14} {:<8} {:>10.2} {:>12.3} {:>12.3} {:>14.2} {:>14.2} {:>10.2}",
+                p.protection.to_string(),
+                r.role,
+                p.chain_gbps.median,
+                r.node_ns_per_byte.median,
+                r.forwarder_ns_per_byte.median,
+                r.node_cycles_per_byte,
+                r.forwarder_cycles_per_byte,
+                r.ratio.median
+            );
+        }
+    }
+    if let Some(e) = &report.encrypted_over_authenticated {
+        let parts: Vec<String> = e.iter().map(|(role, s)| format!("{role} {:.3} ({:.3}-{:.3})", s.median, s.min, s.max)).collect();
+        println!("CPU per byte, encrypted / authenticated: {}", parts.join(", "));
     }
     Ok(())
+}
+
+/// Makes this process connect as `p` does: open without the secret, else under it.
+fn use_protection(p: Protection, secret: &kintsugi_proto::auth::Secret) {
+    if p == Protection::Open {
+        kintsugi_proto::auth::set_secret(None);
+    } else {
+        kintsugi_proto::auth::set_secret(Some(secret.clone()));
+        kintsugi_proto::auth::set_protection(p);
+    }
 }
 
 /// The CPU's clock rate from /proc/cpuinfo (the first core's), 1000 MHz when unknown.
@@ -227,14 +313,14 @@ impl NodeProcs {
         let mut shards: Vec<Option<Vec<u8>>> = (0..2).map(|i| Some(crate::embedded::pattern(chunk, 7 + i))).collect();
         shards.push(None);
         code.decode(&mut shards).map_err(|e| anyhow!("{e}"))?;
-        // One secret per process: a second set of nodes (bench metrics) shares the first's.
-        let secret = kintsugi_proto::auth::secret().unwrap_or_else(|| {
-            let s = kintsugi_proto::auth::Secret::random();
-            kintsugi_proto::auth::set_secret(Some(s.clone()));
-            s
-        });
+        // The process's secret and protection (one secret per process: sets of nodes share
+        // it); an open process starts open nodes.
+        let secret = kintsugi_proto::auth::secret();
+        let protection = kintsugi_proto::auth::protection();
         let secret_file = dir.join("secret");
-        std::fs::write(&secret_file, secret.expose())?;
+        if let Some(s) = &secret {
+            std::fs::write(&secret_file, s.expose())?;
+        }
         let exe = std::env::current_exe().context("cannot find the kintsugi executable")?;
         let mut procs = NodeProcs { children: Vec::new(), peers: BTreeMap::new(), metrics: Vec::new(), code, parity: Vec::new(), chunk };
         for i in 0..3u32 {
@@ -257,9 +343,10 @@ impl NodeProcs {
             if metrics {
                 cmd.args(["--metrics-listen", "127.0.0.1:0"]);
             }
+            if secret.is_some() {
+                cmd.arg("--secret-file").arg(&secret_file).args(["--protection", &protection.to_string()]);
+            }
             let child = cmd
-                .arg("--secret-file")
-                .arg(&secret_file)
                 .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(&log)?)

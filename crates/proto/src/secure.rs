@@ -14,14 +14,18 @@
 //!    ephemeral keys and the secret: forward secrecy, and only holders of the secret finish.
 //!
 //! Records: `u32 length | body`, at most [`RECORD`] bytes of the stream each. `encrypted`
-//! seals the bytes with AES-256-GCM; `authenticated` leaves them in clear and appends a GMAC
-//! tag over them (integrity only, for trusted networks that want the CPU back). Nonces count
+//! seals the bytes with AES-256-GCM; `authenticated` leaves them in clear and appends a
+//! 16-byte keyed BLAKE3 tag of the record's number and bytes (integrity only, for trusted
+//! networks that want the CPU back: BLAKE3 runs in SIMD lanes at a fraction of AES-GCM's
+//! cost where AES has no vector instructions, and GMAC alone through `ring` runs a block at a
+//! time, slower than its fused AES-GCM). Nonces count
 //! records per direction, so a flipped byte, or a replayed, reordered, dropped or injected
 //! record, fails its tag: the reader gets an error and the connection is closed.
 //!
 //! We chose Noise (the `snow` crate) with a pre-shared key over TLS: no certificates to
 //! issue and rotate, the cluster secret operators already handle is the only credential, and
-//! one round trip. Records use `ring`'s AES-GCM (AES-NI and carry-less multiply in assembly).
+//! one round trip. Records use `ring`'s AES-GCM (AES-NI and carry-less multiply in assembly)
+//! and the `blake3` crate (SIMD assembly).
 
 use crate::auth::Secret;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
@@ -91,22 +95,42 @@ impl std::str::FromStr for Protection {
     }
 }
 
-/// One direction's key and record counter.
+/// One direction's keys and record counter.
 struct Direction {
     key: LessSafeKey,
+    /// The MAC key of `authenticated` records (BLAKE3, keyed).
+    mac: [u8; 32],
     count: u64,
 }
 
 impl Direction {
     fn new(key: &[u8; 32]) -> Self {
-        Direction { key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")), count: 0 }
+        // The MAC key is derived from the direction's key, so each use has its own.
+        let mac = blake3::derive_key("kintsugi 2 authenticated records", key);
+        Direction { key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key")), mac, count: 0 }
     }
 
-    fn nonce(&mut self) -> io::Result<Nonce> {
-        let mut n = [0u8; 12];
-        n[4..].copy_from_slice(&self.count.to_be_bytes());
+    /// The next record's number.
+    fn next(&mut self) -> io::Result<u64> {
+        let n = self.count;
         self.count = self.count.checked_add(1).ok_or_else(|| io::Error::other("record counter exhausted"))?;
-        Ok(Nonce::assume_unique_for_key(n))
+        Ok(n)
+    }
+
+    fn nonce(n: u64) -> Nonce {
+        let mut b = [0u8; 12];
+        b[4..].copy_from_slice(&n.to_be_bytes());
+        Nonce::assume_unique_for_key(b)
+    }
+
+    /// The tag of an `authenticated` record: keyed BLAKE3 of its number and bytes.
+    fn mac(&self, n: u64, data: &[u8]) -> [u8; TAG] {
+        let mut h = blake3::Hasher::new_keyed(&self.mac);
+        h.update(&n.to_be_bytes());
+        h.update(data);
+        let mut tag = [0u8; TAG];
+        tag.copy_from_slice(&h.finalize().as_bytes()[..TAG]);
+        tag
     }
 }
 
@@ -176,13 +200,21 @@ impl Conn {
     /// Seals `out[4..]` (the stream's bytes) into a record in place.
     fn seal_out(&mut self) -> io::Result<()> {
         let s = self.sealing.as_mut().expect("sealing");
-        let nonce = s.send.nonce()?;
-        let tag = match s.mode {
-            Protection::Encrypted => s.send.key.seal_in_place_separate_tag(nonce, Aad::empty(), &mut self.out[4..]),
-            _ => s.send.key.seal_in_place_separate_tag(nonce, Aad::from(&self.out[4..]), &mut []),
+        let n = s.send.next()?;
+        match s.mode {
+            Protection::Encrypted => {
+                let tag = s
+                    .send
+                    .key
+                    .seal_in_place_separate_tag(Direction::nonce(n), Aad::empty(), &mut self.out[4..])
+                    .map_err(|_| io::Error::other("cannot seal a record"))?;
+                self.out.extend_from_slice(tag.as_ref());
+            }
+            _ => {
+                let tag = s.send.mac(n, &self.out[4..]);
+                self.out.extend_from_slice(&tag);
+            }
         }
-        .map_err(|_| io::Error::other("cannot seal a record"))?;
-        self.out.extend_from_slice(tag.as_ref());
         let len = (self.out.len() - 4) as u32;
         self.out[..4].copy_from_slice(&len.to_be_bytes());
         Ok(())
@@ -191,13 +223,19 @@ impl Conn {
     /// Opens the record in `rec[4..need]`; its bytes become `plain`.
     fn open_rec(&mut self) -> io::Result<()> {
         let s = self.sealing.as_mut().expect("sealing");
-        let nonce = s.recv.nonce()?;
+        let n = s.recv.next()?;
         let body = &mut self.rec[4..self.need];
         let ok = match s.mode {
-            Protection::Encrypted => s.recv.key.open_in_place(nonce, Aad::empty(), body).map(|p| p.len()),
+            Protection::Encrypted => s.recv.key.open_in_place(Direction::nonce(n), Aad::empty(), body).map(|p| p.len()).map_err(|_| ()),
             _ => {
-                let (data, tag) = body.split_at_mut(body.len() - TAG);
-                s.recv.key.open_in_place(nonce, Aad::from(&*data), tag).map(|_| data.len())
+                let (data, tag) = body.split_at(body.len() - TAG);
+                // Constant time, as BLAKE3's own comparison of whole hashes is.
+                let want = s.recv.mac(n, data);
+                if constant_time_eq::constant_time_eq(&want, tag) {
+                    Ok(data.len())
+                } else {
+                    Err(())
+                }
             }
         };
         match ok {
