@@ -46,6 +46,11 @@ struct Cluster {
 impl Cluster {
     fn start(dir: &Path) -> Self {
         let coord_addr = format!("127.0.0.1:{}", free_port());
+        // Under a secret, so every connection of the run is encrypted, as in production.
+        let secret = kintsugi_proto::auth::Secret::random();
+        let secret_file = dir.join("secret");
+        std::fs::write(&secret_file, secret.expose()).unwrap();
+        kintsugi_proto::auth::set_secret(Some(secret));
         // Fast detection, repair, clean-up and scrubbing, so that a short run exercises all.
         std::fs::write(
             dir.join("coord.toml"),
@@ -53,8 +58,10 @@ impl Cluster {
                 "listen = \"{coord_addr}\"\ndata_dir = \"{}\"\ndead_after_ms = 1000\ndown_out_ms = 2500\n\
                  auto_repair_interval_ms = 300\nrepair_slice = 8192\nchunk_size = 32768\nio_timeout_ms = 3000\n\
                  upload_timeout_ms = 4000\ngc_grace_ms = 1000\ngc_interval_ms = 300\norphan_grace_ms = 3000\n\
-                 inventory_slack_ms = 2000\nplacement_groups = 2\nseal_after_ms = 1500\nseal_interval_ms = 300\n",
-                dir.join("coord").display()
+                 inventory_slack_ms = 2000\nplacement_groups = 2\nseal_after_ms = 1500\nseal_interval_ms = 300\n\
+                 secret_file = \"{}\"\n",
+                dir.join("coord").display(),
+                secret_file.display()
             ),
         )
         .unwrap();
@@ -63,9 +70,11 @@ impl Cluster {
                 dir.join(format!("node{i}.toml")),
                 format!(
                     "id = {i}\nlisten = \"127.0.0.1:{}\"\ndata_dir = \"{}\"\ncoordinator = \"{coord_addr}\"\nheartbeat_ms = 200\n\
-                     io_timeout_ms = 3000\ninventory_ms = 1000\nscrub_interval_ms = 1000\nscrub_bytes_per_s = 100000000.0\n",
+                     io_timeout_ms = 3000\ninventory_ms = 1000\nscrub_interval_ms = 1000\nscrub_bytes_per_s = 100000000.0\n\
+                     secret_file = \"{}\"\n",
                     free_port(),
-                    dir.join(format!("n{i}")).display()
+                    dir.join(format!("n{i}")).display(),
+                    secret_file.display()
                 ),
             )
             .unwrap();
