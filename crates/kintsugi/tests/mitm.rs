@@ -7,8 +7,6 @@
 
 use kintsugi_proto::auth::{connect, set_secret, Secret};
 use kintsugi_proto::{recv, send, write_frame, ChunkId, Kind, NodeRequest, NodeResponse};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,37 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 const T: Duration = Duration::from_secs(10);
 
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A node process under `dir` with the secret in `secret_file`; its address.
-fn start_node(dir: &std::path::Path, secret_file: &std::path::Path) -> (Node, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
-        .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.join("node"))
-        .arg("--secret-file")
-        .arg(secret_file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the node said where it listens").unwrap();
-        if let Some((_, rest)) = line.split_once("listening on ") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (Node(child), addr)
-}
+mod common;
 
 /// What the proxy does to the stream from the client to the node (`Up`) or back (`Down`).
 #[derive(Clone, Copy, Debug)]
@@ -214,7 +182,7 @@ async fn tampering_replaying_and_injecting_close_the_connection_and_change_nothi
     let secret = Secret::random();
     std::fs::write(dir.path().join("secret"), secret.expose()).unwrap();
     set_secret(Some(secret));
-    let (_node, node) = start_node(dir.path(), &dir.path().join("secret"));
+    let (_node, node) = common::procs::node_with_secret(dir.path(), &dir.path().join("secret"));
     let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
 
     // A byte flipped in the request's record, anywhere in it: the put fails, nothing is

@@ -6,20 +6,11 @@
 
 use kintsugi_proto::auth::{set_secret, Secret};
 use kintsugi_proto::{NodeRequest, NodeResponse};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -49,24 +40,7 @@ async fn strangers_before_the_handshake_cost_a_node_little() {
     let secret = Secret::random();
     std::fs::write(dir.path().join("secret"), secret.expose()).unwrap();
     set_secret(Some(secret));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
-        .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("node"))
-        .arg("--secret-file")
-        .arg(dir.path().join("secret"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the node said where it listens").unwrap();
-        if let Some((_, rest)) = line.split_once("listening on ") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let node = Node(child);
+    let (node, addr) = common::procs::node_with_secret(dir.path(), &dir.path().join("secret"));
     let pid = node.0.id();
 
     let normal = member_latency(&addr).await;

@@ -43,3 +43,29 @@ pub fn free_port() -> u16 {
     }
     panic!("no free loopback port in 20000-31999");
 }
+
+/// A `kintsugi node` process (id 0, loopback, data in `dir`/node) with the cluster secret in
+/// `secret_file`, and the address it says it listens on. Its log is drained on a thread.
+pub fn node_with_secret(dir: &std::path::Path, secret_file: &std::path::Path) -> (Proc, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(BIN)
+        .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("node"))
+        .arg("--secret-file")
+        .arg(secret_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("the node said where it listens").unwrap();
+        if let Some((_, rest)) = line.split_once("listening on ") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Proc(child), addr)
+}
