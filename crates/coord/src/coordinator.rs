@@ -160,11 +160,8 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         }
         None => (None, None),
     };
-    let served = serve_cluster(cfg, slot, repair_counters).await;
-    match served {
-        Ok((addr, coord, stop, task, leadership, deposed)) => {
-            Ok(CoordHandle { addr, coord, stop, task, leadership, deposed, metrics_addr, metrics })
-        }
+    match serve_cluster(cfg, slot, repair_counters).await {
+        Ok(h) => Ok(CoordHandle { metrics_addr, metrics, ..h }),
         Err(e) => {
             if let Some(t) = &metrics {
                 t.abort();
@@ -174,24 +171,13 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
     }
 }
 
-/// What [`serve_cluster`] starts: the address served, the coordinator, its stop signal and
-/// server task, its leadership (etcd), and the signal of its deposition.
-type Serving = (
-    SocketAddr,
-    Arc<Coordinator>,
-    watch::Sender<bool>,
-    tokio::task::JoinHandle<()>,
-    Option<Arc<crate::leader::Leadership>>,
-    watch::Receiver<Option<String>>,
-);
-
 /// Opens the metadata store (waiting to lead, with etcd), binds and serves; fills `slot`
-/// for the metrics port once the coordinator exists.
+/// for the metrics port once the coordinator exists. The handle's metrics are the caller's.
 async fn serve_cluster(
     cfg: CoordConfig,
     slot: crate::metrics::Slot,
     repair_counters: crate::metrics::RepairCounters,
-) -> Result<Serving, String> {
+) -> Result<CoordHandle, String> {
     let (meta, leadership) = open_meta(&cfg).await?;
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -262,7 +248,7 @@ async fn serve_cluster(
             let _ = lost.send(Some(why));
         });
     }
-    Ok((addr, coord, stop, task, leadership, deposed))
+    Ok(CoordHandle { addr, coord, stop, task, leadership, deposed, metrics_addr: None, metrics: None })
 }
 
 /// One period of a background task: sleeps `every_ms` (10 ms at least) and says whether to

@@ -3,11 +3,11 @@
 //! of the repairs this coordinator ran, by method and scheduler.
 
 use crate::coordinator::Coordinator;
+use kintsugi_metrics::encode::{gauge, gauges};
 use kintsugi_metrics::prometheus_client::collector::Collector;
-use kintsugi_metrics::prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use kintsugi_metrics::prometheus_client::encoding::DescriptorEncoder;
 use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
 use kintsugi_metrics::prometheus_client::metrics::family::Family;
-use kintsugi_metrics::prometheus_client::metrics::gauge::ConstGauge;
 use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -165,19 +165,9 @@ impl std::fmt::Debug for Coordinator {
     }
 }
 
-fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, v: f64) -> std::fmt::Result {
-    let g = ConstGauge::new(v);
-    g.encode(e.encode_descriptor(name, help, unit, g.metric_type())?)
-}
-
 /// One gauge, a sample per node.
 fn per_node(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, samples: &[(u32, f64)]) -> std::fmt::Result {
-    let mut m = e.encode_descriptor(name, help, unit, ConstGauge::new(0.0).metric_type())?;
-    for (node, v) in samples {
-        let labels = [("node", node.to_string())];
-        ConstGauge::new(*v).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
+    gauges(e, name, help, unit, samples.iter().map(|(node, v)| ([("node", node.to_string())], *v)))
 }
 
 impl Collector for StatusCollector {
@@ -202,15 +192,13 @@ impl Collector for StatusCollector {
         gauge(&mut e, "repairs_pending", "Repairs recorded and not finished", None, s.pending_repairs as f64)?;
         gauge(&mut e, "repair_running", "1 while a full-node or automatic repair runs", None, s.repairing as u8 as f64)?;
         if let Some(p) = coord.repair_counters.progress() {
-            let mut m = e.encode_descriptor(
+            gauges(
+                &mut e,
                 "repair_run_chunks",
                 "The running (or last) repair run's lost chunks: its total, and those repaired and failed so far",
                 None,
-                ConstGauge::new(0.0).metric_type(),
+                [("total", p.run.total), ("repaired", p.repaired), ("failed", p.failed)].map(|(state, v)| ([("state", state)], v as f64)),
             )?;
-            for (state, v) in [("total", p.run.total), ("repaired", p.repaired), ("failed", p.failed)] {
-                ConstGauge::new(v as f64).encode(m.encode_family(&[("state", state)])?)?;
-            }
             gauge(
                 &mut e,
                 "repair_run_started_timestamp_seconds",

@@ -28,15 +28,8 @@ use crate::units::parse_nonzero_size;
 
 #[derive(Args, Debug)]
 pub struct MetricsArgs {
-    /// Chunk size of each relayed repair.
-    #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
-    pub chunk: usize,
-    /// Slice size of the relayed repairs.
-    #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
-    pub slice: usize,
-    /// Bytes every relay role moves per run and side (whole chunks: rounded up).
-    #[arg(long, default_value = "512MiB", value_parser = parse_nonzero_size)]
-    pub bytes: usize,
+    #[command(flatten)]
+    pub chain: crate::bench_relay::ChainArgs,
     /// Size of each object put and got.
     #[arg(long, default_value = "32MiB", value_parser = parse_nonzero_size)]
     pub object: usize,
@@ -88,11 +81,7 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     if a.runs == 0 || a.objects == 0 {
         bail!("--runs and --objects must be at least 1");
     }
-    if a.slice > a.chunk {
-        bail!("--slice ({}) must not exceed --chunk ({})", a.slice, a.chunk);
-    }
-    let repairs = a.bytes.div_ceil(a.chunk).max(1);
-    let relay_bytes = repairs * a.chunk;
+    let (repairs, relay_bytes) = a.chain.repairs()?;
     let dir = tempfile::tempdir()?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let latencies = Arc::new(Mutex::new(Latencies::default()));
@@ -105,8 +94,8 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     let (on_dir, off_dir) = (dir.path().join("on"), dir.path().join("off"));
     std::fs::create_dir_all(&on_dir)?;
     std::fs::create_dir_all(&off_dir)?;
-    let on = NodeProcs::start(&on_dir, a.chunk, true)?;
-    let off = NodeProcs::start(&off_dir, a.chunk, false)?;
+    let on = NodeProcs::start(&on_dir, a.chain.chunk, true)?;
+    let off = NodeProcs::start(&off_dir, a.chain.chunk, false)?;
     let mut ratios: Vec<[f64; 3]> = Vec::new();
     let mut next = 1u64;
     for run in 0..a.runs {
@@ -115,7 +104,7 @@ pub fn run(a: MetricsArgs) -> Result<()> {
             let nodes = if side == 0 { &on } else { &off };
             let scraper = (side == 0).then(|| Scraper::start(nodes.metrics.clone(), a.scrape_ms, latencies.clone()));
             let before = nodes.cpu()?;
-            rt.block_on(nodes.repairs(&mut next, repairs, a.slice))?;
+            rt.block_on(nodes.repairs(&mut next, repairs, a.chain.slice))?;
             let after = nodes.cpu()?;
             drop(scraper);
             per_side[side] = std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / relay_bytes as f64);

@@ -31,17 +31,36 @@ use std::time::{Duration, Instant};
 
 use crate::units::parse_nonzero_size;
 
+/// The repairs a relay benchmark runs: an ECPipe chain of RS(2,1) over three node processes.
 #[derive(Args, Debug)]
-pub struct RelayArgs {
+pub struct ChainArgs {
     /// Chunk size of each repair.
     #[arg(long, default_value = "64MiB", value_parser = parse_nonzero_size)]
     pub chunk: usize,
     /// Slice size (the unit of pipelining and of the forwarder's reads and writes).
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
-    /// Bytes every role moves per run (whole chunks: rounded up).
+    /// Bytes every role moves per run (per side and run in `bench metrics`; whole chunks:
+    /// rounded up).
     #[arg(long, default_value = "512MiB", value_parser = parse_nonzero_size)]
     pub bytes: usize,
+}
+
+impl ChainArgs {
+    /// The repairs per run and the bytes they move, once the sizes are checked.
+    pub fn repairs(&self) -> Result<(usize, usize)> {
+        if self.slice > self.chunk {
+            bail!("--slice ({}) must not exceed --chunk ({})", self.slice, self.chunk);
+        }
+        let repairs = self.bytes.div_ceil(self.chunk).max(1);
+        Ok((repairs, repairs * self.chunk))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RelayArgs {
+    #[command(flatten)]
+    pub chain: ChainArgs,
     /// Repetitions; medians and the spread are reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -104,11 +123,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    if a.slice > a.chunk {
-        bail!("--slice ({}) must not exceed --chunk ({})", a.slice, a.chunk);
-    }
-    let repairs = a.bytes.div_ceil(a.chunk).max(1);
-    let bytes = repairs * a.chunk;
+    let (repairs, bytes) = a.chain.repairs()?;
     let mhz = cpu_mhz();
     if a.protections.is_empty() {
         bail!("--protections needs at least one of encrypted, authenticated, open");
@@ -120,7 +135,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
         let d = dir.path().join(format!("set{i}"));
         std::fs::create_dir_all(&d)?;
         use_protection(p, &secret);
-        sets.push(NodeProcs::start(&d, a.chunk, false)?);
+        sets.push(NodeProcs::start(&d, a.chain.chunk, false)?);
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     // Per protection, per run: CPU per byte of each role, and the chain's GB/s.
@@ -136,13 +151,13 @@ pub fn run(a: RelayArgs) -> Result<()> {
             use_protection(a.protections[j], &secret);
             let before = sets[j].cpu()?;
             let t = Instant::now();
-            rt.block_on(sets[j].repairs(&mut next_repair, repairs, a.slice))?;
+            rt.block_on(sets[j].repairs(&mut next_repair, repairs, a.chain.slice))?;
             let secs = t.elapsed().as_secs_f64();
             let after = sets[j].cpu()?;
             chain_gbps[j].push(bytes as f64 / secs / 1e9);
             node_runs[j].push(std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / bytes as f64));
         }
-        let (cpu, secs) = forwarder(bytes, a.slice)?;
+        let (cpu, secs) = forwarder(bytes, a.chain.slice)?;
         fwd_gbps.push(bytes as f64 / secs / 1e9);
         fwd_runs.push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
         if !a.json {
@@ -190,8 +205,8 @@ pub fn run(a: RelayArgs) -> Result<()> {
     });
     let roles = summary(&node_runs[0]);
     let report = Report {
-        chunk_bytes: a.chunk,
-        slice_bytes: a.slice,
+        chunk_bytes: a.chain.chunk,
+        slice_bytes: a.chain.slice,
         bytes_per_run: bytes,
         runs: a.runs,
         cpu_mhz: mhz,
@@ -207,7 +222,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
     }
     println!(
         "ECPipe chain of RS(2,1) on loopback, {} B chunks in {} B slices, {} B per role per run, {} run(s), CPU at {:.0} MHz",
-        a.chunk, a.slice, bytes, a.runs, mhz
+        a.chain.chunk, a.chain.slice, bytes, a.runs, mhz
     );
     println!("plain forwarder {:.2} GB/s (median)", report.forwarder_gbps.median);
     println!(

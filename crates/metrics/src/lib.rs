@@ -8,6 +8,7 @@
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Method, Request, Response, StatusCode};
+pub mod encode;
 pub use prometheus_client;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;

@@ -5,10 +5,9 @@
 //! (histograms) how long chunk reads and durable commits take.
 
 use crate::exec::Executor;
+use kintsugi_metrics::encode::{counter, counters, gauge, gauges};
 use kintsugi_metrics::prometheus_client::collector::Collector;
-use kintsugi_metrics::prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use kintsugi_metrics::prometheus_client::metrics::counter::ConstCounter;
-use kintsugi_metrics::prometheus_client::metrics::gauge::ConstGauge;
+use kintsugi_metrics::prometheus_client::encoding::DescriptorEncoder;
 use kintsugi_metrics::prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -36,57 +35,42 @@ impl std::fmt::Debug for Counters {
     }
 }
 
-fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, v: u64) -> std::fmt::Result {
-    let c = ConstCounter::new(v);
-    c.encode(e.encode_descriptor(name, help, unit, c.metric_type())?)
-}
-
-fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<&Unit>, v: f64) -> std::fmt::Result {
-    let g = ConstGauge::new(v);
-    g.encode(e.encode_descriptor(name, help, unit, g.metric_type())?)
-}
-
 impl Collector for Counters {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let Some(x) = self.0.upgrade() else { return Ok(()) };
         let c = &x.counters;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        // One family: bytes on the network by class and direction.
-        let mut m = e.encode_descriptor(
-            "network",
-            "Bytes this node sent and received: foreground (clients' chunk writes and reads) and repair (repair graphs and degraded reads)",
-            Some(&Unit::Bytes),
-            ConstCounter::new(0u64).metric_type(),
-        )?;
         // Degraded reads are counted in `sent`/`received` too (the monitor reports them as
         // repair traffic): here each byte is in one class.
         let (dsent, drecv) = (load(&c.degraded_sent), load(&c.degraded_received));
-        for (class, direction, v) in [
-            ("foreground", "sent", load(&c.fg_sent)),
-            ("foreground", "received", load(&c.fg_received)),
-            ("repair", "sent", load(&c.sent).saturating_sub(dsent)),
-            ("repair", "received", load(&c.received).saturating_sub(drecv)),
-            ("degraded_read", "sent", dsent),
-            ("degraded_read", "received", drecv),
-        ] {
-            let labels = [("class", class), ("direction", direction)];
-            ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
-        }
-        let mut m = e.encode_descriptor(
+        let cd = |class, direction| [("class", class), ("direction", direction)];
+        counters(
+            &mut e,
+            "network",
+            "Bytes this node sent and received: foreground (clients' chunk writes and reads), repair (repair graphs), degraded reads",
+            Some(&Unit::Bytes),
+            [
+                (cd("foreground", "sent"), load(&c.fg_sent)),
+                (cd("foreground", "received"), load(&c.fg_received)),
+                (cd("repair", "sent"), load(&c.sent).saturating_sub(dsent)),
+                (cd("repair", "received"), load(&c.received).saturating_sub(drecv)),
+                (cd("degraded_read", "sent"), dsent),
+                (cd("degraded_read", "received"), drecv),
+            ],
+        )?;
+        let dread = load(&c.degraded_read);
+        counters(
+            &mut e,
             "chunk_read",
             "Bytes read from this node's chunks, by class (clients' reads, repair and degraded-read helpers, the scrub)",
             Some(&Unit::Bytes),
-            ConstCounter::new(0u64).metric_type(),
+            [
+                ([("class", "foreground")], load(&c.fg_sent)),
+                ([("class", "repair")], load(&c.read).saturating_sub(dread)),
+                ([("class", "degraded_read")], dread),
+                ([("class", "scrub")], load(&c.scrub_read)),
+            ],
         )?;
-        let dread = load(&c.degraded_read);
-        for (class, v) in [
-            ("foreground", load(&c.fg_sent)),
-            ("repair", load(&c.read).saturating_sub(dread)),
-            ("degraded_read", dread),
-            ("scrub", load(&c.scrub_read)),
-        ] {
-            ConstCounter::new(v).encode(m.encode_family(&[("class", class)])?)?;
-        }
         counter(
             &mut e,
             "repair_read",
@@ -98,29 +82,25 @@ impl Collector for Counters {
         gauge(&mut e, "scrub_pass_chunks", "Chunks the current scrub pass checks", None, load(&c.scrub_chunks) as f64)?;
         gauge(&mut e, "scrub_pass_checked_chunks", "Chunks the current scrub pass has checked", None, load(&c.scrub_checked) as f64)?;
         if let Some(l) = *x.last_link.lock().expect("link lock") {
-            let mut m = e.encode_descriptor(
+            gauges(
+                &mut e,
                 "link_bytes_per_second",
                 "What the link carried over the last heartbeat period, by class and direction (what the coordinator's planners see)",
                 None,
-                ConstGauge::new(0.0).metric_type(),
+                [
+                    (cd("foreground", "up"), l.fg_up),
+                    (cd("foreground", "down"), l.fg_down),
+                    (cd("repair", "up"), l.repair_up),
+                    (cd("repair", "down"), l.repair_down),
+                ],
             )?;
-            for (class, direction, v) in [
-                ("foreground", "up", l.fg_up),
-                ("foreground", "down", l.fg_down),
-                ("repair", "up", l.repair_up),
-                ("repair", "down", l.repair_down),
-            ] {
-                ConstGauge::new(v).encode(m.encode_family(&[("class", class), ("direction", direction)])?)?;
-            }
-            let mut m = e.encode_descriptor(
+            gauges(
+                &mut e,
                 "link_capacity_bytes_per_second",
                 "The link's configured capacity by direction (0: unknown)",
                 None,
-                ConstGauge::new(0.0).metric_type(),
+                [([("direction", "up")], l.capacity_up), ([("direction", "down")], l.capacity_down)],
             )?;
-            for (direction, v) in [("up", l.capacity_up), ("down", l.capacity_down)] {
-                ConstGauge::new(v).encode(m.encode_family(&[("direction", direction)])?)?;
-            }
         }
         counter(&mut e, "repair_written", "Rebuilt chunk bytes this node stored", Some(&Unit::Bytes), load(&c.written))?;
         counter(
