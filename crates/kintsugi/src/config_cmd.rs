@@ -51,11 +51,13 @@ pub fn run(c: ConfigCmd) -> Result<()> {
         Role::Coordinator => {
             let cfg = as_coord().map_err(what)?;
             check_coordinator(&cfg)?;
+            warn_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure);
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
         Role::Node => {
             let cfg = as_node().map_err(what)?;
             check_node(&cfg)?;
+            warn_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure);
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
     };
@@ -66,4 +68,16 @@ pub fn run(c: ConfigCmd) -> Result<()> {
         print!("{effective}");
     }
     Ok(())
+}
+
+/// Says when the service would refuse to start for want of a secret (closed by default),
+/// unless one comes from elsewhere (`--secret-file`, KINTSUGI_SECRET_FILE).
+fn warn_closed(listen: &str, has_secret: bool, insecure: bool) {
+    let from_env = std::env::var_os("KINTSUGI_SECRET_FILE").is_some_and(|v| !v.is_empty());
+    if !has_secret && !insecure && !from_env && !crate::service_cmd::loopback_only(listen) {
+        eprintln!(
+            "warning: no secret_file and {listen} is not loopback: the service refuses to start unless given one \
+             (--secret-file or KINTSUGI_SECRET_FILE), or told insecure = true"
+        );
+    }
 }

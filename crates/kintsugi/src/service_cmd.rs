@@ -362,7 +362,7 @@ fn use_security(path: Option<&std::path::Path>, protection: Option<&str>, insecu
 }
 
 /// Whether `listen`'s host is a loopback address (every address it resolves to).
-fn loopback_only(listen: &str) -> bool {
+pub(crate) fn loopback_only(listen: &str) -> bool {
     use std::net::ToSocketAddrs;
     match listen.to_socket_addrs() {
         Ok(addrs) => {
