@@ -241,6 +241,9 @@ fn build(a: &UpArgs) -> Result<State> {
     }
     kintsugi_proto::auth::set_secret(Some(secret));
     let secret_arg = secret_file.to_str().context("the testbed directory is not valid UTF-8")?.to_string();
+    // Every process of the testbed runs this one's protection (`--protection`, or
+    // KINTSUGI_PROTECTION), not only those that inherit its environment.
+    let protection = kintsugi_proto::auth::protection().to_string();
     let mut state =
         State { name: n.clone(), nodes: a.nodes, coordinator: coordinator.clone(), pids: Vec::new(), secret_file: secret_file.clone() };
     let log = |name: &str| -> Result<std::fs::File> {
@@ -263,6 +266,8 @@ fn build(a: &UpArgs) -> Result<State> {
     coord_cmd.args([
         "--secret-file",
         &secret_arg,
+        "--protection",
+        &protection,
         "coordinator",
         "--listen",
         &coordinator,
@@ -296,7 +301,8 @@ fn build(a: &UpArgs) -> Result<State> {
         let _ = std::fs::remove_dir_all(&data);
         let pid = spawn(
             Command::new("ip")
-                .args(["netns", "exec", &ns, &exe, "--secret-file", &secret_arg, "node", "--id", &i.to_string()])
+                .args(["netns", "exec", &ns, &exe, "--secret-file", &secret_arg, "--protection", &protection])
+                .args(["node", "--id", &i.to_string()])
                 .args(["--listen", &format!("{ip}:7500"), "--data-dir"])
                 .arg(&data)
                 .args(["--coordinator", &coordinator])
