@@ -165,7 +165,8 @@ impl Client {
         let started = std::time::Instant::now();
         loop {
             let avoid: Vec<NodeId> = suspects.union(&gone).copied().collect();
-            let req = CoordRequest::DegradedRead { name: name.into(), stripe, index, method, slice, version, avoid, range };
+            let req =
+                CoordRequest::DegradedRead { name: name.into(), stripe, index, method: method.name().into(), slice, version, avoid, range };
             let a = match self.call(&req, self.io_timeout).await {
                 Ok(CoordResponse::Plan { assignment }) => *assignment,
                 Ok(other) => return Err(format!("unexpected answer {other:?}")),
@@ -182,7 +183,7 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             };
-            let units = check_assignment(&a)?;
+            let (a, units) = check_assignment(a)?;
             let err = match run_sink(&a, &units, None, self.shaper.clone(), self.counters.clone(), self.io_timeout).await {
                 Ok(c) => {
                     if let Some(f) = &self.on_degraded_read {
@@ -271,7 +272,13 @@ impl Client {
     }
 
     pub async fn repair(&self, method: Shape, slice: u64, parallel: usize, scheduler: Scheduler) -> Result<RepairReport, String> {
-        match self.call(&CoordRequest::Repair { method, slice, parallel, scheduler }, Duration::from_secs(24 * 3600)).await? {
+        match self
+            .call(
+                &CoordRequest::Repair { method: method.name().into(), slice, parallel, scheduler: scheduler.name().into() },
+                Duration::from_secs(24 * 3600),
+            )
+            .await?
+        {
             CoordResponse::Repaired(r) => Ok(r),
             other => Err(format!("unexpected answer {other:?}")),
         }

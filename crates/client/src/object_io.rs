@@ -514,7 +514,7 @@ async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Dur
                 .await
                 .map_err(|_| format!("node {}: stalled mid-frame", loc.node))?
                 .map_err(node_err)?;
-            return Err(match serde_json::from_slice::<NodeResponse>(&c) {
+            return Err(match kintsugi_proto::frame::decode_control::<NodeResponse>(&c) {
                 Ok(NodeResponse::Error { message }) => format!("node {}: {message}", loc.node),
                 _ => format!("node {} interrupted the chunk", loc.node),
             });

@@ -27,7 +27,7 @@ pub mod matrix;
 mod spec;
 
 pub use clay::ClayCode;
-pub use equation::{apply_term_window, sub_len, HelperTerm, RepairEquation, TermMatrix};
+pub use equation::{apply_term_window, coef_wire, sub_len, HelperTerm, RepairEquation, TermMatrix};
 pub use error::{CodeError, Result};
 pub use linear::LinearCode;
 pub use spec::{CodeSpec, MAX_SHARDS};

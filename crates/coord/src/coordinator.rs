@@ -5,6 +5,7 @@
 
 pub use crate::config::CoordConfig;
 use crate::meta::{Change, MetaStore, ObjectRecord, RedbMeta};
+use kintsugi_node::wire::{job_to_wire, method_from_wire, scheduler_from_wire};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
@@ -288,7 +289,7 @@ async fn connection(tcp: TcpStream, coord: Arc<Coordinator>) {
     };
     loop {
         let req = match read_frame_timeout(&mut sock, Duration::from_secs(3600)).await {
-            Ok(Frame::Control(body)) => match serde_json::from_slice::<CoordRequest>(&body) {
+            Ok(Frame::Control(body)) => match kintsugi_proto::frame::decode_control::<CoordRequest>(&body) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = send(&mut sock, &CoordResponse::Error { message: format!("bad request: {e}") }).await;
@@ -432,8 +433,9 @@ impl Coordinator {
                 Ok(CoordResponse::Objects { objects, prefixes: page.prefixes, next: page.next })
             }
             CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
+                let method = method_from_wire(&method)?;
                 let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;
-                Ok(CoordResponse::Plan { assignment: Box::new(a) })
+                Ok(CoordResponse::Plan { assignment: Box::new(job_to_wire(a)) })
             }
             CoordRequest::ReportBad { name, stripe, index, reason, version } => {
                 self.report_bad(&name, version, stripe, index, &reason)?;
@@ -444,6 +446,7 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::Repair { method, slice, parallel, scheduler } => {
+                let (method, scheduler) = (method_from_wire(&method)?, scheduler_from_wire(&scheduler)?);
                 let report = self.repair(method, slice, parallel, scheduler).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))

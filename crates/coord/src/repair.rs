@@ -10,6 +10,8 @@ use crate::meta::{Change, PendingRepair, StripeRecord};
 use crate::straggler::{Running, Verdict};
 use crate::timeslot_reservation::Claim;
 use kintsugi_node::exec::request;
+use kintsugi_node::wire::job_to_wire;
+use kintsugi_node::Job;
 use kintsugi_plan::schedule::{Choice, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, NodeResponse, RepairReport, StoreSpec, READER};
@@ -35,7 +37,7 @@ impl Coordinator {
         slice: u64,
         target: Target<'_>,
         avoid: &BTreeSet<NodeId>,
-    ) -> Result<Assignment, String> {
+    ) -> Result<Job, String> {
         let (dest, scheduled) = match target {
             Target::Reader => (Some(READER), None),
             Target::Rebuild(choice) => (None, choice),
@@ -149,7 +151,7 @@ impl Coordinator {
 
     /// Runs a plan whose sink stores a chunk: dispatches it and waits until the chunk is
     /// durable on the destination; returns the stored chunk's checksum.
-    pub(crate) async fn store_rebuilt(&self, a: &Assignment) -> Result<u32, String> {
+    pub(crate) async fn store_rebuilt(&self, a: &Job) -> Result<u32, String> {
         let dest = a.graph.vertex(a.graph.sink).node;
         self.dispatch(a).await?;
         let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
@@ -170,10 +172,11 @@ impl Coordinator {
     }
 
     /// Sends the plan to every node of the graph.
-    pub(crate) async fn dispatch(&self, a: &Assignment) -> Result<(), String> {
+    pub(crate) async fn dispatch(&self, a: &Job) -> Result<(), String> {
         let mut set = JoinSet::new();
+        let wire: Box<Assignment> = Box::new(job_to_wire(a.clone()));
         for (&n, addr) in &a.peers {
-            let (addr, req, t) = (addr.clone(), NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, self.io_timeout());
+            let (addr, req, t) = (addr.clone(), NodeRequest::RunRepair { assignment: wire.clone() }, self.io_timeout());
             set.spawn(async move { (n, request(&addr, &req, t).await) });
         }
         let mut errors = Vec::new();
@@ -195,7 +198,7 @@ impl Coordinator {
     /// After a failed attempt: mark the helper chunks named corrupt or missing as bad, and
     /// nodes that do not answer as dead, so the next plan avoids them. Returns the nodes to
     /// avoid and whether anything was learnt that the plan did not know.
-    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Assignment, err: &str) -> (BTreeSet<NodeId>, bool) {
+    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Job, err: &str) -> (BTreeSet<NodeId>, bool) {
         let mut learnt = false;
         for (chunk, why) in kintsugi_client::graph_faults::bad_chunks_named(err, &a.term_chunks) {
             if let Some((_, j)) = chunk.parts().filter(|&(sid, j)| sid == s.id && j < s.nodes.len()) {
@@ -224,7 +227,7 @@ impl Coordinator {
         slice: u64,
         avoid: Vec<NodeId>,
         range: Option<(u64, u64)>,
-    ) -> Result<Assignment, String> {
+    ) -> Result<Job, String> {
         let id = self.stripe_of(name, version, stripe)?;
         // Nodes the reader found hung are not helpers (the chunk's own node is not one either).
         let mut avoid: BTreeSet<NodeId> = avoid.into_iter().collect();

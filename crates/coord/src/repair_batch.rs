@@ -163,8 +163,9 @@ impl Coordinator {
                     // Up to a count and a size: a Clay graph's coefficients run to hundreds
                     // of KiB, and the report must fit one frame.
                     if let Some(r) = ran.filter(|_| report.graphs.len() < REPORTED_GRAPHS && graph_bytes < REPORTED_GRAPH_BYTES) {
-                        graph_bytes += serde_json::to_vec(&r.graph).map_or(0, |v| v.len());
-                        report.graphs.push(r.graph);
+                        let wire = kintsugi_node::wire::graph_to_wire(&r.graph);
+                        graph_bytes += wire.terms.iter().map(|t| t.coefs.len()).sum::<usize>() + 64 * wire.vertices.len();
+                        report.graphs.push(wire);
                         report.graph_timeslots.push(r.timeslots);
                     }
                 }

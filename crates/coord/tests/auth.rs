@@ -11,7 +11,7 @@ use kintsugi_node::NodeConfig;
 use kintsugi_plan::Shape;
 use kintsugi_proto::auth::{set_secret, Secret};
 use kintsugi_proto::secure::{self, Protection};
-use kintsugi_proto::{recv, send, CoordRequest, NodeRequest};
+
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -52,23 +52,24 @@ async fn only_holders_of_the_secret_are_served() {
     let layout = client.put("secret-object", &data, code, 0).await.expect("members are served");
     assert_eq!(client.get("secret-object", Shape::Ppr, 4096).await.unwrap().0, data);
 
-    // A request without the handshake, and protocol 1's handshake (a node of the previous
-    // release): refused, naming both versions, and the chunk is not deleted.
+    // A request without the handshake, protocol 1's handshake and protocol 2's (nodes of the
+    // two previous releases): refused, naming both versions, and the chunk is not deleted.
     let loc = layout.stripes[0].chunks[0].clone();
     for target in [loc.addr.clone(), addr.clone()] {
         let mut s = TcpStream::connect(&target).await.unwrap();
-        send(&mut s, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }).await.unwrap();
-        let answer: serde_json::Value = recv(&mut s).await.unwrap();
+        let answer = protocol_v1::request(&mut s, &serde_json::json!({"op": "delete_chunk", "chunk": loc.chunk.as_str()})).await;
         assert_eq!(answer["auth"], "refused", "{answer}");
         let why = answer["reason"].as_str().unwrap();
-        assert!(why.contains("protocol 2") && why.contains("protocol 1"), "{why}");
+        assert!(why.contains("protocol 3") && why.contains("protocol 1"), "{why}");
         let mut s = TcpStream::connect(&target).await.unwrap();
         let why = protocol_v1::client_handshake(&mut s).await.unwrap_err();
-        assert!(why.contains("protocol 2") && why.contains("protocol 1"), "{why}");
+        assert!(why.contains("protocol 3") && why.contains("protocol 1"), "{why}");
+        let s = TcpStream::connect(&target).await.unwrap();
+        let why = protocol_v2::connect(s, kintsugi_proto::auth::secret().as_ref().unwrap()).await.unwrap_err();
+        assert!(why.contains("protocol 3") && why.contains("protocol 2"), "{why}");
     }
     let mut s = TcpStream::connect(&addr).await.unwrap();
-    send(&mut s, &CoordRequest::DeleteObject { name: "secret-object".into() }).await.unwrap();
-    let answer: serde_json::Value = recv(&mut s).await.unwrap();
+    let answer = protocol_v1::request(&mut s, &serde_json::json!({"op": "delete_object", "name": "secret-object"})).await;
     assert_eq!(answer["auth"], "refused", "{answer}");
 
     // With a wrong secret, or another protection: refused, both ways.
@@ -97,17 +98,58 @@ async fn only_holders_of_the_secret_are_served() {
 /// Protocol 1's connecting side, as the previous release ran it: a JSON `hello` with a nonce
 /// over the ordinary control frames, expecting a `challenge` (or a `refused`) back.
 mod protocol_v1 {
-    use kintsugi_proto::{recv, send};
+    use kintsugi_proto::{read_frame, write_frame, Frame, Kind};
     use tokio::net::TcpStream;
+
+    /// One JSON control frame out, one back.
+    pub async fn request(s: &mut TcpStream, msg: &serde_json::Value) -> serde_json::Value {
+        write_frame(s, Kind::Control, msg.to_string().as_bytes()).await.unwrap();
+        match read_frame(s).await.unwrap() {
+            Frame::Control(body) => serde_json::from_slice(&body).unwrap(),
+            Frame::Data(_) => panic!("a data frame for an answer"),
+        }
+    }
 
     pub async fn client_handshake(s: &mut TcpStream) -> Result<(), String> {
         let nonce: String = rand::random::<[u8; 32]>().iter().map(|b| format!("{b:02x}")).collect();
-        send(s, &serde_json::json!({ "auth": "hello", "nonce": nonce })).await.map_err(|e| e.to_string())?;
-        let answer: serde_json::Value = recv(s).await.map_err(|e| e.to_string())?;
+        let answer = request(s, &serde_json::json!({ "auth": "hello", "nonce": nonce })).await;
         match answer["auth"].as_str() {
             Some("challenge") => Ok(()),
             Some("refused") => Err(answer["reason"].as_str().unwrap_or("").to_string()),
             _ => Err(format!("unexpected answer {answer}")),
+        }
+    }
+}
+
+/// Protocol 2's connecting side, as the previous release ran it: the same sealed handshake
+/// under version 2 (`KSGN`, u16 2, the protection; then the Noise message under the hashed
+/// secret), after which it would have sent JSON control messages carrying the planner's
+/// own graphs. Returns the service's refusal.
+mod protocol_v2 {
+    use kintsugi_proto::auth::Secret;
+    use sha2::{Digest, Sha256};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    pub async fn connect(mut s: TcpStream, secret: &Secret) -> Result<(), String> {
+        let pre = *b"KSGN\x00\x02\x02"; // protocol 2, encrypted
+        let psk: [u8; 32] =
+            Sha256::new().chain_update(b"kintsugi cluster secret, noise psk").chain_update(secret.expose()).finalize().into();
+        let params = "Noise_NNpsk0_25519_AESGCM_SHA256".parse().unwrap();
+        let mut h = snow::Builder::new(params).prologue(&pre).unwrap().psk(0, &psk).unwrap().build_initiator().unwrap();
+        let mut m = [0u8; 256];
+        let n = h.write_message(&[], &mut m).unwrap();
+        let mut hello = pre.to_vec();
+        hello.extend_from_slice(&(n as u16).to_be_bytes());
+        hello.extend_from_slice(&m[..n]);
+        s.write_all(&hello).await.map_err(|e| e.to_string())?;
+        let status = s.read_u8().await.map_err(|e| e.to_string())?;
+        let len = s.read_u16().await.map_err(|e| e.to_string())? as usize;
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+        match status {
+            1 => Err(String::from_utf8_lossy(&body).into_owned()),
+            _ => Ok(()),
         }
     }
 }

@@ -279,7 +279,16 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     };
     let report = report?;
     let sim = match lost_chunks {
-        Some(lost) => Some(simulate_same(a, method, &lost, &report.graphs, &report.graph_timeslots)?),
+        Some(lost) => {
+            let graphs = report
+                .graphs
+                .iter()
+                .cloned()
+                .map(kintsugi_node::wire::graph_from_wire)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow!(e))?;
+            Some(simulate_same(a, method, &lost, &graphs, &report.graph_timeslots)?)
+        }
         None => None,
     };
     let fg = baseline.zip(during).map(|(b, d)| Interference::new(&b, &d));

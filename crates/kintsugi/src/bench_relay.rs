@@ -400,7 +400,7 @@ impl NodeProcs {
             let target = ChunkId::new(1000 + repair, 2);
             let a = Assignment {
                 repair,
-                graph,
+                graph: kintsugi_node::wire::graph_to_wire(&graph),
                 chunk_len: self.chunk as u64,
                 slice_len: slice as u64,
                 term_chunks: term_chunks.clone(),

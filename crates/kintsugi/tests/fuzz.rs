@@ -1,7 +1,7 @@
 //! Fuzzing on the stable toolchain: valid inputs of every kind (frames, every control
-//! message, repair assignments for every code and shape, codec manifests) are mutated
-//! (bit flips, interesting bytes, insertions, deletions, splices, and JSON numbers swapped
-//! for extreme ones) and fed to the decoders and checks the node, the coordinator and the
+//! message in its MessagePack encoding, repair assignments for every code and shape, codec
+//! manifests in JSON) are mutated (bit flips, interesting bytes, insertions, deletions,
+//! splices, and numbers swapped for extreme ones) and fed to the decoders and checks the node, the coordinator and the
 //! codec run on untrusted input. Nothing may panic; anything accepted must pass the same
 //! checks the servers apply before allocating. A second target sends mutated requests to a
 //! live node and a live coordinator over TCP and checks they keep serving.
@@ -16,6 +16,7 @@ use common::untrusted::exercise;
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{shapes, RepairTask, Shape};
+use kintsugi_proto::frame::{decode_control, encode_control};
 use kintsugi_proto::{
     recv, send, write_frame, Assignment, ChunkId, CoordRequest, CoordResponse, Kind, NodeRequest, NodeResponse, StoreSpec, READER,
 };
@@ -35,7 +36,7 @@ fn seed() -> u64 {
 }
 
 /// Real repair assignments: every shape over RS, LRC and Clay, to a node and to a reader.
-fn assignments() -> Vec<Assignment> {
+fn assignments() -> Vec<kintsugi_node::Job> {
     let mut out = Vec::new();
     for spec in ["rs:6,3", "rs:10,4", "lrc:6,2,2", "clay:4,2,5", "clay:6,3,8"] {
         let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
@@ -78,7 +79,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let chunk = ChunkId::new(3, 2);
     let a = assignments();
     let mut s: Vec<Vec<u8>> = Vec::new();
-    let mut push = |v: serde_json::Value| s.push(serde_json::to_vec(&v).unwrap());
+    let mut push = |v: serde_json::Value| s.push(encode_control(&v).unwrap());
     for r in [
         NodeRequest::Ping,
         NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5, bucket: None },
@@ -109,6 +110,7 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     for (i, x) in a.iter().step_by(3).enumerate() {
         let x = Assignment { gate_batch: (i % 2 == 1).then_some(7), ..x.clone() };
+        let x = kintsugi_node::wire::job_to_wire(x);
         push(serde_json::to_value(NodeRequest::RunRepair { assignment: Box::new(x.clone()) }).unwrap());
         push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
     }
@@ -141,14 +143,14 @@ fn seeds() -> Vec<Vec<u8>> {
             name: "o".into(),
             stripe: 0,
             index: 1,
-            method: Shape::Ppr,
+            method: "ppr".into(),
             slice: 4096,
             version: 0,
             avoid: vec![2],
             range: Some((100, 50)),
         },
         CoordRequest::ReportBad { name: "o".into(), stripe: 0, index: 1, reason: "x".into(), version: 1 },
-        CoordRequest::Repair { method: Shape::Ecpipe, slice: 4096, parallel: 2, scheduler: Default::default() },
+        CoordRequest::Repair { method: "ecpipe".into(), slice: 4096, parallel: 2, scheduler: "repairboost".into() },
         CoordRequest::Status,
         CoordRequest::RemoveNode { node: 3 },
         CoordRequest::ReplaceNode { node: 3 },
@@ -163,10 +165,13 @@ fn seeds() -> Vec<Vec<u8>> {
     ] {
         push(serde_json::to_value(r).unwrap());
     }
-    push(serde_json::json!({
-        "format": 1, "code": "rs:4,2", "k": 4, "m": 2, "size": 10, "shard_len": 3, "file": "f",
-        "shards": (0..6).map(|i| serde_json::json!({"index": i, "file": format!("f.0{i}"), "crc32c": i})).collect::<Vec<_>>()
-    }));
+    s.push(
+        serde_json::to_vec(&serde_json::json!({
+            "format": 1, "code": "rs:4,2", "k": 4, "m": 2, "size": 10, "shard_len": 3, "file": "f",
+            "shards": (0..6).map(|i| serde_json::json!({"index": i, "file": format!("f.0{i}"), "crc32c": i})).collect::<Vec<_>>()
+        }))
+        .unwrap(),
+    );
     s
 }
 
@@ -281,6 +286,113 @@ fn decoders_and_checks_survive_mutated_input() {
     eprintln!("fuzz: {n} in-process executions (seed {seed}), no crash");
 }
 
+/// One connection's sealed stream after the handshake, mutated on the way: the proxy passes
+/// the handshake through (its lengths are in its own bytes), then takes everything the
+/// writer sent, mutates it and hands it to the reader.
+async fn through_mutating_proxy(
+    listener: &tokio::net::TcpListener,
+    server: std::net::SocketAddr,
+    mutate_stream: impl FnOnce(Vec<u8>) -> Vec<u8>,
+) -> std::io::Result<()> {
+    let (mut a, _) = listener.accept().await?;
+    let mut b = tokio::net::TcpStream::connect(server).await?;
+    let mut hello = vec![0u8; 9];
+    a.read_exact(&mut hello).await?;
+    let len = u16::from_be_bytes([hello[7], hello[8]]) as usize;
+    hello.resize(9 + len, 0);
+    a.read_exact(&mut hello[9..]).await?;
+    b.write_all(&hello).await?;
+    let mut answer = vec![0u8; 3];
+    b.read_exact(&mut answer).await?;
+    let len = u16::from_be_bytes([answer[1], answer[2]]) as usize;
+    answer.resize(3 + len, 0);
+    b.read_exact(&mut answer[3..]).await?;
+    a.write_all(&answer).await?;
+    let mut sealed = Vec::new();
+    a.read_to_end(&mut sealed).await?;
+    b.write_all(&mutate_stream(sealed)).await?;
+    b.shutdown().await
+}
+
+/// Sealed records (both protections) mutated on the wire by the same mutations as the
+/// decoders get, and spliced with other sessions' records (replays): the reader gets the
+/// frames sent, or a prefix of them and an error; never a changed or an extra frame, never
+/// a panic, and any change that is not a plain truncation fails a record's check.
+#[test]
+fn sealed_records_survive_mutation() {
+    use kintsugi_proto::auth::Secret;
+    use kintsugi_proto::secure::{self, Protection};
+    use kintsugi_proto::{read_frame, Frame};
+    let (iters, seed) = (iterations(20_000) / 10, seed());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let corpus = seeds();
+    let secret = Secret::random();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut streams: Vec<Vec<u8>> = vec![vec![0u8; 64]];
+    rt.block_on(async {
+        let server_l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (server_addr, proxy_addr) = (server_l.local_addr().unwrap(), proxy_l.local_addr().unwrap());
+        for i in 0..iters {
+            let protection = if i % 2 == 0 { Protection::Encrypted } else { Protection::Authenticated };
+            // What the writer sends: control frames from the corpus and a data frame that
+            // spans several records.
+            let mut frames: Vec<(Kind, Vec<u8>)> =
+                (0..rng.random_range(1..4)).map(|_| (Kind::Control, corpus[rng.random_range(0..corpus.len())].clone())).collect();
+            frames.push((Kind::Data, (0..rng.random_range(1..200_000)).map(|_| rng.random()).collect()));
+            let (mutated_seed, other) = (rng.random::<u64>(), streams[rng.random_range(0..streams.len())].clone());
+            let original = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (orig, changed) = (original.clone(), std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+            let changed2 = changed.clone();
+            let proxy = through_mutating_proxy(&proxy_l, server_addr, move |sealed| {
+                let mut r = StdRng::seed_from_u64(mutated_seed);
+                let m = if r.random_bool(0.1) { sealed.clone() } else { mutate(&mut r, &sealed, &other) };
+                *orig.lock().unwrap() = sealed;
+                *changed2.lock().unwrap() = m.clone();
+                m
+            });
+            let writer = async {
+                let tcp = tokio::net::TcpStream::connect(proxy_addr).await.unwrap();
+                let mut c = secure::connect(tcp, Some(&secret), protection).await.unwrap();
+                for (kind, body) in &frames {
+                    write_frame(&mut c, *kind, body).await.unwrap();
+                }
+                c.flush().await.unwrap();
+                c.shutdown().await.unwrap();
+                c
+            };
+            let reader = async {
+                let (tcp, _) = server_l.accept().await.unwrap();
+                let mut c = secure::accept(tcp, Some(&secret), protection).await.unwrap();
+                let mut got = Vec::new();
+                loop {
+                    match read_frame(&mut c).await {
+                        Ok(Frame::Control(b)) => got.push((Kind::Control, b)),
+                        Ok(Frame::Data(b)) => got.push((Kind::Data, b)),
+                        Err(kintsugi_proto::FrameError::Closed) => return (got, None),
+                        Err(e) => return (got, Some(e.to_string())),
+                    }
+                }
+            };
+            let (p, _w, (got, err)) = tokio::join!(proxy, writer, reader);
+            p.unwrap();
+            let (original, changed) = (original.lock().unwrap().clone(), changed.lock().unwrap().clone());
+            let ctx =
+                || format!("fuzz seed {seed}, connection {i} ({protection}): {} of {} frames, error {err:?}", got.len(), frames.len());
+            assert!(got.len() <= frames.len() && got.iter().zip(&frames).all(|(g, f)| g == f), "{}: a frame changed or was added", ctx());
+            if changed == original {
+                assert!(err.is_none() && got.len() == frames.len(), "{}: the stream was not changed", ctx());
+            } else if !original.starts_with(&changed) {
+                assert!(err.is_some(), "{}: a changed stream was read without an error", ctx());
+            } else {
+                assert!(got.len() < frames.len() || err.is_some(), "{}: a truncated stream was read whole", ctx());
+            }
+            streams.push(original);
+        }
+    });
+    eprintln!("fuzz: {iters} sealed connections mutated on the wire (seed {seed}), none misread");
+}
+
 /// Mutated requests to a live node and a live coordinator: each may be refused, none may
 /// take the service down or wedge it.
 #[test]
@@ -316,8 +428,8 @@ fn live_node_and_coordinator_survive_mutated_requests() {
             let input = mutate(&mut rng, base, other);
             // Requests that legitimately take the node down (an authenticated operator's)
             // are not what this target is about.
-            if matches!(serde_json::from_slice(&input), Ok(CoordRequest::RemoveNode { .. } | CoordRequest::FailNode { .. }))
-                || matches!(serde_json::from_slice(&input), Ok(NodeRequest::Shutdown))
+            if matches!(decode_control(&input), Ok(CoordRequest::RemoveNode { .. } | CoordRequest::FailNode { .. }))
+                || matches!(decode_control(&input), Ok(NodeRequest::Shutdown))
             {
                 continue;
             }
@@ -332,7 +444,7 @@ fn live_node_and_coordinator_survive_mutated_requests() {
             } else if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(to)).await {
                 // Before it: the handshake's decoder, fed a preamble mutated or not, then the
                 // input as a handshake message.
-                let mut pre = b"KSGN\x00\x02\x00".to_vec();
+                let mut pre = [&b"KSGN"[..], &kintsugi_proto::secure::PROTOCOL_VERSION.to_be_bytes(), &[2]].concat();
                 if rng.random_bool(0.5) {
                     let at = rng.random_range(0..pre.len());
                     pre[at] = rng.random();

@@ -2,7 +2,9 @@
 //! and 100 peers each announcing a 64 MiB frame (protocol 1's way) or a full-size handshake
 //! message, then sending a byte a second, leave the node process under 200 MiB of RSS and
 //! its service to a member (connect, handshake, a request) within 2x of its latency
-//! without them. (Its own test binary: the cluster secret is process-wide.)
+//! without them. Members cannot exhaust it either: past `KINTSUGI_MAX_CONNECTIONS` open
+//! connections, one more is closed at once. (Its own test binary: the cluster secret is
+//! process-wide.)
 
 use kintsugi_proto::auth::{set_secret, Secret};
 use kintsugi_proto::{NodeRequest, NodeResponse};
@@ -16,6 +18,16 @@ fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").trim().parse().unwrap();
     kib / 1024.0
+}
+
+/// A member's connection, checked with a ping.
+async fn ping_on_new_connection(addr: &str) -> Result<kintsugi_proto::secure::Conn, String> {
+    let mut s = kintsugi_proto::auth::connect(addr, Duration::from_secs(10)).await?;
+    kintsugi_proto::send(&mut s, &NodeRequest::Ping).await.map_err(|e| e.to_string())?;
+    match kintsugi_proto::recv::<_, NodeResponse>(&mut s).await.map_err(|e| e.to_string())? {
+        NodeResponse::Pong { .. } => Ok(s),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 /// The median of 30 members' requests, each on a new connection (handshake included), ms.
@@ -59,7 +71,7 @@ async fn strangers_before_the_handshake_cost_a_node_little() {
         let head: Vec<u8> = if i % 2 == 0 {
             [&(64u32 << 20).to_be_bytes()[..], &[1u8][..]].concat()
         } else {
-            [&b"KSGN\x00\x02\x02"[..], &1024u16.to_be_bytes()[..]].concat()
+            [&b"KSGN"[..], &kintsugi_proto::secure::PROTOCOL_VERSION.to_be_bytes(), &[2], &1024u16.to_be_bytes()[..]].concat()
         };
         s.write_all(&head).await.unwrap();
         slow.push(tokio::spawn(async move {
@@ -91,5 +103,33 @@ async fn strangers_before_the_handshake_cost_a_node_little() {
     assert!(closed > 1900, "only {closed} of 2000 idle strangers were closed after the handshake deadline");
     for t in slow {
         t.abort();
+    }
+
+    // A node serving at most 40 connections: 40 members are served, the 41st is closed at
+    // once, and a slot given back is served again.
+    let capped_dir = tempfile::tempdir().unwrap();
+    let (_capped, addr) =
+        common::procs::node_with_secret_env(capped_dir.path(), &dir.path().join("secret"), &[("KINTSUGI_MAX_CONNECTIONS", "40")]);
+    let mut held = Vec::new();
+    for i in 0..40 {
+        held.push(ping_on_new_connection(&addr).await.unwrap_or_else(|e| panic!("member connection {i}: {e}")));
+    }
+    let t = Instant::now();
+    let err = ping_on_new_connection(&addr).await.expect_err("a 41st connection is refused");
+    assert!(t.elapsed() < Duration::from_secs(2), "the 41st connection took {:?} to be closed: {err}", t.elapsed());
+    drop(held.pop());
+    let mut served = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if ping_on_new_connection(&addr).await.is_ok() {
+            served = true;
+            break;
+        }
+    }
+    assert!(served, "a connection slot given back was not served again");
+    // The held ones still work.
+    for s in held.iter_mut().take(3) {
+        kintsugi_proto::send(s, &NodeRequest::Ping).await.unwrap();
+        assert!(matches!(kintsugi_proto::recv::<_, NodeResponse>(s).await.unwrap(), NodeResponse::Pong { .. }));
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
+use crate::wire::{graph_from_wire, Job};
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use kintsugi_proto::{Assignment, READER};
 use std::collections::{BTreeSet, HashMap};
@@ -101,7 +102,7 @@ use crate::timeslot_gate::{Ticket, TimeslotGates};
 
 /// A repair registered on this node.
 pub struct Run {
-    pub assignment: Assignment,
+    pub assignment: Job,
     units: Vec<Vec<Vec<Range<usize>>>>,
     outputs: Mutex<HashMap<u32, mpsc::Receiver<UnitResult>>>,
     pub gate: Option<SlotGate>,
@@ -173,7 +174,7 @@ impl Executor {
 
     /// Registers a repair and starts this node's vertices.
     pub fn start(self: &Arc<Self>, a: Assignment) -> Result<(), String> {
-        let units = check_assignment(&a)?;
+        let (a, units) = check_assignment(a)?;
         let g = &a.graph;
         if !g.vertices.iter().any(|v| v.node == self.node) {
             return Err(format!("node {} holds no vertex of repair {}", self.node, a.repair));
@@ -290,7 +291,7 @@ impl Executor {
     /// Registers a repair's transfers at this node's timeslot gates: the sends of its
     /// vertices here to other nodes, and what its vertices here receive from other nodes.
     /// Graphs with their own send slots (ECPipe cyclic) order themselves and are not gated.
-    fn timeslot_ticket(&self, a: &Assignment) -> Option<Arc<Ticket>> {
+    fn timeslot_ticket(&self, a: &Job) -> Option<Arc<Ticket>> {
         let g = &a.graph;
         if a.timeslots.is_empty() || g.slots.iter().any(Option::is_some) {
             return None;
@@ -320,7 +321,7 @@ impl Executor {
     }
 
     /// Generous: ten times the time the whole chunk needs at 1 MB/s, at least a minute.
-    fn repair_time_limit(&self, a: &Assignment) -> Duration {
+    fn repair_time_limit(&self, a: &Job) -> Duration {
         Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0))
     }
 
@@ -533,8 +534,19 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
     }
 }
 
-/// Checks a plan from the network before anything is allocated for it.
-pub fn check_assignment(a: &Assignment) -> Result<Vec<Vec<Vec<Range<usize>>>>, String> {
+/// The slices each lane of a checked job streams: per lane, per unit, the sub-chunk windows.
+pub type LaneUnits = Vec<Vec<Vec<Range<usize>>>>;
+
+/// Turns a plan from the network into a job and checks it before anything is allocated
+/// for it.
+pub fn check_assignment(a: Assignment) -> Result<(Job, LaneUnits), String> {
+    let a = a.map_graph(graph_from_wire)?;
+    let units = check_job(&a)?;
+    Ok((a, units))
+}
+
+/// Checks a job (a plan already in the planner's types) as [`check_assignment`] does.
+pub fn check_job(a: &Job) -> Result<LaneUnits, String> {
     let g: &RepairGraph = &a.graph;
     g.validate().map_err(|e| e.to_string())?;
     if a.term_chunks.len() != g.equation.terms.len() {

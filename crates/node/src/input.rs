@@ -4,9 +4,10 @@
 use crate::exec::Counters;
 use crate::shaper::Shaper;
 use crate::timeslot_gate::{Side, Ticket};
+use crate::wire::Job;
 use kintsugi_plan::{NodeId, VertexId};
 use kintsugi_proto::frame::{read_body, read_head};
-use kintsugi_proto::{send, Assignment, Kind, NodeRequest, NodeResponse};
+use kintsugi_proto::{send, Kind, NodeRequest, NodeResponse};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -39,10 +40,11 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
             }
             let mut body = Vec::new();
             if kind == Kind::Data {
-                return Ok(Err(format!("node {node} sent a data frame of {len} bytes where at most {room} fit the unit")));
+                // Too large for the unit: said as the frame limit it is.
+                return Err(kintsugi_proto::FrameError::TooLarge { len: len as u32, max: room.min(u32::MAX as usize) as u32 });
             }
             read_body(s, len, &mut body).await?;
-            Ok::<_, kintsugi_proto::FrameError>(Err(String::from_utf8_lossy(&body).into_owned()))
+            Ok::<_, kintsugi_proto::FrameError>(Err(body))
         };
         let control = match tokio::time::timeout(io_timeout, read).await {
             Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
@@ -50,13 +52,14 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
             Ok(Ok(Ok(n))) => return Ok(n),
             Ok(Ok(Err(c))) => c,
         };
-        match serde_json::from_str::<NodeResponse>(&control) {
+        match kintsugi_proto::frame::decode_control::<NodeResponse>(&control) {
             Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
             // Waiting for its node's earlier timeslots: bounded by the repair's time limit.
             Ok(NodeResponse::Gated) => continue,
             Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
             Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
-            _ => return Err(format!("node {node} sent a control message instead of data: {control}")),
+            Ok(other) => return Err(format!("node {node} sent a control message instead of data: {other:?}")),
+            Err(e) => return Err(format!("node {node} sent a control message instead of data, and an unreadable one: {e}")),
         }
     }
 }
@@ -72,7 +75,7 @@ const UPSTREAM_BUFFER: usize = 256 * 1024;
 /// wait on another input of a later slot, and a sender held up by it would hold its own
 /// slot, and every later one on its node, for ever.
 pub fn open_input(
-    a: &Assignment,
+    a: &Job,
     from: VertexId,
     sizes: Vec<usize>,
     shaper: Arc<Shaper>,

@@ -27,8 +27,10 @@ mod slot_gate;
 pub mod store;
 mod terms;
 pub mod timeslot_gate;
+pub mod wire;
 
 pub use exec::{run_sink, Counters, Executor};
 pub use server::{start, NodeConfig, NodeHandle};
 pub use shaper::Shaper;
 pub use store::ChunkStore;
+pub use wire::Job;

@@ -294,7 +294,7 @@ async fn connection(tcp: TcpStream, exec: Arc<Executor>, stop: watch::Sender<boo
     let idle = Duration::from_secs(600);
     loop {
         let req = match read_frame_timeout(&mut sock, idle).await {
-            Ok(Frame::Control(body)) => match serde_json::from_slice::<NodeRequest>(&body) {
+            Ok(Frame::Control(body)) => match kintsugi_proto::frame::decode_control::<NodeRequest>(&body) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = send(&mut sock, &NodeResponse::Error { message: format!("bad request: {e}") }).await;

@@ -5,8 +5,8 @@
 use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit, UnitResult};
 use crate::shaper::Shaper;
 use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
+use crate::wire::Job;
 use kintsugi_plan::VertexId;
-use kintsugi_proto::Assignment;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,7 +105,7 @@ pub(crate) fn streams_in_order(units: &[Vec<Vec<Range<usize>>>], alpha: usize) -
 /// Runs a sink: pulls every input, adds each unit per lane, places the windows, and returns
 /// the rebuilt chunk. Used by a node (full-node repair) and by a reader (degraded read).
 pub async fn run_sink(
-    a: &Assignment,
+    a: &Job,
     units: &[Vec<Vec<Range<usize>>>],
     local: Option<&LocalTerm>,
     shaper: Arc<Shaper>,
@@ -120,7 +120,7 @@ pub async fn run_sink(
 /// The sink's work; `gates` says at which timeslot gate each input waits, if any.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn sink_units(
-    a: &Assignment,
+    a: &Job,
     units: &[Vec<Vec<Range<usize>>>],
     gates: &(dyn Fn(VertexId) -> Option<InputGate> + Sync),
     local: Option<&LocalTerm>,

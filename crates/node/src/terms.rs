@@ -4,10 +4,11 @@
 
 use crate::exec::Counters;
 use crate::store::{ChunkReader, ChunkStore, ReadCache};
+use crate::wire::Job;
 use kintsugi_codes::TermMatrix;
 use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
-use kintsugi_proto::{Assignment, ChunkId};
+use kintsugi_proto::ChunkId;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
@@ -129,7 +130,7 @@ impl LocalTerm {
     /// those of every repair here, so concurrent repairs reading one chunk do too.
     pub fn open(
         store: &ChunkStore,
-        a: &Assignment,
+        a: &Job,
         t: usize,
         counters: Arc<Counters>,
         shared: &Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
@@ -179,7 +180,7 @@ impl LocalTerm {
         store: &ChunkStore,
         term: kintsugi_codes::HelperTerm,
         alpha: usize,
-        a: &Assignment,
+        a: &Job,
         counters: Arc<Counters>,
         cache: Arc<Mutex<ReadCache>>,
     ) -> Result<Self, String> {

@@ -60,9 +60,10 @@ async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
 }
 
 /// Sends the plan to every node of its graph (the reader has no address) and expects Ok.
-async fn dispatch(a: &Assignment) {
+async fn dispatch(a: &kintsugi_node::Job) {
+    let wire = Box::new(kintsugi_node::wire::job_to_wire(a.clone()));
     for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
-        let r = exec::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, T).await.unwrap();
+        let r = exec::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: wire.clone() }, T).await.unwrap();
         assert_eq!(r, NodeResponse::Ok, "plan {} on node {n}", a.repair);
     }
 }
@@ -112,7 +113,7 @@ async fn every_shape_over_tcp() {
             };
             repair += 1;
             dispatch(&a).await;
-            let units = exec::check_assignment(&a).unwrap();
+            let units = exec::check_job(&a).unwrap();
             let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
             assert_eq!(got, shards[lost], "{spec} {shape} degraded read");
 
@@ -183,7 +184,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
         term_offset: None,
     };
     dispatch(&a).await;
-    let units = exec::check_assignment(&a).unwrap();
+    let units = exec::check_job(&a).unwrap();
     let started = std::time::Instant::now();
     let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), t).await.unwrap();
     assert_eq!(got, shards[lost]);
@@ -226,7 +227,7 @@ async fn clay_repair_moves_d_over_q_chunks() {
             let count = |f: fn(&exec::Counters) -> u64| nodes.iter().map(|n| f(&n.exec.counters)).sum::<u64>();
             let (read0, sent0) = (count(|c| c.read.load(Ordering::Relaxed)), count(|c| c.sent.load(Ordering::Relaxed)));
             dispatch(&a).await;
-            let units = exec::check_assignment(&a).unwrap();
+            let units = exec::check_job(&a).unwrap();
             let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap();
             assert_eq!(got, shards[lost], "{spec} lost {lost}");
             // A helper counts what it sent after the write returns, which can be after the
@@ -309,7 +310,8 @@ async fn malformed_frames_fail_one_connection_only() {
     let mut slices = good.clone();
     slices.slice_len = 0;
     for (what, bad) in [("lanes", lanes), ("coefficients", coefs), ("chunk length", huge), ("slice", slices)] {
-        let r = exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(bad) }, T).await.unwrap();
+        let r =
+            exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(kintsugi_node::wire::job_to_wire(bad)) }, T).await.unwrap();
         assert!(matches!(r, NodeResponse::Error { .. }), "{what}: {r:?}");
     }
     // Still serving.
@@ -409,7 +411,7 @@ async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
     let busy = || nodes[1..5].iter().map(|n| n.exec.store.disk().unwrap().busy_seconds()).collect::<Vec<f64>>();
     let (plan, shards) = (&plan, &shards);
     let run = |repairs: Vec<u64>| async move {
-        let plans: Vec<Assignment> = repairs.into_iter().map(plan).collect();
+        let plans: Vec<kintsugi_node::Job> = repairs.into_iter().map(plan).collect();
         for a in &plans {
             dispatch(a).await;
         }
@@ -417,7 +419,7 @@ async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
             .into_iter()
             .map(|a| {
                 tokio::spawn(async move {
-                    let units = exec::check_assignment(&a).unwrap();
+                    let units = exec::check_job(&a).unwrap();
                     exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), T).await.unwrap()
                 })
             })

@@ -71,6 +71,13 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// The shape of this name, [`Shape::Tree`] included (which the command line does not take).
+    pub fn from_name(name: &str) -> Option<Shape> {
+        [Shape::Cr, Shape::Ppr, Shape::Ecpipe, Shape::EcpipeCyclic, Shape::Tree].into_iter().find(|s| s.name() == name)
+    }
+}
+
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

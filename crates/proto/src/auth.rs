@@ -10,7 +10,9 @@
 //! Before its handshake is done a peer gets almost nothing: handshake messages of at most
 //! 1 KiB, [`secure::HANDSHAKE_LIMIT`] to finish, and one of [`PRE_AUTH_SLOTS`] handshakes
 //! at a time per process (more are closed at once), so strangers can neither make a
-//! service allocate nor hold its sockets.
+//! service allocate nor hold its sockets. Nor can peers that did authenticate exhaust it:
+//! a process serves at most [`max_connections`] connections at once (handshakes included);
+//! one more is closed at once.
 
 use crate::secure::{self, Conn, Protection};
 use std::sync::{Arc, RwLock};
@@ -124,15 +126,44 @@ async fn connect_one(addr: &str, t: Duration) -> Result<Conn, String> {
     tokio::time::timeout(t, attempt).await.map_err(|_| format!("{addr}: connect timed out"))?
 }
 
+/// Connections a process serves at once by default.
+pub const MAX_CONNECTIONS: usize = 8192;
+
+/// Connections this process serves at once: `KINTSUGI_MAX_CONNECTIONS`, else
+/// [`MAX_CONNECTIONS`]. Each holds a socket and up to two 64 KiB record buffers.
+pub fn max_connections() -> usize {
+    connection_slots().1
+}
+
+fn connection_slots() -> &'static (tokio::sync::Semaphore, usize) {
+    static SLOTS: std::sync::OnceLock<(tokio::sync::Semaphore, usize)> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let n = match std::env::var("KINTSUGI_MAX_CONNECTIONS").map(|v| v.parse::<usize>()) {
+            Ok(Ok(n)) if n > 0 => n,
+            Ok(_) => {
+                tracing::warn!("KINTSUGI_MAX_CONNECTIONS is not a positive number; serving at most {MAX_CONNECTIONS} connections");
+                MAX_CONNECTIONS
+            }
+            Err(_) => MAX_CONNECTIONS,
+        };
+        (tokio::sync::Semaphore::new(n), n)
+    })
+}
+
 /// Runs a new connection's handshake under this process's secret and protection, within
-/// [`secure::HANDSHAKE_LIMIT`] and a free pre-authentication slot.
+/// [`secure::HANDSHAKE_LIMIT`], a free pre-authentication slot and a free connection slot
+/// (held by the connection until it is dropped).
 pub async fn accept(s: TcpStream) -> Result<Conn, String> {
+    let (slots, max) = connection_slots();
+    let Ok(conn_slot) = slots.try_acquire() else {
+        return Err(format!("{max} connections already open (KINTSUGI_MAX_CONNECTIONS): connection closed"));
+    };
     let Ok(_slot) = PRE_AUTH.try_acquire() else {
         return Err(format!("{PRE_AUTH_SLOTS} handshakes already under way: connection closed"));
     };
     let key = secret();
     match tokio::time::timeout(secure::HANDSHAKE_LIMIT, secure::accept(s, key.as_ref(), protection())).await {
-        Ok(r) => r,
+        Ok(r) => r.map(|c| c.holding(conn_slot)),
         Err(_) => Err(format!("no handshake within {:?}: connection closed", secure::HANDSHAKE_LIMIT)),
     }
 }

@@ -2,8 +2,8 @@
 //! stripes and the chunks of each, as the coordinator tells clients.
 
 use crate::messages::ChunkId;
+use crate::wire_graph::NodeId;
 use kintsugi_codes::CodeSpec;
-use kintsugi_plan::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// Where an object's chunks are.

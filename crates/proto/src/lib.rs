@@ -11,6 +11,7 @@ pub mod placement;
 pub mod secure;
 pub mod status;
 pub mod tcp;
+pub mod wire_graph;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};
 pub use messages::*;

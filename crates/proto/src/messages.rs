@@ -2,13 +2,13 @@
 //! inside a message but as data frames after it.
 
 use kintsugi_codes::CodeSpec;
-use kintsugi_plan::{NodeId, RepairGraph, Shape};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub use crate::chunk_id::{BucketSlot, ChunkId};
 pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
 pub use crate::status::{ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe};
+pub use crate::wire_graph::{NodeId, WireGraph, WireTerm, WireVertex};
 
 // The words by which the coordinator's errors say what kind they are: its messages are built
 // with them and the client library tells the kinds apart by them (`kintsugi_client::Error`).
@@ -47,10 +47,12 @@ pub struct StoreSpec {
 }
 
 /// A node's part in a repair: the whole graph (each node runs the vertices placed on it).
+/// On the wire the graph is a [`WireGraph`]; a coordinator builds, and a node runs, the
+/// same assignment over the planner's graph (`G`), converted at the edges.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Assignment {
+pub struct Assignment<G = WireGraph> {
     pub repair: u64,
-    pub graph: RepairGraph,
+    pub graph: G,
     pub chunk_len: u64,
     pub slice_len: u64,
     /// The chunk read by each equation term, in term order.
@@ -75,6 +77,24 @@ pub struct Assignment {
     /// the others); a small-size bucket piece's degraded read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub term_offset: Option<u64>,
+}
+
+impl<G> Assignment<G> {
+    /// The same assignment over another form of its graph.
+    pub fn map_graph<H, E>(self, f: impl FnOnce(G) -> Result<H, E>) -> Result<Assignment<H>, E> {
+        Ok(Assignment {
+            repair: self.repair,
+            graph: f(self.graph)?,
+            chunk_len: self.chunk_len,
+            slice_len: self.slice_len,
+            term_chunks: self.term_chunks,
+            peers: self.peers,
+            store: self.store,
+            timeslots: self.timeslots,
+            gate_batch: self.gate_batch,
+            term_offset: self.term_offset,
+        })
+    }
 }
 
 mod pairs {
@@ -375,7 +395,8 @@ pub enum CoordRequest {
         name: String,
         stripe: usize,
         index: usize,
-        method: Shape,
+        /// The repair method by name (`cr`, `ppr`, `ecpipe`, `ecpipe-cyclic`).
+        method: String,
         slice: u64,
         #[serde(default)]
         version: u64,
@@ -398,12 +419,13 @@ pub enum CoordRequest {
         node: NodeId,
     },
     Repair {
-        method: Shape,
+        /// The repair method by name, as `DegradedRead`'s.
+        method: String,
         slice: u64,
         parallel: usize,
-        /// Who picks helpers and destinations (`index` when absent).
-        #[serde(default)]
-        scheduler: kintsugi_plan::schedule::Scheduler,
+        /// Who picks helpers and destinations, by name (`index` when empty).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        scheduler: String,
     },
     Status,
     /// Takes a node out for good: its chunks are rebuilt elsewhere first, then it is

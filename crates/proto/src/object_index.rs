@@ -12,9 +12,9 @@
 //! stripe id and node, so a record stays right when a repair moves one chunk.
 
 use crate::layout::{ChunkLoc, Extent, LayoutSpec, ObjectLayout, StripeLayout};
+use crate::wire_graph::NodeId;
 use crate::{BucketSlot, ChunkId};
 use kintsugi_codes::CodeSpec;
-use kintsugi_plan::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// Longest record a node keeps (an object of 256 chunks is well under it).

@@ -2,7 +2,7 @@
 //! names and node ids, the same in every build, shared by the coordinator (which places)
 //! and clients (which look objects up without it).
 
-use kintsugi_plan::NodeId;
+use crate::wire_graph::NodeId;
 
 /// FNV-1a, then a splitmix finaliser: a hash that stays the same across builds and runs
 /// (placement must not move when the coordinator is rebuilt).

@@ -37,8 +37,10 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-/// The wire protocol's version. 1 was the HMAC challenge over JSON frames, nothing sealed.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The wire protocol's version. 1 was the HMAC challenge over JSON frames, nothing sealed;
+/// 2 sealed JSON control messages carrying the planner's own graph type; 3 carries
+/// MessagePack control messages and the wire's own graph type (`wire_graph`).
+pub const PROTOCOL_VERSION: u16 = 3;
 const MAGIC: &[u8; 4] = b"KSGN";
 const PATTERN: &str = "Noise_NNpsk0_25519_AESGCM_SHA256";
 /// Bytes of the stream per record.
@@ -157,6 +159,8 @@ pub struct Conn {
     out_pos: usize,
     /// A record failed: every later read fails too.
     broken: bool,
+    /// The serving process's connection slot, given back when the connection is dropped.
+    _slot: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -171,7 +175,13 @@ fn bad(what: &str) -> io::Error {
 
 impl Conn {
     fn new(tcp: TcpStream, sealing: Option<Box<Sealing>>) -> Self {
-        Conn { tcp, sealing, rec: Vec::new(), filled: 0, need: 0, plain: (0, 0), out: Vec::new(), out_pos: 0, broken: false }
+        Conn { tcp, sealing, rec: Vec::new(), filled: 0, need: 0, plain: (0, 0), out: Vec::new(), out_pos: 0, broken: false, _slot: None }
+    }
+
+    /// The connection holding `slot` for as long as it lives.
+    pub(crate) fn holding(mut self, slot: tokio::sync::SemaphorePermit<'static>) -> Self {
+        self._slot = Some(slot);
+        self
     }
 
     /// How this connection is protected.
@@ -289,7 +299,10 @@ impl AsyncRead for Conn {
                         me.need = 0;
                         return Poll::Ready(Ok(())); // closed between records
                     }
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed inside a record")));
+                    // Not an end of stream: a frame reader would take one at a frame's
+                    // boundary for a clean close, and a record cut short is a broken one.
+                    me.broken = true;
+                    return Poll::Ready(Err(bad("connection closed inside a record")));
                 }
                 me.filled += n;
                 if me.need == 4 && me.filled == 4 {
@@ -446,7 +459,7 @@ pub async fn accept(mut tcp: TcpStream, secret: Option<&Secret>, protection: Pro
         // Protocol 1 began with a JSON frame: its refusal, in its own terms.
         let reason = format!("this service runs kintsugi protocol {PROTOCOL_VERSION}; the peer runs protocol 1: upgrade it");
         let msg = serde_json::json!({ "auth": "refused", "reason": reason });
-        let _ = crate::frame::send(&mut tcp, &msg).await;
+        let _ = crate::frame::write_frame(&mut tcp, crate::frame::Kind::Control, msg.to_string().as_bytes()).await;
         return Err(format!("refused a peer of kintsugi protocol 1 (this service runs {PROTOCOL_VERSION})"));
     }
     tcp.read_exact(&mut pre[4..]).await.map_err(|e| format!("handshake: {e}"))?;
@@ -481,6 +494,12 @@ pub async fn accept(mut tcp: TcpStream, secret: Option<&Secret>, protection: Pro
 /// Tells the peer why it is refused; the same reason is the error.
 async fn refuse(tcp: &mut TcpStream, why: String) -> Result<Conn, String> {
     let _ = tcp.write_all(&block(Some(1), why.as_bytes())).await;
+    // Close gently: a FIN after the reason, and what the peer sent already (its handshake
+    // message) read away for a moment, lest closing with unread bytes reset the connection
+    // and the reason never reach the peer.
+    let _ = tcp.shutdown().await;
+    let mut rest = [0u8; 512];
+    let _ = tokio::time::timeout(Duration::from_millis(200), async { while matches!(tcp.read(&mut rest).await, Ok(n) if n > 0) {} }).await;
     Err(why)
 }
 
@@ -549,7 +568,7 @@ mod tests {
         t.read_to_end(&mut answer).await.unwrap();
         assert_eq!(answer[0], 1);
         let text = String::from_utf8_lossy(&answer[3..]).to_string();
-        assert!(text.contains("protocol 2") && text.contains("protocol 7"), "{text}");
+        assert!(text.contains("protocol 3") && text.contains("protocol 7"), "{text}");
         assert!(server.await.unwrap().is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! What the cluster reports of itself: a repair's report, a node's link report, and
 //! `status` (nodes, what is lost or unrepairable, rebalancing).
 
-use kintsugi_plan::{NodeId, RepairGraph};
+use crate::wire_graph::{NodeId, WireGraph};
 use serde::{Deserialize, Serialize};
 
 /// What a full-node repair did.
@@ -42,7 +42,7 @@ pub struct RepairReport {
     /// The graphs that rebuilt the chunks, in completion order (at most the first 1,024):
     /// what ran, with its helpers and destinations, for replaying it in the simulator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub graphs: Vec<RepairGraph>,
+    pub graphs: Vec<WireGraph>,
     /// The timeslots each of `graphs` was gated by on the nodes (empty: not gated).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graph_timeslots: Vec<Vec<Option<u32>>>,

@@ -47,9 +47,15 @@ pub fn free_port() -> u16 {
 /// A `kintsugi node` process (id 0, loopback, data in `dir`/node) with the cluster secret in
 /// `secret_file`, and the address it says it listens on. Its log is drained on a thread.
 pub fn node_with_secret(dir: &std::path::Path, secret_file: &std::path::Path) -> (Proc, String) {
+    node_with_secret_env(dir, secret_file, &[])
+}
+
+/// [`node_with_secret`] with more environment variables.
+pub fn node_with_secret_env(dir: &std::path::Path, secret_file: &std::path::Path, env: &[(&str, &str)]) -> (Proc, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let mut child = Command::new(BIN)
+        .envs(env.iter().copied())
         .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.join("node"))
         .arg("--secret-file")

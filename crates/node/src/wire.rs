@@ -1,0 +1,143 @@
+//! Between the planner's repair graphs and the wire's ([`kintsugi_proto::wire_graph`]): a
+//! coordinator sends what it planned, a node turns what it received back into a graph and
+//! checks it ([`crate::exec::check_assignment`]) before running any of it.
+
+use kintsugi_codes::{HelperTerm, RepairEquation};
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::{RepairGraph, Shape, SlotRule, Vertex, VertexId};
+use kintsugi_proto::{Assignment, WireGraph, WireTerm, WireVertex};
+
+/// An assignment over the planner's graph: what a coordinator builds and a node runs.
+pub type Job = Assignment<RepairGraph>;
+
+/// The graph as it travels.
+pub fn graph_to_wire(g: &RepairGraph) -> WireGraph {
+    let n = |x: usize| x as u32;
+    WireGraph {
+        shape: g.shape.name().to_string(),
+        lost: n(g.equation.lost),
+        sub_chunks: n(g.equation.sub_chunks),
+        terms: g
+            .equation
+            .terms
+            .iter()
+            .map(|t| WireTerm {
+                helper: n(t.helper),
+                reads: t.reads.iter().map(|r| (n(r.start), n(r.end))).collect(),
+                coefs: t.coefs.clone(),
+            })
+            .collect(),
+        lanes: n(g.lanes),
+        vertices: g
+            .vertices
+            .iter()
+            .map(|v| WireVertex {
+                node: v.node,
+                local: v.local.map(n),
+                lane: n(v.lane),
+                inputs: v.inputs.iter().map(|i| i.0).collect(),
+                output: v.output.map(|o| o.0),
+            })
+            .collect(),
+        sink: g.sink.0,
+        slots: g.slots.iter().map(|s| s.map(|s| (s.offset, s.period))).collect(),
+        pipelined: g.pipelined,
+    }
+}
+
+/// The graph a peer sent, as the planner's type. Only the shape of the data is checked
+/// here; [`RepairGraph::validate`] checks that it is a graph that can run.
+pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, String> {
+    let shape = Shape::from_name(&w.shape).ok_or_else(|| format!("unknown repair shape '{}'", w.shape))?;
+    let u = |x: u32| x as usize;
+    let terms = w
+        .terms
+        .into_iter()
+        .map(|t| HelperTerm { helper: u(t.helper), reads: t.reads.iter().map(|&(a, b)| u(a)..u(b)).collect(), coefs: t.coefs })
+        .collect();
+    Ok(RepairGraph {
+        shape,
+        equation: RepairEquation { lost: u(w.lost), sub_chunks: u(w.sub_chunks), terms },
+        lanes: u(w.lanes),
+        vertices: w
+            .vertices
+            .into_iter()
+            .map(|v| Vertex {
+                node: v.node,
+                local: v.local.map(u),
+                lane: u(v.lane),
+                inputs: v.inputs.into_iter().map(VertexId).collect(),
+                output: v.output.map(VertexId),
+            })
+            .collect(),
+        sink: VertexId(w.sink),
+        slots: w.slots.into_iter().map(|s| s.map(|(offset, period)| SlotRule { offset, period })).collect(),
+        pipelined: w.pipelined,
+    })
+}
+
+/// A job as it travels.
+pub fn job_to_wire(j: Job) -> Assignment {
+    match j.map_graph(|g| Ok::<_, std::convert::Infallible>(graph_to_wire(&g))) {
+        Ok(a) => a,
+        Err(never) => match never {},
+    }
+}
+
+/// The scheduler a request names (empty: the default, `index`).
+pub fn scheduler_from_wire(name: &str) -> Result<Scheduler, String> {
+    if name.is_empty() {
+        return Ok(Scheduler::default());
+    }
+    name.parse::<Scheduler>().map_err(|e| e.to_string())
+}
+
+/// The method a request names.
+pub fn method_from_wire(name: &str) -> Result<Shape, String> {
+    name.parse::<Shape>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kintsugi_codes::CodeSpec;
+    use kintsugi_plan::{shapes::build, RepairTask};
+
+    #[test]
+    fn every_shape_survives_the_wire() {
+        // Clay's terms (sparse matrices, several read ranges) and RS's alike.
+        for spec in ["rs:6,3", "clay:4,2,5"] {
+            let code = spec.parse::<CodeSpec>().unwrap().build().unwrap();
+            let eq = code.repair_equation(1, &(0..code.n()).filter(|&h| h != 1).collect::<Vec<_>>()).unwrap();
+            let task = RepairTask { helper_nodes: (0..eq.terms.len() as u32).collect(), destination: 99, equation: eq };
+            for shape in [Shape::Cr, Shape::Ppr, Shape::Ecpipe, Shape::EcpipeCyclic] {
+                let g = build(shape, &task).unwrap();
+                let back = graph_from_wire(graph_to_wire(&g)).unwrap();
+                assert_eq!(back, g, "{spec} {shape}");
+                back.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn names_the_peer_got_wrong() {
+        let mut w = WireGraph {
+            shape: "teleport".into(),
+            lost: 0,
+            sub_chunks: 1,
+            terms: vec![],
+            lanes: 1,
+            vertices: vec![],
+            sink: 0,
+            slots: vec![],
+            pipelined: true,
+        };
+        assert!(graph_from_wire(w.clone()).unwrap_err().contains("teleport"));
+        w.shape = "tree".into();
+        assert!(graph_from_wire(w).is_ok());
+        assert!(method_from_wire("warp").is_err());
+        assert_eq!(method_from_wire("ppr").unwrap(), Shape::Ppr);
+        assert_eq!(scheduler_from_wire("").unwrap(), Scheduler::default());
+        assert!(scheduler_from_wire("chaos").is_err());
+    }
+}
