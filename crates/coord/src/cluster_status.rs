@@ -19,7 +19,7 @@ impl Coordinator {
             .map(|n| {
                 let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
                 let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
-                let link = self.links.lock().expect("links lock").get(&n.id).copied();
+                let link = self.links.lock().expect("links lock").get(&n.id).cloned();
                 let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
                 NodeInfo {
                     alive: alive.contains_key(&n.id) && !n.failed,

@@ -222,7 +222,7 @@ async fn status_reports_foreground_traffic_and_residual_bandwidth() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let st = c.client.status().await.unwrap();
         for n in st.nodes.iter().filter(|n| servers.contains(&n.id)) {
-            let Some(l) = n.link else { continue };
+            let Some(l) = &n.link else { continue };
             assert_eq!((l.capacity_up, l.capacity_down), (cap, cap));
             let want = (cap - l.fg_up).max(0.3 * cap);
             let got = n.residual_up.expect("capacity known, residual shown");

@@ -420,14 +420,35 @@ pub fn status(t: &Target) -> Result<()> {
             let disks = s.nodes.iter().any(|n| n.link.as_ref().is_some_and(|l| l.disk_capacity > 0.0));
             let disk_head = if disks { format!(" {:>15}", "disk MB/s fg/cap") } else { String::new() };
             println!(
-                "{:>6} {:<24} {:>6} {:>8} {:>20} {:>17} {:>17} {:>17}{disk_head}",
-                "node", "address", "alive", "chunks", "space used/total", "fg up/down MB/s", "repair up/down", "residual up/down"
+                "{:>6} {:<24} {:>6} {:>8} {:>20} {:>22} {:>17} {:>17} {:>17}{disk_head}",
+                "node",
+                "address",
+                "alive",
+                "chunks",
+                "space used/total",
+                "link MB/s (from)",
+                "fg up/down MB/s",
+                "repair up/down",
+                "residual up/down"
             );
             let mb = |v: f64| format!("{:.1}", v / 1e6);
             for n in s.nodes {
                 let (fg, rep) = match &n.link {
                     Some(l) => (format!("{}/{}", mb(l.fg_up), mb(l.fg_down)), format!("{}/{}", mb(l.repair_up), mb(l.repair_down))),
                     None => ("-".into(), "-".into()),
+                };
+                // The link's capacity and where it came from (configured, or an interface).
+                let link = match &n.link {
+                    Some(l) if l.capacity_up > 0.0 || l.capacity_down > 0.0 => {
+                        let from = if l.capacity_from.is_empty() { String::new() } else { format!(" ({})", l.capacity_from) };
+                        if l.capacity_up == l.capacity_down {
+                            format!("{}{from}", mb(l.capacity_up))
+                        } else {
+                            format!("{}/{}{from}", mb(l.capacity_up), mb(l.capacity_down))
+                        }
+                    }
+                    Some(_) => "unknown".into(),
+                    None => "-".into(),
                 };
                 let res = match (n.residual_up, n.residual_down) {
                     (Some(u), Some(d)) => format!("{}/{}", mb(u), mb(d)),
@@ -456,12 +477,13 @@ pub fn status(t: &Target) -> Result<()> {
                     _ => String::new(),
                 };
                 println!(
-                    "{:>6} {:<24} {:>6} {:>8} {:>20} {:>17} {:>17} {:>17}{disk}",
+                    "{:>6} {:<24} {:>6} {:>8} {:>20} {:>22} {:>17} {:>17} {:>17}{disk}",
                     n.id,
                     n.addr,
                     if n.alive { "yes" } else { "no" },
                     n.chunks,
                     space,
+                    link,
                     fg,
                     rep,
                     res

@@ -14,6 +14,7 @@ mod input;
 mod inventory;
 pub mod io_stats;
 mod lazy_db;
+pub mod link_speed;
 pub mod metrics;
 pub mod monitor;
 pub mod object_index;

@@ -81,7 +81,7 @@ impl Collector for Counters {
         counter(&mut e, "scrub_passes", "Scrub passes over every chunk finished", None, load(&c.scrub_passes))?;
         gauge(&mut e, "scrub_pass_chunks", "Chunks the current scrub pass checks", None, load(&c.scrub_chunks) as f64)?;
         gauge(&mut e, "scrub_pass_checked_chunks", "Chunks the current scrub pass has checked", None, load(&c.scrub_checked) as f64)?;
-        if let Some(l) = *x.last_link.lock().expect("link lock") {
+        if let Some(l) = x.last_link.lock().expect("link lock").clone() {
             gauges(
                 &mut e,
                 "link_bytes_per_second",

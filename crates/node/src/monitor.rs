@@ -13,6 +13,8 @@ use std::time::Instant;
 /// Counter readings at the start of the current period.
 pub struct Monitor {
     capacity: (f64, f64),
+    /// Where the capacity came from ("configured", an interface's name, or empty).
+    capacity_from: String,
     last: [u64; 4],
     at: Instant,
     /// The disk's busy seconds, and repair bytes read plus written, at the period's start.
@@ -31,7 +33,13 @@ fn read(c: &Counters) -> [u64; 4] {
 impl Monitor {
     /// `capacity`: the link's (up, down) bytes per second, 0 when unknown.
     pub fn new(capacity: (f64, f64)) -> Self {
-        Monitor { capacity, last: [0; 4], at: Instant::now(), last_disk: (0.0, 0) }
+        Monitor { capacity, capacity_from: String::new(), last: [0; 4], at: Instant::now(), last_disk: (0.0, 0) }
+    }
+
+    /// Says where the capacity came from, in every report.
+    pub fn capacity_from(mut self, from: String) -> Self {
+        self.capacity_from = from;
+        self
     }
 
     /// The rates since the previous report (or since the start), and a new period.
@@ -58,6 +66,7 @@ impl Monitor {
             repair_down: rate(3),
             capacity_up: self.capacity.0,
             capacity_down: self.capacity.1,
+            capacity_from: self.capacity_from.clone(),
             disk_capacity,
             disk_fg,
         };

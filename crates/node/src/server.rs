@@ -143,7 +143,7 @@ async fn serve(
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
-        let capacity = (cfg.link_capacity.or(cfg.uplink).unwrap_or(0.0), cfg.link_capacity.or(cfg.downlink).unwrap_or(0.0));
+        let capacity = link_capacity(&cfg, &coord);
         let token = identity.token.clone();
         conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), identity), capacity, stop.clone()));
         conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), token, stop.clone()));
@@ -183,13 +183,41 @@ async fn serve(
 
 /// Heartbeats to the coordinator; `identity` is the data directory and its identity (the
 /// cluster it joined is recorded at the first welcome).
+/// The link's (up, down) bytes per second and where they came from: configured
+/// (`link_capacity`, else the emulated links), or else the speed the kernel reports for the
+/// interface towards the coordinator; (0, 0) when neither says.
+fn link_capacity(cfg: &NodeConfig, coord: &str) -> ((f64, f64), String) {
+    let (up, down) = (cfg.link_capacity.or(cfg.uplink), cfg.link_capacity.or(cfg.downlink));
+    if up.is_some() || down.is_some() {
+        return ((up.unwrap_or(0.0), down.unwrap_or(0.0)), "configured".into());
+    }
+    match crate::link_speed::discover(coord) {
+        Ok(d) => {
+            tracing::info!(
+                "node {}: link capacity {:.0} Mbit/s, as {} reports (link_capacity overrides it)",
+                cfg.id,
+                d.bytes_per_second * 8.0 / 1e6,
+                d.interface
+            );
+            ((d.bytes_per_second, d.bytes_per_second), d.interface)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "node {}: link capacity unknown ({e}); repair planning gets no residual bandwidth from this node: set link_capacity (--link-capacity)",
+                cfg.id
+            );
+            ((0.0, 0.0), String::new())
+        }
+    }
+}
+
 async fn heartbeats(
     coord: String,
     exec: Arc<Executor>,
     advertise: String,
     every: Duration,
     identity: (std::path::PathBuf, Identity),
-    capacity: (f64, f64),
+    capacity: ((f64, f64), String),
     mut stop: watch::Receiver<bool>,
 ) {
     let (data_dir, mut identity) = identity;
@@ -197,7 +225,7 @@ async fn heartbeats(
     // why, instead of retrying in silence.
     let mut complained = false;
     let mut conn: Option<kintsugi_proto::secure::Conn> = None;
-    let mut monitor = crate::monitor::Monitor::new(capacity);
+    let mut monitor = crate::monitor::Monitor::new(capacity.0).capacity_from(capacity.1);
     let boot = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -215,7 +243,7 @@ async fn heartbeats(
         .await
         .unwrap_or((0, 0, 0));
         let link = Some(monitor.report(&exec.counters, exec.store.disk().map(|d| d.as_ref())));
-        *exec.last_link.lock().expect("link lock") = link;
+        *exec.last_link.lock().expect("link lock") = link.clone();
         let msg = CoordRequest::Heartbeat {
             node: exec.node,
             addr: advertise.clone(),

@@ -60,7 +60,7 @@ fn is_zero(n: &usize) -> bool {
 /// A node's traffic over its last monitoring period, in bytes per second, split into
 /// foreground (clients' chunk reads and writes) and repair (repair graphs, degraded reads),
 /// and its link's capacity (0: unknown).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkReport {
     pub period_ms: u64,
     pub fg_up: f64,
@@ -69,6 +69,10 @@ pub struct LinkReport {
     pub repair_down: f64,
     pub capacity_up: f64,
     pub capacity_down: f64,
+    /// Where the capacity came from: "configured", or the interface whose speed the kernel
+    /// reports (empty: unknown, or a node of an earlier build).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub capacity_from: String,
     /// The node's disk: its sequential bandwidth in bytes per second (0: unknown, no
     /// storage limit), and the bytes per second of it users' I/O took over the period
     /// (disk time not spent on repair reads and writes, at that bandwidth). ChameleonEC-IO

@@ -1,0 +1,136 @@
+//! The node's link capacity when nobody configured one: the speed the kernel reports for the
+//! interface its traffic to the coordinator leaves by (`/sys/class/net/IFACE/speed`, Mbit/s),
+//! so that residual bandwidth, and ChameleonEC and SAR with it, work on a cluster nobody
+//! tuned. Virtual interfaces (loopback, most bridges and tunnels) report none, and a NIC
+//! without a link reports -1: the node then says so and runs without, as before.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::Path;
+
+/// A link speed found, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Discovered {
+    pub bytes_per_second: f64,
+    pub interface: String,
+}
+
+/// The speed of the interface that routes to `coordinator` (HOST:PORT).
+pub fn discover(coordinator: &str) -> Result<Discovered, String> {
+    let addr: SocketAddr = coordinator
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve the coordinator {coordinator}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("the coordinator {coordinator} resolves to no address"))?;
+    let interface = interface_towards(addr)?;
+    let bytes_per_second = interface_speed(Path::new("/sys"), &interface)?;
+    Ok(Discovered { bytes_per_second, interface })
+}
+
+/// The interface traffic to `dest` leaves by: loopback for this host's own addresses, else
+/// the longest-prefix route of the kernel's main table (IPv4).
+fn interface_towards(dest: SocketAddr) -> Result<String, String> {
+    // Connecting a UDP socket sends nothing; it picks the source address the kernel would.
+    let unspecified: SocketAddr =
+        if dest.is_ipv4() { "0.0.0.0:0".parse().expect("an address") } else { "[::]:0".parse().expect("an address") };
+    let local = UdpSocket::bind(unspecified)
+        .and_then(|s| s.connect(dest).and_then(|_| s.local_addr()))
+        .map_err(|e| format!("no route to the coordinator {dest}: {e}"))?;
+    if dest.ip().is_loopback() || local.ip() == dest.ip() {
+        return Ok("lo".into());
+    }
+    let IpAddr::V4(v4) = dest.ip() else {
+        return Err(format!("the coordinator {dest} is IPv6: finding its interface is not supported; set link_capacity"));
+    };
+    let table = std::fs::read_to_string("/proc/net/route").map_err(|e| format!("cannot read /proc/net/route: {e}"))?;
+    route_interface(&table, v4).ok_or_else(|| format!("no route to the coordinator {dest} in /proc/net/route"))
+}
+
+/// The interface of the longest-prefix route to `dest` that is up, from /proc/net/route's
+/// text (addresses in hex as the kernel holds them: network byte order in memory).
+pub fn route_interface(table: &str, dest: Ipv4Addr) -> Option<String> {
+    let addr = |hex: &str| u32::from_str_radix(hex, 16).ok().map(|v| u32::from_be_bytes(v.to_ne_bytes()));
+    let d = u32::from(dest);
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (net, flags, mask) = (addr(f.get(1)?)?, u16::from_str_radix(f.get(3)?, 16).ok()?, addr(f.get(7)?)?);
+            const RTF_UP: u16 = 1;
+            (flags & RTF_UP != 0 && d & mask == net & mask).then(|| (mask.count_ones(), f[0].to_string()))
+        })
+        .max_by_key(|(bits, _)| *bits)
+        .map(|(_, iface)| iface)
+}
+
+/// An interface's speed in bytes per second, from `{sys}/class/net/{iface}/speed` (Mbit/s).
+pub fn interface_speed(sys: &Path, iface: &str) -> Result<f64, String> {
+    if iface.is_empty() || iface.contains('/') || iface.starts_with('.') {
+        return Err(format!("'{iface}' is not an interface name"));
+    }
+    let path = sys.join("class/net").join(iface).join("speed");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{iface} reports no speed ({}: {e})", path.display()))?;
+    match text.trim().parse::<i64>() {
+        Ok(mbit) if mbit > 0 => Ok(mbit as f64 * 1e6 / 8.0),
+        Ok(v) => Err(format!("{iface} reports an unknown speed ({v}: no link, or a virtual interface)")),
+        Err(_) => Err(format!("{iface} reports a speed that is not a number: '{}'", text.trim())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // As /proc/net/route prints it on a little-endian host: a default route by eth0, a
+    // /24 by eth1, a /16 by eth0 and a route that is down.
+    fn table() -> String {
+        let hex = |a: [u8; 4]| format!("{:08X}", u32::from_ne_bytes(a));
+        let row = |iface: &str, net: [u8; 4], flags: u16, mask: [u8; 4]| {
+            format!("{iface}\t{}\t{}\t{flags:04X}\t0\t0\t0\t{}\t0\t0\t0\n", hex(net), hex([10, 0, 0, 1]), hex(mask))
+        };
+        let mut t = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n".to_string();
+        t += &row("eth0", [0, 0, 0, 0], 3, [0, 0, 0, 0]);
+        t += &row("eth1", [192, 168, 7, 0], 1, [255, 255, 255, 0]);
+        t += &row("eth0", [192, 168, 0, 0], 1, [255, 255, 0, 0]);
+        t += &row("eth9", [172, 16, 0, 0], 0, [255, 255, 0, 0]);
+        t
+    }
+
+    #[test]
+    fn the_longest_prefix_that_is_up_wins() {
+        let t = table();
+        assert_eq!(route_interface(&t, Ipv4Addr::new(192, 168, 7, 9)).as_deref(), Some("eth1"));
+        assert_eq!(route_interface(&t, Ipv4Addr::new(192, 168, 8, 9)).as_deref(), Some("eth0"));
+        // The down route is not taken: the default one is.
+        assert_eq!(route_interface(&t, Ipv4Addr::new(172, 16, 1, 1)).as_deref(), Some("eth0"));
+        assert_eq!(route_interface("Iface\tDestination\n", Ipv4Addr::new(1, 2, 3, 4)), None);
+        assert_eq!(route_interface("Iface\nbroken line\n", Ipv4Addr::new(1, 2, 3, 4)), None);
+    }
+
+    #[test]
+    fn speeds_as_sysfs_reports_them() {
+        let sys = tempfile::tempdir().unwrap();
+        let put = |iface: &str, text: &str| {
+            let d = sys.path().join("class/net").join(iface);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("speed"), text).unwrap();
+        };
+        put("eth0", "25000\n");
+        put("eth1", "-1\n");
+        put("eth2", "fast\n");
+        assert_eq!(interface_speed(sys.path(), "eth0").unwrap(), 25e9 / 8.0);
+        assert!(interface_speed(sys.path(), "eth1").unwrap_err().contains("unknown speed"));
+        assert!(interface_speed(sys.path(), "eth2").unwrap_err().contains("not a number"));
+        assert!(interface_speed(sys.path(), "eth3").unwrap_err().contains("no speed"));
+        assert!(interface_speed(sys.path(), "../../etc").is_err());
+    }
+
+    #[test]
+    fn a_coordinator_on_this_host_is_reached_by_loopback() {
+        // Loopback reports no speed: the node runs without, and says why.
+        assert_eq!(interface_towards("127.0.0.1:7400".parse().unwrap()).unwrap(), "lo");
+        let err = discover("127.0.0.1:7400").unwrap_err();
+        assert!(err.contains("lo"), "{err}");
+        assert!(discover("no-such-host.invalid:7400").is_err());
+    }
+}
