@@ -40,7 +40,9 @@ pub mod coef_wire {
     /// string cannot make a reader allocate without bound.
     pub const MAX_COEFS: usize = 1 << 22;
 
-    pub fn encode(coefs: &[u8]) -> String {
+    /// The coefficients packed: `(true, pairs)` of (LEB128 gap from the previous non-zero
+    /// entry, value) when that is shorter, else `(false, the bytes as they are)`.
+    pub fn pack(coefs: &[u8]) -> (bool, Vec<u8>) {
         let mut sparse = Vec::new();
         let mut last = 0usize;
         for (i, &c) in coefs.iter().enumerate().filter(|(_, &c)| c != 0) {
@@ -61,10 +63,31 @@ pub mod coef_wire {
             }
         }
         if sparse.len() < coefs.len() {
-            format!("z{}:{}", coefs.len(), hex::encode(sparse))
+            (true, sparse)
         } else {
-            format!("x{}", hex::encode(coefs))
+            (false, coefs.to_vec())
         }
+    }
+
+    pub fn encode(coefs: &[u8]) -> String {
+        match pack(coefs) {
+            (true, sparse) => format!("z{}:{}", coefs.len(), hex::encode(sparse)),
+            (false, dense) => format!("x{}", hex::encode(dense)),
+        }
+    }
+
+    /// `len` coefficients from what [`pack`] made.
+    pub fn unpack(sparse: bool, len: usize, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        if len > MAX_COEFS {
+            return Err(format!("coefficients: {len} is more than {MAX_COEFS}"));
+        }
+        if !sparse {
+            if bytes.len() != len {
+                return Err(format!("coefficients: {} bytes for {len}", bytes.len()));
+            }
+            return Ok(bytes.to_vec());
+        }
+        from_pairs(len, bytes)
     }
 
     pub fn decode(s: &str) -> Result<Vec<u8>, String> {
@@ -80,6 +103,10 @@ pub mod coef_wire {
             return Err(format!("coefficients: {len} is more than {MAX_COEFS}"));
         }
         let pairs = hex::decode(h).map_err(|e| format!("coefficients: {e}"))?;
+        from_pairs(len, &pairs)
+    }
+
+    fn from_pairs(len: usize, pairs: &[u8]) -> Result<Vec<u8>, String> {
         let mut out = vec![0u8; len];
         let (mut at, mut i, mut first) = (0usize, 0usize, true);
         while i < pairs.len() {

@@ -286,6 +286,16 @@ fn decoders_and_checks_survive_mutated_input() {
     eprintln!("fuzz: {n} in-process executions (seed {seed}), no crash");
 }
 
+/// Passes `head` bytes, then a u16-length-prefixed message, from one side to the other.
+async fn pass_block(from: &mut tokio::net::TcpStream, to: &mut tokio::net::TcpStream, head: usize) -> std::io::Result<()> {
+    let mut block = vec![0u8; head + 2];
+    from.read_exact(&mut block).await?;
+    let len = u16::from_be_bytes([block[head], block[head + 1]]) as usize;
+    block.resize(head + 2 + len, 0);
+    from.read_exact(&mut block[head + 2..]).await?;
+    to.write_all(&block).await
+}
+
 /// One connection's sealed stream after the handshake, mutated on the way: the proxy passes
 /// the handshake through (its lengths are in its own bytes), then takes everything the
 /// writer sent, mutates it and hands it to the reader.
@@ -296,18 +306,9 @@ async fn through_mutating_proxy(
 ) -> std::io::Result<()> {
     let (mut a, _) = listener.accept().await?;
     let mut b = tokio::net::TcpStream::connect(server).await?;
-    let mut hello = vec![0u8; 9];
-    a.read_exact(&mut hello).await?;
-    let len = u16::from_be_bytes([hello[7], hello[8]]) as usize;
-    hello.resize(9 + len, 0);
-    a.read_exact(&mut hello[9..]).await?;
-    b.write_all(&hello).await?;
-    let mut answer = vec![0u8; 3];
-    b.read_exact(&mut answer).await?;
-    let len = u16::from_be_bytes([answer[1], answer[2]]) as usize;
-    answer.resize(3 + len, 0);
-    b.read_exact(&mut answer[3..]).await?;
-    a.write_all(&answer).await?;
+    // The preamble (7 bytes) and the first message; the status byte and the answer.
+    pass_block(&mut a, &mut b, 7).await?;
+    pass_block(&mut b, &mut a, 1).await?;
     let mut sealed = Vec::new();
     a.read_to_end(&mut sealed).await?;
     b.write_all(&mutate_stream(sealed)).await?;

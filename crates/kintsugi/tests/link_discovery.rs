@@ -5,6 +5,7 @@
 //! loopback (no speed) runs without one and says so. Needs root and iproute2: skips itself
 //! otherwise (CI runs as root).
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,9 +37,38 @@ impl Drop for Net {
     }
 }
 
-fn status(coord: &str, secret: &std::path::Path) -> serde_json::Value {
+fn status(coord: &str, secret: &Path) -> serde_json::Value {
     let out = Command::new(BIN).arg("--secret-file").arg(secret).args(["status", "--json", "--coordinator", coord]).output().unwrap();
     serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// A new cluster secret in `dir`, and a coordinator process listening on `listen` under it.
+fn coordinator(dir: &Path, listen: &str) -> (PathBuf, Proc) {
+    let secret = dir.join("secret");
+    assert!(Command::new(BIN).arg("secret").arg(&secret).status().unwrap().success());
+    let p = Command::new(BIN)
+        .arg("--secret-file")
+        .arg(&secret)
+        .args(["coordinator", "--listen", listen, "--data-dir"])
+        .arg(dir.join("coord"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (secret, Proc(p))
+}
+
+/// Node 0's first link report, as `status --json` shows it.
+fn first_link_report(coord: &str, secret: &Path) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let s = status(coord, secret);
+        if s["nodes"][0]["link"].is_object() {
+            return s["nodes"][0]["link"].clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no node reported to the coordinator: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
@@ -61,20 +91,8 @@ fn a_node_finds_its_link_speed_from_its_interface() {
     sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"]);
 
     let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret");
-    assert!(Command::new(BIN).arg("secret").arg(&secret).status().unwrap().success());
     let coord = format!("{host_ip}:{}", common::procs::free_port());
-    let _coordinator = Proc(
-        Command::new(BIN)
-            .arg("--secret-file")
-            .arg(&secret)
-            .args(["coordinator", "--listen", &coord, "--data-dir"])
-            .arg(dir.path().join("coord"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (secret, _coordinator) = coordinator(dir.path(), &coord);
     let node_log = dir.path().join("node.log");
     let _node = Proc(
         Command::new("ip")
@@ -88,16 +106,7 @@ fn a_node_finds_its_link_speed_from_its_interface() {
             .spawn()
             .unwrap(),
     );
-    let started = Instant::now();
-    let link = loop {
-        let s = status(&coord, &secret);
-        let link = &s["nodes"][0]["link"];
-        if link.is_object() {
-            break link.clone();
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no node reported to the coordinator: {s}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let link = first_link_report(&coord, &secret);
     // A veth reports 10,000 Mbit/s.
     assert_eq!(link["capacity_up"].as_f64(), Some(10_000e6 / 8.0), "{link}");
     assert_eq!(link["capacity_down"].as_f64(), Some(10_000e6 / 8.0), "{link}");
@@ -115,20 +124,8 @@ fn a_node_finds_its_link_speed_from_its_interface() {
 fn a_node_without_a_speed_to_find_runs_without_and_says_so() {
     // Loopback reports no speed: the node warns and reports none.
     let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret");
-    assert!(Command::new(BIN).arg("secret").arg(&secret).status().unwrap().success());
     let coord = format!("127.0.0.1:{}", common::procs::free_port());
-    let _coordinator = Proc(
-        Command::new(BIN)
-            .arg("--secret-file")
-            .arg(&secret)
-            .args(["coordinator", "--listen", &coord, "--data-dir"])
-            .arg(dir.path().join("coord"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (secret, _coordinator) = coordinator(dir.path(), &coord);
     let node_log = dir.path().join("node.log");
     let _node = Proc(
         Command::new(BIN)
@@ -142,15 +139,7 @@ fn a_node_without_a_speed_to_find_runs_without_and_says_so() {
             .spawn()
             .unwrap(),
     );
-    let started = Instant::now();
-    let link = loop {
-        let s = status(&coord, &secret);
-        if s["nodes"][0]["link"].is_object() {
-            break s["nodes"][0]["link"].clone();
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no node reported to the coordinator: {s}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let link = first_link_report(&coord, &secret);
     assert_eq!((link["capacity_up"].as_f64(), link["capacity_down"].as_f64()), (Some(0.0), Some(0.0)), "{link}");
     let log = std::fs::read_to_string(&node_log).unwrap();
     assert!(log.contains("link capacity unknown") && log.contains("lo reports no speed") && log.contains("--link-capacity"), "{log}");

@@ -2,7 +2,7 @@
 //! coordinator sends what it planned, a node turns what it received back into a graph and
 //! checks it ([`crate::exec::check_assignment`]) before running any of it.
 
-use kintsugi_codes::{HelperTerm, RepairEquation};
+use kintsugi_codes::{coef_wire, HelperTerm, RepairEquation};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{RepairGraph, Shape, SlotRule, Vertex, VertexId};
 use kintsugi_proto::{Assignment, WireGraph, WireTerm, WireVertex};
@@ -21,10 +21,15 @@ pub fn graph_to_wire(g: &RepairGraph) -> WireGraph {
             .equation
             .terms
             .iter()
-            .map(|t| WireTerm {
-                helper: n(t.helper),
-                reads: t.reads.iter().map(|r| (n(r.start), n(r.end))).collect(),
-                coefs: t.coefs.clone(),
+            .map(|t| {
+                let (sparse, coefs) = coef_wire::pack(&t.coefs);
+                WireTerm {
+                    helper: n(t.helper),
+                    reads: t.reads.iter().map(|r| (n(r.start), n(r.end))).collect(),
+                    coefs_len: n(t.coefs.len()),
+                    sparse,
+                    coefs,
+                }
             })
             .collect(),
         lanes: n(g.lanes),
@@ -53,8 +58,11 @@ pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, String> {
     let terms = w
         .terms
         .into_iter()
-        .map(|t| HelperTerm { helper: u(t.helper), reads: t.reads.iter().map(|&(a, b)| u(a)..u(b)).collect(), coefs: t.coefs })
-        .collect();
+        .map(|t| {
+            let coefs = coef_wire::unpack(t.sparse, u(t.coefs_len), &t.coefs)?;
+            Ok(HelperTerm { helper: u(t.helper), reads: t.reads.iter().map(|&(a, b)| u(a)..u(b)).collect(), coefs })
+        })
+        .collect::<Result<_, String>>()?;
     Ok(RepairGraph {
         shape,
         equation: RepairEquation { lost: u(w.lost), sub_chunks: u(w.sub_chunks), terms },
@@ -117,6 +125,33 @@ mod tests {
                 back.validate().unwrap();
             }
         }
+    }
+
+    #[test]
+    fn plans_travel_smaller_than_as_json() {
+        // A Clay(10,4,13) repair of chunk 0 as a node receives it.
+        let code = "clay:10,4,13".parse::<CodeSpec>().unwrap().build().unwrap();
+        let eq = code.repair_equation(0, &(1..code.n()).collect::<Vec<_>>()).unwrap();
+        let task = RepairTask { helper_nodes: (1..code.n() as u32).collect(), destination: 99, equation: eq };
+        let g = build(Shape::Ecpipe, &task).unwrap();
+        let req = kintsugi_proto::NodeRequest::RunRepair {
+            assignment: Box::new(Assignment {
+                repair: 7,
+                graph: graph_to_wire(&g),
+                chunk_len: 64 << 20,
+                slice_len: 32 << 10,
+                term_chunks: (1..code.n()).map(|h| kintsugi_proto::ChunkId::new(3, h)).collect(),
+                peers: (1..code.n() as u32).chain([99]).map(|n| (n, format!("10.0.0.{n}:7500"))).collect(),
+                store: None,
+                timeslots: vec![],
+                gate_batch: None,
+                term_offset: None,
+            }),
+        };
+        let (packed, json) = (kintsugi_proto::frame::encode_control(&req).unwrap(), serde_json::to_vec(&req).unwrap());
+        eprintln!("Clay(10,4,13) ECPipe plan: {} bytes as MessagePack, {} as JSON", packed.len(), json.len());
+        assert!(packed.len() < json.len());
+        assert_eq!(kintsugi_proto::frame::decode_control::<kintsugi_proto::NodeRequest>(&packed).unwrap(), req);
     }
 
     #[test]

@@ -11,14 +11,21 @@ use serde::{Deserialize, Serialize};
 pub type NodeId = u32;
 
 /// One helper's contribution: the sub-chunk ranges it reads and its coefficient matrix
-/// (`sub_chunks x` sub-chunks read, row-major, compact on the wire).
+/// (`sub_chunks x` sub-chunks read, row-major).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireTerm {
     /// The helper's position in the stripe.
     pub helper: u32,
     /// `[start, end)` sub-chunk ranges, in order.
     pub reads: Vec<(u32, u32)>,
-    #[serde(with = "kintsugi_codes::coef_wire")]
+    /// How many coefficients the matrix has.
+    pub coefs_len: u32,
+    /// `coefs` holds (LEB128 gap from the previous non-zero entry, value) pairs of the
+    /// non-zero ones: a Clay term's matrix is mostly zeros, and every node of a graph gets
+    /// every term. Else `coefs` holds every coefficient.
+    pub sparse: bool,
+    /// Binary on the wire, not an array of numbers.
+    #[serde(with = "serde_bytes")]
     pub coefs: Vec<u8>,
 }
 
