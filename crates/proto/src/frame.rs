@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest frame body accepted: one 64 MiB slice plus headroom.
 pub const MAX_FRAME: u32 = (64 << 20) + 4096;
-/// Largest control (JSON) frame: repair plans for wide codes fit easily.
+/// Largest control frame: repair plans for wide codes fit easily.
 pub const MAX_CONTROL: u32 = 8 << 20;
 
 /// What a frame carries.
@@ -148,10 +148,10 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u
     Ok(())
 }
 
-/// A control message's bytes: MessagePack, fields by name. Binary and about half JSON's
-/// size, yet self-describing, so a field added with a default is read as absent by an older
-/// peer of the same protocol version and ignored by it when present: room to grow without
-/// a version bump. (postcard, more compact, encodes fields by position and cannot carry the
+/// A control message's bytes: MessagePack, fields by name. Binary and smaller than JSON, yet
+/// self-describing: a field added later with a default is ignored by an older peer, and
+/// defaulted by a newer one reading an older peer's message, so messages grow without a
+/// version bump. (postcard, more compact, encodes fields by position and cannot carry the
 /// tagged enums and optional fields the messages use.) A change that is not compatible so
 /// bumps [`crate::secure::PROTOCOL_VERSION`].
 pub fn encode_control<T: Serialize + ?Sized>(msg: &T) -> Result<Vec<u8>, FrameError> {

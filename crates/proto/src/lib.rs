@@ -1,5 +1,6 @@
-//! The wire protocol of kintsugi: length-prefixed frames carrying JSON control messages or
-//! raw data slices, and the typed messages nodes, the coordinator and clients exchange.
+//! The wire protocol of kintsugi: length-prefixed frames carrying control messages
+//! (MessagePack) or raw data slices, the typed messages nodes, the coordinator and clients
+//! exchange, and the repair graph as it travels (`wire_graph`).
 
 pub mod auth;
 pub mod chunk_id;
