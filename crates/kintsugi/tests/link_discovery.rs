@@ -58,6 +58,21 @@ fn coordinator(dir: &Path, listen: &str) -> (PathBuf, Proc) {
     (secret, Proc(p))
 }
 
+/// Node 0 started by `cmd` (the binary, or a command that runs it), logging at info into `log`.
+fn node(mut cmd: Command, secret: &Path, listen: &str, coord: &str, dir: &Path, log: &Path) -> Proc {
+    let p = cmd
+        .arg("--secret-file")
+        .arg(secret)
+        .args(["node", "--id", "0", "--listen", listen, "--coordinator", coord, "--data-dir"])
+        .arg(dir.join("node"))
+        .env("KINTSUGI_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    Proc(p)
+}
+
 /// Node 0's first link report, as `status --json` shows it.
 fn first_link_report(coord: &str, secret: &Path) -> serde_json::Value {
     let started = Instant::now();
@@ -94,18 +109,9 @@ fn a_node_finds_its_link_speed_from_its_interface() {
     let coord = format!("{host_ip}:{}", common::procs::free_port());
     let (secret, _coordinator) = coordinator(dir.path(), &coord);
     let node_log = dir.path().join("node.log");
-    let _node = Proc(
-        Command::new("ip")
-            .args(["netns", "exec", &ns, BIN, "--secret-file"])
-            .arg(&secret)
-            .args(["node", "--id", "0", "--listen", &format!("{node_ip}:7500"), "--coordinator", &coord, "--data-dir"])
-            .arg(dir.path().join("node"))
-            .env("KINTSUGI_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&node_log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut ip = Command::new("ip");
+    ip.args(["netns", "exec", &ns, BIN]);
+    let _node = node(ip, &secret, &format!("{node_ip}:7500"), &coord, dir.path(), &node_log);
     let link = first_link_report(&coord, &secret);
     // A veth reports 10,000 Mbit/s.
     assert_eq!(link["capacity_up"].as_f64(), Some(10_000e6 / 8.0), "{link}");
@@ -127,18 +133,7 @@ fn a_node_without_a_speed_to_find_runs_without_and_says_so() {
     let coord = format!("127.0.0.1:{}", common::procs::free_port());
     let (secret, _coordinator) = coordinator(dir.path(), &coord);
     let node_log = dir.path().join("node.log");
-    let _node = Proc(
-        Command::new(BIN)
-            .arg("--secret-file")
-            .arg(&secret)
-            .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--coordinator", &coord, "--data-dir"])
-            .arg(dir.path().join("node"))
-            .env("KINTSUGI_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&node_log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _node = node(Command::new(BIN), &secret, "127.0.0.1:0", &coord, dir.path(), &node_log);
     let link = first_link_report(&coord, &secret);
     assert_eq!((link["capacity_up"].as_f64(), link["capacity_down"].as_f64()), (Some(0.0), Some(0.0)), "{link}");
     let log = std::fs::read_to_string(&node_log).unwrap();
