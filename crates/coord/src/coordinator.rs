@@ -435,7 +435,7 @@ impl Coordinator {
             CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
                 let method = method_from_wire(&method)?;
                 let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;
-                Ok(CoordResponse::Plan { assignment: Box::new(job_to_wire(a)) })
+                Ok(CoordResponse::Plan { assignment: Box::new(job_to_wire(&a)) })
             }
             CoordRequest::ReportBad { name, stripe, index, reason, version } => {
                 self.report_bad(&name, version, stripe, index, &reason)?;

@@ -174,7 +174,7 @@ impl Coordinator {
     /// Sends the plan to every node of the graph.
     pub(crate) async fn dispatch(&self, a: &Job) -> Result<(), String> {
         let mut set = JoinSet::new();
-        let wire: Box<Assignment> = Box::new(job_to_wire(a.clone()));
+        let wire: Box<Assignment> = Box::new(job_to_wire(a));
         for (&n, addr) in &a.peers {
             let (addr, req, t) = (addr.clone(), NodeRequest::RunRepair { assignment: wire.clone() }, self.io_timeout());
             set.spawn(async move { (n, request(&addr, &req, t).await) });

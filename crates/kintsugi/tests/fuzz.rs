@@ -110,7 +110,7 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     for (i, x) in a.iter().step_by(3).enumerate() {
         let x = Assignment { gate_batch: (i % 2 == 1).then_some(7), ..x.clone() };
-        let x = kintsugi_node::wire::job_to_wire(x);
+        let x = kintsugi_node::wire::job_to_wire(&x);
         push(serde_json::to_value(NodeRequest::RunRepair { assignment: Box::new(x.clone()) }).unwrap());
         push(serde_json::to_value(CoordResponse::Plan { assignment: Box::new(x.clone()) }).unwrap());
     }

@@ -85,11 +85,8 @@ pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, String> {
 }
 
 /// A job as it travels.
-pub fn job_to_wire(j: Job) -> Assignment {
-    match j.map_graph(|g| Ok::<_, std::convert::Infallible>(graph_to_wire(&g))) {
-        Ok(a) => a,
-        Err(never) => match never {},
-    }
+pub fn job_to_wire(j: &Job) -> Assignment {
+    j.with_graph(graph_to_wire(&j.graph))
 }
 
 /// The scheduler a request names (empty: the default, `index`).

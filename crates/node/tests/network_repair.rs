@@ -61,7 +61,7 @@ async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
 
 /// Sends the plan to every node of its graph (the reader has no address) and expects Ok.
 async fn dispatch(a: &kintsugi_node::Job) {
-    let wire = Box::new(kintsugi_node::wire::job_to_wire(a.clone()));
+    let wire = Box::new(kintsugi_node::wire::job_to_wire(a));
     for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
         let r = exec::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: wire.clone() }, T).await.unwrap();
         assert_eq!(r, NodeResponse::Ok, "plan {} on node {n}", a.repair);
@@ -310,8 +310,9 @@ async fn malformed_frames_fail_one_connection_only() {
     let mut slices = good.clone();
     slices.slice_len = 0;
     for (what, bad) in [("lanes", lanes), ("coefficients", coefs), ("chunk length", huge), ("slice", slices)] {
-        let r =
-            exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(kintsugi_node::wire::job_to_wire(bad)) }, T).await.unwrap();
+        let r = exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(kintsugi_node::wire::job_to_wire(&bad)) }, T)
+            .await
+            .unwrap();
         assert!(matches!(r, NodeResponse::Error { .. }), "{what}: {r:?}");
     }
     // Still serving.

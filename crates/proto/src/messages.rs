@@ -80,6 +80,22 @@ pub struct Assignment<G = WireGraph> {
 }
 
 impl<G> Assignment<G> {
+    /// The same assignment over another form of its graph, built from this one's.
+    pub fn with_graph<H>(&self, graph: H) -> Assignment<H> {
+        Assignment {
+            repair: self.repair,
+            graph,
+            chunk_len: self.chunk_len,
+            slice_len: self.slice_len,
+            term_chunks: self.term_chunks.clone(),
+            peers: self.peers.clone(),
+            store: self.store.clone(),
+            timeslots: self.timeslots.clone(),
+            gate_batch: self.gate_batch,
+            term_offset: self.term_offset,
+        }
+    }
+
     /// The same assignment over another form of its graph.
     pub fn map_graph<H, E>(self, f: impl FnOnce(G) -> Result<H, E>) -> Result<Assignment<H>, E> {
         Ok(Assignment {
