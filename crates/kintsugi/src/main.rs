@@ -30,6 +30,7 @@ mod progress;
 mod s3_cmd;
 mod s3_http;
 mod service_cmd;
+mod sim_auto;
 mod sim_cmd;
 mod sim_planner_checks;
 mod sim_requests;

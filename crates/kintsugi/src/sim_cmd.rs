@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
+use kintsugi_sim::auto::{self, Decision, History, Pick};
 use kintsugi_sim::chameleon_phases::{self, PhaseOptions, PhaseRecord};
 use kintsugi_sim::network_file::NetworkFile;
 use kintsugi_sim::requests::RequestLoad;
@@ -30,6 +31,9 @@ pub enum SimCmd {
     Balance(crate::sim_planner_checks::BalanceArgs),
     /// ECPipe's geo experiment: a random path vs weighted path selection on the EC2 links.
     Geo(crate::sim_planner_checks::GeoArgs),
+    /// `--method auto --scheduler auto` against every fixed method and scheduler over
+    /// generated scenarios (foreground kinds x codes x concurrency; seeded).
+    AutoStudy(crate::sim_auto::AutoStudyArgs),
 }
 
 /// Options shared by every scenario.
@@ -38,9 +42,10 @@ pub struct Common {
     /// Code: rs:K,M or lrc:K,L,M.
     #[arg(long, default_value = "rs:10,4")]
     pub code: CodeSpec,
-    /// Repair graph shape: cr, ppr, ecpipe or ecpipe-cyclic.
+    /// Repair graph shape: cr, ppr, ecpipe or ecpipe-cyclic; full-node also takes auto
+    /// (each method predicted on what the monitor saw, the fastest run).
     #[arg(long, default_value = "ecpipe")]
-    pub method: Shape,
+    pub method: Pick<Shape>,
     /// Every node's uplink and downlink (e.g. 1gbit, 100mbit, 125MB/s).
     #[arg(long, default_value = "1gbit", value_parser = parse_rate)]
     pub link: f64,
@@ -107,16 +112,23 @@ pub struct FullNodeArgs {
     #[arg(long, default_value_t = 100)]
     pub chunks: usize,
     /// Repairs running at once per destination node (Ceph's osd_recovery_max_active is 3),
-    /// or "all" [default: 1; ChameleonEC: all of a phase]. Schedulers with timeslots
+    /// or "all" [default: 1; ChameleonEC: all of a phase; with auto: 1 for every candidate]. Schedulers with timeslots
     /// (repairboost, repairboost-ts, repairboost-poll) start everything and order transfers by
     /// their schedule instead.
     #[arg(long, value_parser = parse_max_active)]
     pub max_active: Option<usize>,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
     /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr, chameleon (which draws its own
-    /// trees) or chameleon-io (the same, planned with disk bandwidth where it is scarcer).
+    /// trees) or chameleon-io (the same, planned with disk bandwidth where it is scarcer); or
+    /// auto: CR, PPR and ECPipe (or --method) with random, repairboost and chameleon, each
+    /// predicted on the foreground the monitor recorded (--history), the fastest run.
     #[arg(long, default_value = "random")]
-    pub scheduler: Scheduler,
+    pub scheduler: Pick<Scheduler>,
+    /// With auto: the network file's first this many seconds are the foreground before the
+    /// repair, the monitor's record that auto replays to predict; the repair starts after
+    /// them. 0: auto predicts from the rates at the start, held.
+    #[arg(long, default_value_t = 0.0)]
+    pub history: f64,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn
     /// (ECPipe's full-node recovery); 0: rebuilt chunks go to storage nodes.
     #[arg(long, default_value_t = 0)]
@@ -172,14 +184,15 @@ pub fn run(cmd: SimCmd) -> Result<()> {
         SimCmd::Single(a) => {
             let c = &a.common;
             let cpu0 = cpu_seconds();
-            let s = Single { code: c.code, method: c.method, link: c.link, chunk: c.chunk, slice: c.slice, lost: a.lost };
+            let method = c.method.fixed().context("--method auto chooses among full-node repairs; a single chunk needs a method")?;
+            let s = Single { code: c.code, method, link: c.link, chunk: c.chunk, slice: c.slice, lost: a.lost };
             let (net, jobs) = s.build()?;
             let eq = &jobs[0].graph.equation;
             let k = eq.terms.len();
             // The papers' formulas are for scalar codes; a Clay star moves d*beta sub-chunks.
-            let closed = match (c.network.is_none(), eq.sub_chunks, c.method) {
+            let closed = match (c.network.is_none(), eq.sub_chunks, method) {
                 (false, _, _) => None,
-                (true, 1, _) => Some(closed_form(c.method, k, c.chunk, c.slice, c.link)),
+                (true, 1, _) => Some(closed_form(method, k, c.chunk, c.slice, c.link)),
                 (true, alpha, Shape::Cr) => {
                     let reads: usize = eq.terms.iter().map(|t| t.read_count()).sum();
                     Some(reads as f64 / alpha as f64 * c.chunk as f64 / c.link)
@@ -188,33 +201,69 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             };
             let excluded = [a.lost as u32];
             let opts = SimOptions { model: c.model.unwrap_or(Model::Slice), event_window: c.event_window, ..Default::default() };
-            simulate("single", c, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None, &[])
+            simulate("single", c, method, net, jobs, opts, cpu_seconds() - cpu0, closed, 1, &excluded, None, &[])
         }
         SimCmd::FullNode(a) => {
             let c = &a.common;
             let cpu0 = cpu_seconds();
-            let s = FullNode {
+            let auto = c.method == Pick::Auto || a.scheduler == Pick::Auto;
+            let mut s = FullNode {
                 nodes: a.nodes,
                 chunks: a.chunks,
                 code: c.code,
-                method: c.method,
+                method: c.method.fixed().unwrap_or(Shape::Ecpipe),
                 link: c.link,
                 chunk: c.chunk,
                 slice: c.slice,
                 seed: a.seed,
-                max_active: a.max_active.unwrap_or(if a.scheduler.chameleon() { usize::MAX } else { 1 }),
-                scheduler: a.scheduler,
+                max_active: a.max_active.unwrap_or(if a.scheduler.fixed().is_some_and(|s| s.chameleon()) { usize::MAX } else { 1 }),
+                scheduler: a.scheduler.fixed().unwrap_or(Scheduler::Random),
                 requestors: a.requestors,
                 failed: a.failed,
             };
             // With a network file, schedulers plan with its residual bandwidth at the start.
-            let custom = match &c.network {
+            let mut custom = match &c.network {
                 Some(path) => {
                     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
                     Some(NetworkFile::parse(&text)?)
                 }
                 None => None,
             };
+            let phase_options = PhaseOptions {
+                phase_seconds: a.phase_seconds,
+                monitor_period: a.monitor_period,
+                sar: !a.no_sar,
+                progress_period: 0.5,
+                pace: a.pace_repair,
+            };
+            if !(a.history >= 0.0 && a.history.is_finite()) {
+                bail!("--history must be a non-negative number of seconds");
+            }
+            let mut decision = None;
+            if auto {
+                if a.requests.load(c.link, a.seed)?.is_some() || a.straggler_at.is_some() || a.pace_repair {
+                    bail!(
+                        "auto predicts from the network's foreground alone: run it without --fg-clients, --straggler-at and --pace-repair"
+                    );
+                }
+                let net = match custom.take() {
+                    Some(net) => net,
+                    None if a.history > 0.0 => bail!("--history cuts the foreground of a --network file; there is none"),
+                    None => Network::homogeneous(s.nodes + s.requestors, c.link),
+                };
+                let (net, history) = History::split(&net, a.history);
+                let cands = auto::candidates(c.method, a.scheduler);
+                let opts = SimOptions { model: c.model.unwrap_or(Model::Fluid), event_window: c.event_window, ..Default::default() };
+                let d = auto::decide(&s, &net, &history, &opts, phase_options, &cands)?;
+                if !c.json {
+                    print_decision(&d, s.max_active);
+                }
+                s = auto::with(&s, d.pick);
+                custom = Some(net);
+                decision = Some(d);
+            } else if a.history > 0.0 {
+                bail!("--history is what auto predicts from; give --method auto or --scheduler auto");
+            }
             let (net, jobs, admission) = s.build_on(custom.as_ref())?;
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), event_window: c.event_window, ..Default::default() };
             let failed: Vec<u32> = (0..a.failed as u32).collect();
@@ -227,26 +276,18 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 let node = s.busiest_participant()?;
                 extra.push((node, at, a.straggler_share));
             }
-            if a.pace_repair && !a.scheduler.chameleon() {
+            if a.pace_repair && !s.scheduler.chameleon() {
                 bail!("--pace-repair paces ChameleonEC's phases; use it with --scheduler chameleon or chameleon-io");
             }
             // ChameleonEC runs phase by phase, planning each from the monitor's last period;
             // with requests every scheduler plans from what the monitor saw before.
-            let full = FullRun {
-                scenario: &s,
-                phases: PhaseOptions {
-                    phase_seconds: a.phase_seconds,
-                    monitor_period: a.monitor_period,
-                    sar: !a.no_sar,
-                    progress_period: 0.5,
-                    pace: a.pace_repair,
-                },
-                requests: a.requests.load(c.link, a.seed)?,
-            };
-            simulate("full-node", c, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, Some(full), &extra)
+            let full =
+                FullRun { scenario: &s, phases: phase_options, requests: a.requests.load(c.link, a.seed)?, decision, network: custom };
+            simulate("full-node", c, s.method, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, Some(full), &extra)
         }
         SimCmd::Balance(a) => crate::sim_planner_checks::balance(a),
         SimCmd::Geo(a) => crate::sim_planner_checks::geo(a),
+        SimCmd::AutoStudy(a) => crate::sim_auto::run(a),
     }
 }
 
@@ -262,6 +303,9 @@ struct SimReport {
     model: Model,
     code: String,
     method: String,
+    /// Who picked helpers and destinations (full-node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scheduler: Option<String>,
     nodes: usize,
     lost_chunks: usize,
     chunk_bytes: usize,
@@ -289,6 +333,9 @@ struct SimReport {
     /// interference degree.
     #[serde(skip_serializing_if = "Option::is_none")]
     foreground: Option<ForegroundReport>,
+    /// `--method auto` / `--scheduler auto`: every candidate's predicted time and the pick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto: Option<Decision>,
 }
 
 /// A full-node scenario's own settings for [`simulate`].
@@ -296,6 +343,10 @@ struct FullRun<'a> {
     scenario: &'a FullNode,
     phases: PhaseOptions,
     requests: Option<(RequestLoad, f64)>,
+    /// What `auto` predicted and chose.
+    decision: Option<Decision>,
+    /// The network file's network (from the repair's start, with `--history`).
+    network: Option<Network>,
 }
 
 #[derive(Serialize)]
@@ -309,6 +360,7 @@ struct Phases {
 fn simulate(
     scenario: &'static str,
     c: &Common,
+    method: Shape,
     mut net: Network,
     jobs: Vec<Job>,
     mut opts: SimOptions,
@@ -316,10 +368,16 @@ fn simulate(
     closed: Option<f64>,
     lost_chunks: usize,
     failed: &[u32],
-    full: Option<FullRun>,
+    mut full: Option<FullRun>,
     stragglers: &[(u32, f64, f64)],
 ) -> Result<()> {
-    if let Some(path) = &c.network {
+    let parsed = full.as_mut().and_then(|f| f.network.take());
+    if let Some(custom) = parsed {
+        if custom.nodes.len() < net.nodes.len() {
+            bail!("the scenario needs {} nodes, the network file has {}", net.nodes.len(), custom.nodes.len());
+        }
+        net = custom;
+    } else if let Some(path) = &c.network {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read network file {}", path.display()))?;
         let custom = NetworkFile::parse(&text)?;
         if custom.nodes.len() < net.nodes.len() {
@@ -351,18 +409,20 @@ fn simulate(
             .expect("static template")
             .progress_chars("=> "),
     );
+    let full_scheduler = full.as_ref().map(|f| f.scenario.scheduler.to_string());
     let cpu0 = cpu_seconds();
     let mut phases = None;
     let mut foreground = None;
+    let auto = full.as_mut().and_then(|f| f.decision.take());
     let r = match full {
-        Some(FullRun { scenario: s, phases: p, requests: Some((load, start)) }) => {
+        Some(FullRun { scenario: s, phases: p, requests: Some((load, start)), .. }) => {
             let run = under_load::run(s, &net, &load, start, &opts, p)?;
             pb.set_position(jobs.len() as u64);
             phases = run.phases.map(|(phase_seconds, monitor_period, phases)| Phases { phase_seconds, monitor_period, phases });
             foreground = Some(run.foreground);
             run.result
         }
-        Some(FullRun { scenario: s, phases: p, requests: None }) if s.scheduler.chameleon() => {
+        Some(FullRun { scenario: s, phases: p, requests: None, .. }) if s.scheduler.chameleon() => {
             let run = chameleon_phases::run(s, &net, &opts, p, None)?;
             pb.set_position(jobs.len() as u64);
             phases = Some(Phases { phase_seconds: run.phase_seconds, monitor_period: run.monitor_period, phases: run.phases });
@@ -382,7 +442,8 @@ fn simulate(
         scenario,
         model: opts.model,
         code: c.code.to_string(),
-        method: c.method.to_string(),
+        method: method.to_string(),
+        scheduler: full_scheduler,
         nodes: net.nodes.len(),
         lost_chunks,
         chunk_bytes: c.chunk,
@@ -400,12 +461,13 @@ fn simulate(
         transfers: r.transfers,
         phases,
         foreground,
+        auto,
     };
     if let (Some(path), Some(logs)) = (&csv_path, &r.rates) {
         let rows = utilization::bin(&net, logs, r.makespan, c.bins.max(1));
         write_atomic(path, utilization::to_csv(&rows).as_bytes())?;
         if let Some(plot) = &c.plot {
-            let title = format!("{} {} {}, {} lost chunk(s)", scenario, c.code, c.method, lost_chunks);
+            let title = format!("{} {} {}, {} lost chunk(s)", scenario, c.code, method, lost_chunks);
             crate::plot::utilization_svg(&rows, &alive, &title, plot)?;
         }
     }
@@ -419,7 +481,7 @@ fn simulate(
     );
     println!("  repair time      {:.4} s{}", r.makespan, closed.map_or(String::new(), |c| format!("  (closed form {c:.4} s)")));
     println!("  throughput       {:.1} MB/s", report.throughput_mb_s);
-    println!("  model            {}", model_line(opts.model, c.method, lost_chunks));
+    println!("  model            {}", model_line(opts.model, method, lost_chunks));
     println!("  upload per node  max {:.1} MB, mean {:.1} MB", report.upload_bytes.max / 1e6, report.upload_bytes.mean / 1e6);
     println!("  download         max {:.1} MB, mean {:.1} MB", report.download_bytes.max / 1e6, report.download_bytes.mean / 1e6);
     println!(
@@ -448,6 +510,23 @@ fn simulate(
         println!("  plot             {}", p.display());
     }
     Ok(())
+}
+
+/// What auto predicted for each candidate, and what it runs.
+fn print_decision(d: &Decision, max_active: usize) {
+    let conc = if max_active == usize::MAX { "all".to_string() } else { max_active.to_string() };
+    println!("auto: every candidate predicted on what the monitor saw, {conc} repair(s) at once per destination:");
+    for p in &d.predictions {
+        match (p.seconds, &p.error) {
+            (Some(t), _) => println!("  {:<20} {:>10.1} s{}", p.candidate, t, if p.candidate == d.chosen { "  <- runs" } else { "" }),
+            (None, e) => println!("  {:<20} cannot run: {}", p.candidate, e.as_deref().unwrap_or("?")),
+        }
+    }
+    println!(
+        "  deciding took {:.2} s, {:.2}% of the predicted repair",
+        d.decide_seconds,
+        100.0 * d.decide_seconds / d.predicted_seconds.max(f64::MIN_POSITIVE)
+    );
 }
 
 /// The model that ran, and where its figure is known to part from the reference.

@@ -318,3 +318,64 @@ fn full_node_with_several_failed_nodes() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--failed must be 1 to 3"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--method auto --scheduler auto` runs the candidate it predicted fastest. On a network
+/// whose foreground never moves (two hot nodes) the replayed record is the future, so its
+/// pick must be the fastest of the seven fixed runs, each run here on its own.
+#[test]
+fn full_node_auto_runs_the_fastest_candidate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = tmp.path().join("net.json");
+    let node = r#"{"up":125e6,"down":125e6,"disk_read":null,"disk_write":null,"seek":0}"#;
+    let nodes = vec![node; 20].join(",");
+    let hot = |n: u32, d: &str| format!(r#"{{"node":{n},"direction":"{d}","points":[[0,1.1e8]]}}"#);
+    let fg = [hot(3, "up"), hot(3, "down"), hot(7, "down")].join(",");
+    std::fs::write(&net, format!(r#"{{"nodes":[{nodes}],"foreground":[{fg}]}}"#)).unwrap();
+    let base = ["sim", "full-node", "--nodes", "20", "--chunks", "40", "--code", "rs:6,3", "--chunk", "16MiB", "--slice", "1MiB"];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(&["--network", net.to_str().unwrap(), "--json"]);
+        args.extend_from_slice(extra);
+        let out = kintsugi(&args);
+        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let auto = with(&["--method", "auto", "--scheduler", "auto", "--history", "30"]);
+    let d = &auto["auto"];
+    let preds = d["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 7, "{d}");
+    assert!(d["decide_seconds"].as_f64().unwrap() >= 0.0);
+    let took = auto["repair_seconds"].as_f64().unwrap();
+    let mut best = f64::INFINITY;
+    for p in preds {
+        let name = p["candidate"].as_str().unwrap();
+        let (method, scheduler) = name.split_once('+').unwrap_or(("ecpipe", name));
+        let fixed = with(&["--method", method, "--scheduler", scheduler, "--max-active", "1"]);
+        let t = fixed["repair_seconds"].as_f64().unwrap();
+        // A constant foreground replays as itself: the prediction is the run.
+        let predicted = p["seconds"].as_f64().unwrap();
+        assert!((predicted / t - 1.0).abs() < 0.01, "{name}: predicted {predicted} s, ran {t} s");
+        if name == d["chosen"].as_str().unwrap() {
+            assert_eq!(t, took, "auto ran {name} as the fixed run does");
+        }
+        best = best.min(t);
+    }
+    assert!(took <= best * (1.0 + 1e-9), "auto took {took} s, the best fixed candidate {best} s");
+}
+
+#[test]
+fn auto_errors_say_what_is_needed() {
+    for (args, want) in [
+        (vec!["sim", "full-node", "--nodes", "12", "--code", "rs:10,4", "--method", "auto"], "needs 14 nodes per stripe"),
+        (vec!["sim", "single", "--method", "auto"], "a single chunk needs a method"),
+        (vec!["sim", "full-node", "--history", "30"], "give --method auto or --scheduler auto"),
+        (vec!["sim", "full-node", "--scheduler", "auto", "--history", "30"], "there is none"),
+        (vec!["sim", "full-node", "--scheduler", "auto", "--fg-clients", "2"], "predicts from the network's foreground alone"),
+        (vec!["sim", "full-node", "--scheduler", "bogus"], "bogus"),
+    ] {
+        let out = kintsugi(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

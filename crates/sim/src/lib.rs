@@ -11,6 +11,8 @@
 //! assert!((r.makespan / want - 1.0).abs() < 0.02);
 //! ```
 
+pub mod auto;
+pub mod auto_study;
 pub mod chameleon_phases;
 pub mod engine;
 pub mod error;

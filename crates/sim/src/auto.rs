@@ -1,0 +1,354 @@
+//! `auto`: pick the repair method and scheduler for a full-node repair by predicting each
+//! candidate's time with this simulator, on what the bandwidth monitor saw (issue 43).
+//!
+//! No fixed method wins everywhere: which one is fastest depends on the foreground, the code,
+//! the number of lost chunks and the repairs each destination runs at once. So before the
+//! repair starts, every candidate (CR, PPR, ECPipe with random sources and with RepairBoost,
+//! and ChameleonEC) is planned and run here on a forecast of the network, and the fastest
+//! runs for real.
+//!
+//! The forecast is the monitor's recent record replayed: the foreground each node's links
+//! carried over the last period, repeated from a few offsets into it (the prediction is the
+//! mean over them). A frozen snapshot would favour ChameleonEC, whose plan then always
+//! matches the traffic; a replay keeps the foreground's moves, so a plan that goes stale
+//! costs in the prediction as it does in the run.
+
+use crate::chameleon_phases::{self, PhaseOptions};
+use crate::engine::{self, SimOptions, SimResult};
+use crate::error::{Result, SimError};
+use crate::network::{Foreground, Network};
+use crate::scenario::FullNode;
+use kintsugi_plan::schedule::Scheduler;
+use kintsugi_plan::Shape;
+use serde::Serialize;
+use std::fmt;
+use std::time::Instant;
+
+/// One way to run a full-node repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub method: Shape,
+    pub scheduler: Scheduler,
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.scheduler.chameleon() {
+            // ChameleonEC draws its own trees: the method is not its choice to make.
+            write!(f, "{}", self.scheduler)
+        } else {
+            write!(f, "{}+{}", self.method, self.scheduler)
+        }
+    }
+}
+
+/// A flag's value: `auto`, or one fixed choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick<T> {
+    Auto,
+    Fixed(T),
+}
+
+impl<T> Pick<T> {
+    pub fn fixed(self) -> Option<T> {
+        match self {
+            Pick::Auto => None,
+            Pick::Fixed(t) => Some(t),
+        }
+    }
+}
+
+impl<T: std::str::FromStr> std::str::FromStr for Pick<T> {
+    type Err = T::Err;
+    fn from_str(s: &str) -> std::result::Result<Self, T::Err> {
+        if s.eq_ignore_ascii_case("auto") {
+            Ok(Pick::Auto)
+        } else {
+            s.parse().map(Pick::Fixed)
+        }
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Pick<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pick::Auto => write!(f, "auto"),
+            Pick::Fixed(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// The methods and schedulers `auto` chooses among.
+pub const METHODS: [Shape; 3] = [Shape::Cr, Shape::Ppr, Shape::Ecpipe];
+pub const SCHEDULERS: [Scheduler; 3] = [Scheduler::Random, Scheduler::Repairboost, Scheduler::Chameleon];
+
+/// The candidates for `--method M --scheduler S`, either of them `auto`: every method with
+/// every scheduler, ChameleonEC once (it draws its own trees).
+pub fn candidates(method: Pick<Shape>, scheduler: Pick<Scheduler>) -> Vec<Candidate> {
+    let methods = method.fixed().map_or(METHODS.to_vec(), |m| vec![m]);
+    let schedulers = scheduler.fixed().map_or(SCHEDULERS.to_vec(), |s| vec![s]);
+    let mut out = Vec::new();
+    for &scheduler in &schedulers {
+        for &method in &methods {
+            if scheduler.chameleon() && out.iter().any(|c: &Candidate| c.scheduler == scheduler) {
+                continue;
+            }
+            out.push(Candidate { method, scheduler });
+        }
+    }
+    out
+}
+
+/// `s` with the candidate's method and scheduler.
+pub fn with(s: &FullNode, c: Candidate) -> FullNode {
+    FullNode { method: c.method, scheduler: c.scheduler, ..s.clone() }
+}
+
+/// Runs `s` as its scheduler does: ChameleonEC phase by phase, the others planned once at
+/// the start (with the foreground then) and run with their admission.
+pub fn run_fixed(s: &FullNode, net: &Network, opts: &SimOptions, phases: PhaseOptions) -> Result<SimResult> {
+    if s.scheduler.chameleon() {
+        return Ok(chameleon_phases::run(s, net, opts, phases, None)?.result);
+    }
+    let (_, jobs, admission) = s.build_on(Some(net))?;
+    engine::run(net, &jobs, &SimOptions { admission, ..opts.clone() })
+}
+
+/// What the bandwidth monitor recorded before the repair: each series over the last
+/// `period` seconds, its times from 0 (the period's start) to `period`.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub period: f64,
+    pub series: Vec<Foreground>,
+}
+
+impl History {
+    /// The record of `past`, a network's foreground whose times run up to `now`: its last
+    /// `period` seconds, shifted to start at 0.
+    pub fn record(past: &[Foreground], now: f64, period: f64) -> History {
+        let from = now - period;
+        let series = past
+            .iter()
+            .map(|f| {
+                let mut points = vec![(0.0, f.at(from))];
+                points.extend(f.points.iter().filter(|p| p.0 > from && p.0 < now).map(|&(t, r)| (t - from, r)));
+                Foreground { node: f.node, direction: f.direction, points }
+            })
+            .collect();
+        History { period, series }
+    }
+
+    /// Cuts a network whose foreground starts `period` seconds before the repair: the
+    /// network from the repair's start (times shifted to start at 0), and the record of the
+    /// period before. A period of 0 keeps the network whole, with no record.
+    pub fn split(net: &Network, period: f64) -> (Network, History) {
+        if period <= 0.0 {
+            return (net.clone(), History::default());
+        }
+        let history = History::record(&net.foreground, period, period);
+        let mut after = net.clone();
+        after.foreground = net.foreground.iter().map(|f| from_start(f, period)).collect();
+        (after, history)
+    }
+}
+
+/// The series from `start` on, its times shifted so the start is 0.
+fn from_start(f: &Foreground, start: f64) -> Foreground {
+    let mut points = vec![(0.0, f.at(start))];
+    points.extend(f.points.iter().filter(|p| p.0 > start).map(|&(t, r)| (t - start, r)));
+    Foreground { node: f.node, direction: f.direction, points }
+}
+
+/// Replays of the history the prediction averages over, each from its own offset into it.
+pub const REPLAYS: usize = 3;
+
+/// Seconds the forecast holds the monitor's last reading before the replay starts: long
+/// enough to be what every planner reads at time 0, too short to move bytes.
+pub const NOW_HELD: f64 = 1e-3;
+
+/// `net` with its foreground replaced by the history replayed from `offset` seconds into it,
+/// over and over up to `horizon`, after the record's last rate for [`NOW_HELD`]; with an empty history, the foreground frozen at its rates
+/// at time 0 (a monitor's one reading).
+pub fn forecast(net: &Network, h: &History, offset: f64, horizon: f64) -> Network {
+    let mut out = net.clone();
+    if h.period <= 0.0 || h.series.is_empty() {
+        out.foreground =
+            net.foreground.iter().map(|f| Foreground { node: f.node, direction: f.direction, points: vec![(0.0, f.at(0.0))] }).collect();
+        return out;
+    }
+    let p = h.period;
+    let offset = offset.rem_euclid(p);
+    out.foreground = h
+        .series
+        .iter()
+        .map(|f| {
+            // One lap from the offset: the record's tail, then its head.
+            let mut lap = vec![(0.0, f.at(offset))];
+            lap.extend(f.points.iter().filter(|q| q.0 > offset && q.0 < p).map(|&(t, r)| (t - offset, r)));
+            if offset > 0.0 {
+                lap.push((p - offset, f.at(0.0)));
+                lap.extend(f.points.iter().filter(|q| q.0 > 0.0 && q.0 < offset).map(|&(t, r)| (t + p - offset, r)));
+            }
+            let laps = (horizon / p).ceil().max(1.0) as usize;
+            // The planners see the monitor's last reading at the start, as in the run; the
+            // replay follows it.
+            let mut points = Vec::with_capacity(lap.len() * laps + 1);
+            points.push((0.0, f.at(p)));
+            for k in 0..laps {
+                points.extend(lap.iter().map(|&(t, r)| (NOW_HELD + t + k as f64 * p, r)));
+            }
+            Foreground { node: f.node, direction: f.direction, points }
+        })
+        .collect();
+    out
+}
+
+/// A candidate's predicted repair time, or why it cannot run here.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub candidate: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What `auto` chose and what it cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    #[serde(skip)]
+    pub pick: Candidate,
+    pub chosen: String,
+    pub predictions: Vec<Prediction>,
+    /// Wall seconds spent planning and predicting every candidate.
+    pub decide_seconds: f64,
+    /// The chosen candidate's predicted repair time, to put the cost beside.
+    pub predicted_seconds: f64,
+}
+
+/// Predicts every candidate's time on `net` replayed from `history` and picks the least.
+pub fn decide(
+    s: &FullNode,
+    net: &Network,
+    history: &History,
+    opts: &SimOptions,
+    phases: PhaseOptions,
+    cands: &[Candidate],
+) -> Result<Decision> {
+    let t0 = Instant::now();
+    if cands.is_empty() {
+        return Err(SimError::BadScenario("auto has no candidate to choose from".into()));
+    }
+    let opts = SimOptions { track_utilization: false, ..opts.clone() };
+    let offsets: Vec<f64> = if history.period > 0.0 && !history.series.is_empty() {
+        (0..REPLAYS).map(|i| history.period * i as f64 / REPLAYS as f64).collect()
+    } else {
+        vec![0.0]
+    };
+    let mut predictions = Vec::new();
+    let mut best: Option<(f64, Candidate)> = None;
+    for &c in cands {
+        let mut total = 0.0;
+        let mut failed = None;
+        for &off in &offsets {
+            match predict_one(&with(s, c), net, history, off, &opts, phases) {
+                Ok(t) => total += t,
+                Err(e) => {
+                    failed = Some(match e {
+                        SimError::BadScenario(m) => m,
+                        e => e.to_string(),
+                    });
+                    break;
+                }
+            }
+        }
+        let seconds = failed.is_none().then(|| total / offsets.len() as f64);
+        if let Some(t) = seconds {
+            if best.is_none_or(|(b, _)| t < b) {
+                best = Some((t, c));
+            }
+        }
+        predictions.push(Prediction { candidate: c.to_string(), seconds, error: failed });
+    }
+    let Some((predicted_seconds, pick)) = best else {
+        // Candidates mostly fail for one reason (too few nodes for the code): say it once.
+        let mut why: Vec<String> = Vec::new();
+        for p in &predictions {
+            let e = p.error.clone().unwrap_or_default();
+            if !why.contains(&e) {
+                why.push(e);
+            }
+        }
+        return Err(SimError::BadScenario(format!("auto found no candidate that can run here: {}", why.join("; "))));
+    };
+    Ok(Decision { pick, chosen: pick.to_string(), predictions, decide_seconds: t0.elapsed().as_secs_f64(), predicted_seconds })
+}
+
+/// One candidate's time on one replay, the replay lengthened until the repair fits in it.
+fn predict_one(s: &FullNode, net: &Network, h: &History, offset: f64, opts: &SimOptions, phases: PhaseOptions) -> Result<f64> {
+    let mut horizon = h.period.max(1.0) * 8.0;
+    loop {
+        let r = run_fixed(s, &forecast(net, h, offset, horizon), opts, phases)?;
+        // Past the horizon the last rate holds; a repair that ends before it saw only replay.
+        if r.makespan <= horizon || h.period <= 0.0 || h.series.is_empty() {
+            return Ok(r.makespan);
+        }
+        horizon = r.makespan * 1.5;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::Direction;
+
+    fn series(points: &[(f64, f64)]) -> Foreground {
+        Foreground { node: 1, direction: Direction::Up, points: points.to_vec() }
+    }
+
+    #[test]
+    fn candidates_cover_every_pair_and_chameleon_once() {
+        let all = candidates(Pick::Auto, Pick::Auto);
+        assert_eq!(all.len(), 7);
+        assert_eq!(all.iter().filter(|c| c.scheduler.chameleon()).count(), 1);
+        assert_eq!(all.iter().map(|c| c.to_string()).collect::<Vec<_>>()[..3], ["cr+random", "ppr+random", "ecpipe+random"]);
+        let methods = candidates(Pick::Auto, Pick::Fixed(Scheduler::Repairboost));
+        assert_eq!(methods.len(), 3);
+        let schedulers = candidates(Pick::Fixed(Shape::Ppr), Pick::Auto);
+        assert_eq!(schedulers.iter().map(|c| c.to_string()).collect::<Vec<_>>(), ["ppr+random", "ppr+repairboost", "chameleon"]);
+        assert_eq!("AUTO".parse::<Pick<Shape>>().unwrap(), Pick::Auto);
+        assert_eq!("ppr".parse::<Pick<Shape>>().unwrap(), Pick::Fixed(Shape::Ppr));
+        assert!("bogus".parse::<Pick<Shape>>().is_err());
+    }
+
+    #[test]
+    fn history_is_the_last_period_shifted_to_zero() {
+        let past = series(&[(0.0, 1.0), (50.0, 2.0), (80.0, 3.0), (120.0, 4.0)]);
+        let h = History::record(&[past], 100.0, 40.0);
+        assert_eq!(h.series[0].points, vec![(0.0, 2.0), (20.0, 3.0)]);
+    }
+
+    /// The replay repeats the record lap after lap, from the offset, and its mean over whole
+    /// laps is the record's mean whatever the offset.
+    #[test]
+    fn forecast_replays_the_record_from_an_offset() {
+        let h = History { period: 10.0, series: vec![series(&[(0.0, 1.0), (4.0, 5.0)])] };
+        let net = Network::homogeneous(2, 100.0);
+        let f = forecast(&net, &h, 0.0, 25.0);
+        let fg = &f.foreground[0];
+        // The monitor's last reading first, then the record from its start.
+        assert_eq!(fg.at(0.0), 5.0);
+        assert_eq!((fg.at(1.0), fg.at(5.0), fg.at(11.0), fg.at(24.5), fg.at(29.0)), (1.0, 5.0, 1.0, 5.0, 5.0));
+        for off in [0.0, 2.5, 4.0, 7.0] {
+            let f = forecast(&net, &h, off, 40.0);
+            let m = f.foreground[0].mean(NOW_HELD, 30.0 + NOW_HELD);
+            assert!((m - 3.4).abs() < 1e-9, "offset {off}: mean {m}");
+            assert_eq!(f.foreground[0].at(NOW_HELD), h.series[0].at(off), "offset {off}");
+        }
+        // No record: the foreground as it is at time 0, held.
+        let mut live = net.clone();
+        live.foreground.push(series(&[(0.0, 7.0), (3.0, 70.0)]));
+        let frozen = forecast(&live, &History::default(), 0.0, 100.0);
+        assert_eq!(frozen.foreground[0].points, vec![(0.0, 7.0)]);
+    }
+}
