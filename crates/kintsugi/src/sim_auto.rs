@@ -120,7 +120,9 @@ fn csv(s: &Summary) -> String {
     out += ",auto_pick,auto_s,best_fixed,auto_over_best,decide_s\n";
     for r in &s.rows {
         let sc = &r.scenario;
-        out += &format!("{},{},{},{},{},{}", sc.id, sc.kind.name(), sc.code, sc.nodes, sc.chunks, auto_study::concurrency(sc.max_active));
+        // Codes have commas (rs:6,3): quoted.
+        out +=
+            &format!("{},{},\"{}\",{},{},{}", sc.id, sc.kind.name(), sc.code, sc.nodes, sc.chunks, auto_study::concurrency(sc.max_active));
         for (_, t) in &r.fixed {
             out += &format!(",{t:.3}");
         }
