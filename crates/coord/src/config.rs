@@ -37,6 +37,10 @@ pub struct CoordConfig {
     pub repair_scheduler: Scheduler,
     pub repair_slice: u64,
     pub repair_max_active: usize,
+    /// Repairs one destination node receives at once, whatever the run's chunks at once
+    /// (Ceph's osd_recovery_max_active is per OSD; the simulator's `--max-active`); 0: no
+    /// limit, so a ChameleonEC phase starts all its repairs together.
+    pub repair_max_active_per_destination: usize,
     /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
     /// mean residual bandwidth (a phase moves as many bytes per link).
     pub repair_phase_ms: u64,
@@ -128,6 +132,7 @@ impl Default for CoordConfig {
             repair_scheduler: Scheduler::Repairboost,
             repair_slice: 1 << 20,
             repair_max_active: 4,
+            repair_max_active_per_destination: 0,
             repair_phase_ms: 0,
             gate_timeslots: TimeslotGating::default(),
             repair_subprocess_chunks: 0,

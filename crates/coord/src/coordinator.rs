@@ -44,6 +44,8 @@ pub struct Coordinator {
     pub(crate) last_auto: Mutex<Option<RepairReport>>,
     /// The running ChameleonEC phase's straggler watch, if any.
     pub(crate) sar: Mutex<Option<Arc<crate::straggler::PhaseWatch>>>,
+    /// Repairs each destination node runs at once (`repair_max_active_per_destination`).
+    pub(crate) destinations: crate::destination_limit::DestinationLimit,
     /// Random per coordinator start, the high half of every repair id: ids never repeat
     /// across restarts or across clusters sharing hosts (and reused ports).
     pub(crate) epoch: u64,
@@ -194,6 +196,7 @@ async fn serve_cluster(
     // in the moments before the nodes report in.
     let now = Instant::now();
     let live = meta.nodes()?.into_iter().filter(|n| !n.failed).map(|n| (n.id, (n.addr, now))).collect();
+    let per_destination = cfg.repair_max_active_per_destination;
     let coord = Arc::new(Coordinator {
         cluster_id,
         cfg,
@@ -208,6 +211,7 @@ async fn serve_cluster(
         links: Mutex::new(HashMap::new()),
         last_auto: Mutex::new(None),
         sar: Mutex::new(None),
+        destinations: crate::destination_limit::DestinationLimit::new(per_destination),
         epoch,
         repair_ids: crate::id_blocks::IdBlocks::new("repair", ID_BLOCK),
         batch_ids: crate::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),

@@ -7,6 +7,7 @@ mod chunk_move;
 mod cluster_status;
 mod config;
 pub mod coordinator;
+mod destination_limit;
 pub mod etcd_http;
 pub mod full_node_plan;
 pub mod geo_layout;

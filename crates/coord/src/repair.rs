@@ -494,6 +494,7 @@ impl Coordinator {
         trigger: &'static str,
     ) -> Result<RepairReport, String> {
         let pending = self.meta.pending()?.len();
+        self.destinations.reset_peak();
         self.repair_counters.start_run(&format!("{method} ({scheduler})"), lost.len().max(pending), trigger);
         let r = self.repair_run(lost, method, slice, parallel, scheduler).await;
         self.repair_counters.finish_run();

@@ -94,9 +94,15 @@ impl Coordinator {
                 None => (vec![], 1),
             };
             let held = budget.acquire(&nodes, units).await;
+            let destination = choice.as_ref().map(|c| c.destination);
             set.spawn(async move {
                 let _permit = permit;
                 let _held = held;
+                // A destination's slot before the stripe's lock, always in this order.
+                let _running = match destination {
+                    Some(d) => Some(c.destinations.enter(d).await),
+                    None => None,
+                };
                 let _stripe = lock.lock().await;
                 let len = c.meta.stripe(p.stripe).ok().flatten().map_or(0, |s| s.chunk_len);
                 let r = c.repair_one(&p, choice, slots, claim).await;
@@ -106,6 +112,7 @@ impl Coordinator {
         let mut report = RepairReport { method: method.to_string(), lost, ..Default::default() };
         self.collect(&mut set, &mut report, record, watch).await?;
         report.seconds = started.elapsed().as_secs_f64();
+        report.most_at_once_per_destination = self.destinations.peak();
         if let Some(r) = &reservation {
             self.end_reservation(r).await;
         }
@@ -198,6 +205,7 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.restarted += r.restarted;
     total.errors.extend(r.errors);
     total.first_done = total.first_done.or(r.first_done);
+    total.most_at_once_per_destination = total.most_at_once_per_destination.max(r.most_at_once_per_destination);
     let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
     total.graphs.extend(r.graphs.into_iter().take(room));
     total.graph_timeslots.extend(r.graph_timeslots.into_iter().take(room));

@@ -73,6 +73,39 @@ async fn chameleon_repairs_phase_by_phase() {
     }
 }
 
+/// ChameleonEC's phase at a per-destination concurrency (`repair_max_active_per_destination`,
+/// the simulator's `--max-active`): with a limit of 1 no destination ever runs two repairs at
+/// once; without one, a phase starts its repairs together and some destination runs several.
+/// Every object reads back byte for byte either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chameleon_phases_at_a_per_destination_concurrency() {
+    for limit in [1, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = CoordConfig { repair_max_active_per_destination: limit, ..cfg(dir.path(), "127.0.0.1:0") };
+        let mut c = cluster_with(conf, dir.path(), 8, Some(10e6)).await;
+        let (name, len) = ("many", 3_000_017usize);
+        c.client.put(name, &data(len, 41), "rs:4,2".parse().unwrap(), 65_536).await.unwrap();
+        c.kill(0).await;
+        c.wait_alive(7).await;
+        let lost = c.client.status().await.unwrap().lost_chunks;
+        assert!(lost > 7, "more lost chunks than destinations: {lost}");
+        let r = c.client.repair(Shape::Ecpipe, 4096, 64, Scheduler::Chameleon).await.unwrap();
+        assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
+        if limit == 1 {
+            assert_eq!(r.most_at_once_per_destination, 1, "limit 1: {r:?}");
+        } else {
+            assert!(r.most_at_once_per_destination >= 2, "no limit: {lost} repairs on 7 nodes at once: {r:?}");
+        }
+        let (got, rep) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
+        assert_eq!(got, data(len, 41), "limit {limit}");
+        assert!(rep.degraded.is_empty());
+        c.coord.take().unwrap().stop().await;
+        for i in 0..c.nodes.len() {
+            c.kill(i).await;
+        }
+    }
+}
+
 /// SAR: readers take most of one node's uplink just after the first phase was planned (the
 /// planner could not know). That node's repairs run past 1.5x their expected time; the
 /// watch finds them, blames that node's uploads and postpones them (an upload is not

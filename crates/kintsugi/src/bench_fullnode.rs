@@ -95,6 +95,11 @@ pub struct FullNodeArgs {
     /// 0: the paper's 20 s at 10 Gb/s, scaled to the links.
     #[arg(long, default_value_t = 0)]
     pub phase_ms: u64,
+    /// Repairs one destination node runs at once (the coordinator's
+    /// repair_max_active_per_destination, the simulator's --max-active); 0: no limit, so a
+    /// ChameleonEC phase starts all its repairs together.
+    #[arg(long, default_value_t = 0)]
+    pub max_active: usize,
     /// Which repairs' transfers nodes hold to their RepairBoost timeslots (the
     /// coordinator's gate_timeslots: all, store-and-forward or none); the others' slots
     /// only order repair starts.
@@ -181,9 +186,10 @@ async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
         (None, None) => None,
         (s, b) => Some((s.unwrap_or(8.0), b.unwrap_or(180e6))),
     };
-    let (phase_ms, gate, subprocess, link) = (a.phase_ms, a.gate_timeslots, a.subprocess, a.link);
+    let (phase_ms, gate, subprocess, link, max_active) = (a.phase_ms, a.gate_timeslots, a.subprocess, a.link, a.max_active);
     let tune = |c: &mut kintsugi_coord::CoordConfig| {
         c.repair_phase_ms = phase_ms;
+        c.repair_max_active_per_destination = max_active;
         c.gate_timeslots = gate;
         c.repair_subprocess_chunks = subprocess;
     };
@@ -209,8 +215,8 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
     std::fs::write(
         &conf,
         format!(
-            "auto_repair = false\nrepair_phase_ms = {}\ngate_timeslots = \"{}\"\nrepair_subprocess_chunks = {}\n",
-            a.phase_ms, a.gate_timeslots, a.subprocess
+            "auto_repair = false\nrepair_phase_ms = {}\ngate_timeslots = \"{}\"\nrepair_subprocess_chunks = {}\nrepair_max_active_per_destination = {}\n",
+            a.phase_ms, a.gate_timeslots, a.subprocess, a.max_active
         ),
     )?;
     let up = crate::testbed::UpArgs {

@@ -51,6 +51,10 @@ pub struct RepairReport {
     /// unevenly the repairs that started together progressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_done: Option<f64>,
+    /// The most repairs one destination node ran at once (see the coordinator's
+    /// `repair_max_active_per_destination`); 0 from an earlier build.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub most_at_once_per_destination: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
