@@ -100,12 +100,12 @@ mod tests {
         }
         // No limit: every one at once, and the peak says so.
         let l = DestinationLimit::new(0);
-        let held: Vec<Running> = futures_join(&l, 5).await;
+        let held: Vec<Running> = enter_all(&l, 5).await;
         assert_eq!(l.peak(), 5);
         drop(held);
     }
 
-    async fn futures_join(l: &DestinationLimit, n: usize) -> Vec<Running> {
+    async fn enter_all(l: &DestinationLimit, n: usize) -> Vec<Running> {
         let mut out = Vec::new();
         for _ in 0..n {
             out.push(l.enter(7).await);

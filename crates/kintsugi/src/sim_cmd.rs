@@ -239,9 +239,10 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             if !(a.history >= 0.0 && a.history.is_finite()) {
                 bail!("--history must be a non-negative number of seconds");
             }
+            let requests = a.requests.load(c.link, a.seed)?;
             let mut decision = None;
             if auto {
-                if a.requests.load(c.link, a.seed)?.is_some() || a.straggler_at.is_some() || a.pace_repair {
+                if requests.is_some() || a.straggler_at.is_some() || a.pace_repair {
                     bail!(
                         "auto predicts from the network's foreground alone: run it without --fg-clients, --straggler-at and --pace-repair"
                     );
@@ -281,8 +282,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             }
             // ChameleonEC runs phase by phase, planning each from the monitor's last period;
             // with requests every scheduler plans from what the monitor saw before.
-            let full =
-                FullRun { scenario: &s, phases: phase_options, requests: a.requests.load(c.link, a.seed)?, decision, network: custom };
+            let full = FullRun { scenario: &s, phases: phase_options, requests, decision, network: custom };
             simulate("full-node", c, s.method, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, Some(full), &extra)
         }
         SimCmd::Balance(a) => crate::sim_planner_checks::balance(a),

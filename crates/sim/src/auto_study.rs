@@ -222,8 +222,10 @@ pub fn evaluate(sc: &StudyScenario, cands: &[Candidate], opts: &SimOptions, phas
         fixed.push((c.to_string(), r.makespan));
     }
     let decision = auto::decide(&s, &net, &history, opts, phases, cands)?;
-    // auto runs what it picked, planned as that candidate would be: the same run.
-    let auto_seconds = auto::run_fixed(&auto::with(&s, decision.pick), &net, opts, phases)?.makespan;
+    // auto runs what it picked as that candidate runs, and the simulator is deterministic:
+    // its time is the pick's fixed run (`sim full-node --scheduler auto` runs it again, and
+    // `tests/sim_cli.rs` checks the two agree).
+    let auto_seconds = fixed.iter().find(|f| f.0 == decision.chosen).map(|f| f.1).expect("the pick is a candidate");
     let (best_fixed, best) = fixed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned().expect("at least one candidate");
     Ok(StudyRow { scenario: sc.clone(), fixed, auto_over_best: auto_seconds / best, auto: decision, auto_seconds, best_fixed })
 }
