@@ -193,6 +193,11 @@ impl Conn {
         self.tcp.peer_addr()
     }
 
+    /// Marks what this connection sends from now on with DSCP `dscp` ([`crate::tcp::set_dscp`]).
+    pub fn set_dscp(&self, dscp: u8) -> io::Result<()> {
+        crate::tcp::set_dscp(&self.tcp, dscp)
+    }
+
     /// Writes what is left of the sealed record.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.out_pos < self.out.len() {

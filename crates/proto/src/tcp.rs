@@ -67,6 +67,58 @@ pub fn tune(s: &TcpStream) {
     }
 }
 
+/// DSCP "Lower Effort" (RFC 8622): traffic that yields to everything else, what repair is
+/// to users' reads and writes. Switches that do not know it treat it as best effort.
+pub const DSCP_LOWER_EFFORT: u8 = 1;
+
+/// Marks what `s` sends from now on with DSCP `dscp` (0-63; 0 is best effort): the IPv4
+/// TOS byte or the IPv6 traffic class, whose top six bits it is. The ECN bits stay the
+/// kernel's.
+pub fn set_dscp(s: &TcpStream, dscp: u8) -> std::io::Result<()> {
+    if dscp > 63 {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a DSCP is 0 to 63"));
+    }
+    let (level, name) = match s.local_addr()? {
+        std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+        std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+    };
+    let value: libc::c_int = (dscp as libc::c_int) << 2;
+    // SAFETY: the fd is an open socket for the duration of the call; the value is a c_int
+    // of the size given, as IP_TOS and IPV6_TCLASS take.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The DSCP `s` marks its packets with.
+pub fn dscp(s: &TcpStream) -> std::io::Result<u8> {
+    let (level, name) = match s.local_addr()? {
+        std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+        std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+    };
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: value outlives the call and len is its size; the kernel writes at most len bytes.
+    let rc =
+        unsafe { libc::getsockopt(std::os::fd::AsRawFd::as_raw_fd(s), level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    if rc == 0 {
+        Ok((value as u8) >> 2)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn set_on_fd(fd: std::os::fd::RawFd, name: &str) -> std::io::Result<()> {
     if name.is_empty() || name.len() > 15 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not an algorithm's name"));
@@ -110,5 +162,21 @@ mod tests {
         assert_eq!(congestion_of(&a).as_deref(), Some("reno"));
         assert_eq!(congestion_of(&b).as_deref(), Some("reno"));
         set_congestion_control(None).unwrap();
+    }
+
+    #[tokio::test]
+    async fn dscp_marks_what_the_socket_sends_on_ipv4_and_ipv6() {
+        for host in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(l) = tokio::net::TcpListener::bind(host).await else { continue };
+            let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let (b, _) = l.accept().await.unwrap();
+            assert_eq!(dscp(&b).unwrap(), 0, "{host}: unmarked by default");
+            set_dscp(&b, DSCP_LOWER_EFFORT).unwrap();
+            assert_eq!(dscp(&b).unwrap(), DSCP_LOWER_EFFORT, "{host}");
+            set_dscp(&b, 46).unwrap();
+            assert_eq!(dscp(&b).unwrap(), 46, "{host}");
+            assert_eq!(dscp(&a).unwrap(), 0, "{host}: the other end keeps its own");
+            assert!(set_dscp(&b, 64).is_err());
+        }
     }
 }
