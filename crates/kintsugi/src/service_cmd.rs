@@ -67,6 +67,11 @@ pub struct NodeArgs {
     /// tcp_available_congestion_control lists them) [default: the host's].
     #[arg(long)]
     pub tcp_congestion: Option<String>,
+    /// Mark what the node sends for repairs with this DSCP (0-63; 1 is RFC 8622's Lower
+    /// Effort), so a priority or weighted qdisc, or a switch, carries repair below users'
+    /// traffic (README: "Repair in its own traffic class") [default: unmarked].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    pub repair_dscp: Option<u8>,
     /// Serve Prometheus metrics at http://ADDR/metrics (bytes by class, repair work, what
     /// the node stores) [default: none].
     #[arg(long)]
@@ -200,6 +205,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.hdd_bandwidth = a.hdd_bw.or(cfg.hdd_bandwidth);
     cfg.read_ahead_bytes = a.read_ahead.or(cfg.read_ahead_bytes);
     cfg.tcp_congestion = a.tcp_congestion.or(cfg.tcp_congestion);
+    cfg.repair_dscp = a.repair_dscp.or(cfg.repair_dscp);
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
     cfg.insecure |= a.insecure;
     check_node(&cfg)?;
@@ -238,6 +244,9 @@ pub fn check_node(cfg: &NodeConfig) -> Result<()> {
     }
     if cfg.worker_threads == Some(0) {
         bail!("worker_threads must be at least 1");
+    }
+    if let Some(d) = cfg.repair_dscp.filter(|d| *d > 63) {
+        bail!("repair_dscp must be 0 to 63 (a DSCP has six bits), got {d}");
     }
     check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
 }

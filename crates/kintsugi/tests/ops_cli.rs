@@ -48,6 +48,7 @@ fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_wo
         ("ratios.toml", "full_ratio = 0.8\n", "coordinator", "fill ratios"),
         ("typo.toml", "id = 1\nheartbeat = 5\n", "node", "unknown field `heartbeat`"),
         ("link.toml", "id = 1\nuplink = -5.0\n", "node", "uplink must be a positive"),
+        ("dscp.toml", "id = 1\nrepair_dscp = 64\n", "node", "repair_dscp must be 0 to 63"),
         ("addr.toml", "listen = \"nowhere\"\n", "coordinator", "listen must be HOST:PORT"),
         ("meta.toml", "meta = \"zookeeper://x\"\n", "coordinator", "meta:"),
         ("secret.toml", "secret_file = \"/nonexistent/secret\"\n", "coordinator", "secret_file"),

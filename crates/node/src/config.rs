@@ -60,6 +60,11 @@ pub struct NodeConfig {
     /// The testbed sets cubic: with BBR, flows whose acknowledgements queue behind a busy
     /// link's data stall at their window (see `kintsugi_proto::tcp`).
     pub tcp_congestion: Option<String>,
+    /// DSCP (0-63) of what the node sends for repairs, so the network can carry repair in
+    /// a class of its own below users' traffic (a priority or weighted qdisc, a switch's
+    /// queues); 1 is RFC 8622's Lower Effort. Degraded reads are users' reads and stay
+    /// unmarked. Default: unmarked.
+    pub repair_dscp: Option<u8>,
 }
 
 impl Default for NodeConfig {
@@ -88,6 +93,7 @@ impl Default for NodeConfig {
             read_ahead_bytes: None,
             link_capacity: None,
             tcp_congestion: None,
+            repair_dscp: None,
         }
     }
 }

@@ -128,6 +128,8 @@ pub struct Executor {
     pub shaper: Arc<Shaper>,
     pub counters: Arc<Counters>,
     pub io_timeout: Duration,
+    /// DSCP of what this node sends for repairs (not degraded reads); None: unmarked.
+    pub repair_dscp: Option<u8>,
     runs: Mutex<HashMap<u64, Arc<Run>>>,
     registered: Notify,
     /// RepairBoost's timeslots across this node's repairs.
@@ -147,6 +149,7 @@ impl Executor {
             shaper,
             counters: Arc::new(Counters::default()),
             io_timeout,
+            repair_dscp: None,
             runs: Mutex::new(HashMap::new()),
             registered: Notify::new(),
             timeslots: Arc::default(),

@@ -106,6 +106,10 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
     let mut exec = Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout);
     exec.capacity_bytes = cfg.capacity_bytes;
+    if cfg.repair_dscp.is_some_and(|d| d > 63) {
+        return Err(format!("repair_dscp must be 0 to 63, got {}", cfg.repair_dscp.unwrap_or(0)));
+    }
+    exec.repair_dscp = cfg.repair_dscp;
     let exec = Arc::new(exec);
     let (stop_tx, stop_rx) = watch::channel(false);
     let advertise = match &cfg.advertise {
@@ -448,6 +452,13 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
         }
         NodeRequest::Pull { repair, vertex } => {
             let (run, mut rx) = exec.take_output(repair, vertex).await?;
+            // A repair's bytes (it has a chunk to store; a degraded read has a reader)
+            // go out in the repair class, so the network can put users' traffic first.
+            if let (Some(dscp), true) = (exec.repair_dscp, run.assignment.store.is_some()) {
+                if let Err(e) = sock.set_dscp(dscp) {
+                    tracing::warn!(node = exec.node, repair, error = %e, "cannot mark a repair's connection");
+                }
+            }
             let keepalive = (exec.io_timeout / 4).max(Duration::from_millis(50));
             // RepairBoost's timeslot: no send of an earlier slot outstanding on this node.
             let timeslot = run.ticket.clone().zip(run.assignment.timeslots.get(vertex as usize).copied().flatten());
