@@ -125,6 +125,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             tcp_congestion: a.tcp_congestion.clone(),
             queue_ms: a.queue_ms,
             mtu: a.mtu,
+            repair_class: None,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_client::Client::new(&state.coordinator);

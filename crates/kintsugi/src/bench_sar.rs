@@ -215,6 +215,7 @@ fn on_testbed(a: &SarArgs, at: Option<f64>, sar: bool, rt: &tokio::runtime::Runt
         tcp_congestion: "host".into(),
         queue_ms: 100,
         mtu: crate::testbed::DEFAULT_MTU,
+        repair_class: None,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

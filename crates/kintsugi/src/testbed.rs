@@ -68,6 +68,12 @@ pub struct UpArgs {
     /// then carries 99.3% payload instead of 95.6%).
     #[arg(long, default_value_t = DEFAULT_MTU, value_parser = clap::value_parser!(u32).range(576..=9000))]
     pub mtu: u32,
+    /// Carry repair in a class of its own below users' traffic, with this share of every
+    /// link as its floor (e.g. 0.1): nodes mark repair with DSCP Lower Effort, and every
+    /// node's links run an HTB qdisc whose users' class goes first and whose repair class
+    /// is guaranteed the floor and borrows whatever users leave [default: one class, tbf].
+    #[arg(long, value_parser = crate::units::parse_fraction)]
+    pub repair_class: Option<f64>,
 }
 
 /// tc tbf's queue bound on the testbed's links by default, milliseconds.
@@ -180,6 +186,56 @@ fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
     sh(&args)
 }
 
+/// Two classes on one interface: users' traffic first, repair (DSCP Lower Effort) after it
+/// but never below `floor` of the link. HTB guarantees each class its rate and lends what
+/// one leaves to the other, the users' class first (prio 0); the pair together never
+/// exceeds the link. Each class's queue is as long as tbf's would be. `tc_class_commands`
+/// is what README's "Repair in its own traffic class" gives for a real NIC.
+fn shape_classes(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32, floor: f64) -> Result<()> {
+    for cmd in tc_class_commands(dev, rate, queue_ms, floor) {
+        let mut args: Vec<&str> = Vec::new();
+        if let Some(ns) = ns {
+            args.extend(["ip", "netns", "exec", ns]);
+        }
+        args.extend(cmd.iter().map(String::as_str));
+        sh(&args)?;
+    }
+    Ok(())
+}
+
+/// The tc commands of [`shape_classes`], for interface `dev` at `rate` bytes per second.
+pub fn tc_class_commands(dev: &str, rate: f64, queue_ms: u32, floor: f64) -> Vec<Vec<String>> {
+    let bits = |r: f64| format!("{}bit", (r * 8.0) as u64);
+    let burst = ((rate / 250.0) as u64).max(64 * 1024);
+    let limit = ((rate * queue_ms as f64 / 1e3) as u64 + burst).to_string();
+    let burst = burst.to_string();
+    // The TOS byte holds the DSCP in its top six bits.
+    let tos = format!("{:#04x}", kintsugi_proto::tcp::DSCP_LOWER_EFFORT << 2);
+    let class = |id: &str, parent: &str, r: f64, prio: &str| -> Vec<String> {
+        let (r, ceil) = (bits(r), bits(rate));
+        let mut c = vec!["tc", "class", "add", "dev", dev, "parent", parent, "classid", id, "htb", "rate", &r, "ceil", &ceil];
+        c.extend(["burst", &burst, "cburst", &burst, "quantum", "200000", "prio", prio]);
+        c.into_iter().map(str::to_string).collect()
+    };
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        words(&["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"]),
+        class("1:1", "1:", rate, "0"),
+        class("1:10", "1:1", rate * (1.0 - floor), "0"),
+        class("1:20", "1:1", rate * floor, "1"),
+        words(&["tc", "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "bfifo", "limit", &limit]),
+        words(&["tc", "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "bfifo", "limit", &limit]),
+        words(&[
+            "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dsfield", &tos,
+            "0xfc", "flowid", "1:20",
+        ]),
+        words(&[
+            "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6", "priority", &tos,
+            "0xfc", "flowid", "1:20",
+        ]),
+    ]
+}
+
 /// Builds the testbed and starts the processes; returns its state.
 pub fn up(a: &UpArgs) -> Result<State> {
     available().map_err(|e| anyhow!(e))?;
@@ -188,6 +244,9 @@ pub fn up(a: &UpArgs) -> Result<State> {
     }
     if a.nodes == 0 || a.nodes > 200 {
         bail!("--nodes must be between 1 and 200");
+    }
+    if a.repair_class.is_some_and(|f| !(f > 0.0 && f < 1.0)) {
+        bail!("--repair-class is repair's floor, a share of the link above 0 and below 1 (e.g. 0.1)");
     }
     // Refuse an algorithm this kernel lacks before building anything; this process's own
     // connections (a benchmark's client) then use it too.
@@ -295,8 +354,16 @@ fn build(a: &UpArgs) -> Result<State> {
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", &p, "up"])?;
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
         // Namespace side = what the node sends (uplink); bridge side = what it receives.
-        shape(Some(&ns), &p, a.link, a.queue_ms)?;
-        shape(None, &v, a.link, a.queue_ms)?;
+        match a.repair_class {
+            None => {
+                shape(Some(&ns), &p, a.link, a.queue_ms)?;
+                shape(None, &v, a.link, a.queue_ms)?;
+            }
+            Some(floor) => {
+                shape_classes(Some(&ns), &p, a.link, a.queue_ms, floor)?;
+                shape_classes(None, &v, a.link, a.queue_ms, floor)?;
+            }
+        }
         let data = a.dir.join(format!("node{i:03}"));
         let _ = std::fs::remove_dir_all(&data);
         let pid = spawn(
@@ -310,7 +377,13 @@ fn build(a: &UpArgs) -> Result<State> {
                 // tc shapes the links: the node is told their rate for residual bandwidth.
                 .args(["--link-capacity", &format!("{}B/s", a.link)])
                 .args(congestion(&a.tcp_congestion).map(|c| ["--tcp-congestion", c]).into_iter().flatten())
-                .args(a.pace.map(|f| ["--uplink".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten()),
+                .args(a.pace.map(|f| ["--uplink".to_string(), format!("{}B/s", a.link * f)]).into_iter().flatten())
+                .args(
+                    a.repair_class
+                        .map(|_| ["--repair-dscp".to_string(), kintsugi_proto::tcp::DSCP_LOWER_EFFORT.to_string()])
+                        .into_iter()
+                        .flatten(),
+                ),
             &format!("node{i:03}"),
         )?;
         state.pids.push(pid);
@@ -392,6 +465,20 @@ pub fn down(name: &str, dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     /// Payload per frame: 1448 of 1514 bytes at Ethernet's MTU, 8948 of 9014 with jumbo frames.
+    /// Repair's class gets the floor, users' the rest, both may take the whole link, and
+    /// the filter matches DSCP 1 (TOS byte 0x04) with the ECN bits masked off.
+    #[test]
+    fn class_commands_give_repair_its_floor() {
+        let cmds: Vec<String> = super::tc_class_commands("eth0", 125e6, 20, 0.1).iter().map(|c| c.join(" ")).collect();
+        assert!(cmds[2].contains("classid 1:10 htb rate 900000000bit ceil 1000000000bit"), "{}", cmds[2]);
+        assert!(cmds[2].ends_with("prio 0"));
+        assert!(cmds[3].contains("classid 1:20 htb rate 100000000bit ceil 1000000000bit"), "{}", cmds[3]);
+        assert!(cmds[3].ends_with("prio 1"));
+        assert!(cmds[6].contains("match ip dsfield 0x04 0xfc flowid 1:20"), "{}", cmds[6]);
+        // 20 ms at 125 MB/s plus a 500 kB burst.
+        assert!(cmds[4].ends_with("bfifo limit 3000000"), "{}", cmds[4]);
+    }
+
     #[test]
     fn tcp_payload_share_counts_headers() {
         assert_eq!(super::tcp_payload_share(1500), 1448.0 / 1514.0);

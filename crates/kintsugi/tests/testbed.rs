@@ -45,8 +45,24 @@ fn attempt(tag: u32) -> Result<(), String> {
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     let up = run(
         &[
-            "testbed", "up", "--nodes", "7", "--link", "400mbit", "--mtu", "9000", "--pace", "0.9", "--name", &name, "--octet", &octet,
-            "--dir", d,
+            "testbed",
+            "up",
+            "--nodes",
+            "7",
+            "--link",
+            "400mbit",
+            "--mtu",
+            "9000",
+            "--pace",
+            "0.9",
+            "--repair-class",
+            "0.2",
+            "--name",
+            &name,
+            "--octet",
+            &octet,
+            "--dir",
+            d,
         ],
         coord,
     );
@@ -127,6 +143,29 @@ fn attempt(tag: u32) -> Result<(), String> {
         if paced != 7 {
             return Err(format!("{paced} paced node processes of 7"));
         }
+        // `--repair-class 0.2`: every node's uplink (in its namespace) and downlink (the
+        // bridge's port) carry repair in HTB class 1:20, matched by its DSCP mark.
+        let repair_class_bytes = || -> Result<u64, String> {
+            let mut total = 0;
+            for i in 0..7 {
+                let up = Command::new("ip")
+                    .args(["netns", "exec", &format!("{name}n{i}"), "tc", "-s", "class", "show", "dev", &format!("{name}p{i}")])
+                    .output();
+                let down = Command::new("tc").args(["-s", "class", "show", "dev", &format!("{name}v{i}")]).output();
+                for out in [up, down] {
+                    let text = String::from_utf8_lossy(&out.map_err(|e| e.to_string())?.stdout).to_string();
+                    let sent = text
+                        .split("class htb ")
+                        .find(|c| c.starts_with("1:20 "))
+                        .and_then(|c| c.split("Sent ").nth(1))
+                        .and_then(|c| c.split_whitespace().next())
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .ok_or_else(|| format!("node {i} has no repair class: {text}"))?;
+                    total += sent;
+                }
+            }
+            Ok(total)
+        };
         ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"])?;
         let stat: serde_json::Value = serde_json::from_str(&ok(&["stat", "obj", "--json"])?).unwrap();
         let victim = stat["stripes"][0]["chunks"][0]["node"].as_u64().unwrap().to_string();
@@ -138,9 +177,21 @@ fn attempt(tag: u32) -> Result<(), String> {
         if std::fs::read(&out).unwrap() != bytes || got["degraded_reads"].as_array().unwrap().is_empty() {
             return Err("degraded read over the testbed did not return the object".into());
         }
+        // Users' writes and degraded reads are not repair: nothing went in its class.
+        let before = repair_class_bytes()?;
+        if before != 0 {
+            return Err(format!("{before} bytes of writes and degraded reads went in the repair class"));
+        }
         let rep: serde_json::Value = serde_json::from_str(&ok(&["repair", "--method", "ppr", "--json"])?).unwrap();
         if rep["failed"] != 0 || rep["repaired"].as_u64().unwrap_or(0) == 0 {
             return Err(format!("repair over the testbed: {rep}"));
+        }
+        // Every rebuilt byte crossed at least a helper's uplink and the destination's
+        // downlink in the repair class.
+        let marked = repair_class_bytes()?;
+        let rebuilt = rep["bytes"].as_u64().unwrap_or(u64::MAX);
+        if marked < 2 * rebuilt {
+            return Err(format!("{marked} bytes in the repair class for {rebuilt} rebuilt"));
         }
         ok(&["get", "obj", "--out", out.to_str().unwrap()])?;
         if std::fs::read(&out).unwrap() != bytes {
