@@ -120,6 +120,10 @@ pub struct FullNodeArgs {
     /// Testbed only: MTU of every link (9000: jumbo frames).
     #[arg(long, default_value_t = crate::testbed::DEFAULT_MTU, value_parser = clap::value_parser!(u32).range(576..=9000))]
     pub mtu: u32,
+    /// Testbed only: repair in a class of its own below users' traffic, with this share of
+    /// every link as its floor (`testbed up --repair-class`) [default: one class].
+    #[arg(long, value_parser = parse_fraction)]
+    pub repair_class: Option<f64>,
     /// Embedded cluster only: node 1's links run at this fraction of --link while it
     /// reports the full rate (a failing NIC or a noisy neighbour no monitoring sees).
     #[arg(long, value_parser = parse_fraction)]
@@ -153,6 +157,12 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     }
     if a.testbed && a.slow_node.is_some() {
         bail!("--slow-node applies to the embedded cluster (the testbed shapes every link alike)");
+    }
+    if !a.testbed && a.repair_class.is_some() {
+        bail!("--repair-class applies to the testbed (tc carries the classes)");
+    }
+    if a.repair_class.is_some_and(|f| f >= 1.0) {
+        bail!("--repair-class is repair's floor, a share of the link below 1 (e.g. 0.1)");
     }
     if !a.testbed && a.pace.is_some() {
         bail!("--pace applies to the testbed (the embedded cluster's links are the nodes' own token buckets)");
@@ -232,6 +242,7 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
         tcp_congestion: a.tcp_congestion.clone(),
         queue_ms: a.queue_ms,
         mtu: a.mtu,
+        repair_class: a.repair_class,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

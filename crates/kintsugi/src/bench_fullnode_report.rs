@@ -63,6 +63,9 @@ pub(crate) struct MethodRow {
     /// --load-clients.
     #[serde(skip_serializing_if = "Option::is_none")]
     foreground: Option<Interference>,
+    /// Every run's foreground, in order (the medians above are taken field by field).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    all_foreground: Vec<Interference>,
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
@@ -99,6 +102,8 @@ pub(crate) struct Report {
     queue_ms: Option<u32>,
     /// The testbed links' MTU.
     mtu: Option<u32>,
+    /// Repair's floor when it has a class of its own below users' traffic (testbed).
+    repair_class_floor: Option<f64>,
     /// The rate the simulator runs every link at: on the testbed, the TCP payload share of
     /// it (tc counts frames); on loopback, the link's (token buckets count payload).
     sim_link_bytes_per_s: f64,
@@ -172,6 +177,7 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
         repair_mb_per_s: crate::bench::stat(&runs.iter().map(|r| r.lost as f64 * a.chunk as f64 / r.seconds / 1e6).collect::<Vec<_>>())
             .median,
         foreground: Interference::median(&runs.iter().filter_map(|r| r.fg.clone()).collect::<Vec<_>>()),
+        all_foreground: runs.iter().filter_map(|r| r.fg.clone()).collect(),
         ratio: crate::bench::stat(&all_ratios).median,
         all_ratios,
         all_seconds: secs,
@@ -198,6 +204,7 @@ pub(crate) fn report(a: &FullNodeArgs, rows: Vec<MethodRow>) -> Report {
         tcp_congestion: a.testbed.then(|| crate::testbed::congestion_in_use(&a.tcp_congestion)),
         queue_ms: a.testbed.then_some(a.queue_ms),
         mtu: a.testbed.then_some(a.mtu),
+        repair_class_floor: a.repair_class,
         sim_link_bytes_per_s: crate::bench_fullnode_sim::sim_link_rate(a),
         slow_node: a.slow_node,
         subprocess: a.subprocess,
@@ -214,7 +221,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
     } else {
         let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu);
         println!(
-            "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}), scheduler {} (timeslot gating: {}), node 0 fails",
+            "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,
             a.code,
             a.objects,
@@ -222,6 +229,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             a.chunk,
             a.link * 8.0 / 1e6,
             a.pace.map(|f| format!(", nodes pace their sends at {f}")).unwrap_or_default(),
+            a.repair_class.map(|f| format!(", repair in its own class below users', floor {f}")).unwrap_or_default(),
             a.scheduler,
             a.gate_timeslots
         );
