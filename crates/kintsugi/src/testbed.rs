@@ -464,7 +464,6 @@ pub fn down(name: &str, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    /// Payload per frame: 1448 of 1514 bytes at Ethernet's MTU, 8948 of 9014 with jumbo frames.
     /// Repair's class gets the floor, users' the rest, both may take the whole link, and
     /// the filter matches DSCP 1 (TOS byte 0x04) with the ECN bits masked off.
     #[test]
@@ -479,6 +478,7 @@ mod tests {
         assert!(cmds[4].ends_with("bfifo limit 3000000"), "{}", cmds[4]);
     }
 
+    /// Payload per frame: 1448 of 1514 bytes at Ethernet's MTU, 8948 of 9014 with jumbo frames.
     #[test]
     fn tcp_payload_share_counts_headers() {
         assert_eq!(super::tcp_payload_share(1500), 1448.0 / 1514.0);
