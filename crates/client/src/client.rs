@@ -272,9 +272,28 @@ impl Client {
     }
 
     pub async fn repair(&self, method: Shape, slice: u64, parallel: usize, scheduler: Scheduler) -> Result<RepairReport, String> {
+        self.repair_limited(method, slice, parallel, scheduler, None).await
+    }
+
+    /// [`Client::repair`] with at most `per_destination` repairs running on one destination
+    /// at once (0: no limit; None: the coordinator's setting).
+    pub async fn repair_limited(
+        &self,
+        method: Shape,
+        slice: u64,
+        parallel: usize,
+        scheduler: Scheduler,
+        per_destination: Option<usize>,
+    ) -> Result<RepairReport, String> {
         match self
             .call(
-                &CoordRequest::Repair { method: method.name().into(), slice, parallel, scheduler: scheduler.name().into() },
+                &CoordRequest::Repair {
+                    method: method.name().into(),
+                    slice,
+                    parallel,
+                    scheduler: scheduler.name().into(),
+                    max_active_per_destination: per_destination,
+                },
                 Duration::from_secs(24 * 3600),
             )
             .await?

@@ -449,9 +449,9 @@ impl Coordinator {
                 self.fail_node(node).await?;
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::Repair { method, slice, parallel, scheduler } => {
+            CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
                 let (method, scheduler) = (method_from_wire(&method)?, scheduler_from_wire(&scheduler)?);
-                let report = self.repair(method, slice, parallel, scheduler).await?;
+                let report = self.repair(method, slice, parallel, scheduler, max_active_per_destination).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))
             }

@@ -9,16 +9,37 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Per destination node: its slots, and the repairs running on it now.
-type Nodes = Arc<Mutex<HashMap<NodeId, (Arc<Semaphore>, usize)>>>;
+/// Per destination node: its slots, the limit they were made for, and the repairs running
+/// on it now.
+type Nodes = Arc<Mutex<HashMap<NodeId, Slots>>>;
+
+struct Slots {
+    semaphore: Arc<Semaphore>,
+    made_for: usize,
+    running: usize,
+}
 
 /// Per destination, a semaphore of `limit` permits (0: no limit), and the most repairs
-/// any one destination ran at once, limited or not.
+/// any one destination ran at once, limited or not. A repair request may ask for another
+/// limit for its run ([`DestinationLimit::limit_run`]); the configured one comes back after.
 #[derive(Clone, Default)]
 pub(crate) struct DestinationLimit {
-    limit: usize,
+    configured: usize,
+    limit: Arc<AtomicUsize>,
     nodes: Nodes,
     peak: Arc<AtomicUsize>,
+}
+
+/// A run's own limit, until it is dropped.
+pub(crate) struct RunLimit {
+    limit: Arc<AtomicUsize>,
+    configured: usize,
+}
+
+impl Drop for RunLimit {
+    fn drop(&mut self) {
+        self.limit.store(self.configured, Ordering::Relaxed);
+    }
 }
 
 /// A repair running on its destination; leaving drops the count and frees the permit.
@@ -30,25 +51,39 @@ pub(crate) struct Running {
 
 impl DestinationLimit {
     pub(crate) fn new(limit: usize) -> Self {
-        DestinationLimit { limit, ..Default::default() }
+        DestinationLimit { configured: limit, limit: Arc::new(AtomicUsize::new(limit)), ..Default::default() }
+    }
+
+    /// Repairs started until the guard is dropped take `limit` (None: the configured one).
+    /// The caller runs one repair run at a time (the coordinator's `repairing` lock).
+    pub(crate) fn limit_run(&self, limit: Option<usize>) -> RunLimit {
+        self.limit.store(limit.unwrap_or(self.configured), Ordering::Relaxed);
+        RunLimit { limit: self.limit.clone(), configured: self.configured }
     }
 
     /// Waits for a slot on `node` (in the order repairs ask), then counts the repair in.
     pub(crate) async fn enter(&self, node: NodeId) -> Running {
-        let sem = self
-            .nodes
-            .lock()
-            .expect("limit lock")
-            .entry(node)
-            .or_insert_with(|| (Arc::new(Semaphore::new(self.limit.max(1))), 0))
-            .0
-            .clone();
-        let permit = if self.limit > 0 { Some(sem.acquire_owned().await.expect("semaphore never closed")) } else { None };
+        let limit = self.limit.load(Ordering::Relaxed);
+        let sem = {
+            let mut nodes = self.nodes.lock().expect("limit lock");
+            let e = nodes.entry(node).or_insert_with(|| Slots {
+                semaphore: Arc::new(Semaphore::new(limit.max(1))),
+                made_for: limit,
+                running: 0,
+            });
+            // Slots made for another limit are remade once nothing holds them: a run asks
+            // for its limit before it starts anything.
+            if e.made_for != limit && e.running == 0 && Arc::strong_count(&e.semaphore) == 1 {
+                *e = Slots { semaphore: Arc::new(Semaphore::new(limit.max(1))), made_for: limit, running: 0 };
+            }
+            e.semaphore.clone()
+        };
+        let permit = if limit > 0 { Some(sem.acquire_owned().await.expect("semaphore never closed")) } else { None };
         let now = {
             let mut nodes = self.nodes.lock().expect("limit lock");
             let e = nodes.get_mut(&node).expect("inserted above");
-            e.1 += 1;
-            e.1
+            e.running += 1;
+            e.running
         };
         self.peak.fetch_max(now, Ordering::Relaxed);
         Running { node, nodes: self.nodes.clone(), _permit: permit }
@@ -68,7 +103,7 @@ impl DestinationLimit {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(e) = self.nodes.lock().expect("limit lock").get_mut(&self.node) {
-            e.1 -= 1;
+            e.running -= 1;
         }
     }
 }
@@ -102,6 +137,32 @@ mod tests {
         let l = DestinationLimit::new(0);
         let held: Vec<Running> = enter_all(&l, 5).await;
         assert_eq!(l.peak(), 5);
+        drop(held);
+    }
+
+    /// A run's own limit holds for that run, and the configured one comes back after it.
+    #[tokio::test]
+    async fn a_run_may_ask_for_its_own_limit() {
+        let l = DestinationLimit::new(1);
+        {
+            let _run = l.limit_run(Some(3));
+            let held = enter_all(&l, 3).await;
+            assert_eq!(l.peak(), 3);
+            drop(held);
+        }
+        l.reset_peak();
+        let first = l.enter(7).await;
+        // The configured limit, 1, again: a second repair waits for the first.
+        let second = tokio::time::timeout(Duration::from_millis(50), l.enter(7)).await;
+        assert!(second.is_err(), "a second repair entered under a limit of 1");
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), l.enter(7)).await.expect("the slot was freed");
+        assert_eq!(l.peak(), 1);
+        // No limit for a run.
+        let _run = l.limit_run(Some(0));
+        drop(second);
+        let held = enter_all(&l, 4).await;
+        assert_eq!(l.peak(), 4);
         drop(held);
     }
 

@@ -461,8 +461,12 @@ impl Coordinator {
         slice: u64,
         parallel: usize,
         scheduler: Scheduler,
+        per_destination: Option<usize>,
     ) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
+        // This run's repairs per destination, if the request asks (automatic repair, which
+        // waits for `repairing`, gets the configured limit back).
+        let _limit = self.destinations.limit_run(per_destination);
         let lost = self.lost_chunks()?;
         let mut tried: BTreeSet<(u64, usize)> = lost.iter().copied().collect();
         let mut report = self.repair_locked(lost, method, slice, parallel, scheduler, "request").await?;

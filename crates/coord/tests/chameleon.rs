@@ -76,12 +76,15 @@ async fn chameleon_repairs_phase_by_phase() {
 /// ChameleonEC's phase at a per-destination concurrency (`repair_max_active_per_destination`,
 /// the simulator's `--max-active`): with a limit of 1 no destination ever runs two repairs at
 /// once; without one, a phase starts its repairs together and some destination runs several.
+/// A repair request's own limit (`repair --max-active-per-destination`) holds for its run.
 /// Every object reads back byte for byte either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chameleon_phases_at_a_per_destination_concurrency() {
-    for limit in [1, 0] {
+    // (the coordinator's setting, what the repair request asks for)
+    for (configured, asked) in [(1, None), (0, None), (0, Some(1))] {
+        let limit = asked.unwrap_or(configured);
         let dir = tempfile::tempdir().unwrap();
-        let conf = CoordConfig { repair_max_active_per_destination: limit, ..cfg(dir.path(), "127.0.0.1:0") };
+        let conf = CoordConfig { repair_max_active_per_destination: configured, ..cfg(dir.path(), "127.0.0.1:0") };
         let mut c = cluster_with(conf, dir.path(), 8, Some(10e6)).await;
         let (name, len) = ("many", 3_000_017usize);
         c.client.put(name, &data(len, 41), "rs:4,2".parse().unwrap(), 65_536).await.unwrap();
@@ -89,7 +92,7 @@ async fn chameleon_phases_at_a_per_destination_concurrency() {
         c.wait_alive(7).await;
         let lost = c.client.status().await.unwrap().lost_chunks;
         assert!(lost > 7, "more lost chunks than destinations: {lost}");
-        let r = c.client.repair(Shape::Ecpipe, 4096, 64, Scheduler::Chameleon).await.unwrap();
+        let r = c.client.repair_limited(Shape::Ecpipe, 4096, 64, Scheduler::Chameleon, asked).await.unwrap();
         assert_eq!((r.repaired, r.failed, r.lost), (lost, 0, lost), "{r:?}");
         if limit == 1 {
             assert_eq!(r.most_at_once_per_destination, 1, "limit 1: {r:?}");

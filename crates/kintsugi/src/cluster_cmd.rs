@@ -117,6 +117,11 @@ pub struct RepairArgs {
     /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees).
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
+    /// Repairs one destination node runs at once in this run (0: no limit; Ceph's
+    /// osd_recovery_max_active, the simulator's --max-active) [default: the coordinator's
+    /// repair_max_active_per_destination].
+    #[arg(long)]
+    pub max_active_per_destination: Option<usize>,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -348,7 +353,8 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
                 }
             })
         };
-        let r = c.repair(a.method, a.slice as u64, a.parallel, a.scheduler).await.map_err(|e| anyhow!(e));
+        let r =
+            c.repair_limited(a.method, a.slice as u64, a.parallel, a.scheduler, a.max_active_per_destination).await.map_err(|e| anyhow!(e));
         watcher.abort();
         let _ = watcher.await;
         let r = r?;

@@ -442,6 +442,10 @@ pub enum CoordRequest {
         /// Who picks helpers and destinations, by name (`index` when empty).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         scheduler: String,
+        /// Repairs one destination runs at once in this run (0: no limit); absent: the
+        /// coordinator's `repair_max_active_per_destination`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_active_per_destination: Option<usize>,
     },
     Status,
     /// Takes a node out for good: its chunks are rebuilt elsewhere first, then it is
