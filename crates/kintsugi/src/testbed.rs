@@ -178,12 +178,17 @@ fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
     // Burst must cover one timer tick at the rate; latency bounds the queue.
     let burst = format!("{}", ((rate / 250.0) as u64).max(64 * 1024));
     let latency = format!("{queue_ms}ms");
-    let mut args: Vec<&str> = Vec::new();
+    sh_in(ns, &["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", &latency])
+}
+
+/// Runs `args` in namespace `ns` (None: this one).
+fn sh_in(ns: Option<&str>, args: &[&str]) -> Result<()> {
+    let mut all: Vec<&str> = Vec::new();
     if let Some(ns) = ns {
-        args.extend(["ip", "netns", "exec", ns]);
+        all.extend(["ip", "netns", "exec", ns]);
     }
-    args.extend(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", &latency]);
-    sh(&args)
+    all.extend(args);
+    sh(&all)
 }
 
 /// Two classes on one interface: users' traffic first, repair (DSCP Lower Effort) after it
@@ -193,12 +198,7 @@ fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
 /// is what README's "Repair in its own traffic class" gives for a real NIC.
 fn shape_classes(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32, floor: f64) -> Result<()> {
     for cmd in tc_class_commands(dev, rate, queue_ms, floor) {
-        let mut args: Vec<&str> = Vec::new();
-        if let Some(ns) = ns {
-            args.extend(["ip", "netns", "exec", ns]);
-        }
-        args.extend(cmd.iter().map(String::as_str));
-        sh(&args)?;
+        sh_in(ns, &cmd.iter().map(String::as_str).collect::<Vec<_>>())?;
     }
     Ok(())
 }

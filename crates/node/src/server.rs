@@ -106,8 +106,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     let io_timeout = Duration::from_millis(cfg.io_timeout_ms.max(1));
     let mut exec = Executor::new(cfg.id, store, Arc::new(Shaper::new(cfg.uplink, cfg.downlink)), io_timeout);
     exec.capacity_bytes = cfg.capacity_bytes;
-    if cfg.repair_dscp.is_some_and(|d| d > 63) {
-        return Err(format!("repair_dscp must be 0 to 63, got {}", cfg.repair_dscp.unwrap_or(0)));
+    if let Some(d) = cfg.repair_dscp.filter(|d| *d > 63) {
+        return Err(format!("repair_dscp must be 0 to 63 (a DSCP has six bits), got {d}"));
     }
     exec.repair_dscp = cfg.repair_dscp;
     let exec = Arc::new(exec);

@@ -78,10 +78,7 @@ pub fn set_dscp(s: &TcpStream, dscp: u8) -> std::io::Result<()> {
     if dscp > 63 {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a DSCP is 0 to 63"));
     }
-    let (level, name) = match s.local_addr()? {
-        std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
-        std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
-    };
+    let (level, name) = dscp_option(s)?;
     let value: libc::c_int = (dscp as libc::c_int) << 2;
     // SAFETY: the fd is an open socket for the duration of the call; the value is a c_int
     // of the size given, as IP_TOS and IPV6_TCLASS take.
@@ -101,12 +98,17 @@ pub fn set_dscp(s: &TcpStream, dscp: u8) -> std::io::Result<()> {
     }
 }
 
-/// The DSCP `s` marks its packets with.
-pub fn dscp(s: &TcpStream) -> std::io::Result<u8> {
-    let (level, name) = match s.local_addr()? {
+/// The socket option holding `s`'s DSCP: IPv4's TOS byte or IPv6's traffic class.
+fn dscp_option(s: &TcpStream) -> std::io::Result<(libc::c_int, libc::c_int)> {
+    Ok(match s.local_addr()? {
         std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
         std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
-    };
+    })
+}
+
+/// The DSCP `s` marks its packets with.
+pub fn dscp(s: &TcpStream) -> std::io::Result<u8> {
+    let (level, name) = dscp_option(s)?;
     let mut value: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: value outlives the call and len is its size; the kernel writes at most len bytes.
