@@ -220,6 +220,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 scheduler: a.scheduler.fixed().unwrap_or(Scheduler::Random),
                 requestors: a.requestors,
                 failed: a.failed,
+                given: None,
             };
             // With a network file, schedulers plan with its residual bandwidth at the start.
             let mut custom = match &c.network {

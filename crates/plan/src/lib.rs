@@ -17,8 +17,10 @@
 pub mod error;
 pub mod graph;
 pub mod memory_executor;
+pub mod pick;
 pub mod schedule;
 pub mod shapes;
 
 pub use error::{PlanError, Result};
 pub use graph::{NodeId, RepairGraph, RepairTask, Shape, SlotRule, Traffic, Vertex, VertexId, ALL_SHAPES};
+pub use pick::Pick;

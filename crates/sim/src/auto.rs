@@ -18,6 +18,7 @@ use crate::error::{Result, SimError};
 use crate::network::{Foreground, Network};
 use crate::scenario::FullNode;
 use kintsugi_plan::schedule::Scheduler;
+pub use kintsugi_plan::Pick;
 use kintsugi_plan::Shape;
 use serde::Serialize;
 use std::fmt;
@@ -37,42 +38,6 @@ impl fmt::Display for Candidate {
             write!(f, "{}", self.scheduler)
         } else {
             write!(f, "{}+{}", self.method, self.scheduler)
-        }
-    }
-}
-
-/// A flag's value: `auto`, or one fixed choice.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pick<T> {
-    Auto,
-    Fixed(T),
-}
-
-impl<T> Pick<T> {
-    pub fn fixed(self) -> Option<T> {
-        match self {
-            Pick::Auto => None,
-            Pick::Fixed(t) => Some(t),
-        }
-    }
-}
-
-impl<T: std::str::FromStr> std::str::FromStr for Pick<T> {
-    type Err = T::Err;
-    fn from_str(s: &str) -> std::result::Result<Self, T::Err> {
-        if s.eq_ignore_ascii_case("auto") {
-            Ok(Pick::Auto)
-        } else {
-            s.parse().map(Pick::Fixed)
-        }
-    }
-}
-
-impl<T: fmt::Display> fmt::Display for Pick<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Pick::Auto => write!(f, "auto"),
-            Pick::Fixed(t) => write!(f, "{t}"),
         }
     }
 }
@@ -295,9 +260,6 @@ mod tests {
         assert_eq!(methods.len(), 3);
         let schedulers = candidates(Pick::Fixed(Shape::Ppr), Pick::Auto);
         assert_eq!(schedulers.iter().map(|c| c.to_string()).collect::<Vec<_>>(), ["ppr+random", "ppr+repairboost", "chameleon"]);
-        assert_eq!("AUTO".parse::<Pick<Shape>>().unwrap(), Pick::Auto);
-        assert_eq!("ppr".parse::<Pick<Shape>>().unwrap(), Pick::Fixed(Shape::Ppr));
-        assert!("bogus".parse::<Pick<Shape>>().is_err());
     }
 
     #[test]

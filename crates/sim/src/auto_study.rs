@@ -136,6 +136,7 @@ impl StudyScenario {
             scheduler: Scheduler::Random,
             requestors: 0,
             failed: 1,
+            given: None,
         }
     }
 

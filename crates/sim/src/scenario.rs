@@ -88,6 +88,18 @@ pub struct FullNode {
     /// Nodes failed at once (nodes 0..failed), each holding about `chunks` chunks; stripes
     /// lose 1 to `failed` chunks (RepairBoost's multi-node repair, its Exp. 5).
     pub failed: usize,
+    /// A real cluster's lost chunks and live nodes, in place of the random ones `nodes`,
+    /// `chunks`, `failed` and `seed` draw (the coordinator's `auto`).
+    pub given: Option<Arc<Given>>,
+}
+
+/// What a running cluster has lost, for predicting its repair: each lost chunk with its
+/// stripe's placement (node ids are the network's), and the nodes that are up and may
+/// help or take a rebuilt chunk.
+#[derive(Clone, Debug, Default)]
+pub struct Given {
+    pub lost: Vec<LostChunk>,
+    pub live: Vec<NodeId>,
 }
 
 pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
@@ -110,14 +122,27 @@ impl FullNode {
         check_common(self.link, self.chunk, self.slice)?;
         let code: Arc<dyn Code> = self.code.build()?;
         let n = code.n();
+        if self.max_active == 0 {
+            return Err(SimError::BadScenario("--max-active must be at least 1".into()));
+        }
+        if let Some(g) = &self.given {
+            // A stripe that lost one chunk reads from its n - 1 others and rebuilds outside them.
+            if g.live.len() < n {
+                return Err(SimError::BadScenario(format!(
+                    "{} needs {} live nodes (the {} other chunks of a stripe plus a destination outside it), but {} are up",
+                    self.code,
+                    n,
+                    n - 1,
+                    g.live.len()
+                )));
+            }
+            return Ok((code, g.lost.clone(), self.cluster_seen(net, seen)));
+        }
         if n + (self.requestors == 0) as usize > self.nodes {
             return Err(SimError::BadScenario(format!(
                 "{} needs {} nodes per stripe plus a destination outside it, but the cluster has {} nodes",
                 self.code, n, self.nodes
             )));
-        }
-        if self.max_active == 0 {
-            return Err(SimError::BadScenario("--max-active must be at least 1".into()));
         }
         if self.failed == 0 || self.failed > code.tolerance() || (self.requestors == 0 && n + self.failed > self.nodes) {
             return Err(SimError::BadScenario(format!(
@@ -134,14 +159,18 @@ impl FullNode {
     /// ChameleonEC phase builds it again from what the monitor saw; the chunks stay).
     pub(crate) fn cluster_seen(&self, net: Option<&Network>, seen: Seen) -> Cluster {
         let total = self.nodes + self.requestors;
-        let mut cluster = Cluster::homogeneous((self.failed as NodeId..total as NodeId).collect());
+        let live = match &self.given {
+            Some(g) => g.live.clone(),
+            None => (self.failed as NodeId..total as NodeId).collect(),
+        };
+        let mut cluster = Cluster::homogeneous(live.clone());
         cluster.default_bandwidth = self.link;
         cluster.requestors = (self.nodes as NodeId..total as NodeId).collect();
         cluster.chunk_bytes = self.chunk as f64;
         if let Some(net) = net {
             let fg = |n: usize, d: crate::network::Direction| seen(n as NodeId, d);
             use crate::network::Direction;
-            for n in self.failed..total.min(net.nodes.len()) {
+            for n in live.iter().map(|&n| n as usize).filter(|&n| n < net.nodes.len()) {
                 let spec = &net.nodes[n];
                 let up = schedule::residual(spec.up, fg(n, Direction::Up));
                 let down = schedule::residual(spec.down, fg(n, Direction::Down));
@@ -156,7 +185,7 @@ impl FullNode {
             // Links with caps of their own (racks, regions): what ECPipe's weighted path and
             // RepairBoost's polling mode plan with, as they would with measured link rates.
             for (&(a, b), &cap) in &net.pair_caps {
-                if a as usize >= self.failed && b as usize >= self.failed {
+                if live.contains(&a) && live.contains(&b) {
                     cluster.links.insert((a, b), cap);
                 }
             }
@@ -292,12 +321,30 @@ pub(crate) fn small_chameleon(chunks: usize) -> FullNode {
         scheduler: Scheduler::Chameleon,
         requestors: 0,
         failed: 1,
+        given: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster's own chunks and live nodes, given, plan as the same ones drawn; too few
+    /// live nodes for the code is refused with what it needs.
+    #[test]
+    fn given_chunks_plan_as_the_drawn_ones() {
+        for scheduler in [Scheduler::Random, Scheduler::Repairboost, Scheduler::Chameleon] {
+            let drawn = FullNode { scheduler, chunks: 12, ..small_chameleon(12) };
+            let lost = random_lost_chunks_of(drawn.nodes, drawn.chunks, 9, 1, drawn.seed);
+            let given = FullNode { given: Some(Arc::new(Given { lost, live: (1..16).collect() })), ..drawn.clone() };
+            let net = Network::homogeneous(16, drawn.link);
+            let graphs = |s: &FullNode| s.build_on(Some(&net)).unwrap().1.into_iter().map(|j| j.graph.vertices.len()).collect::<Vec<_>>();
+            assert_eq!(graphs(&given), graphs(&drawn), "{scheduler}");
+            let few = FullNode { given: Some(Arc::new(Given { lost: Vec::new(), live: (1..9).collect() })), ..drawn };
+            let e = few.build_on(Some(&net)).unwrap_err().to_string();
+            assert!(e.contains("needs 9 live nodes") && e.contains("8 are up"), "{e}");
+        }
+    }
     use crate::network::{Direction, Foreground};
 
     /// Downloads planned onto each node by the scheduler's graphs.

@@ -74,6 +74,7 @@ fn bad_scenarios_are_errors() {
         scheduler: kintsugi_plan::schedule::Scheduler::Index,
         requestors: 0,
         failed: 1,
+        given: None,
     };
     let err = fnode.build().expect_err("14 nodes cannot host RS(10,4) plus a destination");
     assert!(err.to_string().contains("needs 14 nodes"), "{err}");

@@ -106,6 +106,7 @@ fn random_case(rng: &mut rand::rngs::StdRng, case: u64) -> (f64, String) {
         scheduler,
         requestors: 0,
         failed: 1,
+        given: None,
     };
     let (net, jobs, admission) = s.build().unwrap();
     let uniform = rng.random_bool(0.5);
@@ -199,6 +200,7 @@ fn fluid_events_grow_with_repairs_not_slices() {
         scheduler: Scheduler::Random,
         requestors: 0,
         failed: 1,
+        given: None,
     };
     let (net, jobs, admission) = s.build().unwrap();
     let r = run(&net, &jobs, admission, Model::Fluid);

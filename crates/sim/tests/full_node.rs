@@ -20,6 +20,7 @@ fn scenario(method: Shape, slice: usize) -> FullNode {
         scheduler: Scheduler::Index,
         requestors: 0,
         failed: 1,
+        given: None,
     }
 }
 
