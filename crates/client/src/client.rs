@@ -7,7 +7,7 @@ use crate::graph_faults;
 use kintsugi_node::exec::{check_assignment, request};
 use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::{NodeId, Shape};
+use kintsugi_plan::{NodeId, Pick, Shape};
 use kintsugi_proto::UNREADABLE;
 use kintsugi_proto::{
     recv, send, Attrs, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
@@ -275,23 +275,24 @@ impl Client {
         self.repair_limited(method, slice, parallel, scheduler, None).await
     }
 
-    /// [`Client::repair`] with at most `per_destination` repairs running on one destination
-    /// at once (0: no limit; None: the coordinator's setting).
+    /// [`Client::repair`] with either choice possibly `auto` (the coordinator predicts
+    /// every candidate and runs the fastest), and at most `per_destination` repairs running
+    /// on one destination at once (0: no limit; None: the coordinator's setting).
     pub async fn repair_limited(
         &self,
-        method: Shape,
+        method: impl Into<Pick<Shape>>,
         slice: u64,
         parallel: usize,
-        scheduler: Scheduler,
+        scheduler: impl Into<Pick<Scheduler>>,
         per_destination: Option<usize>,
     ) -> Result<RepairReport, String> {
         match self
             .call(
                 &CoordRequest::Repair {
-                    method: method.name().into(),
+                    method: method.into().to_string(),
                     slice,
                     parallel,
-                    scheduler: scheduler.name().into(),
+                    scheduler: scheduler.into().to_string(),
                     max_active_per_destination: per_destination,
                 },
                 Duration::from_secs(24 * 3600),

@@ -30,7 +30,7 @@ impl Coordinator {
         }
         let c = &self.cfg;
         tracing::info!("automatic repair of {} lost chunks ({} with {})", lost.len(), c.repair_method, c.repair_scheduler);
-        let r = self.repair_locked(lost, c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler, "auto").await?;
+        let r = self.repair_locked(lost, c.repair_ask(), c.repair_slice, c.repair_max_active.max(1), "auto").await?;
         tracing::info!("automatic repair: {} repaired, {} skipped, {} failed in {:.1} s", r.repaired, r.skipped, r.failed, r.seconds);
         self.sync_index_now().await;
         // `status` shows the counts, not the graphs.

@@ -3,7 +3,7 @@
 
 use crate::full_node_plan::TimeslotGating;
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::Shape;
+use kintsugi_plan::{Pick, Shape};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -33,8 +33,9 @@ pub struct CoordConfig {
     pub auto_repair_interval_ms: u64,
     /// What automatic repair uses: method, scheduler, slice, and chunks rebuilt at once
     /// (like osd_recovery_max_active).
-    pub repair_method: Shape,
-    pub repair_scheduler: Scheduler,
+    /// Either may be `auto`: predicted and chosen per run (`repair_auto`).
+    pub repair_method: Pick<Shape>,
+    pub repair_scheduler: Pick<Scheduler>,
     pub repair_slice: u64,
     pub repair_max_active: usize,
     /// Repairs one destination node receives at once, whatever the run's chunks at once
@@ -116,6 +117,19 @@ pub struct CoordConfig {
     pub leader_lease_ms: u64,
 }
 
+impl CoordConfig {
+    /// What automatic repair (and `remove-node` of a node that is down) asks for.
+    pub fn repair_ask(&self) -> crate::RepairAsk {
+        crate::RepairAsk { method: self.repair_method, scheduler: self.repair_scheduler }
+    }
+
+    /// The shape for moving or sealing one chunk (a drain, a seal): the configured method,
+    /// ECPipe where it is `auto` (one chunk has no schedule to predict).
+    pub fn repair_shape(&self) -> Shape {
+        self.repair_method.fixed().unwrap_or(Shape::Ecpipe)
+    }
+}
+
 impl Default for CoordConfig {
     fn default() -> Self {
         CoordConfig {
@@ -128,8 +142,8 @@ impl Default for CoordConfig {
             down_out_ms: 600_000,
             auto_repair: true,
             auto_repair_interval_ms: 5_000,
-            repair_method: Shape::Cr,
-            repair_scheduler: Scheduler::Repairboost,
+            repair_method: Pick::Fixed(Shape::Cr),
+            repair_scheduler: Pick::Fixed(Scheduler::Repairboost),
             repair_slice: 1 << 20,
             repair_max_active: 4,
             repair_max_active_per_destination: 0,

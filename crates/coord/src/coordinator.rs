@@ -5,7 +5,7 @@
 
 pub use crate::config::CoordConfig;
 use crate::meta::{Change, MetaStore, ObjectRecord, RedbMeta};
-use kintsugi_node::wire::{job_to_wire, method_from_wire, scheduler_from_wire};
+use kintsugi_node::wire::{job_to_wire, method_from_wire};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
@@ -71,6 +71,8 @@ pub struct Coordinator {
     pub(crate) repair_counters: crate::metrics::RepairCounters,
     /// Each node's recent traffic, for the status page's charts.
     pub(crate) link_history: crate::status_page::LinkHistory,
+    /// Each node's foreground over the last minutes, what `auto` replays.
+    pub(crate) foreground_record: crate::foreground_record::ForegroundRecord,
 }
 
 /// Ids a coordinator takes from its metadata store at a time (repairs, timeslot batches).
@@ -222,6 +224,7 @@ async fn serve_cluster(
         rebalance_status: Mutex::default(),
         repair_counters,
         link_history: Default::default(),
+        foreground_record: Default::default(),
     });
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
@@ -363,6 +366,7 @@ impl Coordinator {
                 }
                 if let Some(l) = link {
                     self.link_history.record(node, &l);
+                    self.foreground_record.record(node, &l);
                     self.links.lock().expect("links lock").insert(node, l);
                 }
                 Ok(CoordResponse::Welcome { cluster: self.cluster_id })
@@ -450,8 +454,15 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
-                let (method, scheduler) = (method_from_wire(&method)?, scheduler_from_wire(&scheduler)?);
-                let report = self.repair(method, slice, parallel, scheduler, max_active_per_destination).await?;
+                // Either may be `auto` (`repair_auto`).
+                let ask = crate::RepairAsk {
+                    method: method.parse().map_err(|e| format!("{e} (or auto)"))?,
+                    scheduler: match scheduler.as_str() {
+                        "" => kintsugi_plan::Pick::Fixed(Default::default()),
+                        s => s.parse().map_err(|e| format!("{e} (or auto)"))?,
+                    },
+                };
+                let report = self.repair(ask, slice, parallel, max_active_per_destination).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))
             }

@@ -89,6 +89,11 @@ impl DestinationLimit {
         Running { node, nodes: self.nodes.clone(), _permit: permit }
     }
 
+    /// The limit repairs start with now (0: none).
+    pub(crate) fn current(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
     /// Starts counting the peak again (a new repair run).
     pub(crate) fn reset_peak(&self) {
         self.peak.store(0, Ordering::Relaxed);

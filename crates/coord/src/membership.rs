@@ -150,7 +150,7 @@ impl Coordinator {
         // Down: its chunks can only be rebuilt from the others.
         self.fail_node(node).await?;
         let c = &self.cfg;
-        let report = self.repair(c.repair_method, c.repair_slice, c.repair_max_active.max(1), c.repair_scheduler, None).await?;
+        let report = self.repair(c.repair_ask(), c.repair_slice, c.repair_max_active.max(1), None).await?;
         let left: Vec<String> = self.meta.node_chunks(node)?.iter().map(|c| ChunkId::new(c.stripe, c.index).to_string()).collect();
         if !left.is_empty() {
             return bad(format!(
@@ -165,6 +165,7 @@ impl Coordinator {
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);
         self.link_history.forget(node);
+        self.foreground_record.forget(node);
         tracing::info!("node {node} removed after {} chunk(s) were rebuilt elsewhere", report.repaired);
         Ok(report)
     }

@@ -75,6 +75,7 @@ impl Coordinator {
         self.space.lock().expect("space lock").remove(&node);
         self.links.lock().expect("links lock").remove(&node);
         self.link_history.forget(node);
+        self.foreground_record.forget(node);
         let addr = self.live.lock().expect("live lock").remove(&node).map(|(a, _)| a);
         if let Some(addr) = addr {
             // Best effort: it holds nothing the cluster needs now.
@@ -96,7 +97,7 @@ impl Coordinator {
             return bad("a put still writing it (try again once it is committed, or abandoned)");
         }
         if s.bad[index] {
-            let p = PendingRepair { stripe, index, method: self.cfg.repair_method, slice: self.cfg.repair_slice };
+            let p = PendingRepair { stripe, index, method: self.cfg.repair_shape(), slice: self.cfg.repair_slice };
             self.meta.apply(vec![Change::PutPending(p.clone())])?;
             return self.repair_one(&p, None, None, None).await.map(|_| Some(s.chunk_len));
         }

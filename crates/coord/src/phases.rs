@@ -7,25 +7,34 @@
 
 use crate::coordinator::Coordinator;
 use crate::meta::PendingRepair;
+use crate::repair_auto::RepairAsk;
 use crate::repair_batch::Repairs;
 use crate::straggler::{expectations, Key, PhaseWatch};
 use crate::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{Choice, Cluster, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask};
-use kintsugi_proto::RepairReport;
+use kintsugi_proto::{AutoChoice, RepairReport};
+use kintsugi_sim::auto::Candidate;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What `auto` chose instead of ChameleonEC before a phase, and the chunks left for it.
+pub(crate) type HandOver = ((Candidate, AutoChoice), Vec<PendingRepair>);
+
 impl Coordinator {
-    /// Repairs `todo` phase by phase, `parallel` chunks at a time within a phase.
+    /// Repairs `todo` phase by phase, `parallel` chunks at a time within a phase. Chosen
+    /// by `auto` (`ask`), it asks again before each phase after the first; when another
+    /// candidate is predicted faster for what is left, it stops there and returns that
+    /// choice with the chunks left.
     pub(crate) async fn repair_in_phases(
         self: &Arc<Self>,
         mut todo: Vec<PendingRepair>,
         label: &str,
         parallel: usize,
         scheduler: Scheduler,
-    ) -> Result<RepairReport, String> {
+        ask: Option<RepairAsk>,
+    ) -> Result<(RepairReport, Option<HandOver>), String> {
         let started = Instant::now();
         let mut total = RepairReport { method: label.to_string(), lost: todo.len(), ..Default::default() };
         // Postponed stragglers still running when their phase ended.
@@ -33,7 +42,17 @@ impl Coordinator {
         let mut restarted: HashSet<Key> = HashSet::new();
         // A restarted straggler's chunk is planned without the node it waited for.
         let mut shun: HashMap<Key, NodeId> = HashMap::new();
+        let mut handover = None;
         while !todo.is_empty() {
+            if let Some(ask) = ask.filter(|_| total.phases > 0) {
+                let (pick, choice) = self.decide_auto_off_runtime(&todo, ask, total.phases).await?;
+                if !pick.scheduler.chameleon() {
+                    tracing::info!(left = todo.len(), "auto: {pick} takes over from ChameleonEC after {} phase(s)", total.phases);
+                    handover = Some(((pick, choice), std::mem::take(&mut todo)));
+                    break;
+                }
+                total.auto.push(choice);
+            }
             let (now, choices, watch) = match self.schedule_scaled(&mut todo, scheduler, &NodeSpeed::default(), &shun) {
                 Ok(plan) => {
                     let first = todo.iter().filter_map(|p| plan.phase.get(&(p.stripe, p.index))).min().copied().unwrap_or(0);
@@ -85,7 +104,7 @@ impl Coordinator {
             crate::repair_batch::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
-        Ok(total)
+        Ok((total, handover))
     }
 
     /// The straggler watch of a phase (ChameleonEC's SAR), when it is on and the nodes

@@ -7,6 +7,7 @@
 use crate::coordinator::{bad, Coordinator};
 use crate::full_node_plan::{prioritise, GraphSlots};
 use crate::meta::{Change, PendingRepair, StripeRecord};
+use crate::repair_auto::RepairAsk;
 use crate::straggler::{Running, Verdict};
 use crate::timeslot_reservation::Claim;
 use kintsugi_node::exec::request;
@@ -457,10 +458,9 @@ impl Coordinator {
     /// Full-node repair of everything lost, `parallel` chunks at a time.
     pub async fn repair(
         self: &Arc<Self>,
-        method: Shape,
+        ask: RepairAsk,
         slice: u64,
         parallel: usize,
-        scheduler: Scheduler,
         per_destination: Option<usize>,
     ) -> Result<RepairReport, String> {
         let _one = self.repairing.lock().await;
@@ -469,7 +469,7 @@ impl Coordinator {
         let _limit = self.destinations.limit_run(per_destination);
         let lost = self.lost_chunks()?;
         let mut tried: BTreeSet<(u64, usize)> = lost.iter().copied().collect();
-        let mut report = self.repair_locked(lost, method, slice, parallel, scheduler, "request").await?;
+        let mut report = self.repair_locked(lost, ask, slice, parallel, "request").await?;
         // Helpers found corrupt or missing along the way are lost chunks too: rebuilt in
         // further rounds (a few; each round finds only what its graphs touched).
         for _ in 0..3 {
@@ -479,7 +479,7 @@ impl Coordinator {
             }
             tracing::info!("{} chunk(s) found bad during the repair; rebuilding them too", more.len());
             tried.extend(more.iter().copied());
-            let r = self.repair_locked(more, method, slice, parallel, scheduler, "request").await?;
+            let r = self.repair_locked(more, ask, slice, parallel, "request").await?;
             report.lost += r.lost;
             report.seconds += r.seconds;
             crate::repair_batch::absorb(&mut report, r);
@@ -491,16 +491,15 @@ impl Coordinator {
     pub(crate) async fn repair_locked(
         self: &Arc<Self>,
         lost: Vec<(u64, usize)>,
-        method: Shape,
+        ask: RepairAsk,
         slice: u64,
         parallel: usize,
-        scheduler: Scheduler,
         trigger: &'static str,
     ) -> Result<RepairReport, String> {
         let pending = self.meta.pending()?.len();
         self.destinations.reset_peak();
-        self.repair_counters.start_run(&format!("{method} ({scheduler})"), lost.len().max(pending), trigger);
-        let r = self.repair_run(lost, method, slice, parallel, scheduler).await;
+        self.repair_counters.start_run(&ask.to_string(), lost.len().max(pending), trigger);
+        let r = self.repair_run(lost, ask, slice, parallel).await;
         self.repair_counters.finish_run();
         r
     }
@@ -508,11 +507,11 @@ impl Coordinator {
     async fn repair_run(
         self: &Arc<Self>,
         lost: Vec<(u64, usize)>,
-        method: Shape,
+        ask: RepairAsk,
         slice: u64,
         parallel: usize,
-        scheduler: Scheduler,
     ) -> Result<RepairReport, String> {
+        let method = ask.method_or_ecpipe();
         let mut todo: Vec<PendingRepair> = lost.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
         // Chunks left pending by an earlier run are included with their own method.
         for p in self.meta.pending()? {
@@ -523,12 +522,27 @@ impl Coordinator {
         self.meta.apply(todo.iter().cloned().map(Change::PutPending).collect())?;
         // In this order also when planning fails below.
         prioritise(&mut todo, &HashMap::new());
+        match (ask.method.fixed(), ask.scheduler.fixed()) {
+            (Some(method), Some(scheduler)) => self.repair_fixed(todo, method, scheduler, parallel).await,
+            _ => self.repair_auto(todo, ask, parallel).await,
+        }
+    }
+
+    /// Repairs `todo` with one method and scheduler.
+    async fn repair_fixed(
+        self: &Arc<Self>,
+        mut todo: Vec<PendingRepair>,
+        method: Shape,
+        scheduler: Scheduler,
+        parallel: usize,
+    ) -> Result<RepairReport, String> {
+        let label = format!("{method} ({scheduler})");
         if scheduler.chameleon() {
-            return self.repair_in_phases(todo, &format!("{method} ({scheduler})"), parallel, scheduler).await;
+            return Ok(self.repair_in_phases(todo, &label, parallel, scheduler, None).await?.0);
         }
         let round = self.cfg.repair_subprocess_chunks;
         if round > 0 && round < todo.len() {
-            return self.repair_in_subprocesses(todo, &format!("{method} ({scheduler})"), parallel, scheduler, round).await;
+            return self.repair_in_subprocesses(todo, &label, parallel, scheduler, round).await;
         }
         let (choices, timeslots) = match self.schedule(&mut todo, scheduler) {
             Ok(c) => (c.choices, c.timeslots),
@@ -542,7 +556,45 @@ impl Coordinator {
         if !timeslots.is_empty() {
             tracing::info!(repairs = timeslots.len(), "nodes gate transfers by RepairBoost's timeslots");
         }
-        self.run_repairs(todo, &format!("{method} ({scheduler})"), parallel, choices, timeslots).await
+        self.run_repairs(todo, &label, parallel, choices, timeslots).await
+    }
+
+    /// Repairs `todo` with what `auto` predicts fastest; a ChameleonEC run decides again
+    /// before each of its phases, and hands what is left to another candidate when one
+    /// is predicted faster for it.
+    async fn repair_auto(self: &Arc<Self>, mut todo: Vec<PendingRepair>, ask: RepairAsk, parallel: usize) -> Result<RepairReport, String> {
+        let started = Instant::now();
+        let mut total = RepairReport { lost: todo.len(), ..Default::default() };
+        let mut chosen: Vec<String> = Vec::new();
+        let mut next = None;
+        while !todo.is_empty() {
+            let (pick, choice) = match next.take() {
+                Some(decided) => decided,
+                None => self.decide_auto_off_runtime(&todo, ask, total.phases).await?,
+            };
+            chosen.push(choice.chosen.clone());
+            total.auto.push(choice);
+            for p in &mut todo {
+                p.method = pick.method;
+            }
+            let todo_now = std::mem::take(&mut todo);
+            let r = if pick.scheduler.chameleon() {
+                let (r, rest) = self.repair_in_phases(todo_now, &format!("{pick} by auto"), parallel, pick.scheduler, Some(ask)).await?;
+                if let Some((decided, left)) = rest {
+                    (next, todo) = (Some(decided), left);
+                }
+                r
+            } else {
+                self.repair_fixed(todo_now, pick.method, pick.scheduler, parallel).await?
+            };
+            total.phases += r.phases;
+            total.subprocesses += r.subprocesses;
+            crate::repair_batch::absorb(&mut total, r);
+        }
+        chosen.dedup();
+        total.method = format!("auto: {}", chosen.join(", then "));
+        total.seconds = started.elapsed().as_secs_f64();
+        Ok(total)
     }
 
     pub(crate) async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {

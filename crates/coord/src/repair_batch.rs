@@ -206,6 +206,7 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.errors.extend(r.errors);
     total.first_done = total.first_done.or(r.first_done);
     total.most_at_once_per_destination = total.most_at_once_per_destination.max(r.most_at_once_per_destination);
+    total.auto.extend(r.auto);
     let room = REPORTED_GRAPHS.saturating_sub(total.graphs.len());
     total.graphs.extend(r.graphs.into_iter().take(room));
     total.graph_timeslots.extend(r.graph_timeslots.into_iter().take(room));

@@ -162,7 +162,7 @@ impl Coordinator {
             };
             let sources: Vec<(NodeId, ChunkId)> = equation.helpers().iter().map(|&h| source(h)).collect::<Result<_, _>>()?;
             let task = RepairTask { equation, helper_nodes: sources.iter().map(|x| x.0).collect(), destination: nodes[p] };
-            let graph = shapes::build(self.cfg.repair_method, &task).map_err(|e| e.to_string())?;
+            let graph = shapes::build(self.cfg.repair_shape(), &task).map_err(|e| e.to_string())?;
             let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
             let a = Assignment {
                 repair: self.repair_id()?,

@@ -10,7 +10,7 @@ use kintsugi_client::client::ObjectSink;
 use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::{NodeId, Shape};
+use kintsugi_plan::{NodeId, Pick, Shape};
 use kintsugi_proto::LayoutSpec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,18 +105,22 @@ pub struct GetArgs {
 
 #[derive(Args, Debug)]
 pub struct RepairArgs {
-    /// Per-chunk repair graph: cr, ppr, ecpipe or ecpipe-cyclic.
+    /// Per-chunk repair graph: cr, ppr, ecpipe or ecpipe-cyclic; or auto: the coordinator
+    /// predicts CR, PPR and ECPipe in its simulator on the cluster's lost chunks and recent
+    /// traffic, and runs the fastest.
     #[arg(long, default_value = "ecpipe")]
-    pub method: Shape,
+    pub method: Pick<Shape>,
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
     /// Chunks repaired at once.
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
     /// Who picks helpers and destinations: index, random, lru, greedy, repairboost,
-    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees).
+    /// repairboost-rtb, repairboost-ts, repairboost-poll, mppr or chameleon (which draws its own trees);
+    /// or auto: random, repairboost or chameleon, predicted as --method auto, and asked
+    /// again before each ChameleonEC phase.
     #[arg(long, default_value = "repairboost")]
-    pub scheduler: Scheduler,
+    pub scheduler: Pick<Scheduler>,
     /// Repairs one destination node runs at once in this run (0: no limit; Ceph's
     /// osd_recovery_max_active, the simulator's --max-active) [default: the coordinator's
     /// repair_max_active_per_destination].
@@ -374,6 +378,25 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
                 r.retries,
                 r.skipped
             );
+            for c in &r.auto {
+                let when = if c.phase == 0 { "at the start".to_string() } else { format!("before phase {}", c.phase) };
+                let table: Vec<String> = c
+                    .predictions
+                    .iter()
+                    .map(|p| match (p.seconds, &p.error) {
+                        (Some(s), _) => format!("{} {s:.1} s", p.candidate),
+                        (None, e) => format!("{} cannot run ({})", p.candidate, e.as_deref().unwrap_or("?")),
+                    })
+                    .collect();
+                println!(
+                    "  auto {when}, {} chunk(s): {} (predicted {:.1} s; decided in {:.0} ms): {}",
+                    c.chunks,
+                    c.chosen,
+                    c.predicted_seconds,
+                    c.decide_seconds * 1e3,
+                    table.join(", ")
+                );
+            }
             if r.phases > 0 {
                 println!("  in {} ChameleonEC phase(s), each planned from the nodes' latest traffic reports", r.phases);
             }

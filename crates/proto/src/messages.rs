@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 pub use crate::chunk_id::{BucketSlot, ChunkId};
 pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
-pub use crate::status::{ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe};
+pub use crate::status::{
+    AutoChoice, AutoPrediction, ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe,
+};
 pub use crate::wire_graph::{NodeId, WireGraph, WireTerm, WireVertex};
 
 // The words by which the coordinator's errors say what kind they are: its messages are built

@@ -55,6 +55,36 @@ pub struct RepairReport {
     /// `repair_max_active_per_destination`); 0 from an earlier build.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub most_at_once_per_destination: usize,
+    /// What `--method auto` / `--scheduler auto` chose, before the repair and again at each
+    /// ChameleonEC phase (empty: a fixed method and scheduler).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auto: Vec<AutoChoice>,
+}
+
+/// One choice `auto` made: every candidate's predicted repair time on the cluster's own lost
+/// chunks and its nodes' recent foreground, the one that runs, and what deciding cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutoChoice {
+    /// The ChameleonEC phase it was made before (0: the repair's start).
+    pub phase: usize,
+    /// Lost chunks it was made for.
+    pub chunks: usize,
+    /// The candidate that runs: `method+scheduler`, or `chameleon`.
+    pub chosen: String,
+    pub predicted_seconds: f64,
+    /// Wall seconds spent planning and predicting every candidate.
+    pub decide_seconds: f64,
+    pub predictions: Vec<AutoPrediction>,
+}
+
+/// A candidate's predicted time, or why it cannot run here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutoPrediction {
+    pub candidate: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
