@@ -94,3 +94,37 @@ async fn auto_with_too_few_live_nodes_says_what_it_needs() {
     }
     c.stop().await;
 }
+
+/// Automatic repair with `repair_method = "auto"` and `repair_scheduler = "auto"`: a node
+/// stopped by `fail` has its chunks rebuilt without a command, by what `auto` chose, and
+/// `status` says what that was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_repair_may_leave_the_choice_to_auto() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig {
+        auto_repair: true,
+        auto_repair_interval_ms: 200,
+        repair_method: Pick::Auto,
+        repair_scheduler: Pick::Auto,
+        ..cfg(dir.path(), "127.0.0.1:0")
+    };
+    let mut c = cluster_with(conf, dir.path(), 9, Some(50e6)).await;
+    put_all(&c).await;
+    c.client.fail(0).await.unwrap();
+    c.kill(0).await;
+    let mut last = None;
+    for _ in 0..200 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let s = c.client.status().await.unwrap();
+        if s.lost_chunks == 0 && !s.repairing && s.last_auto_repair.is_some() {
+            last = s.last_auto_repair;
+            break;
+        }
+    }
+    let r = last.expect("automatic repair ran and rebuilt every chunk");
+    assert!(r.failed == 0 && r.repaired > 0, "{r:?}");
+    assert!(r.method.starts_with("auto: ") && !r.auto.is_empty(), "{r:?}");
+    assert_eq!(r.auto[0].predictions.len(), 7);
+    read_all(&c).await;
+    c.stop().await;
+}

@@ -20,7 +20,7 @@ use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::TimeslotGating;
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::Shape;
+use kintsugi_plan::{Pick, Shape};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -50,12 +50,14 @@ pub struct FullNodeArgs {
     /// Slice size of pipelined methods.
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
-    /// Methods, comma-separated.
+    /// Methods, comma-separated; auto: the coordinator predicts and picks (with
+    /// --scheduler, or among every scheduler with --scheduler auto).
     #[arg(long, value_delimiter = ',', default_value = "cr,ppr,ecpipe")]
-    pub methods: Vec<Shape>,
-    /// Who picks helpers and destinations (index, random, repairboost, mppr, chameleon, ...).
+    pub methods: Vec<Pick<Shape>>,
+    /// Who picks helpers and destinations (index, random, repairboost, mppr, chameleon, ...,
+    /// or auto).
     #[arg(long, default_value = "repairboost")]
-    pub scheduler: Scheduler,
+    pub scheduler: Pick<Scheduler>,
     /// Chunks repaired at once [default: every lost chunk].
     #[arg(long)]
     pub parallel: Option<usize>,
@@ -190,7 +192,7 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     Ok(())
 }
 
-async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
+async fn embedded(a: &FullNodeArgs, method: Pick<Shape>) -> Result<Run> {
     let dir = tempfile::tempdir()?;
     let hdd = match (a.hdd_seek_ms, a.hdd_bw) {
         (None, None) => None,
@@ -217,7 +219,7 @@ async fn embedded(a: &FullNodeArgs, method: Shape) -> Result<Run> {
     r
 }
 
-fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> Result<Run> {
+fn on_testbed(a: &FullNodeArgs, method: Pick<Shape>, rt: &tokio::runtime::Runtime) -> Result<Run> {
     let dir = std::env::temp_dir().join("kintsugi-bench-fullnode");
     std::fs::create_dir_all(&dir)?;
     let conf = dir.join("coordinator.toml");
@@ -253,11 +255,13 @@ fn on_testbed(a: &FullNodeArgs, method: Shape, rt: &tokio::runtime::Runtime) -> 
 }
 
 /// Writes the objects, fails node 0, repairs, verifies.
-async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Run> {
+async fn scenario(client: &Client, a: &FullNodeArgs, method: Pick<Shape>) -> Result<Run> {
     let (plain, lost) = write_and_fail(client, a.nodes, a.objects, a.code, a.chunk, a.size).await?;
     let parallel = a.parallel.unwrap_or(lost);
-    // The simulator knows no disks and no foreground: only the plain runs are compared.
-    let compare = a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0;
+    // The simulator knows no disks and no foreground: only the plain runs of a fixed
+    // method and scheduler are compared.
+    let fixed = method.fixed().zip(a.scheduler.fixed());
+    let compare = a.hdd_seek_ms.is_none() && a.hdd_bw.is_none() && a.load_clients == 0 && fixed.is_some();
     let lost_chunks = match compare {
         true => Some(lost_chunks(&plain, a).await?),
         false => None,
@@ -287,7 +291,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
     });
     let before = node_stats(&plain).await?;
     let jiffies = crate::bench_degraded::machine_jiffies();
-    let report = plain.repair(method, a.slice as u64, parallel, a.scheduler).await.map_err(|e| anyhow!(e));
+    let report = plain.repair_limited(method, a.slice as u64, parallel, a.scheduler, None).await.map_err(|e| anyhow!(e));
     let cpu = crate::bench_degraded::cores_busy(jiffies, crate::bench_degraded::machine_jiffies());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let during = match fg_task {
@@ -295,8 +299,8 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         None => None,
     };
     let report = report?;
-    let sim = match lost_chunks {
-        Some(lost) => {
+    let sim = match lost_chunks.zip(fixed) {
+        Some((lost, (method, scheduler))) => {
             let graphs = report
                 .graphs
                 .iter()
@@ -304,7 +308,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
                 .map(kintsugi_node::wire::graph_from_wire)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| anyhow!(e))?;
-            Some(simulate_same(a, method, &lost, &graphs, &report.graph_timeslots)?)
+            Some(simulate_same(a, method, scheduler, &lost, &graphs, &report.graph_timeslots)?)
         }
         None => None,
     };
@@ -341,6 +345,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Shape) -> Result<Ru
         first_done: report.first_done,
         fg,
         verified,
+        chosen: (!report.auto.is_empty()).then(|| report.method.clone()),
     })
 }
 

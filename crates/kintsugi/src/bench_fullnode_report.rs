@@ -5,12 +5,15 @@ use crate::bench_fullnode::FullNodeArgs;
 use crate::bench_fullnode_sim::SimSame;
 use crate::load::Interference;
 use anyhow::Result;
-use kintsugi_plan::Shape;
+use kintsugi_plan::{Pick, Shape};
 use serde::Serialize;
 
 #[derive(Serialize)]
 pub(crate) struct MethodRow {
     method: String,
+    /// Per run, what `auto` chose (empty: a fixed method and scheduler).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    auto_chosen: Vec<String>,
     lost_chunks: usize,
     repair_seconds: f64,
     bound_seconds: f64,
@@ -136,6 +139,8 @@ pub(crate) struct Run {
     /// The foreground workload, with --load-clients.
     pub(crate) fg: Option<Interference>,
     pub(crate) verified: bool,
+    /// What `auto` chose, as the repair report names it ("auto: ecpipe+repairboost").
+    pub(crate) chosen: Option<String>,
 }
 
 impl Report {
@@ -146,7 +151,7 @@ impl Report {
 }
 
 /// One method's row: medians over its runs, the first run's loads and plan.
-pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> MethodRow {
+pub(crate) fn method_row(a: &FullNodeArgs, method: Pick<Shape>, runs: &[Run]) -> MethodRow {
     let all_ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
     let secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let sims: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.seconds)).collect();
@@ -184,6 +189,7 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Shape, runs: &[Run]) -> Metho
         all_sim_seconds: sims,
         all_sim_fluid_seconds: fluid,
         verified: runs.iter().all(|r| r.verified),
+        auto_chosen: runs.iter().filter_map(|r| r.chosen.clone()).collect(),
     }
 }
 
@@ -272,6 +278,10 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
                 if m.verified { "yes" } else { "NO" },
                 m.cpu_cores
             );
+        }
+        for m in report.methods.iter().filter(|m| !m.auto_chosen.is_empty()) {
+            let runs: Vec<&str> = m.auto_chosen.iter().map(|c| c.strip_prefix("auto: ").unwrap_or(c)).collect();
+            println!("{} (scheduler {}): auto chose, per run: {}", m.method, a.scheduler, runs.join("; "));
         }
     }
     if !a.json && report.methods.iter().any(|m| m.foreground.is_some()) {

@@ -37,6 +37,7 @@ pub(crate) async fn lost_chunks(client: &Client, a: &FullNodeArgs) -> Result<Vec
 pub(crate) fn simulate_same(
     a: &FullNodeArgs,
     method: Shape,
+    scheduler: kintsugi_plan::schedule::Scheduler,
     lost: &[kintsugi_plan::schedule::LostChunk],
     ran: &[kintsugi_plan::RepairGraph],
     ran_slots: &[Vec<Option<u32>>],
@@ -70,13 +71,13 @@ pub(crate) fn simulate_same(
         }
         None => None,
     };
-    let slotted = match a.scheduler.timeslots() {
+    let slotted = match scheduler.timeslots() {
         true => {
             let code = a.code.build()?;
             let mut cluster = Cluster::homogeneous((1..a.nodes as u32).collect());
             cluster.default_bandwidth = a.link;
             cluster.chunk_bytes = a.chunk as f64;
-            let plan = schedule::plan(code.as_ref(), method, a.scheduler, lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
+            let plan = schedule::plan(code.as_ref(), method, scheduler, lost, &cluster, 0x5eed).map_err(|e| anyhow!("{e}"))?;
             let jobs: Vec<kintsugi_sim::Job> = plan.repairs.into_iter().map(|r| job(r.graph, r.slots)).collect();
             Some(kintsugi_sim::run(&net, &jobs, &opts).map_err(|e| anyhow!("{e}"))?.makespan)
         }

@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::{Shape, ALL_SHAPES};
+use kintsugi_plan::{Pick, Shape, ALL_SHAPES};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,7 +48,9 @@ pub struct DemoArgs {
     #[arg(long, default_value = "repairboost")]
     pub scheduler: Scheduler,
     /// Only these methods (default: all): cr, ppr, ecpipe, ecpipe-cyclic, planned by
-    /// --scheduler, and chameleon (ChameleonEC's scheduler drawing its own trees).
+    /// --scheduler; chameleon (ChameleonEC's scheduler drawing its own trees); and auto
+    /// (method and scheduler predicted by the coordinator, as `repair --method auto
+    /// --scheduler auto`).
     #[arg(long, value_delimiter = ',')]
     pub methods: Vec<DemoMethod>,
     /// Run a foreground workload (YCSB A: 50% reads, 50% overwrites, zipfian 0.99) for
@@ -80,6 +82,8 @@ pub enum DemoMethod {
     Shape(Shape),
     /// ChameleonEC's phases and trees (`--scheduler chameleon`, ECPipe where it draws none).
     Chameleon,
+    /// Method and scheduler both `auto`: the coordinator predicts and picks.
+    Auto,
 }
 
 impl std::str::FromStr for DemoMethod {
@@ -88,16 +92,20 @@ impl std::str::FromStr for DemoMethod {
         if s.eq_ignore_ascii_case("chameleon") {
             return Ok(DemoMethod::Chameleon);
         }
-        s.parse::<Shape>().map(DemoMethod::Shape).map_err(|e| format!("{e} (or chameleon)"))
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(DemoMethod::Auto);
+        }
+        s.parse::<Shape>().map(DemoMethod::Shape).map_err(|e| format!("{e} (or chameleon, or auto)"))
     }
 }
 
 impl DemoMethod {
     /// The shape and scheduler the repair runs with.
-    fn plan(self, scheduler: Scheduler) -> (Shape, Scheduler) {
+    fn plan(self, scheduler: Scheduler) -> (Pick<Shape>, Pick<Scheduler>) {
         match self {
-            DemoMethod::Shape(s) => (s, scheduler),
-            DemoMethod::Chameleon => (Shape::Ecpipe, Scheduler::Chameleon),
+            DemoMethod::Shape(s) => (Pick::Fixed(s), Pick::Fixed(scheduler)),
+            DemoMethod::Chameleon => (Pick::Fixed(Shape::Ecpipe), Pick::Fixed(Scheduler::Chameleon)),
+            DemoMethod::Auto => (Pick::Auto, Pick::Auto),
         }
     }
 
@@ -105,6 +113,7 @@ impl DemoMethod {
         match self {
             DemoMethod::Shape(s) => s.to_string(),
             DemoMethod::Chameleon => "chameleon".into(),
+            DemoMethod::Auto => "auto".into(),
         }
     }
 }
@@ -182,7 +191,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         anyhow::bail!("with --load, --load-clients and --load-records must be at least 1 and --load-baseline a positive number of seconds");
     }
     let methods: Vec<DemoMethod> = match a.methods.is_empty() {
-        true => ALL_SHAPES.iter().map(|&s| DemoMethod::Shape(s)).chain([DemoMethod::Chameleon]).collect(),
+        true => ALL_SHAPES.iter().map(|&s| DemoMethod::Shape(s)).chain([DemoMethod::Chameleon, DemoMethod::Auto]).collect(),
         false => a.methods.clone(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -301,7 +310,9 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, row: DemoMethod, pb: &Progress
         for (si, s) in l.stripes.iter().enumerate() {
             if let Some(idx) = s.chunks.iter().take(k).position(|c| c.lost) {
                 let t = Instant::now();
-                let chunk = cluster.client.degraded_read(&name, si, idx, method, a.slice as u64).await.map_err(|e| anyhow!(e))?;
+                // A degraded read is one chunk, no schedule to predict: ECPipe under auto.
+                let read_with = method.fixed().unwrap_or(Shape::Ecpipe);
+                let chunk = cluster.client.degraded_read(&name, si, idx, read_with, a.slice as u64).await.map_err(|e| anyhow!(e))?;
                 degraded = t.elapsed().as_secs_f64();
                 anyhow::ensure!(Some(crc32c::crc32c(&chunk)) == s.chunks[idx].crc32c, "degraded read of {name} returned wrong bytes");
                 break 'find;
@@ -327,7 +338,7 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, row: DemoMethod, pb: &Progress
     let before = cluster.stats();
     let lost = cluster.client.status().await.map_err(|e| anyhow!(e))?.lost_chunks;
     pb.set_message(format!("{method_name}: repairing {lost} chunks"));
-    let report = cluster.client.repair(method, a.slice as u64, a.parallel, scheduler).await.map_err(|e| anyhow!(e));
+    let report = cluster.client.repair_limited(method, a.slice as u64, a.parallel, scheduler, None).await.map_err(|e| anyhow!(e));
     stop.store(true, Ordering::Relaxed);
     let during = match fg_task {
         Some(t) => Some(t.await.map_err(|e| anyhow!("the foreground clients failed: {e}"))??),
@@ -357,7 +368,8 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, row: DemoMethod, pb: &Progress
     cluster.stop().await;
     let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
     Ok(MethodResult {
-        method: method_name,
+        // What auto chose: "auto: ecpipe+repairboost".
+        method: if row == DemoMethod::Auto { report.method.clone() } else { method_name },
         code: code.to_string(),
         repair_seconds: report.seconds,
         throughput_mb_s: report.bytes as f64 / report.seconds.max(1e-9) / 1e6,

@@ -325,8 +325,12 @@ fn demo_json_verifies_every_method() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let methods = v["methods"].as_array().unwrap();
-    assert_eq!(methods.len(), 6, "four methods and ChameleonEC with rs:6,3, then CR with clay:6,3,8");
+    assert_eq!(methods.len(), 7, "four methods, ChameleonEC and auto with rs:6,3, then CR with clay:6,3,8");
     assert_eq!(methods[4]["method"], "chameleon");
+    // auto names what it chose, one of its seven candidates.
+    let chosen = methods[5]["method"].as_str().unwrap();
+    let candidates = ["cr+random", "ppr+random", "ecpipe+random", "cr+repairboost", "ppr+repairboost", "ecpipe+repairboost", "chameleon"];
+    assert!(chosen.strip_prefix("auto: ").is_some_and(|c| c.split(", then ").all(|c| candidates.contains(&c))), "{chosen}");
     for m in methods {
         assert_eq!(m["verified"], true, "{m}");
         assert!(m["repair_seconds"].as_f64().unwrap() > 0.0);
@@ -339,7 +343,7 @@ fn demo_json_verifies_every_method() {
     // Clay's MSR repair: 8 helpers send 1/3 of a chunk each, against 6 whole chunks for RS,
     // as the nodes count it (per lost chunk, the chunk sizes being within 0.1%).
     let per_lost = |m: &serde_json::Value| m["mean_upload_bytes"].as_f64().unwrap() / m["lost_chunks"].as_f64().unwrap();
-    let (rs, clay) = (&methods[0], &methods[5]);
+    let (rs, clay) = (&methods[0], &methods[6]);
     assert_eq!((rs["code"].as_str(), clay["code"].as_str()), (Some("rs:6,3"), Some("clay:6,3,8")));
     let ratio = per_lost(clay) / per_lost(rs);
     assert!((ratio - 8.0 / 18.0).abs() < 0.03, "clay/rs upload per lost chunk {ratio}, expected 8/18");

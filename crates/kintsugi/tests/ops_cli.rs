@@ -34,6 +34,11 @@ fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_wo
     // Beyond loopback without a secret the service would refuse to start (closed by
     // default): said, though a secret may still come from the command line.
     assert!(err.contains("refuses to start unless"), "{err}");
+    // Automatic repair may leave the method and scheduler to `auto`.
+    let (ok, out, err) =
+        config_check(&f("auto.toml", "repair_method = \"auto\"\nrepair_scheduler = \"AUTO\"\n"), &["--role", "coordinator"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("repair_method = \"auto\"") && out.contains("repair_scheduler = \"auto\""), "{out}");
     for text in ["listen = \"0.0.0.0:7400\"\ninsecure = true\n", "listen = \"127.0.0.1:7400\"\n"] {
         let (ok, _, err) = config_check(&f("c2.toml", text), &["--role", "coordinator"]);
         assert!(ok && !err.contains("refuses to start"), "{text}: {err}");
@@ -51,6 +56,7 @@ fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_wo
         ("dscp.toml", "id = 1\nrepair_dscp = 64\n", "node", "repair_dscp must be 0 to 63"),
         ("addr.toml", "listen = \"nowhere\"\n", "coordinator", "listen must be HOST:PORT"),
         ("meta.toml", "meta = \"zookeeper://x\"\n", "coordinator", "meta:"),
+        ("method.toml", "repair_method = \"fastest\"\n", "coordinator", "'fastest'"),
         ("secret.toml", "secret_file = \"/nonexistent/secret\"\n", "coordinator", "secret_file"),
     ] {
         let (ok, _, err) = config_check(&f(name, text), &["--role", role]);
