@@ -45,13 +45,16 @@ impl Coordinator {
         let mut handover = None;
         while !todo.is_empty() {
             if let Some(ask) = ask.filter(|_| total.phases > 0) {
-                let (pick, choice) = self.decide_auto_off_runtime(&todo, ask, total.phases).await?;
-                if !pick.scheduler.chameleon() {
-                    tracing::info!(left = todo.len(), "auto: {pick} takes over from ChameleonEC after {} phase(s)", total.phases);
-                    handover = Some(((pick, choice), std::mem::take(&mut todo)));
-                    break;
+                match self.decide_auto_off_runtime(&todo, ask, total.phases).await {
+                    Ok((pick, choice)) if !pick.scheduler.chameleon() => {
+                        tracing::info!(left = todo.len(), "auto: {pick} takes over from ChameleonEC after {} phase(s)", total.phases);
+                        handover = Some(((pick, choice), std::mem::take(&mut todo)));
+                        break;
+                    }
+                    Ok((_, choice)) => total.auto.push(choice),
+                    // Postponed stragglers still run: ChameleonEC goes on rather than leave them.
+                    Err(e) => tracing::warn!("{e}; ChameleonEC goes on"),
                 }
-                total.auto.push(choice);
             }
             let (now, choices, watch) = match self.schedule_scaled(&mut todo, scheduler, &NodeSpeed::default(), &shun) {
                 Ok(plan) => {

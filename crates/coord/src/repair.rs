@@ -579,7 +579,9 @@ impl Coordinator {
             }
             let todo_now = std::mem::take(&mut todo);
             let r = if pick.scheduler.chameleon() {
-                let (r, rest) = self.repair_in_phases(todo_now, &format!("{pick} by auto"), parallel, pick.scheduler, Some(ask)).await?;
+                let (r, rest) = self
+                    .repair_in_phases(todo_now, &format!("{} ({})", pick.method, pick.scheduler), parallel, pick.scheduler, Some(ask))
+                    .await?;
                 if let Some((decided, left)) = rest {
                     (next, todo) = (Some(decided), left);
                 }

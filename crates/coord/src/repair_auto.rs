@@ -9,9 +9,10 @@
 //! stripes' placements, which nodes are up, and the repairs a destination runs at once.
 
 use crate::coordinator::Coordinator;
+use crate::full_node_plan::TimeslotGating;
 use crate::meta::PendingRepair;
 use kintsugi_plan::schedule::{LostChunk, Scheduler};
-use kintsugi_plan::{NodeId, Pick, Shape};
+use kintsugi_plan::{NodeId, Pick, RepairGraph, Shape};
 use kintsugi_proto::{AutoChoice, AutoPrediction};
 use kintsugi_sim::auto::{self, Candidate};
 use kintsugi_sim::chameleon_phases::PhaseOptions;
@@ -184,7 +185,7 @@ impl Coordinator {
             scheduler: Scheduler::Random,
             requestors: 0,
             failed: 1,
-            given: Some(Arc::new(Given { lost, live: live.iter().map(|n| ids[n]).collect() })),
+            given: Some(Arc::new(Given { lost, live: live.iter().map(|n| ids[n]).collect(), gates: gating(self.cfg.gate_timeslots) })),
         };
         Ok((scenario, net, history))
     }
@@ -197,6 +198,17 @@ impl Coordinator {
             progress_period: self.cfg.repair_progress_ms as f64 / 1e3,
             ..Default::default()
         }
+    }
+}
+
+/// The graphs the nodes hold to RepairBoost's timeslots, as the simulator takes it: a
+/// pipelined graph the nodes do not gate runs as soon as its inputs allow, in the
+/// prediction as on the cluster.
+fn gating(g: TimeslotGating) -> Option<fn(&RepairGraph) -> bool> {
+    match g {
+        TimeslotGating::All => None,
+        TimeslotGating::StoreAndForward => Some(|g| !g.pipelined),
+        TimeslotGating::None => Some(|_| false),
     }
 }
 

@@ -346,6 +346,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Pick<Shape>) -> Res
         fg,
         verified,
         chosen: (!report.auto.is_empty()).then(|| report.method.clone()),
+        auto: report.auto.clone(),
     })
 }
 

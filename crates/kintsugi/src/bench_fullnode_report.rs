@@ -14,6 +14,9 @@ pub(crate) struct MethodRow {
     /// Per run, what `auto` chose (empty: a fixed method and scheduler).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     auto_chosen: Vec<String>,
+    /// Per run, every choice `auto` made with each candidate's predicted seconds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    auto_choices: Vec<Vec<kintsugi_proto::AutoChoice>>,
     lost_chunks: usize,
     repair_seconds: f64,
     bound_seconds: f64,
@@ -141,6 +144,8 @@ pub(crate) struct Run {
     pub(crate) verified: bool,
     /// What `auto` chose, as the repair report names it ("auto: ecpipe+repairboost").
     pub(crate) chosen: Option<String>,
+    /// Each choice `auto` made, with every candidate's prediction.
+    pub(crate) auto: Vec<kintsugi_proto::AutoChoice>,
 }
 
 impl Report {
@@ -190,6 +195,7 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Pick<Shape>, runs: &[Run]) ->
         all_sim_fluid_seconds: fluid,
         verified: runs.iter().all(|r| r.verified),
         auto_chosen: runs.iter().filter_map(|r| r.chosen.clone()).collect(),
+        auto_choices: runs.iter().map(|r| r.auto.clone()).filter(|a| !a.is_empty()).collect(),
     }
 }
 

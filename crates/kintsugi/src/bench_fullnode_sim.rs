@@ -53,7 +53,13 @@ pub(crate) fn simulate_same(
         request: None,
     };
     let net = kintsugi_sim::Network::homogeneous(a.nodes, sim_link_rate(a));
-    let opts = kintsugi_sim::SimOptions { admission: kintsugi_sim::Admission::All, ..Default::default() };
+    // The coordinator's repairs per destination hold in the replay too (the graphs come in
+    // completion order, which is close to the order they started in).
+    let admission = match a.max_active {
+        0 => kintsugi_sim::Admission::All,
+        n => kintsugi_sim::Admission::PerDestination(n),
+    };
+    let opts = kintsugi_sim::SimOptions { admission, ..Default::default() };
     let replay: Vec<kintsugi_sim::Job> = ran.iter().cloned().map(|g| job(g, Vec::new())).collect();
     let free = kintsugi_sim::run(&net, &replay, &opts).map_err(|e| anyhow!("{e}"))?;
     let busiest = free.upload_bytes.iter().chain(&free.download_bytes).fold(0.0f64, |m, &b| m.max(b)) / a.link;

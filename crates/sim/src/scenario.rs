@@ -7,7 +7,7 @@ use crate::error::{Result, SimError};
 use crate::network::Network;
 use kintsugi_codes::{Code, CodeSpec, LinearCode};
 use kintsugi_plan::schedule::{self, Cluster, LostChunk, Scheduler};
-use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
+use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
 use std::sync::Arc;
 
 /// One lost chunk, repaired to a requestor.
@@ -100,6 +100,10 @@ pub struct FullNode {
 pub struct Given {
     pub lost: Vec<LostChunk>,
     pub live: Vec<NodeId>,
+    /// Which graphs the cluster's nodes hold to their RepairBoost timeslots (the
+    /// coordinator's `gate_timeslots`); the others run as soon as their inputs allow. None:
+    /// every graph, as the paper.
+    pub gates: Option<fn(&RepairGraph) -> bool>,
 }
 
 pub use kintsugi_plan::schedule::random_lost_chunks as lost_chunks;
@@ -193,6 +197,11 @@ impl FullNode {
         cluster
     }
 
+    /// Whether `g`'s transfers keep to their timeslots (see [`Given::gates`]).
+    fn gates(&self, g: &RepairGraph) -> bool {
+        self.given.as_ref().and_then(|c| c.gates).is_none_or(|f| f(g))
+    }
+
     /// The live node in the most stripes that lost a chunk: where ChameleonEC's Exp#11 puts
     /// its straggler (readers on a participant of many repairs).
     pub fn busiest_participant(&self) -> Result<NodeId> {
@@ -224,11 +233,11 @@ impl FullNode {
             .repairs
             .into_iter()
             .map(|r| Job {
+                timeslots: if self.gates(&r.graph) { r.slots } else { Vec::new() },
                 graph: r.graph,
                 chunk_len: self.chunk,
                 slice_len: self.slice,
                 release,
-                timeslots: r.slots,
                 cancel_at: None,
                 request: None,
             })
@@ -336,14 +345,31 @@ mod tests {
         for scheduler in [Scheduler::Random, Scheduler::Repairboost, Scheduler::Chameleon] {
             let drawn = FullNode { scheduler, chunks: 12, ..small_chameleon(12) };
             let lost = random_lost_chunks_of(drawn.nodes, drawn.chunks, 9, 1, drawn.seed);
-            let given = FullNode { given: Some(Arc::new(Given { lost, live: (1..16).collect() })), ..drawn.clone() };
+            let given = FullNode { given: Some(Arc::new(Given { lost, live: (1..16).collect(), gates: None })), ..drawn.clone() };
             let net = Network::homogeneous(16, drawn.link);
             let graphs = |s: &FullNode| s.build_on(Some(&net)).unwrap().1.into_iter().map(|j| j.graph.vertices.len()).collect::<Vec<_>>();
             assert_eq!(graphs(&given), graphs(&drawn), "{scheduler}");
-            let few = FullNode { given: Some(Arc::new(Given { lost: Vec::new(), live: (1..9).collect() })), ..drawn };
+            let few = FullNode { given: Some(Arc::new(Given { lost: Vec::new(), live: (1..9).collect(), gates: None })), ..drawn };
             let e = few.build_on(Some(&net)).unwrap_err().to_string();
             assert!(e.contains("needs 9 live nodes") && e.contains("8 are up"), "{e}");
         }
+    }
+
+    /// RepairBoost's timeslots hold for the graphs the cluster gates, and only those.
+    #[test]
+    fn given_gating_keeps_slots_only_on_gated_graphs() {
+        let base = FullNode { scheduler: Scheduler::Repairboost, chunks: 12, ..small_chameleon(12) };
+        let lost = random_lost_chunks_of(base.nodes, base.chunks, 9, 1, base.seed);
+        let net = Network::homogeneous(16, base.link);
+        let slotted = |method: Shape, gates: Option<fn(&RepairGraph) -> bool>| {
+            let s =
+                FullNode { method, given: Some(Arc::new(Given { lost: lost.clone(), live: (1..16).collect(), gates })), ..base.clone() };
+            s.build_on(Some(&net)).unwrap().1.iter().filter(|j| !j.timeslots.is_empty()).count()
+        };
+        let store_and_forward: fn(&RepairGraph) -> bool = |g| !g.pipelined;
+        assert_eq!(slotted(Shape::Ecpipe, None), 12, "the paper gates every graph");
+        assert_eq!(slotted(Shape::Ecpipe, Some(store_and_forward)), 0, "ECPipe pipelines: not gated");
+        assert_eq!(slotted(Shape::Ppr, Some(store_and_forward)), 12, "PPR stores and forwards: gated");
     }
     use crate::network::{Direction, Foreground};
 
