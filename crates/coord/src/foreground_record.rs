@@ -105,17 +105,19 @@ mod tests {
         }
         r.record_at(8, &report(5.0, 5.0), at(1));
         let ids: HashMap<NodeId, NodeId> = [(7, 0), (9, 2)].into_iter().collect();
-        // The window is seconds 1.5 to 4.5: the reports of 2, 3 and 4, each over the second before it.
+        // The window is seconds 1.5 to 4.5: the reports of 2, 3 and 4, each over the second
+        // before it; the first holds from the window's start, the last to its end.
         let h = r.history(at(4) + Duration::from_millis(500), Duration::from_secs(3), &ids);
         assert_eq!(h.period, 3.0);
         assert_eq!(h.series.len(), 2, "node 7 up and down; node 8 is not asked for, node 9 has no report");
         let up = h.series.iter().find(|f| f.direction == Direction::Up).unwrap();
         assert_eq!(up.node, 0);
         let rounded: Vec<(f64, f64)> = up.points.iter().map(|&(t, v)| ((t * 1e3).round() / 1e3, v)).collect();
-        assert_eq!(rounded, vec![(0.0, 20.0), (1.5, 30.0), (2.5, 40.0)]);
+        assert_eq!(rounded, vec![(0.0, 20.0), (0.5, 30.0), (1.5, 40.0)]);
         assert_eq!(up.at(3.0), 40.0);
         let down = h.series.iter().find(|f| f.direction == Direction::Down).unwrap();
-        assert_eq!(down.at(2.0), 3.0);
+        assert_eq!(down.at(1.0), 3.0);
+        assert_eq!(down.at(2.9), 4.0);
         r.forget(7);
         assert!(r.history(at(4), Duration::from_secs(3), &ids).series.is_empty());
     }
