@@ -5,7 +5,7 @@
 
 pub use crate::config::CoordConfig;
 use crate::meta::{Change, MetaStore, ObjectRecord, RedbMeta};
-use kintsugi_node::wire::{job_to_wire, method_from_wire};
+use kintsugi_node::wire::{job_to_wire, method_from_wire, pick_method_from_wire, scheduler_from_wire};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
@@ -455,13 +455,7 @@ impl Coordinator {
             }
             CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
                 // Either may be `auto` (`repair_auto`).
-                let ask = crate::RepairAsk {
-                    method: method.parse().map_err(|e| format!("{e} (or auto)"))?,
-                    scheduler: match scheduler.as_str() {
-                        "" => kintsugi_plan::Pick::Fixed(Default::default()),
-                        s => s.parse().map_err(|e| format!("{e} (or auto)"))?,
-                    },
-                };
+                let ask = crate::RepairAsk { method: pick_method_from_wire(&method)?, scheduler: scheduler_from_wire(&scheduler)? };
                 let report = self.repair(ask, slice, parallel, max_active_per_destination).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))

@@ -11,6 +11,7 @@ mod destination_limit;
 pub mod etcd_http;
 mod foreground_record;
 pub mod full_node_plan;
+mod full_node_repair;
 pub mod geo_layout;
 mod id_blocks;
 mod inventory;

@@ -240,8 +240,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
             true => format!(" {:>12} {:>12} {:>12} {:>10}", "base p99 ms", "fg p99 ms", "interference", "fg delay s"),
             false => String::new(),
         };
+        // As wide as the longest method name ("auto: ecpipe+repairboost").
+        let w = report.methods.iter().map(|m| m.method.len()).max().unwrap_or(0).max(14);
         println!(
-            "{:<14} {:<13} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}{load_head}",
+            "{:<w$} {:<13} {:>6} {:>10} {:>10} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13}{load_head}",
             "method", "code", "lost", "repair s", "MB/s", "verified", "max up", "mean up", "max down", "mean down", "degraded s"
         );
         for m in &report.methods {
@@ -252,7 +254,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 None => String::new(),
             };
             println!(
-                "{:<14} {:<13} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}{load_cols}",
+                "{:<w$} {:<13} {:>6} {:>10.3} {:>10.1} {:>9} {:>11} {:>11} {:>11} {:>11} {:>13.3}{load_cols}",
                 m.method,
                 m.code,
                 m.lost_chunks,

@@ -4,7 +4,7 @@
 
 use kintsugi_codes::{coef_wire, HelperTerm, RepairEquation};
 use kintsugi_plan::schedule::Scheduler;
-use kintsugi_plan::{RepairGraph, Shape, SlotRule, Vertex, VertexId};
+use kintsugi_plan::{Pick, RepairGraph, Shape, SlotRule, Vertex, VertexId};
 use kintsugi_proto::{Assignment, WireGraph, WireTerm, WireVertex};
 
 /// An assignment over the planner's graph: what a coordinator builds and a node runs.
@@ -89,17 +89,23 @@ pub fn job_to_wire(j: &Job) -> Assignment {
     j.with_graph(graph_to_wire(&j.graph))
 }
 
-/// The scheduler a request names (empty: the default, `index`).
-pub fn scheduler_from_wire(name: &str) -> Result<Scheduler, String> {
+/// The scheduler a repair request names: empty is the default (`index`), `auto` lets the
+/// coordinator choose (`coord::repair_auto`).
+pub fn scheduler_from_wire(name: &str) -> Result<Pick<Scheduler>, String> {
     if name.is_empty() {
-        return Ok(Scheduler::default());
+        return Ok(Pick::Fixed(Scheduler::default()));
     }
-    name.parse::<Scheduler>().map_err(|e| e.to_string())
+    name.parse::<Pick<Scheduler>>().map_err(|e| format!("{e} (or auto)"))
 }
 
 /// The method a request names.
 pub fn method_from_wire(name: &str) -> Result<Shape, String> {
     name.parse::<Shape>().map_err(|e| e.to_string())
+}
+
+/// The method a repair request names, which may be `auto`.
+pub fn pick_method_from_wire(name: &str) -> Result<Pick<Shape>, String> {
+    name.parse::<Pick<Shape>>().map_err(|e| format!("{e} (or auto)"))
 }
 
 #[cfg(test)]
@@ -169,7 +175,12 @@ mod tests {
         assert!(graph_from_wire(w).is_ok());
         assert!(method_from_wire("warp").is_err());
         assert_eq!(method_from_wire("ppr").unwrap(), Shape::Ppr);
-        assert_eq!(scheduler_from_wire("").unwrap(), Scheduler::default());
-        assert!(scheduler_from_wire("chaos").is_err());
+        assert_eq!(scheduler_from_wire("").unwrap(), Pick::Fixed(Scheduler::default()));
+        assert_eq!(scheduler_from_wire("auto").unwrap(), Pick::Auto);
+        assert_eq!(scheduler_from_wire("repairboost").unwrap(), Pick::Fixed(Scheduler::Repairboost));
+        assert!(scheduler_from_wire("chaos").unwrap_err().contains("or auto"));
+        assert_eq!(pick_method_from_wire("auto").unwrap(), Pick::Auto);
+        assert_eq!(pick_method_from_wire("ecpipe").unwrap(), Pick::Fixed(Shape::Ecpipe));
+        assert!(pick_method_from_wire("").is_err());
     }
 }
