@@ -86,10 +86,17 @@ pub struct Network {
     /// foreground series are not held by them. None before a series' first point.
     #[serde(default)]
     pub repair_caps: Vec<Foreground>,
+    /// Foreground on links yields as users' TCP traffic does: on each node's uplink and on
+    /// its downlink, the foreground series there are one flow sharing the link with repair
+    /// (max-min, like any flow) whose demand is the series' rate, rather than a rate taken
+    /// off the link first. For traffic from closed-loop clients (YCSB), which slow down
+    /// when repair fills the links; disk series are taken first either way.
+    #[serde(default)]
+    pub elastic_foreground: bool,
 }
 
-/// Resource ids: six per node, then one per pair cap.
-pub(crate) const RES_PER_NODE: u32 = 6;
+/// Resource ids: eight per node, then one per pair cap.
+pub(crate) const RES_PER_NODE: u32 = 8;
 pub(crate) fn res_up(n: NodeId) -> u32 {
     n * RES_PER_NODE
 }
@@ -108,6 +115,14 @@ pub(crate) fn res_repair_up(n: NodeId) -> u32 {
 }
 pub(crate) fn res_repair_down(n: NodeId) -> u32 {
     n * RES_PER_NODE + 5
+}
+/// The demand of an elastic foreground flow on a node's uplink and downlink
+/// (`Network::elastic_foreground`): its series' rate.
+pub(crate) fn res_users_up(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 6
+}
+pub(crate) fn res_users_down(n: NodeId) -> u32 {
+    n * RES_PER_NODE + 7
 }
 
 impl Network {
@@ -181,7 +196,16 @@ impl Network {
     pub(crate) fn resources(&self) -> (Vec<f64>, HashMap<(NodeId, NodeId), u32>) {
         let mut caps = Vec::with_capacity(self.nodes.len() * RES_PER_NODE as usize + self.pair_caps.len());
         for n in &self.nodes {
-            caps.extend([n.up, n.down, n.disk_read.unwrap_or(f64::INFINITY), n.disk_write.unwrap_or(f64::INFINITY), n.up, n.down]);
+            caps.extend([
+                n.up,
+                n.down,
+                n.disk_read.unwrap_or(f64::INFINITY),
+                n.disk_write.unwrap_or(f64::INFINITY),
+                n.up,
+                n.down,
+                0.0,
+                0.0,
+            ]);
         }
         let mut pairs: Vec<_> = self.pair_caps.iter().collect();
         pairs.sort_by_key(|(k, _)| **k);

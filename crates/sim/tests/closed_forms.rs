@@ -138,3 +138,36 @@ fn a_cancelled_job_stops_and_frees_its_links() {
         }
     }
 }
+
+/// Foreground that yields (`elastic_foreground`) is one more flow on its link: CR's 3
+/// downloads and the users' flow share the destination's downlink a quarter each when the
+/// users want more than that, and the users take only what they want when they want less.
+/// Taken first (not elastic), the same foreground leaves repair only the rest.
+#[test]
+fn elastic_foreground_is_one_more_flow_on_its_link() {
+    use kintsugi_sim::network::{Direction, Foreground};
+    let (link, chunk) = (1e6, 1_000_000usize);
+    let s = Single { code: "rs:3,2".parse().unwrap(), method: Shape::Cr, link, chunk, slice: chunk, lost: 0 };
+    let (net, jobs) = s.build().unwrap();
+    let dest = jobs[0].graph.vertex(jobs[0].graph.sink).node;
+    let bytes = 3.0 * chunk as f64;
+    for (users, elastic, repair_rate) in
+        [(0.8 * link, false, 0.2 * link), (0.8 * link, true, 0.75 * link), (0.1 * link, true, 0.9 * link), (0.1 * link, false, 0.9 * link)]
+    {
+        let mut net = net.clone();
+        net.foreground.push(Foreground { node: dest, direction: Direction::Down, points: vec![(0.0, users)] });
+        net.elastic_foreground = elastic;
+        let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+        let want = bytes / repair_rate;
+        assert!((r.makespan / want - 1.0).abs() < 0.01, "users {users}, elastic {elastic}: {} s, want {want} s", r.makespan);
+    }
+    // ECPipe's pipeline (the fluid model) is one flow into the destination: half the link.
+    let s = Single { method: Shape::Ecpipe, slice: chunk / 1000, ..s };
+    let (mut net, jobs) = s.build().unwrap();
+    let dest = jobs[0].graph.vertex(jobs[0].graph.sink).node;
+    net.foreground.push(Foreground { node: dest, direction: Direction::Down, points: vec![(0.0, 0.8 * link)] });
+    net.elastic_foreground = true;
+    let r = engine::run(&net, &jobs, &Default::default()).unwrap();
+    let want = chunk as f64 / (0.5 * link);
+    assert!((r.makespan / want - 1.0).abs() < 0.02, "ecpipe: {} s, want {want} s", r.makespan);
+}

@@ -1,19 +1,24 @@
 //! Resource capacities over time: links and disks less the foreground series on them, and
 //! the caps repair is held to (`Network::repair_caps`).
 
-use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Direction, Network};
+use crate::network::{
+    res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, res_users_down, res_users_up, Direction, Network,
+};
 
 /// (time, resource, its capacity from then on).
 pub(super) type CapacityChange = (f64, u32, f64);
 
 /// Every resource's capacity changes, in time order: a link or disk less the sum of the
-/// foreground series on it (several may share one: a straggler's readers beside a network
+/// foreground series on it (with elastic foreground, a link's series instead set the demand
+/// of the users' flow on it) (several may share one: a straggler's readers beside a network
 /// file's traffic), and repair caps as given. Also, per node, whether repair is capped on its
 /// uplink and downlink.
 pub(super) fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChange>, Vec<(bool, bool)>) {
     let mut by_res: std::collections::BTreeMap<u32, Vec<&crate::network::Foreground>> = Default::default();
     for f in &net.foreground {
         let r = match f.direction {
+            Direction::Up if net.elastic_foreground => res_users_up(f.node),
+            Direction::Down if net.elastic_foreground => res_users_down(f.node),
             Direction::Up => res_up(f.node),
             Direction::Down => res_down(f.node),
             Direction::Read => res_disk_read(f.node),
@@ -34,7 +39,10 @@ pub(super) fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChan
             if points.get(k + 1).is_some_and(|next| next.0 == t) {
                 continue;
             }
-            out.push((t, r, (base[r as usize] - now.iter().sum::<f64>()).max(0.0)));
+            // An elastic flow's demand is the series' sum; anything else is what they leave.
+            let sum: f64 = now.iter().sum();
+            let users = net.elastic_foreground && (r % crate::network::RES_PER_NODE) >= 6;
+            out.push((t, r, if users { sum } else { (base[r as usize] - sum).max(0.0) }));
         }
     }
     let mut paced = vec![(false, false); net.nodes.len()];

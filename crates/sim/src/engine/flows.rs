@@ -78,6 +78,7 @@ impl Engine<'_> {
             let Some(kind) = self.flows[id].as_ref().map(|f| f.kind) else { continue };
             let job = match kind {
                 FlowKind::Net { job, .. } | FlowKind::Read { job, .. } | FlowKind::Write { job } | FlowKind::Fluid { job } => job,
+                FlowKind::Users => continue,
             };
             if job != j {
                 continue;

@@ -18,7 +18,9 @@ mod vertex;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
-use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Network};
+use crate::network::{
+    res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, res_users_down, res_users_up, Direction, Network,
+};
 use crate::sharing::Sharing;
 use capacity::{capacity_changes, CapacityChange};
 use kintsugi_plan::{NodeId, VertexId};
@@ -45,6 +47,9 @@ enum FlowKind {
     Fluid {
         job: u32,
     },
+    /// Users' traffic on one link that yields like any flow (`Network::elastic_foreground`):
+    /// it never ends, and its demand is the foreground series' rate.
+    Users,
 }
 
 /// Which links a network flow crosses. A send in a slot schedule (ECPipe cyclic) is two
@@ -319,6 +324,24 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
             }
         }
     }
+    if net.elastic_foreground {
+        let mut links: Vec<(NodeId, bool)> = net
+            .foreground
+            .iter()
+            .filter_map(|f| match f.direction {
+                Direction::Up => Some((f.node, true)),
+                Direction::Down => Some((f.node, false)),
+                _ => None,
+            })
+            .collect();
+        links.sort_unstable();
+        links.dedup();
+        for (n, up) in links {
+            let res = if up { [res_up(n), res_users_up(n)] } else { [res_down(n), res_users_down(n)] };
+            e.add_flow(FlowKind::Users, f64::INFINITY, FlowResources::new(&res), n, n);
+            e.transfers -= 1;
+        }
+    }
     for i in 0..e.fg_changes.len() {
         let t = e.fg_changes[i].0;
         e.timer(t, Timer::Foreground(i as u32));
@@ -498,6 +521,7 @@ impl<'a> Engine<'a> {
                 }
             }
             FlowKind::Fluid { job } => self.fluid_done(job),
+            FlowKind::Users => {}
             FlowKind::Write { job } => {
                 let s = &mut self.st[job as usize];
                 s.writing = false;
