@@ -1,5 +1,6 @@
 //! The JSON form of a [`Network`] for `--network FILE`: node capacities, pair caps as
-//! `[from, to, bytes_per_s]` triples and foreground series.
+//! `[from, to, bytes_per_s]` triples, foreground series, and whether the foreground on links
+//! yields to repair (`elastic_foreground`, users' TCP traffic) or takes its rate first.
 
 use crate::error::{Result, SimError};
 use crate::network::{Foreground, Network, NodeSpec};
@@ -14,13 +15,15 @@ pub struct NetworkFile {
     pub pair_caps: Vec<(u32, u32, f64)>,
     #[serde(default)]
     pub foreground: Vec<Foreground>,
+    #[serde(default)]
+    pub elastic_foreground: bool,
 }
 
 impl NetworkFile {
     /// Parses and validates.
     pub fn parse(text: &str) -> Result<Network> {
         let f: NetworkFile = serde_json::from_str(text).map_err(|e| SimError::BadScenario(format!("network file: {e}")))?;
-        let mut net = Network { nodes: f.nodes, foreground: f.foreground, ..Default::default() };
+        let mut net = Network { nodes: f.nodes, foreground: f.foreground, elastic_foreground: f.elastic_foreground, ..Default::default() };
         for (a, b, c) in f.pair_caps {
             if net.pair_caps.insert((a, b), c).is_some() {
                 return Err(SimError::BadScenario(format!("network file: pair cap {a}->{b} is given twice")));
@@ -43,6 +46,9 @@ mod tests {
         let net = NetworkFile::parse(ok).unwrap();
         assert_eq!(net.nodes[0].down, 2e6);
         assert_eq!(net.pair_caps[&(0, 0)], 1e5);
+        assert!(!net.elastic_foreground, "taken first unless the file says");
+        let elastic = ok.replace("\"pair_caps\"", "\"elastic_foreground\":true,\"pair_caps\"");
+        assert!(NetworkFile::parse(&elastic).unwrap().elastic_foreground);
         let disk = r#"{"nodes":[{"up":1,"down":1,"disk_read":2,"disk_write":2,"seek":0}],"foreground":[{"node":0,"direction":"write","points":[[0,1]]}]}"#;
         assert_eq!(NetworkFile::parse(disk).unwrap().foreground[0].direction, crate::network::Direction::Write);
         for bad in [
