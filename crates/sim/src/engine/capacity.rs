@@ -9,25 +9,27 @@ use crate::network::{
 pub(super) type CapacityChange = (f64, u32, f64);
 
 /// Every resource's capacity changes, in time order: a link or disk less the sum of the
-/// foreground series on it (with elastic foreground, a link's series instead set the demand
-/// of the users' flow on it) (several may share one: a straggler's readers beside a network
-/// file's traffic), and repair caps as given. Also, per node, whether repair is capped on its
+/// foreground series on it (several may share one: a straggler's readers beside a network
+/// file's traffic), or with elastic foreground, a link's users' flow's demand, the sum of
+/// its series; and repair caps as given. Also, per node, whether repair is capped on its
 /// uplink and downlink.
 pub(super) fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChange>, Vec<(bool, bool)>) {
-    let mut by_res: std::collections::BTreeMap<u32, Vec<&crate::network::Foreground>> = Default::default();
+    // Per resource: its series, and whether they set a users' flow's demand (elastic).
+    let mut by_res: std::collections::BTreeMap<u32, (Vec<&crate::network::Foreground>, bool)> = Default::default();
     for f in &net.foreground {
-        let r = match f.direction {
-            Direction::Up if net.elastic_foreground => res_users_up(f.node),
-            Direction::Down if net.elastic_foreground => res_users_down(f.node),
-            Direction::Up => res_up(f.node),
-            Direction::Down => res_down(f.node),
-            Direction::Read => res_disk_read(f.node),
-            Direction::Write => res_disk_write(f.node),
+        let (r, users) = match f.direction {
+            Direction::Up if net.elastic_foreground => (res_users_up(f.node), true),
+            Direction::Down if net.elastic_foreground => (res_users_down(f.node), true),
+            Direction::Up => (res_up(f.node), false),
+            Direction::Down => (res_down(f.node), false),
+            Direction::Read => (res_disk_read(f.node), false),
+            Direction::Write => (res_disk_write(f.node), false),
         };
-        by_res.entry(r).or_default().push(f);
+        let entry = by_res.entry(r).or_insert((Vec::new(), users));
+        entry.0.push(f);
     }
     let mut out = Vec::new();
-    for (r, series) in by_res {
+    for (r, (series, users)) in by_res {
         // One sweep over every point in time order, keeping each series' current rate and
         // their sum: a change per distinct time (series may hold thousands of points).
         let mut points: Vec<(f64, usize, f64)> =
@@ -39,9 +41,7 @@ pub(super) fn capacity_changes(net: &Network, base: &[f64]) -> (Vec<CapacityChan
             if points.get(k + 1).is_some_and(|next| next.0 == t) {
                 continue;
             }
-            // An elastic flow's demand is the series' sum; anything else is what they leave.
             let sum: f64 = now.iter().sum();
-            let users = net.elastic_foreground && (r % crate::network::RES_PER_NODE) >= 6;
             out.push((t, r, if users { sum } else { (base[r as usize] - sum).max(0.0) }));
         }
     }

@@ -339,6 +339,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         for (n, up) in links {
             let res = if up { [res_up(n), res_users_up(n)] } else { [res_down(n), res_users_down(n)] };
             e.add_flow(FlowKind::Users, f64::INFINITY, FlowResources::new(&res), n, n);
+            // Not a repair's transfer: the count stays the repairs'.
             e.transfers -= 1;
         }
     }
