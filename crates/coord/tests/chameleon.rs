@@ -219,16 +219,13 @@ async fn stragglers_are_postponed_and_replanned() {
 /// ChameleonEC-IO on the cluster: every node's chunk store is an emulated HDD, and readers
 /// keep node 3's disk busy. Its heartbeats report the disk time users took, the coordinator
 /// plans with what is left, and `chameleon-io` reads from node 3 in at most half as many
-/// repairs as `chameleon`, which sees only the links (unshaped, and configured alike). Every object reads back byte for byte.
+/// repairs as `chameleon`, which sees only the links (unshaped, so the same everywhere). Every object reads back byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chameleon_io_reads_around_a_busy_disk() {
     let mut used = HashMap::new();
     for scheduler in [Scheduler::Chameleon, Scheduler::ChameleonIo] {
         let dir = tempfile::tempdir().unwrap();
-        // Links known and alike, far above what the readers move (10 GB/s), so no plan sees a
-        // busy link: left unknown, each node would measure its own, from what it happened to
-        // carry, and node 3's readers would show on its link as well as on its disk.
-        let hdd = |_, c| kintsugi_node::NodeConfig { hdd_seek_ms: Some(0.2), hdd_bandwidth: Some(200e6), link_capacity: Some(10e9), ..c };
+        let hdd = |_, c| kintsugi_node::NodeConfig { hdd_seek_ms: Some(0.2), hdd_bandwidth: Some(200e6), ..c };
         let mut c = cluster_nodes(cfg(dir.path(), "127.0.0.1:0"), dir.path(), 10, hdd).await;
         let objects: Vec<(String, usize)> = (0..30).map(|i| (format!("o{i}"), 200_000 + i * 999)).collect();
         for (name, len) in &objects {
