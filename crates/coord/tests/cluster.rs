@@ -238,37 +238,6 @@ async fn status_reports_foreground_traffic_and_residual_bandwidth() {
     assert!(best_fg > 0.3 * cap, "serving nodes never reported foreground upload near their link rate: {best_fg}");
 }
 
-/// Nodes told no capacity, on loopback (whose interface reports no speed), measure it: the
-/// most their link carried in a second, the same both ways, marked `measured`, and never
-/// smaller later, once readers made them carry megabytes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_link_capacity_nobody_gave_is_measured() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = cluster(dir.path(), 4, None).await;
-    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 17 + 3) as u8).collect();
-    c.client.put("m", &data, "rs:2,1".parse().unwrap(), 1 << 20).await.unwrap();
-    let layout = c.client.stat("m").await.unwrap();
-    let servers: std::collections::BTreeSet<u32> = layout.stripes.iter().flat_map(|s| s.chunks.iter().take(2).map(|ch| ch.node)).collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let mut measured: std::collections::BTreeMap<u32, f64> = Default::default();
-    while measured.len() < servers.len() || std::time::Instant::now() < deadline - Duration::from_secs(18) {
-        assert!(std::time::Instant::now() < deadline, "serving nodes never measured a capacity: {measured:?}");
-        let (got, _) = c.client.get("m", Shape::Cr, 64 << 10).await.unwrap();
-        assert!(got == data, "a read returned other bytes");
-        for n in c.client.status().await.unwrap().nodes.iter().filter(|n| servers.contains(&n.id)) {
-            let Some(l) = &n.link else { continue };
-            if l.capacity_from.is_empty() {
-                assert_eq!((l.capacity_up, l.capacity_down), (0.0, 0.0), "node {}: {l:?}", n.id);
-                continue;
-            }
-            assert_eq!(l.capacity_from, "measured", "node {}: {l:?}", n.id);
-            assert!(l.capacity_up == l.capacity_down && l.capacity_up >= 1e6, "node {}: {l:?}", n.id);
-            let before = measured.insert(n.id, l.capacity_up).unwrap_or(0.0);
-            assert!(l.capacity_up >= before, "node {}: a measured capacity only grows ({before} then {l:?})", n.id);
-        }
-    }
-}
-
 /// RepairBoost's timeslots on the nodes: with `gate_timeslots = all`, a node holds each
 /// transfer until its earlier slots' transfers are done (at both ends), which makes some
 /// transfers wait; with `none`, none waits. Every method completes (no deadlock between gated

@@ -189,7 +189,7 @@ async fn serve(
 /// cluster it joined is recorded at the first welcome).
 /// The link's (up, down) bytes per second and where they came from: configured
 /// (`link_capacity`, else the emulated links), or else the speed the kernel reports for the
-/// interface towards the coordinator; (0, 0) when neither says (the monitor then measures it).
+/// interface towards the coordinator; (0, 0) when neither says.
 fn link_capacity(cfg: &NodeConfig, coord: &str) -> ((f64, f64), String) {
     let (up, down) = (cfg.link_capacity.or(cfg.uplink), cfg.link_capacity.or(cfg.downlink));
     if up.is_some() || down.is_some() {
@@ -207,7 +207,7 @@ fn link_capacity(cfg: &NodeConfig, coord: &str) -> ((f64, f64), String) {
         }
         Err(e) => {
             tracing::warn!(
-                "node {}: link capacity unknown ({e}); until this node has carried at least 8 Mbit/s, repair planning gets no residual bandwidth from it, and then the most it carried in a period stands for its capacity: set link_capacity (--link-capacity)",
+                "node {}: link capacity unknown ({e}); repair planning gets no residual bandwidth from this node: set link_capacity (--link-capacity)",
                 cfg.id
             );
             ((0.0, 0.0), String::new())
