@@ -2,8 +2,35 @@
 //! after a change, and ending a cancelled job's flows where they are.
 
 use super::*;
+use crate::network::{res_users_down, res_users_up, Direction};
 
 impl Engine<'_> {
+    /// With elastic foreground, one users' flow on every link that has foreground series: it
+    /// never ends, and its demand is their rate (`capacity_changes` sets it).
+    pub(super) fn add_users_flows(&mut self) {
+        if !self.net.elastic_foreground {
+            return;
+        }
+        let mut links: Vec<(NodeId, bool)> = self
+            .net
+            .foreground
+            .iter()
+            .filter_map(|f| match f.direction {
+                Direction::Up => Some((f.node, true)),
+                Direction::Down => Some((f.node, false)),
+                _ => None,
+            })
+            .collect();
+        links.sort_unstable();
+        links.dedup();
+        for (n, up) in links {
+            let res = if up { [res_up(n), res_users_up(n)] } else { [res_down(n), res_users_down(n)] };
+            self.add_flow(FlowKind::Users, f64::INFINITY, FlowResources::new(&res), n, n);
+            // Not a repair's transfer: the count stays the repairs'.
+            self.transfers -= 1;
+        }
+    }
+
     pub(super) fn add_flow(&mut self, kind: FlowKind, bytes: f64, res: FlowResources, src: NodeId, dst: NodeId) {
         let id = self.sharing.add(res) as usize;
         if self.flows.len() <= id {

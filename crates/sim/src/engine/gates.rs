@@ -67,6 +67,19 @@ impl Gates {
         *self.down.pending[to as usize].entry(ts).or_default() += 1;
     }
 
+    /// Registers every transfer of a job that its timeslots schedule (between two nodes).
+    pub fn schedule_job(&mut self, j: &super::Job) {
+        let g = &j.graph;
+        for (v, slot) in j.timeslots.iter().enumerate() {
+            let (Some(slot), Some(vx)) = (slot, g.vertices.get(v)) else { continue };
+            let Some(out) = vx.output else { continue };
+            let to = g.vertex(out).node;
+            if to != vx.node {
+                self.schedule(vx.node, to, *slot);
+            }
+        }
+    }
+
     /// Whether the transfer may start now; if not, it waits where it is blocked.
     pub fn admit(&mut self, job: u32, vertex: u32, from: NodeId, to: NodeId, ts: u32) -> bool {
         let (up, down) = (self.up.blocks(from, ts), self.down.blocks(to, ts));

@@ -18,9 +18,7 @@ mod vertex;
 
 use crate::error::{Result, SimError};
 use crate::maxmin::FlowResources;
-use crate::network::{
-    res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, res_users_down, res_users_up, Direction, Network,
-};
+use crate::network::{res_disk_read, res_disk_write, res_down, res_repair_down, res_repair_up, res_up, Network};
 use crate::sharing::Sharing;
 use capacity::{capacity_changes, CapacityChange};
 use kintsugi_plan::{NodeId, VertexId};
@@ -314,35 +312,9 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         event_window: opts.event_window,
     };
     for j in jobs {
-        let g = &j.graph;
-        for (v, slot) in j.timeslots.iter().enumerate() {
-            let (Some(slot), Some(vx)) = (slot, g.vertices.get(v)) else { continue };
-            let Some(out) = vx.output else { continue };
-            let to = g.vertex(out).node;
-            if to != vx.node {
-                e.gates.schedule(vx.node, to, *slot);
-            }
-        }
+        e.gates.schedule_job(j);
     }
-    if net.elastic_foreground {
-        let mut links: Vec<(NodeId, bool)> = net
-            .foreground
-            .iter()
-            .filter_map(|f| match f.direction {
-                Direction::Up => Some((f.node, true)),
-                Direction::Down => Some((f.node, false)),
-                _ => None,
-            })
-            .collect();
-        links.sort_unstable();
-        links.dedup();
-        for (n, up) in links {
-            let res = if up { [res_up(n), res_users_up(n)] } else { [res_down(n), res_users_down(n)] };
-            e.add_flow(FlowKind::Users, f64::INFINITY, FlowResources::new(&res), n, n);
-            // Not a repair's transfer: the count stays the repairs'.
-            e.transfers -= 1;
-        }
-    }
+    e.add_users_flows();
     for i in 0..e.fg_changes.len() {
         let t = e.fg_changes[i].0;
         e.timer(t, Timer::Foreground(i as u32));
