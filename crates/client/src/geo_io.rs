@@ -57,6 +57,9 @@ impl Client {
             let s = &layout.stripes[e.stripe];
             let mut set = JoinSet::new();
             let t = self.io_timeout;
+            // A small-size bucket's pieces are parts of a chunk: no sub-chunks of their own.
+            let code: CodeSpec = s.code.unwrap_or(layout.code);
+            let sub = if s.small { 1 } else { code.build().map_or(1, |c| c.sub_chunks()) };
             if !s.replicas.is_empty() || s.open {
                 // One chunk of a shared stripe: home and staging copies get the same bytes.
                 let mut chunk = vec![0u8; e.len as usize];
@@ -74,19 +77,18 @@ impl Client {
                 }
                 for loc in locs {
                     let c = chunk.clone();
-                    set.spawn(async move { put_chunk(&loc, &c, t).await });
+                    set.spawn(async move { put_chunk(&loc, &c, sub, t).await });
                 }
                 done += e.len;
             } else {
                 // The remainder: a small stripe of its own, encoded and written whole.
-                let code: CodeSpec = s.code.unwrap_or(layout.code);
                 let c = code.build().map_err(|x| x.to_string())?;
                 let mut data = vec![0u8; s.data_len as usize];
                 reader.read_exact(&mut data).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
                 let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
                 crcs[e.stripe] = shards.iter().map(|x| crc32c::crc32c(x)).collect();
                 for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
-                    set.spawn(async move { put_chunk(&loc, &shard, t).await });
+                    set.spawn(async move { put_chunk(&loc, &shard, sub, t).await });
                 }
                 done += s.data_len;
             }

@@ -155,8 +155,10 @@ impl Client {
             let mut set = JoinSet::new();
             for (i, (loc, shard)) in s.chunks.iter().zip(shards).enumerate() {
                 let (me, loc, name, failed) = (self.clone(), loc.clone(), name.to_string(), failed.clone());
-                let version = layout.version;
-                set.spawn(async move { me.write_upload_chunk(&name, version, si, i, loc, &shard, &failed).await.map(|l| (si, i, l)) });
+                let (version, sub) = (layout.version, c.sub_chunks());
+                set.spawn(
+                    async move { me.write_upload_chunk(&name, version, (si, i, sub), loc, &shard, &failed).await.map(|l| (si, i, l)) },
+                );
             }
             writing = Some(set);
             done += s.data_len;
@@ -180,16 +182,15 @@ impl Client {
         first.map_or(Ok(()), Err)
     }
 
-    /// Writes chunk `index` of stripe `stripe` of upload `version`; if its node cannot take
-    /// it (dead, hung, full), the coordinator places it on another node and it is written
-    /// there. Returns where it is. Fails once no eligible node is left.
-    #[allow(clippy::too_many_arguments)] // one chunk's coordinates
+    /// Writes chunk `index` of stripe `stripe` of upload `version` (its code has
+    /// `sub_chunks`); if its node cannot take it (dead, hung, full), the coordinator places
+    /// it on another node and it is written there. Returns where it is. Fails once no
+    /// eligible node is left.
     async fn write_upload_chunk(
         &self,
         name: &str,
         version: u64,
-        stripe: usize,
-        index: usize,
+        (stripe, index, sub_chunks): (usize, usize, usize),
         mut loc: ChunkLoc,
         data: &[u8],
         failed: &Mutex<BTreeSet<NodeId>>,
@@ -197,7 +198,7 @@ impl Client {
         let mut last = String::new();
         for _ in 0..MAX_MOVES {
             if !failed.lock().expect("failed lock").contains(&loc.node) {
-                match put_chunk(&loc, data, self.io_timeout).await {
+                match put_chunk(&loc, data, sub_chunks, self.io_timeout).await {
                     Ok(()) => return Ok(loc),
                     Err(e) => {
                         tracing::warn!("put of '{name}': chunk {} to node {}: {e}; writing it elsewhere", loc.chunk, loc.node);
@@ -447,10 +448,19 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
     with_parity(code, shards)
 }
 
-pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], t: Duration) -> Result<(), String> {
+/// Writes one chunk to its node; `sub_chunks` is the code's (a Clay chunk's alpha, 1
+/// otherwise): the node checksums each sub-chunk, so a repair reads only what it needs.
+pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Duration) -> Result<(), String> {
     let a = &loc.addr;
     let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
-    let put = NodeRequest::PutChunk { chunk: loc.chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: loc.bucket };
+    let sub_chunks = u32::try_from(sub_chunks).unwrap_or(0);
+    let put = NodeRequest::PutChunk {
+        chunk: loc.chunk.clone(),
+        len: data.len() as u64,
+        crc32c: crc32c::crc32c(data),
+        bucket: loc.bucket,
+        sub_chunks,
+    };
     // A node that stops reading (hung) fails the write within `t`, as one that stops answering.
     let stalled = || format!("node {}: took no data for {t:?}", loc.node);
     let failed = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);

@@ -66,6 +66,7 @@ impl Coordinator {
         let _limit = self.destinations.limit_run(per_destination);
         let lost = self.lost_chunks()?;
         let mut tried: BTreeSet<(u64, usize)> = lost.iter().copied().collect();
+        let files_before = self.helper_file_reads().await;
         let mut report = self.repair_locked(lost, ask, slice, parallel, "request").await?;
         // Helpers found corrupt or missing along the way are lost chunks too: rebuilt in
         // further rounds (a few; each round finds only what its graphs touched).
@@ -81,7 +82,31 @@ impl Coordinator {
             report.seconds += r.seconds;
             crate::repair_batch::absorb(&mut report, r);
         }
+        let files_after = self.helper_file_reads().await;
+        report.helper_file_read = files_after.iter().map(|(n, b)| b.saturating_sub(files_before.get(n).copied().unwrap_or(*b))).sum();
         Ok(report)
+    }
+
+    /// What each live node's repair helpers have read from its chunk files so far (nodes
+    /// that do not answer within a second are left out).
+    async fn helper_file_reads(&self) -> BTreeMap<NodeId, u64> {
+        let mut set = tokio::task::JoinSet::new();
+        for (n, addr) in self.alive() {
+            set.spawn(async move {
+                let r = kintsugi_node::exec::request(&addr, &kintsugi_proto::NodeRequest::Stat, std::time::Duration::from_secs(1)).await;
+                match r {
+                    Ok(kintsugi_proto::NodeResponse::Stat(s)) => Some((n, s.repair_file_read)),
+                    _ => None,
+                }
+            });
+        }
+        let mut out = BTreeMap::new();
+        while let Some(r) = set.join_next().await {
+            if let Ok(Some((n, b))) = r {
+                out.insert(n, b);
+            }
+        }
+        out
     }
 
     /// Repairs `lost` (and what an earlier run left pending); the caller holds `repairing`.

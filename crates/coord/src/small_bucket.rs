@@ -121,6 +121,7 @@ impl Coordinator {
         let mut crcs = BTreeMap::new();
         let mut copies_only = Vec::new();
         let t = Duration::from_secs(60);
+        let sub_chunks = s.code.build().map_or(1, |c| c.sub_chunks() as u32);
         for i in (0..k).filter(|&i| !s.is_filler(i) && !s.pieces[i].is_empty()) {
             let crc = slot_crc(&s.pieces[i], s.chunk_len)?;
             let order = |copy: usize| -> Vec<(ChunkId, u64)> {
@@ -129,7 +130,7 @@ impl Coordinator {
                 p
             };
             let ask = |node: NodeId, chunk: ChunkId, copy: usize, bucket| {
-                let req = NodeRequest::Assemble { chunk, len: s.chunk_len, pieces: order(copy), crc32c: crc, bucket };
+                let req = NodeRequest::Assemble { chunk, len: s.chunk_len, pieces: order(copy), crc32c: crc, bucket, sub_chunks };
                 let addr = self.addr_of(node);
                 async move {
                     match request(&addr, &req, t).await {

@@ -86,7 +86,7 @@ impl Straggler {
                 loop {
                     tokio::select! {
                         _ = rx.changed() => break,
-                        put = kintsugi_client::client::put_chunk(&loc, &data, t) => match put {
+                        put = kintsugi_client::client::put_chunk(&loc, &data, 1, t) => match put {
                             Ok(()) => { bytes.fetch_add(data.len() as u64, Ordering::Relaxed); }
                             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
                         },

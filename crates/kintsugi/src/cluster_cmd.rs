@@ -378,6 +378,13 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
                 r.retries,
                 r.skipped
             );
+            if r.helper_file_read > 0 && r.bytes > 0 {
+                println!(
+                    "  helpers read {} from their chunk files ({:.2}x the rebuilt bytes)",
+                    human_bytes(r.helper_file_read),
+                    r.helper_file_read as f64 / r.bytes as f64
+                );
+            }
             for c in &r.auto {
                 let when = if c.phase == 0 { "at the start".to_string() } else { format!("before phase {}", c.phase) };
                 let table: Vec<String> = c

@@ -82,7 +82,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let mut push = |v: serde_json::Value| s.push(encode_control(&v).unwrap());
     for r in [
         NodeRequest::Ping,
-        NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5, bucket: None },
+        NodeRequest::PutChunk { chunk: chunk.clone(), len: 100, crc32c: 5, bucket: None, sub_chunks: 0 },
         NodeRequest::GetChunk { chunk: chunk.clone(), range: None },
         NodeRequest::DeleteChunk { chunk: chunk.clone() },
         NodeRequest::Stat,
@@ -97,6 +97,7 @@ fn seeds() -> Vec<Vec<u8>> {
             len: 100,
             crc32c: 5,
             bucket: Some(kintsugi_proto::BucketSlot { pg: 3, class: 4096, slot: 2, small: true }),
+            sub_chunks: 256,
         },
         NodeRequest::Assemble {
             chunk: chunk.clone(),
@@ -104,6 +105,7 @@ fn seeds() -> Vec<Vec<u8>> {
             pieces: vec![(kintsugi_proto::ChunkId::piece(3, 2, 0, 0), 0), (kintsugi_proto::ChunkId::piece(3, 2, 100, 1), 100)],
             crc32c: 9,
             bucket: Some(kintsugi_proto::BucketSlot { pg: 3, class: 4096, slot: 2, small: true }),
+            sub_chunks: 256,
         },
     ] {
         push(serde_json::to_value(r).unwrap());

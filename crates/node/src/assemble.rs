@@ -9,17 +9,19 @@ use kintsugi_proto::{BucketSlot, ChunkId};
 /// Bytes copied at a time (memory stays at one of these whatever the pieces' sizes).
 const COPY: u64 = 1 << 20;
 
-/// Writes `chunk` of `len` bytes from `pieces` (piece, offset), each read verified; the
-/// result must have checksum `crc` or nothing is stored. Runs on a blocking thread.
+/// Writes `chunk` of `len` bytes in `sub_chunks` (its code's) from `pieces` (piece,
+/// offset), each read verified; the result must have checksum `crc` or nothing is stored.
+/// Runs on a blocking thread.
 pub fn assemble(
     store: &ChunkStore,
     chunk: &ChunkId,
-    len: u64,
+    (len, sub_chunks): (u64, u32),
     pieces: &[(ChunkId, u64)],
     crc: u32,
     bucket: Option<BucketSlot>,
 ) -> Result<u32, String> {
-    let mut w = store.writer_in(chunk, bucket).map_err(|e| e.to_string())?;
+    let block = crate::store::block_for(len, sub_chunks);
+    let mut w = store.writer_in(chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
     let zeros = vec![0u8; COPY as usize];
     let pad = |w: &mut crate::store::ChunkWriter, to: u64| -> Result<(), String> {
         while w.len() < to {
@@ -71,14 +73,14 @@ mod tests {
         let out = ChunkId::new(5, 1);
         let slot = Some(BucketSlot { pg: 2, class: len, slot: 3, small: true });
         let pieces = vec![(pa.clone(), 0), (pb.clone(), 5000)];
-        assert!(assemble(&store, &out, len, &pieces, crc ^ 1, slot).is_err());
+        assert!(assemble(&store, &out, (len, 1), &pieces, crc ^ 1, slot).is_err());
         assert!(store.reader(&out).is_err(), "a wrong checksum stores nothing");
-        assert!(assemble(&store, &out, len, &[(pa.clone(), 0), (pb.clone(), 2000)], crc, slot).unwrap_err().contains("overlaps"));
-        assert!(assemble(&store, &out, len - 1000, &pieces, crc, slot).unwrap_err().contains("does not fit"));
+        assert!(assemble(&store, &out, (len, 1), &[(pa.clone(), 0), (pb.clone(), 2000)], crc, slot).unwrap_err().contains("overlaps"));
+        assert!(assemble(&store, &out, (len - 1000, 1), &pieces, crc, slot).unwrap_err().contains("does not fit"));
         let missing = vec![(pa.clone(), 0), (ChunkId::piece(5, 1, 9, 0), 5000)];
-        assert!(assemble(&store, &out, len, &missing, crc, slot).is_err());
+        assert!(assemble(&store, &out, (len, 1), &missing, crc, slot).is_err());
         assert!(store.reader(&out).is_err());
-        assert_eq!(assemble(&store, &out, len, &pieces, crc, slot).unwrap(), crc);
+        assert_eq!(assemble(&store, &out, (len, 1), &pieces, crc, slot).unwrap(), crc);
         assert_eq!(store.reader(&out).unwrap().read(0, len).unwrap(), want);
     }
 }

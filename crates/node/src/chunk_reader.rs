@@ -1,9 +1,10 @@
-//! Verified reads of one chunk: whole 64 KiB blocks read at once and checked against the
-//! footer's CRC-32Cs before a byte is handed out (the store's readers, `ChunkStore::reader`).
+//! Verified reads of one chunk: whole checksum blocks (64 KiB, or a Clay chunk's sub-chunk)
+//! read at once and checked against the footer's CRC-32Cs before a byte is handed out (the
+//! store's readers, `ChunkStore::reader`).
 
 use crate::disk_emulation::DiskEmulation;
 use crate::footer_cache::FileStamp;
-use crate::store::{Footer, StoreError, BLOCK};
+use crate::store::{Footer, StoreError};
 use kintsugi_proto::ChunkId;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -33,19 +34,26 @@ impl ChunkReader {
     pub fn crc32c(&self) -> u32 {
         self.footer.crc32c
     }
+    /// The checksum block: the least a verified read reads.
+    pub fn block(&self) -> usize {
+        self.footer.block
+    }
 
-    /// Reads whole blocks from the one holding `off`, `max` bytes rounded up to blocks
-    /// block), into `buf` (resized to them, contents replaced), verifying each. Returns the offset of
+    /// Reads whole blocks from the one holding `off`, `max` bytes rounded up to blocks,
+    /// but not past the block holding `until - 1` (what the reader will not need), into
+    /// `buf` (resized to them, contents replaced), verifying each. Returns the offset of
     /// the first byte read. Sequential readers keep such a window and serve many small
     /// ranges from it: one read call and one checksum pass per byte.
-    pub fn read_window(&self, off: u64, max: usize, buf: &mut Vec<u8>) -> Result<u64, StoreError> {
+    pub fn read_window(&self, off: u64, max: usize, until: u64, buf: &mut Vec<u8>) -> Result<u64, StoreError> {
         let size = self.footer.len;
         if off >= size {
             return Err(StoreError::OutOfRange { chunk: self.id.clone(), off, len: 1, size });
         }
-        let start = off / BLOCK as u64 * BLOCK as u64;
-        let want = max.div_ceil(BLOCK).max(1) as u64 * BLOCK as u64;
-        let end = (start + want).min(size);
+        let block = self.footer.block as u64;
+        let start = off / block * block;
+        let want = (max as u64).div_ceil(block).max(1) * block;
+        let limit = until.max(off + 1).div_ceil(block).saturating_mul(block);
+        let end = (start + want).min(limit).min(size);
         // Reused buffers keep their length: the read overwrites every byte, so nothing is
         // zeroed except when the window grows.
         buf.resize((end - start) as usize, 0);
@@ -68,8 +76,8 @@ impl ChunkReader {
 
     /// Checks the blocks of `buf`, which starts at block-aligned `start`.
     fn verify(&self, start: u64, buf: &[u8]) -> Result<(), StoreError> {
-        let b0 = (start / BLOCK as u64) as usize;
-        for (i, block) in buf.chunks(BLOCK).enumerate() {
+        let b0 = (start / self.footer.block as u64) as usize;
+        for (i, block) in buf.chunks(self.footer.block).enumerate() {
             let b = b0 + i;
             let got = crc32c::crc32c(block);
             if got != self.footer.blocks[b] {
@@ -92,10 +100,11 @@ impl ChunkReader {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let b0 = off / BLOCK as u64;
-        let b1 = (off + len - 1) / BLOCK as u64;
-        let start = b0 * BLOCK as u64;
-        let end = ((b1 + 1) * BLOCK as u64).min(size);
+        let block = self.footer.block as u64;
+        let b0 = off / block;
+        let b1 = (off + len - 1) / block;
+        let start = b0 * block;
+        let end = ((b1 + 1) * block).min(size);
         let mut buf = vec![0u8; (end - start) as usize];
         let t = self.io.start();
         self.emulate(self.base + start, end - start);

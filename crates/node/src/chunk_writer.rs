@@ -5,7 +5,7 @@
 use crate::bucket::{self, BucketIndex};
 use crate::disk_emulation::{file_key, DiskEmulation};
 use crate::footer_cache::{remember, FileStamp, FooterCache};
-use crate::store::{file_len, io, ChunkStore, FileUsage, Footer, StoreError, BLOCK, MAGIC};
+use crate::store::{file_len, io, ChunkStore, FileUsage, Footer, StoreError, BLOCK, MAGIC, MIN_BLOCK};
 use kintsugi_proto::{BucketSlot, ChunkId};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -41,6 +41,8 @@ pub struct ChunkWriter {
     len: u64,
     crc: u32,
     blocks: Vec<u32>,
+    /// The checksum block ([`crate::store::block_for`]).
+    block: usize,
     block_crc: u32,
     block_fill: usize,
     disk: Option<(Arc<DiskEmulation>, u64)>,
@@ -52,6 +54,15 @@ pub struct ChunkWriter {
 }
 
 impl ChunkWriter {
+    /// Checksums blocks of `block` bytes (held within 4-64 KiB) instead of 64 KiB; before
+    /// the first byte only (later, nothing changes).
+    pub fn with_block(mut self, block: usize) -> Self {
+        if self.len == 0 {
+            self.block = block.clamp(MIN_BLOCK, BLOCK);
+        }
+        self
+    }
+
     pub fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
         if let Some(b) = &self.bucket {
             if self.len + data.len() as u64 > b.class {
@@ -64,11 +75,11 @@ impl ChunkWriter {
         // combining block CRCs into the whole one (crc32c_combine: ~2 instructions a byte).
         self.crc = crc32c::crc32c_append(self.crc, data);
         while !data.is_empty() {
-            let take = (BLOCK - self.block_fill).min(data.len());
+            let take = (self.block - self.block_fill).min(data.len());
             self.block_crc = crc32c::crc32c_append(self.block_crc, &data[..take]);
             self.block_fill += take;
             data = &data[take..];
-            if self.block_fill == BLOCK {
+            if self.block_fill == self.block {
                 self.close_block();
             }
         }
@@ -102,7 +113,7 @@ impl ChunkWriter {
                 return Err(StoreError::Mismatch { chunk: self.id.clone(), got: self.crc, want });
             }
         }
-        let footer = Footer { len: self.len, block: BLOCK, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
+        let footer = Footer { len: self.len, block: self.block, crc32c: self.crc, blocks: std::mem::take(&mut self.blocks) };
         let (io, t) = (self.io.clone(), self.io.start());
         let done = if self.bucket.is_some() { self.finish_in_bucket(footer) } else { self.finish_in_file(footer) };
         if done.is_ok() {
@@ -240,6 +251,7 @@ impl ChunkWriter {
             len: 0,
             crc: 0,
             blocks: Vec::new(),
+            block: BLOCK,
             block_crc: 0,
             block_fill: 0,
             disk,

@@ -40,8 +40,11 @@ pub struct Counters {
     /// Foreground traffic: clients' chunk writes (received) and reads (sent).
     pub fg_sent: AtomicU64,
     pub fg_received: AtomicU64,
-    /// Helper bytes read from the local store.
+    /// Helper bytes read from the local store: what repairs used.
     pub read: AtomicU64,
+    /// What that took from the chunk files: whole checksum blocks, read-ahead, and once for
+    /// repairs sharing a chunk's reads (what `pread` returned, footers aside).
+    pub file_read: AtomicU64,
     /// Rebuilt chunk bytes this node's sinks stored (counted once durable).
     pub written: AtomicU64,
     pub active: AtomicU64,
@@ -74,6 +77,11 @@ impl Counters {
         if degraded {
             self.degraded_received.fetch_add(n, Ordering::Relaxed);
         }
+    }
+
+    /// Bytes a repair's helper reads took from this node's chunk files.
+    pub fn helper_file_read(&self, n: u64) {
+        self.file_read.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Helper bytes a repair read from this node's chunks.
@@ -472,6 +480,8 @@ impl Executor {
         };
         crate::disk_emulation::settle().await;
         let (store, chunk, crc, bucket) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c), spec.bucket);
+        // A rebuilt Clay chunk is checksummed per sub-chunk, as its first copy was.
+        let block = crate::store::block_for(a.chunk_len, a.graph.equation.sub_chunks as u32);
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
             let gates = |i| Self::input_gate(run, self.node, i);
             let mut data = vec![0u8; a.chunk_len as usize];
@@ -481,7 +491,7 @@ impl Executor {
             // repaired only once it is durable (the caller waits for this).
             let counters = self.counters.clone();
             return tokio::task::spawn_blocking(move || {
-                let mut w = store.writer_in(&chunk, bucket)?;
+                let mut w = store.writer_in(&chunk, bucket)?.with_block(block);
                 w.write(&data)?;
                 let crc = w.finish(crc)?;
                 counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -501,7 +511,7 @@ impl Executor {
         let counters = self.counters.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
             let chunk_name = chunk.clone();
-            let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?;
+            let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
             while let Some(buf) = rx.blocking_recv() {
                 w.write(&buf).map_err(|e| e.to_string())?;
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);

@@ -3,6 +3,7 @@
 
 pub mod assemble;
 pub mod bucket;
+mod checksum_block;
 mod chunk_reader;
 mod chunk_writer;
 pub mod config;

@@ -78,6 +78,13 @@ impl Collector for Counters {
             Some(&Unit::Bytes),
             load(&c.read),
         )?;
+        counter(
+            &mut e,
+            "repair_file_read",
+            "Bytes repairs' and degraded reads' helpers read from this node's chunk files (whole checksum blocks, read-ahead)",
+            Some(&Unit::Bytes),
+            load(&c.file_read),
+        )?;
         counter(&mut e, "scrub_passes", "Scrub passes over every chunk finished", None, load(&c.scrub_passes))?;
         gauge(&mut e, "scrub_pass_chunks", "Chunks the current scrub pass checks", None, load(&c.scrub_chunks) as f64)?;
         gauge(&mut e, "scrub_pass_checked_chunks", "Chunks the current scrub pass has checked", None, load(&c.scrub_checked) as f64)?;

@@ -2,7 +2,7 @@
 //! repair helper reading slice after slice) reads and checks each block once and serves
 //! many small ranges from memory.
 
-use crate::store::{ChunkReader, StoreError, BLOCK};
+use crate::store::{ChunkReader, StoreError};
 
 /// A verified window of one chunk for a reader that moves forward through it (a repair
 /// helper reading slice after slice): ranges inside the window are served without a read
@@ -11,16 +11,29 @@ pub struct Window {
     start: u64,
     buf: Vec<u8>,
     max: usize,
+    /// Bytes this window has read from the chunk's file, over all its refills.
+    file_bytes: u64,
 }
 
 impl Window {
     /// A window of about `max` bytes (whole blocks, at least one).
     pub fn new(max: usize) -> Self {
-        Window { start: 0, buf: Vec::new(), max }
+        Window { start: 0, buf: Vec::new(), max, file_bytes: 0 }
     }
 
     /// The verified bytes [off, off+len) of `r`'s chunk.
     pub fn get(&mut self, r: &ChunkReader, off: u64, len: usize) -> Result<&[u8], StoreError> {
+        self.get_until(r, off, len, u64::MAX)
+    }
+
+    /// Bytes read from the chunk's file so far.
+    pub fn file_bytes(&self) -> u64 {
+        self.file_bytes
+    }
+
+    /// [`Window::get`], reading ahead no further than the block holding `until - 1`: a Clay
+    /// helper's run of sub-chunks ends there, and the bytes after it are not its to read.
+    pub fn get_until(&mut self, r: &ChunkReader, off: u64, len: usize, until: u64) -> Result<&[u8], StoreError> {
         let size = r.len();
         if off.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(StoreError::OutOfRange { chunk: r.id.clone(), off, len: len as u64, size });
@@ -29,8 +42,10 @@ impl Window {
             return Ok(&[]);
         }
         if !self.holds(off, len) {
-            let need = (off % BLOCK as u64) as usize + len;
-            self.start = r.read_window(off, self.max.max(need), &mut self.buf)?;
+            let need = (off % r.block() as u64) as usize + len;
+            let until = until.max(off + len as u64);
+            self.start = r.read_window(off, self.max.max(need), until, &mut self.buf)?;
+            self.file_bytes += self.buf.len() as u64;
         }
         Ok(self.peek(off, len))
     }
@@ -72,6 +87,16 @@ impl ReadCache {
     /// Makes [off, off+len) present and verified. Fewer ranges than windows stay present
     /// together until the next `fetch` of a range outside all of them.
     pub fn fetch(&mut self, off: u64, len: usize) -> Result<(), StoreError> {
+        self.fetch_until(off, len, u64::MAX)
+    }
+
+    /// Bytes read from the chunk's file so far, by every window.
+    pub fn file_bytes(&self) -> u64 {
+        self.windows.iter().map(|(w, _)| w.file_bytes()).sum()
+    }
+
+    /// [`ReadCache::fetch`], reading ahead no further than `until` (see [`Window::get_until`]).
+    pub fn fetch_until(&mut self, off: u64, len: usize, until: u64) -> Result<(), StoreError> {
         self.tick += 1;
         if let Some(w) = self.windows.iter_mut().find(|(w, _)| w.holds(off, len)) {
             w.1 = self.tick;
@@ -79,7 +104,7 @@ impl ReadCache {
         }
         let lru = self.windows.iter_mut().min_by_key(|(_, t)| *t).expect("at least one window");
         lru.1 = self.tick;
-        lru.0.get(&self.reader, off, len).map(|_| ())
+        lru.0.get_until(&self.reader, off, len, until).map(|_| ())
     }
 
     /// The bytes of a range fetched before (and not evicted since).

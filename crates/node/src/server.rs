@@ -67,6 +67,7 @@ fn stat(exec: &Executor) -> NodeStat {
         repair_sent: exec.counters.sent.load(Ordering::Relaxed),
         repair_received: exec.counters.received.load(Ordering::Relaxed),
         repair_read: exec.counters.read.load(Ordering::Relaxed),
+        repair_file_read: exec.counters.file_read.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
         timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
         timeslot_reservations: exec.timeslots.reserved_batches() as u64,
@@ -364,9 +365,10 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
     match req {
         NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,
         NodeRequest::Stat => send(sock, &NodeResponse::Stat(stat(exec))).await.map_err(io)?,
-        NodeRequest::PutChunk { chunk, len, crc32c, bucket } => {
+        NodeRequest::PutChunk { chunk, len, crc32c, bucket, sub_chunks } => {
             exec.check_space(len)?;
-            let mut w = exec.store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?;
+            let block = crate::store::block_for(len, sub_chunks);
+            let mut w = exec.store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
             while w.len() < len {
                 let data = match read_frame_timeout(sock, exec.io_timeout).await.map_err(io)? {
                     Frame::Data(d) => d,
@@ -421,13 +423,13 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             }
             sock.flush().await.map_err(|e| e.to_string())?;
         }
-        NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket } => {
+        NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket, sub_chunks } => {
             if len > kintsugi_proto::BucketSlot::MAX_CLASS {
                 return Err(format!("a slot of {len} bytes is larger than any bucket's"));
             }
             exec.check_space(len)?;
             let store = exec.store.clone();
-            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, len, &pieces, crc32c, bucket))
+            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, (len, sub_chunks), &pieces, crc32c, bucket))
                 .await
                 .map_err(|e| e.to_string())??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;

@@ -1,7 +1,8 @@
 //! The chunk store: one file per chunk, `<dir>/<chunk id>.chunk`, laid out as
 //! `data | footer JSON | u32 footer length | "KSCHNK01"`. The footer holds the length, the
-//! CRC-32C of the whole chunk and of every 64 KiB block, so any range can be verified as it
-//! is read and a corrupted chunk is detected before a single bad byte is served. Writes go
+//! CRC-32C of the whole chunk and of every block (64 KiB, or a sub-chunk of a Clay chunk:
+//! see [`block_for`]), so any range can be verified as it is read and a corrupted chunk is
+//! detected before a single bad byte is served. Writes go
 //! to a temporary file, are fsynced and renamed into place. A Geo stripe's chunk goes to a
 //! slot of a size-class bucket file instead, its footer in the bucket index ([`bucket`]);
 //! a chunk file of the same id, if any, takes precedence (it is the newer version).
@@ -32,8 +33,8 @@ pub use crate::read_window::{ReadCache, Window};
 use kintsugi_proto::BucketSlot;
 
 pub(crate) const MAGIC: &[u8; 8] = b"KSCHNK01";
-/// Checksum granularity.
-pub const BLOCK: usize = 64 * 1024;
+use crate::checksum_block::footer_fits;
+pub use crate::checksum_block::{block_for, BLOCK, MIN_BLOCK};
 const MAX_FOOTER: u32 = 64 << 20;
 
 #[derive(Debug, Error)]
@@ -242,8 +243,7 @@ impl ChunkStore {
         }
         f.read_exact_at(&mut fbytes, size - 12 - flen as u64).map_err(io(&path))?;
         let footer: Footer = serde_json::from_slice(&fbytes).map_err(|e| corrupt(format!("unreadable footer: {e}")))?;
-        if footer.len != size - 12 - flen as u64 || footer.block != BLOCK || footer.blocks.len() as u64 != footer.len.div_ceil(BLOCK as u64)
-        {
+        if footer.len != size - 12 - flen as u64 || !footer_fits(&footer) {
             return Err(corrupt("footer does not match the file".into()));
         }
         let footer = Arc::new(footer);
@@ -264,7 +264,7 @@ impl ChunkStore {
         };
         let meta = f.metadata().map_err(io(&path))?;
         let footer = e.footer;
-        if footer.block != BLOCK || footer.blocks.len() as u64 != footer.len.div_ceil(BLOCK as u64) {
+        if !footer_fits(&footer) {
             return Err(StoreError::Corrupt { chunk: id.clone(), detail: "its bucket index entry does not match".into() });
         }
         if meta.len() < e.offset + footer.len {

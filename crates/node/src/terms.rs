@@ -209,36 +209,51 @@ impl LocalTerm {
     /// 16 MiB Clay chunk's 64 runs through their gaps read the whole chunk, 4x the runs,
     /// once per slice window); elsewhere only touching ranges are merged, so nothing is
     /// read that is not needed.
-    fn prefetch_runs(&self, cache: &mut ReadCache, offsets: &[u64], n: usize) -> Result<(), String> {
-        if offsets.len() < 2 || n == 0 {
+    fn prefetch_runs(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), String> {
+        if reads.len() < 2 || n == 0 {
             return Ok(());
         }
-        let mut sorted = offsets.to_vec();
+        let mut sorted = reads.to_vec();
         sorted.sort_unstable();
-        let (mut lo, mut hi, mut count) = (sorted[0], sorted[0] + n as u64, 1);
-        let flush = |lo: u64, hi: u64, count: usize, cache: &mut ReadCache| -> Result<(), String> {
+        let (mut lo, mut hi, mut until, mut count) = (sorted[0].0, sorted[0].0 + n as u64, sorted[0].1, 1);
+        let flush = |lo: u64, hi: u64, until: u64, count: usize, cache: &mut ReadCache| -> Result<(), String> {
             if count > 1 {
-                cache.fetch(lo, (hi - lo) as usize).map_err(|e| e.to_string())?;
+                cache.fetch_until(lo, (hi - lo) as usize, until).map_err(|e| e.to_string())?;
             }
             Ok(())
         };
-        for &off in &sorted[1..] {
+        for &(off, run_end) in &sorted[1..] {
             let end = off + n as u64;
             let joins = off <= hi.saturating_add(self.read_through) && end - lo <= self.span as u64;
             if joins {
                 hi = hi.max(end);
+                until = until.max(run_end);
                 count += 1;
             } else {
-                flush(lo, hi, count, cache)?;
-                (lo, hi, count) = (off, end, 1);
+                flush(lo, hi, until, count, cache)?;
+                (lo, hi, until, count) = (off, end, run_end, 1);
             }
         }
-        flush(lo, hi, count, cache)
+        flush(lo, hi, until, count, cache)
     }
 
-    /// Offsets of this term's sub-chunk reads for window `w`.
-    fn offsets(&self, w: &Range<usize>) -> Vec<u64> {
-        self.term.reads.iter().flat_map(|r| r.clone()).map(|r| (r * self.sub + w.start) as u64 + self.view).collect()
+    /// This term's sub-chunk reads for window `w`: each read's offset, and where its run of
+    /// sub-chunks ends (read-ahead stops there: the next sub-chunks are not this term's).
+    fn offsets(&self, w: &Range<usize>) -> Vec<(u64, u64)> {
+        let at = |r: usize| (r * self.sub) as u64 + self.view;
+        self.term.reads.iter().flat_map(|run| run.clone().map(move |r| (at(r) + w.start as u64, at(run.end)))).collect()
+    }
+
+    /// Fetches `reads` (each `n` bytes) into the cache, and counts the bytes that took
+    /// from the chunk's file.
+    fn fetch(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), String> {
+        let before = cache.file_bytes();
+        self.prefetch_runs(cache, reads, n)?;
+        for &(off, until) in reads {
+            cache.fetch_until(off, n, until).map_err(|e| e.to_string())?;
+        }
+        self.counters.helper_file_read(cache.file_bytes() - before);
+        Ok(())
     }
 
     /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by
@@ -247,12 +262,14 @@ impl LocalTerm {
         let mut out = crate::pool::take(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
-            let offsets = self.offsets(w);
-            self.prefetch_runs(&mut cache, &offsets, w.len())?;
-            for off in offsets {
-                cache.fetch(off, w.len()).map_err(|e| e.to_string())?;
+            let reads = self.offsets(w);
+            let before = cache.file_bytes();
+            self.prefetch_runs(&mut cache, &reads, w.len())?;
+            for (off, until) in reads {
+                cache.fetch_until(off, w.len(), until).map_err(|e| e.to_string())?;
                 out.extend_from_slice(cache.peek(off, w.len()));
             }
+            self.counters.helper_file_read(cache.file_bytes() - before);
         }
         self.counters.helper_read(out.len() as u64, self.degraded);
         Ok(out)
@@ -267,13 +284,10 @@ impl LocalTerm {
             let n = w.len();
             if n > 0 {
                 let offsets = self.offsets(w);
-                self.prefetch_runs(&mut cache, &offsets, n)?;
                 // Fetch every range first (the cache has a window more than there are
                 // reads), then borrow them all at once for the kernel.
-                for &off in &offsets {
-                    cache.fetch(off, n).map_err(|e| e.to_string())?;
-                }
-                let srcs: Vec<&[u8]> = offsets.iter().map(|&off| cache.peek(off, n)).collect();
+                self.fetch(&mut cache, &offsets, n)?;
+                let srcs: Vec<&[u8]> = offsets.iter().map(|&(off, _)| cache.peek(off, n)).collect();
                 let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n).take(alpha).collect();
                 self.matrix.apply_add(&srcs, &mut dsts);
                 self.counters.helper_read((n * offsets.len()) as u64, self.degraded);

@@ -48,9 +48,12 @@ async fn put_stripe(peers: &BTreeMap<u32, String>, id: u64, shards: &[Vec<u8>]) 
 
 async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
     let mut s = kintsugi_proto::auth::connect(addr, Duration::from_secs(10)).await.unwrap();
-    send(&mut s, &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: None })
-        .await
-        .unwrap();
+    send(
+        &mut s,
+        &NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: None, sub_chunks: 0 },
+    )
+    .await
+    .unwrap();
     for piece in data.chunks(100_000) {
         write_frame(&mut s, Kind::Data, piece).await.unwrap();
     }
@@ -269,7 +272,7 @@ async fn malformed_frames_fail_one_connection_only() {
         let _ = tokio::time::timeout(T, kintsugi_proto::recv::<_, NodeResponse>(&mut s)).await;
     }
     // Requests that are well-formed but wrong get errors, not panics.
-    let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0, bucket: None };
+    let bad_put = NodeRequest::PutChunk { chunk: ChunkId::new(1, 1), len: 5, crc32c: 0, bucket: None, sub_chunks: 0 };
     let mut s = kintsugi_proto::auth::connect(&addr, T).await.unwrap();
     send(&mut s, &bad_put).await.unwrap();
     write_frame(&mut s, Kind::Data, b"12345").await.unwrap();

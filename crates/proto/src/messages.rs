@@ -140,6 +140,10 @@ pub enum NodeRequest {
         /// The bucket slot the chunk goes to (a Geo stripe's chunk); else a file of its own.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bucket: Option<BucketSlot>,
+        /// The chunk's sub-chunks (a Clay chunk's alpha; 0 or 1: none): the node
+        /// checksums each sub-chunk, so a repair reading some of them reads only those.
+        #[serde(default, skip_serializing_if = "is_zero_u32")]
+        sub_chunks: u32,
     },
     /// Answered by `Chunk` and then data frames: the whole chunk, or with `range` the
     /// bytes [offset, offset + len) of it, each verified against its block's checksum
@@ -209,6 +213,9 @@ pub enum NodeRequest {
         crc32c: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bucket: Option<BucketSlot>,
+        /// The stripe's sub-chunks, as for `PutChunk`.
+        #[serde(default, skip_serializing_if = "is_zero_u32")]
+        sub_chunks: u32,
     },
     /// Keeps object `name`'s index record (`None`: deleted, or not indexed any more) for
     /// placement group `pg`, unless the node has one of a later `seq` already. Answered
@@ -279,6 +286,10 @@ pub struct NodeStat {
     /// counts what it used; repairs reading one chunk at once share its disk reads).
     #[serde(default)]
     pub repair_read: u64,
+    /// What those reads took from the chunk files (`pread` bytes): whole checksum blocks
+    /// and read-ahead, once for repairs that share a chunk's reads.
+    #[serde(default)]
+    pub repair_file_read: u64,
     pub active_repairs: u64,
     /// Transfers that waited at this node's timeslot gates for earlier slots (RepairBoost).
     #[serde(default)]
@@ -501,6 +512,10 @@ pub enum CoordResponse {
     Welcome {
         cluster: u64,
     },
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

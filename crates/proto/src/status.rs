@@ -18,6 +18,11 @@ pub struct RepairReport {
     pub failed: usize,
     pub retries: usize,
     pub bytes: u64,
+    /// Bytes the helpers read from the nodes' chunk files meanwhile (`pread` bytes, as the
+    /// nodes count them; degraded reads running at the same time included): a Clay
+    /// repair reads only the sub-chunks it needs.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub helper_file_read: u64,
     pub seconds: f64,
     pub errors: Vec<String>,
     /// ChameleonEC's phases the repair ran in, each planned from fresh traffic reports
@@ -85,6 +90,10 @@ pub struct AutoPrediction {
     pub seconds: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &usize) -> bool {
