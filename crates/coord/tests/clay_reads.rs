@@ -17,7 +17,16 @@ const NODES: usize = 18;
 /// The 13 helpers' share: d / (d - k + 1) = 13/4 chunks, within 5%.
 const WANT: f64 = 13.0 / 4.0;
 
-fn file_reads(c: &Cluster) -> u64 {
+/// What every node's helpers have read from chunk files, once no repair still holds a
+/// chunk's reads open (a repair starting while the last one's reads of a chunk are open
+/// shares them, and reads less from disk).
+async fn file_reads(c: &Cluster) -> u64 {
+    for _ in 0..200 {
+        if c.nodes.iter().flatten().all(|n| n.exec.chunks_being_read() == 0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     c.nodes.iter().flatten().map(|n| n.stat().repair_file_read).sum()
 }
 
@@ -52,13 +61,13 @@ async fn clay_helpers_read_a_quarter_of_their_chunks() {
         let parity = kintsugi_client::client::encode_stripe(code.build().unwrap().as_ref(), bytes, chunk as usize).unwrap();
         for (index, want) in parity.iter().enumerate() {
             for method in ALL_SHAPES {
-                let before = file_reads(&c);
+                let before = file_reads(&c).await;
                 let got = c
                     .client
                     .degraded_read(name, 0, index, method, 64 << 10)
                     .await
                     .unwrap_or_else(|e| panic!("{name} {index} {method}: {e}"));
-                let read = file_reads(&c) - before;
+                let read = file_reads(&c).await - before;
                 assert!(got == *want, "{name}: index {index} by {method} differs from what was put");
                 assert!(
                     near(read, chunk, 1),
@@ -84,9 +93,9 @@ async fn clay_helpers_read_a_quarter_of_their_chunks() {
         c.kill(victim).await;
         killed += 1;
         c.wait_alive(NODES - killed).await;
-        let before = file_reads(&c);
+        let before = file_reads(&c).await;
         let r = c.client.repair(method, 64 << 10, 4, Scheduler::Random).await.unwrap();
-        let read = file_reads(&c) - before;
+        let read = file_reads(&c).await - before;
         assert_eq!(r.failed, 0, "{method}: {:?}", r.errors);
         assert_eq!(r.bytes, lost, "{method}: every lost byte rebuilt");
         assert_eq!(r.helper_file_read, read, "{method}: the report says what the nodes counted");
@@ -112,9 +121,9 @@ async fn rs_helpers_read_their_whole_chunk_once() {
     let bytes = data(6 * chunk as usize, 5);
     c.client.put("r", &bytes, code, chunk).await.unwrap();
     for method in [Shape::Cr, Shape::Ppr, Shape::Ecpipe] {
-        let before = file_reads(&c);
+        let before = file_reads(&c).await;
         c.client.degraded_read("r", 0, 2, method, 64 << 10).await.unwrap();
-        let read = file_reads(&c) - before;
+        let read = file_reads(&c).await - before;
         assert_eq!(read, 6 * chunk, "{method}: six helpers, one chunk each");
     }
     c.stop().await;

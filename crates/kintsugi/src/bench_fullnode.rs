@@ -340,6 +340,7 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Pick<Shape>) -> Res
         bound,
         busiest: busiest as f64 / a.link,
         cpu,
+        file_read_chunks: report.helper_file_read as f64 / (lost as f64 * a.chunk as f64).max(1.0),
         sim,
         loads,
         first_done: report.first_done,

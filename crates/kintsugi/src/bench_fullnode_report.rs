@@ -25,6 +25,9 @@ pub(crate) struct MethodRow {
     busiest_link_seconds: f64,
     /// Whole-machine CPU busy during the repair, in cores (every process, kernel included).
     cpu_cores: f64,
+    /// What the helpers read from the nodes' chunk files per lost chunk, in chunks (median):
+    /// k for RS, 13/4 for Clay(10,4,13); more where whole blocks or read-ahead add to it.
+    file_read_chunks: f64,
     /// The first run's repair traffic per node: (node, chunks sent, chunks received).
     node_loads: Vec<(u32, f64, f64)>,
     /// The simulator's time for the graphs the coordinator ran (slice model, uniform links,
@@ -132,6 +135,8 @@ pub(crate) struct Run {
     pub(crate) busiest: f64,
     /// Whole-machine CPU busy during the repair, in cores.
     pub(crate) cpu: f64,
+    /// Helpers' chunk-file reads over the lost bytes.
+    pub(crate) file_read_chunks: f64,
     /// The simulator on the same lost chunks (slice model, same scheduler); not with
     /// emulated disks, which it does not model.
     pub(crate) sim: Option<SimSame>,
@@ -174,6 +179,7 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Pick<Shape>, runs: &[Run]) ->
         bound_seconds: runs[0].bound,
         busiest_link_seconds: runs[0].busiest,
         cpu_cores: runs[0].cpu,
+        file_read_chunks: crate::bench::stat(&runs.iter().map(|r| r.file_read_chunks).collect::<Vec<_>>()).median,
         sim_seconds: sims.as_ref().map(|v| crate::bench::stat(v).median),
         over_sim: over_sim.map(|v| crate::bench::stat(&v).median),
         sim_fluid_seconds: fluid.as_ref().map(|v| crate::bench::stat(v).median),
@@ -246,7 +252,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             a.gate_timeslots
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10}",
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10} {:>10}",
             "method",
             "lost",
             "repair s",
@@ -260,11 +266,12 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             "sim slots s",
             "spread s (sim)",
             "verified",
-            "CPU cores"
+            "CPU cores",
+            "file reads"
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10.2} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
@@ -282,7 +289,8 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
                     _ => "-".to_string(),
                 },
                 if m.verified { "yes" } else { "NO" },
-                m.cpu_cores
+                m.cpu_cores,
+                m.file_read_chunks
             );
         }
         for m in report.methods.iter().filter(|m| !m.auto_chosen.is_empty()) {

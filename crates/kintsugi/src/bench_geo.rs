@@ -467,7 +467,9 @@ async fn one(a: &GeoBenchArgs, s: &Scheme, sizes: &[u64], seek_ms: f64) -> Resul
     let (mut disk_read, mut busy) = (0u64, Vec::new());
     for (was, now) in before.iter().zip(&after) {
         if let (Some(was), Some(now)) = (was, now) {
-            disk_read += now.repair_read.saturating_sub(was.repair_read);
+            // What the helpers' reads took from the chunk files (whole checksum blocks,
+            // read-ahead, reads through short gaps on an HDD), not what they used.
+            disk_read += now.repair_file_read.saturating_sub(was.repair_file_read);
             busy.push(now.disk_busy_seconds - was.disk_busy_seconds);
         }
     }
