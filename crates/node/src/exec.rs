@@ -512,16 +512,18 @@ impl Executor {
         // The chunk is renamed into place, durable, only once every byte is in and its
         // checksum matches; an early end leaves nothing (the temporary file is removed).
         let len = a.chunk_len;
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(CHANNEL_DEPTH);
+        let (tx, mut rx) = mpsc::channel::<Vec<Vec<u8>>>(2);
         let written = run.written.clone();
         let counters = self.counters.clone();
         let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
             let chunk_name = chunk.clone();
             let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
-            while let Some(buf) = rx.blocking_recv() {
-                w.write(&buf).map_err(|e| e.to_string())?;
-                written.fetch_add(buf.len() as u64, Ordering::Relaxed);
-                crate::pool::give(buf);
+            while let Some(batch) = rx.blocking_recv() {
+                for buf in batch {
+                    w.write(&buf).map_err(|e| e.to_string())?;
+                    written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    crate::pool::give(buf);
+                }
             }
             if w.len() != len {
                 return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));

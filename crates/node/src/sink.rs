@@ -77,9 +77,15 @@ pub(crate) fn tx_closed_early(written: &Result<u32, String>) -> bool {
 pub(crate) enum SinkOutput<'a> {
     /// Placed into the whole chunk in memory (a degraded read returns it).
     Buffer(&'a mut Vec<u8>),
-    /// Passed on in chunk order (a full-node repair writing as it goes).
-    Stream(&'a mpsc::Sender<Vec<u8>>),
+    /// Passed on in chunk order (a full-node repair writing as it goes), units gathered
+    /// into batches of about [`WRITE_BATCH`] bytes.
+    Stream(&'a mpsc::Sender<Vec<Vec<u8>>>),
 }
+
+/// Bytes of rebuilt units handed to the chunk writer's thread at a time: one wake-up of it
+/// per unit (32 KiB slices) cost the sink more CPU in thread switches than in its CRC
+/// passes; a few hundred KiB per hand-over keeps the memory per repair small.
+pub(crate) const WRITE_BATCH: usize = 256 << 10;
 
 /// The sink's units in the order it rebuilds them: by where their first window lies.
 fn sink_order(units: &[Vec<Vec<Range<usize>>>]) -> Vec<(usize, usize)> {
@@ -141,6 +147,8 @@ pub(crate) async fn sink_units(
         let stream = open_input(a, i, sizes, shaper.clone(), counters.clone(), io_timeout, gates(i));
         by_lane[lane].push((stream, RawInput::of(g, i)));
     }
+    let mut batch: Vec<Vec<u8>> = Vec::new();
+    let mut batched = 0;
     for (lane, u) in sink_order(units) {
         let windows = &units[lane][u];
         let mut acc = sum_inputs(&mut by_lane[lane], windows, alpha, sizes[lane][u], None).await?;
@@ -149,7 +157,14 @@ pub(crate) async fn sink_units(
             crate::disk_emulation::settle().await;
         }
         match &mut out {
-            SinkOutput::Stream(tx) => tx.send(acc).await.map_err(|_| "the chunk writer stopped".to_string())?,
+            SinkOutput::Stream(tx) => {
+                batched += acc.len();
+                batch.push(acc);
+                if batched >= WRITE_BATCH {
+                    tx.send(std::mem::take(&mut batch)).await.map_err(|_| "the chunk writer stopped".to_string())?;
+                    batched = 0;
+                }
+            }
             SinkOutput::Buffer(out) => {
                 let mut pos = 0;
                 for w in windows {
@@ -162,6 +177,9 @@ pub(crate) async fn sink_units(
                 crate::pool::give(acc);
             }
         }
+    }
+    if let (SinkOutput::Stream(tx), false) = (&out, batch.is_empty()) {
+        tx.send(batch).await.map_err(|_| "the chunk writer stopped".to_string())?;
     }
     Ok(())
 }
