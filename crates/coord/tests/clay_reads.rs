@@ -69,6 +69,7 @@ async fn clay_helpers_read_a_quarter_of_their_chunks() {
                     .unwrap_or_else(|e| panic!("{name} {index} {method}: {e}"));
                 let read = file_reads(&c).await - before;
                 assert!(got == *want, "{name}: index {index} by {method} differs from what was put");
+                eprintln!("{} KiB index {index:2} {method:>13}: {:.4} chunks read from files", chunk >> 10, read as f64 / chunk as f64);
                 assert!(
                     near(read, chunk, 1),
                     "{} KiB chunks, index {index}, {method}: the helpers read {:.3} chunks from their files, not 13/4 (node {} holds it)",
@@ -99,6 +100,7 @@ async fn clay_helpers_read_a_quarter_of_their_chunks() {
         assert_eq!(r.failed, 0, "{method}: {:?}", r.errors);
         assert_eq!(r.bytes, lost, "{method}: every lost byte rebuilt");
         assert_eq!(r.helper_file_read, read, "{method}: the report says what the nodes counted");
+        eprintln!("full-node {method}: {} lost bytes, {:.4}x of them read from files", lost, read as f64 / lost as f64);
         assert!(
             near(read, lost, 1),
             "{method}: the helpers read {:.3}x the lost bytes from their files, not 13/4",
