@@ -331,13 +331,13 @@ impl Executor {
         (run.assignment.graph.vertex(from).node != node).then_some(InputGate { ticket, slot })
     }
 
-    /// Generous: ten times the time the whole chunk needs at 1 MB/s, at least a minute.
     /// Helper chunks some repair here is reading now (repairs reading one chunk at once
     /// share its verified reads: a read of it starting now may take no bytes from disk).
     pub fn chunks_being_read(&self) -> usize {
         self.shared_reads.live()
     }
 
+    /// Generous: ten times the time the whole chunk needs at 1 MB/s, at least a minute.
     fn repair_time_limit(&self, a: &Job) -> Duration {
         Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0))
     }
