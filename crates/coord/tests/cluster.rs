@@ -238,6 +238,30 @@ async fn status_reports_foreground_traffic_and_residual_bandwidth() {
     assert!(best_fg > 0.3 * cap, "serving nodes never reported foreground upload near their link rate: {best_fg}");
 }
 
+/// Nodes told no capacity, on loopback (whose interface reports no speed), do not measure
+/// one: one host's processes share no link, and each would measure its own peak. However
+/// much readers make them carry, their capacity stays unknown (0, from nowhere).
+/// Measuring itself is `monitor`'s unit test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_links_are_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 4, None).await;
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 17 + 3) as u8).collect();
+    c.client.put("m", &data, "rs:2,1".parse().unwrap(), 1 << 20).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut reports = 0;
+    while std::time::Instant::now() < deadline {
+        let (got, _) = c.client.get("m", Shape::Cr, 64 << 10).await.unwrap();
+        assert!(got == data, "a read returned other bytes");
+        for n in c.client.status().await.unwrap().nodes {
+            let Some(l) = &n.link else { continue };
+            reports += 1;
+            assert_eq!((l.capacity_up, l.capacity_down, l.capacity_from.as_str()), (0.0, 0.0, ""), "node {}: {l:?}", n.id);
+        }
+    }
+    assert!(reports > 0, "no node reported its link");
+}
+
 /// RepairBoost's timeslots on the nodes: with `gate_timeslots = all`, a node holds each
 /// transfer until its earlier slots' transfers are done (at both ends), which makes some
 /// transfers wait; with `none`, none waits. Every method completes (no deadlock between gated

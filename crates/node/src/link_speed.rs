@@ -26,6 +26,28 @@ pub fn discover(coordinator: &str) -> Result<Discovered, String> {
     Ok(Discovered { bytes_per_second, interface })
 }
 
+/// Whether the coordinator is reached over a loopback interface: processes on one host,
+/// with no link between them whose speed could be read or measured.
+pub fn coordinator_on_loopback(coordinator: &str) -> bool {
+    let Some(addr) = coordinator.to_socket_addrs().ok().and_then(|mut a| a.next()) else { return false };
+    interface_towards(addr).is_ok_and(|i| is_loopback(Path::new("/sys"), &i))
+}
+
+/// Whether interface `iface` is a loopback one (`lo`, or IFF_LOOPBACK in its sysfs flags).
+pub fn is_loopback(sys: &Path, iface: &str) -> bool {
+    const IFF_LOOPBACK: u32 = 0x8;
+    if iface == "lo" {
+        return true;
+    }
+    if iface.is_empty() || iface.contains('/') || iface.starts_with('.') {
+        return false;
+    }
+    std::fs::read_to_string(sys.join("class/net").join(iface).join("flags"))
+        .ok()
+        .and_then(|t| u32::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|f| f & IFF_LOOPBACK != 0)
+}
+
 /// The interface traffic to `dest` leaves by: loopback for this host's own addresses, else
 /// the longest-prefix route of the kernel's main table (IPv4).
 fn interface_towards(dest: SocketAddr) -> Result<String, String> {
@@ -105,6 +127,23 @@ mod tests {
         assert_eq!(route_interface(&t, Ipv4Addr::new(172, 16, 1, 1)).as_deref(), Some("eth0"));
         assert_eq!(route_interface("Iface\tDestination\n", Ipv4Addr::new(1, 2, 3, 4)), None);
         assert_eq!(route_interface("Iface\nbroken line\n", Ipv4Addr::new(1, 2, 3, 4)), None);
+    }
+
+    #[test]
+    fn loopback_is_told_by_name_or_flags() {
+        let sys = tempfile::tempdir().unwrap();
+        for (iface, flags) in [("lo2", "0x9\n"), ("eth0", "0x1003\n"), ("odd", "junk")] {
+            let d = sys.path().join("class/net").join(iface);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("flags"), flags).unwrap();
+        }
+        assert!(is_loopback(sys.path(), "lo"));
+        assert!(is_loopback(sys.path(), "lo2"));
+        assert!(!is_loopback(sys.path(), "eth0"));
+        assert!(!is_loopback(sys.path(), "odd"));
+        assert!(!is_loopback(sys.path(), "missing"));
+        assert!(!is_loopback(sys.path(), "../etc"));
+        assert!(coordinator_on_loopback("127.0.0.1:7000"));
     }
 
     #[test]
