@@ -31,67 +31,7 @@ const CHANNEL_DEPTH: usize = 8;
 /// links are busy at the same time instead of one after the other.
 pub const WIRE_PIECE: usize = 64 * 1024;
 
-/// Traffic counters of a node.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Repair traffic: repair graphs' edges and degraded reads.
-    pub sent: AtomicU64,
-    pub received: AtomicU64,
-    /// Foreground traffic: clients' chunk writes (received) and reads (sent).
-    pub fg_sent: AtomicU64,
-    pub fg_received: AtomicU64,
-    /// Helper bytes read from the local store: what repairs used.
-    pub read: AtomicU64,
-    /// What that took from the chunk files: whole checksum blocks, read-ahead, and once for
-    /// repairs sharing a chunk's reads (what `pread` returned, footers aside).
-    pub file_read: AtomicU64,
-    /// Rebuilt chunk bytes this node's sinks stored (counted once durable).
-    pub written: AtomicU64,
-    pub active: AtomicU64,
-    /// Connections open to this node (clients, peers, the coordinator).
-    pub connections: AtomicU64,
-    /// The part of `sent`, `received` and `read` that served degraded reads (repairs whose
-    /// result goes to a client rather than into a store).
-    pub degraded_sent: AtomicU64,
-    pub degraded_received: AtomicU64,
-    pub degraded_read: AtomicU64,
-    /// The scrub: bytes it read and verified, passes it finished, and where the current
-    /// pass is (chunks checked of the chunks it lists).
-    pub scrub_read: AtomicU64,
-    pub scrub_passes: AtomicU64,
-    pub scrub_checked: AtomicU64,
-    pub scrub_chunks: AtomicU64,
-}
-
-impl Counters {
-    /// A repair's bytes sent on (`degraded`: it serves a degraded read).
-    pub fn repair_sent(&self, n: u64, degraded: bool) {
-        self.sent.fetch_add(n, Ordering::Relaxed);
-        if degraded {
-            self.degraded_sent.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    pub fn repair_received(&self, n: u64, degraded: bool) {
-        self.received.fetch_add(n, Ordering::Relaxed);
-        if degraded {
-            self.degraded_received.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    /// Bytes a repair's helper reads took from this node's chunk files.
-    pub fn helper_file_read(&self, n: u64) {
-        self.file_read.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Helper bytes a repair read from this node's chunks.
-    pub fn helper_read(&self, n: u64, degraded: bool) {
-        self.read.fetch_add(n, Ordering::Relaxed);
-        if degraded {
-            self.degraded_read.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-}
+pub use crate::counters::Counters;
 
 /// One unit of a vertex's output and its send slot, if the graph has a schedule.
 pub struct Unit {

@@ -7,6 +7,7 @@ mod checksum_block;
 mod chunk_reader;
 mod chunk_writer;
 pub mod config;
+mod counters;
 pub mod disk_emulation;
 pub mod exec;
 mod footer_cache;

@@ -2,7 +2,8 @@
 //! interface its traffic to the coordinator leaves by (`/sys/class/net/IFACE/speed`, Mbit/s),
 //! so that residual bandwidth, and ChameleonEC and SAR with it, work on a cluster nobody
 //! tuned. Virtual interfaces (loopback, most bridges and tunnels) report none, and a NIC
-//! without a link reports -1: the node then says so and runs without, as before.
+//! without a link reports -1: the node then says so and its monitor measures the link,
+//! except over loopback ([`link_capacity`], [`measures_link`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
@@ -97,6 +98,50 @@ pub fn interface_speed(sys: &Path, iface: &str) -> Result<f64, String> {
         Ok(v) => Err(format!("{iface} reports an unknown speed ({v}: no link, or a virtual interface)")),
         Err(_) => Err(format!("{iface} reports a speed that is not a number: '{}'", text.trim())),
     }
+}
+
+/// The link's (up, down) bytes per second and where they came from: configured
+/// (`link_capacity`, else the emulated links), or else the speed the kernel reports for the
+/// interface towards the coordinator; (0, 0) when neither says (the monitor then measures
+/// it, unless the coordinator is on this host's loopback: see [`measures_link`]).
+pub(crate) fn link_capacity(cfg: &crate::NodeConfig, coord: &str) -> ((f64, f64), String) {
+    let (up, down) = (cfg.link_capacity.or(cfg.uplink), cfg.link_capacity.or(cfg.downlink));
+    if up.is_some() || down.is_some() {
+        return ((up.unwrap_or(0.0), down.unwrap_or(0.0)), "configured".into());
+    }
+    match discover(coord) {
+        Ok(d) => {
+            tracing::info!(
+                "node {}: link capacity {:.0} Mbit/s, as {} reports (link_capacity overrides it)",
+                cfg.id,
+                d.bytes_per_second * 8.0 / 1e6,
+                d.interface
+            );
+            ((d.bytes_per_second, d.bytes_per_second), d.interface)
+        }
+        Err(e) if coordinator_on_loopback(coord) => {
+            tracing::warn!(
+                "node {}: link capacity unknown ({e}); the coordinator is on this host's loopback, where nodes share no link to measure, so repair planning gets no residual bandwidth from this node: set link_capacity (--link-capacity)",
+                cfg.id
+            );
+            ((0.0, 0.0), String::new())
+        }
+        Err(e) => {
+            tracing::warn!(
+                "node {}: link capacity unknown ({e}); until this node has carried at least 8 Mbit/s, repair planning gets no residual bandwidth from it, and then the most it carried in a period stands for its capacity: set link_capacity (--link-capacity)",
+                cfg.id
+            );
+            ((0.0, 0.0), String::new())
+        }
+    }
+}
+
+/// Whether a node with no capacity configured or reported measures its link. Not over
+/// loopback: one host's processes have no link between them, and each would measure its
+/// own peak from whatever it happened to carry, so plans made from links alone would differ
+/// from node to node by chance.
+pub(crate) fn measures_link(capacity: (f64, f64), coord: &str) -> bool {
+    capacity == (0.0, 0.0) && !coordinator_on_loopback(coord)
 }
 
 #[cfg(test)]

@@ -148,7 +148,7 @@ async fn serve(
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
-        let capacity = link_capacity(&cfg, &coord);
+        let capacity = crate::link_speed::link_capacity(&cfg, &coord);
         let token = identity.token.clone();
         conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), identity), capacity, stop.clone()));
         conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), token, stop.clone()));
@@ -188,50 +188,6 @@ async fn serve(
 
 /// Heartbeats to the coordinator; `identity` is the data directory and its identity (the
 /// cluster it joined is recorded at the first welcome).
-/// The link's (up, down) bytes per second and where they came from: configured
-/// (`link_capacity`, else the emulated links), or else the speed the kernel reports for the
-/// interface towards the coordinator; (0, 0) when neither says (the monitor then measures
-/// it, unless the coordinator is on this host's loopback: see [`measures_link`]).
-fn link_capacity(cfg: &NodeConfig, coord: &str) -> ((f64, f64), String) {
-    let (up, down) = (cfg.link_capacity.or(cfg.uplink), cfg.link_capacity.or(cfg.downlink));
-    if up.is_some() || down.is_some() {
-        return ((up.unwrap_or(0.0), down.unwrap_or(0.0)), "configured".into());
-    }
-    match crate::link_speed::discover(coord) {
-        Ok(d) => {
-            tracing::info!(
-                "node {}: link capacity {:.0} Mbit/s, as {} reports (link_capacity overrides it)",
-                cfg.id,
-                d.bytes_per_second * 8.0 / 1e6,
-                d.interface
-            );
-            ((d.bytes_per_second, d.bytes_per_second), d.interface)
-        }
-        Err(e) if crate::link_speed::coordinator_on_loopback(coord) => {
-            tracing::warn!(
-                "node {}: link capacity unknown ({e}); the coordinator is on this host's loopback, where nodes share no link to measure, so repair planning gets no residual bandwidth from this node: set link_capacity (--link-capacity)",
-                cfg.id
-            );
-            ((0.0, 0.0), String::new())
-        }
-        Err(e) => {
-            tracing::warn!(
-                "node {}: link capacity unknown ({e}); until this node has carried at least 8 Mbit/s, repair planning gets no residual bandwidth from it, and then the most it carried in a period stands for its capacity: set link_capacity (--link-capacity)",
-                cfg.id
-            );
-            ((0.0, 0.0), String::new())
-        }
-    }
-}
-
-/// Whether a node with no capacity configured or reported measures its link. Not over
-/// loopback: one host's processes have no link between them, and each would measure its
-/// own peak from whatever it happened to carry, so plans made from links alone would differ
-/// from node to node by chance.
-fn measures_link(capacity: (f64, f64), coord: &str) -> bool {
-    capacity == (0.0, 0.0) && !crate::link_speed::coordinator_on_loopback(coord)
-}
-
 async fn heartbeats(
     coord: String,
     exec: Arc<Executor>,
@@ -246,7 +202,8 @@ async fn heartbeats(
     // why, instead of retrying in silence.
     let mut complained = false;
     let mut conn: Option<kintsugi_proto::secure::Conn> = None;
-    let mut monitor = crate::monitor::Monitor::new(capacity.0).capacity_from(capacity.1).measuring(measures_link(capacity.0, &coord));
+    let mut monitor =
+        crate::monitor::Monitor::new(capacity.0).capacity_from(capacity.1).measuring(crate::link_speed::measures_link(capacity.0, &coord));
     let boot = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
