@@ -240,6 +240,12 @@ pub struct RepairEquation {
     pub sub_chunks: usize,
     /// One term per helper actually needed (terms with all-zero coefficients are dropped).
     pub terms: Vec<HelperTerm>,
+    /// Set when the terms are this code's structured repair (Clay's MSR repair): a vertex
+    /// that holds every term's raw reads may run the code's own repair (pairwise coupling
+    /// and one MDS decode per plane) instead of multiplying by each term's matrix. It must
+    /// check first that the terms are that code's ([`crate::ClayCode`]'s equation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::CodeSpec>,
 }
 
 impl RepairEquation {

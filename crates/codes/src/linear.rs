@@ -254,7 +254,7 @@ impl Code for LinearCode {
         }
         let c = self.combination(lost, &hs).ok_or(CodeError::HelpersInsufficient { lost, helpers: hs.clone() })?;
         let terms = hs.iter().zip(c).filter(|(_, c)| *c != 0).map(|(&h, c)| HelperTerm::scalar(h, c)).collect();
-        Ok(RepairEquation { lost, sub_chunks: 1, terms })
+        Ok(RepairEquation { lost, sub_chunks: 1, terms, structured: None })
     }
 
     fn choose_helpers(&self, lost: usize, available: &[usize]) -> Result<Vec<usize>> {

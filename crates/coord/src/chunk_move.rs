@@ -45,7 +45,7 @@ impl Coordinator {
             return bad(format!("chunk {chunk}: node {from} or node {dest} is not up"));
         };
         let sub_chunks = s.code.build().map_err(|e| e.to_string())?.sub_chunks();
-        let equation = RepairEquation { lost: index, sub_chunks, terms: vec![identity_term(index, sub_chunks)] };
+        let equation = RepairEquation { lost: index, sub_chunks, terms: vec![identity_term(index, sub_chunks)], structured: None };
         let task = RepairTask { equation, helper_nodes: vec![from], destination: dest };
         let graph = shapes::build(Shape::Cr, &task).map_err(|e| e.to_string())?;
         let a = Assignment {
@@ -97,7 +97,7 @@ mod tests {
     fn the_identity_term_copies_every_sub_chunk() {
         let t = identity_term(3, 4);
         let data: Vec<u8> = (0..64u8).collect();
-        let eq = RepairEquation { lost: 3, sub_chunks: 4, terms: vec![t] };
+        let eq = RepairEquation { lost: 3, sub_chunks: 4, terms: vec![t], structured: None };
         assert_eq!(eq.rebuild(&[&data]).unwrap(), data);
     }
 }

@@ -34,6 +34,24 @@ fn json_has_required_fields_for_every_kernel() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// The Clay benchmark times the structured repair and the dense terms on the same reads
+/// (each checked against the lost chunk before its rate counts), and says how many
+/// multiply-adds per rebuilt byte the terms take: Clay(4,2,5)'s terms have at least one
+/// per helper sub-chunk read, d*beta/alpha = 5/2.
+#[test]
+fn clay_json_compares_structured_repair_with_terms() {
+    let out = bench(&["--code", "clay:4,2,5"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in ["encode_gbps", "decode_gbps", "repair_gbps", "repair_terms_gbps"] {
+        let x = v[f].as_f64().unwrap_or_else(|| panic!("{f} missing"));
+        assert!(x > 0.0 && x.is_finite(), "{f} = {x}");
+    }
+    let per_byte = v["terms_mul_adds_per_byte"].as_f64().unwrap();
+    assert!(per_byte >= 2.5, "{per_byte} multiply-adds per byte");
+    assert!(v["structured_over_terms"]["median"].as_f64().unwrap() > 0.0);
+}
+
 /// ISA-L (Debian's libisal2) loaded into the benchmark: before timing, its encode with its
 /// own Cauchy matrix must give our parity, its products with our decoding matrices the lost
 /// shards, and its multiply-add ours, for every kernel this CPU has: an independent oracle.

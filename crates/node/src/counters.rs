@@ -19,6 +19,9 @@ pub struct Counters {
     pub file_read: AtomicU64,
     /// Rebuilt chunk bytes this node's sinks stored (counted once durable).
     pub written: AtomicU64,
+    /// Rebuilt bytes this node's sinks computed by the code's structured repair (Clay's
+    /// coupling and per-plane decode) rather than by adding the equation's terms.
+    pub structured: AtomicU64,
     pub active: AtomicU64,
     /// Connections open to this node (clients, peers, the coordinator).
     pub connections: AtomicU64,

@@ -28,6 +28,7 @@ pub mod shaper;
 mod sink;
 mod slot_gate;
 pub mod store;
+mod structured_repair;
 mod terms;
 pub mod timeslot_gate;
 pub mod wire;

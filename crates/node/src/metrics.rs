@@ -85,6 +85,13 @@ impl Collector for Counters {
             Some(&Unit::Bytes),
             load(&c.file_read),
         )?;
+        counter(
+            &mut e,
+            "repair_structured",
+            "Rebuilt bytes this node's sinks computed by the code's structured repair (Clay: coupling and one decode per plane) rather than by adding each helper's terms",
+            Some(&Unit::Bytes),
+            load(&c.structured),
+        )?;
         counter(&mut e, "scrub_passes", "Scrub passes over every chunk finished", None, load(&c.scrub_passes))?;
         gauge(&mut e, "scrub_pass_chunks", "Chunks the current scrub pass checks", None, load(&c.scrub_chunks) as f64)?;
         gauge(&mut e, "scrub_pass_checked_chunks", "Chunks the current scrub pass has checked", None, load(&c.scrub_checked) as f64)?;

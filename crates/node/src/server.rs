@@ -68,6 +68,7 @@ fn stat(exec: &Executor) -> NodeStat {
         repair_received: exec.counters.received.load(Ordering::Relaxed),
         repair_read: exec.counters.read.load(Ordering::Relaxed),
         repair_file_read: exec.counters.file_read.load(Ordering::Relaxed),
+        repair_structured: exec.counters.structured.load(Ordering::Relaxed),
         active_repairs: exec.counters.active.load(Ordering::Relaxed),
         timeslot_waits: exec.timeslots.waited.load(Ordering::Relaxed),
         timeslot_reservations: exec.timeslots.reserved_batches() as u64,

@@ -4,9 +4,10 @@
 
 use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit, UnitResult};
 use crate::shaper::Shaper;
+use crate::structured_repair::StructuredRepair;
 use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
 use crate::wire::Job;
-use kintsugi_plan::VertexId;
+use kintsugi_plan::{RepairGraph, VertexId};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +109,70 @@ pub(crate) fn streams_in_order(units: &[Vec<Vec<Range<usize>>>], alpha: usize) -
         })
 }
 
+/// Where a structured repair takes each term's raw reads from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TermSource {
+    /// The lane's input of this position.
+    Input(usize),
+    /// The sink's own helper chunk.
+    Local,
+}
+
+/// Per term, which of `inputs` (or the sink's own chunk, term `local`) brings its raw
+/// reads, when each term comes raw exactly once; `None` when any input is a partial sum.
+fn raw_sources(g: &RepairGraph, inputs: &[VertexId], local: Option<usize>) -> Option<Vec<TermSource>> {
+    let mut src = vec![None; g.equation.terms.len()];
+    for (j, &i) in inputs.iter().enumerate() {
+        let t = g.vertex(i).local.filter(|_| g.sends_raw(i))?;
+        if src.get_mut(t)?.replace(TermSource::Input(j)).is_some() {
+            return None;
+        }
+    }
+    if let Some(t) = local {
+        if src.get_mut(t)?.replace(TermSource::Local).is_some() {
+            return None;
+        }
+    }
+    src.into_iter().collect()
+}
+
+/// One unit rebuilt by the structured repair: every input's unit, and the sink's own
+/// chunk's raw reads when it is a helper.
+async fn structured_unit(
+    s: &StructuredRepair,
+    sources: &[TermSource],
+    inputs: &mut [(InputStream, Option<RawInput>)],
+    local: Option<&LocalTerm>,
+    windows: &[Range<usize>],
+    size: usize,
+) -> Result<Vec<u8>, String> {
+    let mut datas = Vec::with_capacity(inputs.len());
+    for (rx, _) in inputs.iter_mut() {
+        datas.push(rx.recv().await.ok_or("an input stream ended early")??);
+    }
+    let own = match local {
+        Some(l) if sources.contains(&TermSource::Local) => {
+            let r = l.raw(windows)?;
+            crate::disk_emulation::settle().await;
+            Some(r)
+        }
+        _ => None,
+    };
+    let raw: Vec<&[u8]> = sources
+        .iter()
+        .map(|s| match *s {
+            TermSource::Input(j) => datas[j].as_slice(),
+            TermSource::Local => own.as_deref().unwrap_or_default(),
+        })
+        .collect();
+    let mut acc = crate::pool::zeroed(size);
+    s.rebuild(windows, &raw, &mut acc)?;
+    for d in datas.into_iter().chain(own) {
+        crate::pool::give(d);
+    }
+    Ok(acc)
+}
+
 /// Runs a sink: pulls every input, adds each unit per lane, places the windows, and returns
 /// the rebuilt chunk. Used by a node (full-node repair) and by a reader (degraded read).
 pub async fn run_sink(
@@ -141,18 +206,32 @@ pub(crate) async fn sink_units(
     let sub = a.chunk_len as usize / alpha;
     let sizes: Vec<Vec<usize>> = units.iter().map(|lane| unit_sizes(lane, alpha)).collect();
     let mut by_lane: Vec<Vec<(InputStream, Option<RawInput>)>> = (0..g.lanes).map(|_| Vec::new()).collect();
+    let mut lane_inputs: Vec<Vec<VertexId>> = vec![Vec::new(); g.lanes];
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
         let sizes = unit_sizes(&units[lane], g.payload_width(i));
         let stream = open_input(a, i, sizes, shaper.clone(), counters.clone(), io_timeout, gates(i));
         by_lane[lane].push((stream, RawInput::of(g, i)));
+        lane_inputs[lane].push(i);
     }
+    // Where every term arrives raw (a Clay star), the code's structured repair.
+    let structured = StructuredRepair::of(&g.equation);
+    let sources: Vec<Option<Vec<TermSource>>> =
+        lane_inputs.iter().map(|ids| structured.as_ref().and_then(|_| raw_sources(g, ids, local.and(sink.local)))).collect();
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let mut batched = 0;
     for (lane, u) in sink_order(units) {
         let windows = &units[lane][u];
-        let mut acc = sum_inputs(&mut by_lane[lane], windows, alpha, sizes[lane][u], None).await?;
-        if let Some(l) = local {
+        let mut acc = match (&structured, &sources[lane]) {
+            (Some(s), Some(src)) => {
+                let acc = structured_unit(s, src, &mut by_lane[lane], local, windows, sizes[lane][u]).await?;
+                counters.structured.fetch_add(acc.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                acc
+            }
+            _ => sum_inputs(&mut by_lane[lane], windows, alpha, sizes[lane][u], None).await?,
+        };
+        let used_local = sources[lane].as_ref().is_some_and(|s| s.contains(&TermSource::Local));
+        if let Some(l) = local.filter(|_| !used_local) {
             l.add(windows, alpha, &mut acc)?;
             crate::disk_emulation::settle().await;
         }

@@ -2,7 +2,7 @@
 //! coordinator sends what it planned, a node turns what it received back into a graph and
 //! checks it ([`crate::exec::check_assignment`]) before running any of it.
 
-use kintsugi_codes::{coef_wire, HelperTerm, RepairEquation};
+use kintsugi_codes::{coef_wire, CodeSpec, HelperTerm, RepairEquation};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Pick, RepairGraph, Shape, SlotRule, Vertex, VertexId};
 use kintsugi_proto::{Assignment, WireGraph, WireTerm, WireVertex};
@@ -47,6 +47,7 @@ pub fn graph_to_wire(g: &RepairGraph) -> WireGraph {
         sink: g.sink.0,
         slots: g.slots.iter().map(|s| s.map(|s| (s.offset, s.period))).collect(),
         pipelined: g.pipelined,
+        structured: g.equation.structured.map(|c| c.to_string()),
     }
 }
 
@@ -63,9 +64,13 @@ pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, String> {
             Ok(HelperTerm { helper: u(t.helper), reads: t.reads.iter().map(|&(a, b)| u(a)..u(b)).collect(), coefs })
         })
         .collect::<Result<_, String>>()?;
+    let structured = match &w.structured {
+        Some(s) => Some(s.parse::<CodeSpec>().map_err(|e| format!("bad structured-repair code '{s}': {e}"))?),
+        None => None,
+    };
     Ok(RepairGraph {
         shape,
-        equation: RepairEquation { lost: u(w.lost), sub_chunks: u(w.sub_chunks), terms },
+        equation: RepairEquation { lost: u(w.lost), sub_chunks: u(w.sub_chunks), terms, structured },
         lanes: u(w.lanes),
         vertices: w
             .vertices
@@ -169,9 +174,13 @@ mod tests {
             sink: 0,
             slots: vec![],
             pipelined: true,
+            structured: None,
         };
         assert!(graph_from_wire(w.clone()).unwrap_err().contains("teleport"));
         w.shape = "tree".into();
+        w.structured = Some("clay:10,4".into());
+        assert!(graph_from_wire(w.clone()).unwrap_err().contains("structured-repair code 'clay:10,4'"));
+        w.structured = None;
         assert!(graph_from_wire(w).is_ok());
         assert!(method_from_wire("warp").is_err());
         assert_eq!(method_from_wire("ppr").unwrap(), Shape::Ppr);

@@ -290,6 +290,9 @@ pub struct NodeStat {
     /// and read-ahead, once for repairs that share a chunk's reads.
     #[serde(default)]
     pub repair_file_read: u64,
+    /// Rebuilt bytes this node's sinks computed by the code's structured repair (Clay).
+    #[serde(default)]
+    pub repair_structured: u64,
     pub active_repairs: u64,
     /// Transfers that waited at this node's timeslot gates for earlier slots (RepairBoost).
     #[serde(default)]

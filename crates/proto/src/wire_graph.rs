@@ -63,6 +63,9 @@ pub struct WireGraph {
     pub slots: Vec<Option<(u64, u64)>>,
     /// Relays forward each slice at once (else only after their whole input arrived).
     pub pipelined: bool,
+    /// The code whose structured repair the terms are (e.g. `clay:10,4,13`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<String>,
 }
 
 impl WireGraph {

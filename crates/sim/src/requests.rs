@@ -99,6 +99,7 @@ fn transfer(from: NodeId, to: NodeId) -> Result<RepairGraph> {
         lost: 1,
         sub_chunks: 1,
         terms: vec![HelperTerm { helper: 0, reads: std::iter::once(0..1).collect(), coefs: vec![1] }],
+        structured: None,
     };
     let task = RepairTask { equation, helper_nodes: vec![from], destination: to };
     shapes::build(Shape::Cr, &task).map_err(|e| SimError::BadScenario(e.to_string()))

@@ -97,7 +97,7 @@ impl ClayCode {
             let (scratch, staging) = (&mut b.scratch, &mut b.staging);
             let mut off = 0;
             while off < sub {
-                let w = core.window_for(sub).min(sub - off);
+                let w = core.repair_window_for(sub).min(sub - off);
                 staging.fill(&known, g.beta(), sub, off, w);
                 let kn = Known { known: staging.nodes(), slot: &slot, stride: staging.stride, off: 0 };
                 let mut bufs: Vec<Option<&mut [u8]>> = (0..plan.erased.len()).map(|_| None).collect();
@@ -181,7 +181,8 @@ pub(super) fn equation(code: &ClayCode, lost: usize, helpers: &[usize]) -> Resul
         let mut out = vec![0u8; alpha * msr.len() * beta];
         code.repair(lost, &msr, &refs, &mut out)?;
         let runs = g.repair_runs(g.node_of(lost));
-        return Ok(RepairEquation { lost, sub_chunks: alpha, terms: terms_from(&out, &msr, runs, alpha, beta) });
+        let terms = terms_from(&out, &msr, runs, alpha, beta);
+        return Ok(RepairEquation { lost, sub_chunks: alpha, terms, structured: Some(code.spec()) });
     }
     if hs.len() < code.k() {
         return Err(CodeError::HelpersInsufficient { lost, helpers: hs });
@@ -194,5 +195,5 @@ pub(super) fn equation(code: &ClayCode, lost: usize, helpers: &[usize]) -> Resul
     let mut out = vec![0u8; alpha * used.len() * alpha];
     dec.apply(&refs, &mut [&mut out])?;
     let whole = std::iter::once(0..alpha).collect();
-    Ok(RepairEquation { lost, sub_chunks: alpha, terms: terms_from(&out, used, whole, alpha, alpha) })
+    Ok(RepairEquation { lost, sub_chunks: alpha, terms: terms_from(&out, used, whole, alpha, alpha), structured: None })
 }

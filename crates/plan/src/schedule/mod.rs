@@ -359,7 +359,7 @@ pub struct Template {
 impl Template {
     pub fn new(shape: Shape, k: usize) -> Result<Self> {
         let terms = (0..k).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
-        let equation = RepairEquation { lost: 0, sub_chunks: 1, terms };
+        let equation = RepairEquation { lost: 0, sub_chunks: 1, terms, structured: None };
         let task = RepairTask { equation, helper_nodes: (0..k as NodeId).collect(), destination: k as NodeId };
         let t = shapes::build(shape, &task)?.traffic();
         let get = |m: &BTreeMap<NodeId, f64>, p: usize| m.get(&(p as NodeId)).copied().unwrap_or(0.0);

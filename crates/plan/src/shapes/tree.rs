@@ -34,7 +34,11 @@ mod tests {
 
     fn task(k: usize) -> RepairTask {
         let terms = (0..k).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
-        RepairTask { equation: RepairEquation { lost: 0, sub_chunks: 1, terms }, helper_nodes: (1..=k as u32).collect(), destination: 9 }
+        RepairTask {
+            equation: RepairEquation { lost: 0, sub_chunks: 1, terms, structured: None },
+            helper_nodes: (1..=k as u32).collect(),
+            destination: 9,
+        }
     }
 
     #[test]

@@ -299,8 +299,11 @@ mod tests {
 
     fn graph(shape: Shape, helpers: &[NodeId], dest: NodeId) -> RepairGraph {
         let terms = (0..helpers.len()).map(|i| HelperTerm::scalar(i + 1, 1)).collect();
-        let task =
-            RepairTask { equation: RepairEquation { lost: 0, sub_chunks: 1, terms }, helper_nodes: helpers.to_vec(), destination: dest };
+        let task = RepairTask {
+            equation: RepairEquation { lost: 0, sub_chunks: 1, terms, structured: None },
+            helper_nodes: helpers.to_vec(),
+            destination: dest,
+        };
         shapes::build(shape, &task).unwrap()
     }
 
