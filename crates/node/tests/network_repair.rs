@@ -151,6 +151,67 @@ async fn every_shape_over_tcp() {
     }
 }
 
+/// A Clay star's sink runs Clay's structured repair: for a reader (degraded read) and for a
+/// node storing the chunk, that node outside the stripe or itself one of the helpers (whose
+/// raw sub-chunks then reach the sink within the node), with slices that cut sub-chunks into
+/// odd windows. Every
+/// byte is compared with the lost chunk, and the sinks count every rebuilt byte as
+/// structured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clay_star_sinks_run_the_structured_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = cluster(10, dir.path(), None).await;
+    let peers = peers_of(&nodes);
+    let code = "clay:6,3,8".parse::<CodeSpec>().unwrap().build().unwrap();
+    let len = code.sub_chunks() * 1001;
+    let shards = stripe(code.as_ref(), len, 77);
+    put_stripe(&peers, 1, &shards).await;
+    let structured = |n: &NodeHandle| n.exec.counters.structured.load(Ordering::Relaxed);
+    let mut repair = 1;
+    for lost in [0usize, 4, 8] {
+        let avail: Vec<usize> = (0..code.n()).filter(|&i| i != lost).collect();
+        let eq = code.repair_equation(lost, &code.choose_helpers(lost, &avail).unwrap()).unwrap();
+        assert!(eq.structured.is_some(), "an MSR repair names its code");
+        let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
+        let job = |repair: u64, destination: u32, store: Option<StoreSpec>| Assignment {
+            repair,
+            graph: shapes::build(Shape::Cr, &RepairTask { equation: eq.clone(), helper_nodes: helper_nodes.clone(), destination }).unwrap(),
+            chunk_len: len as u64,
+            slice_len: 300,
+            term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect(),
+            peers: peers.clone(),
+            store,
+            timeslots: Vec::new(),
+            gate_batch: None,
+            term_offset: None,
+        };
+        let a = job(repair, READER, None);
+        repair += 1;
+        dispatch(&a).await;
+        let units = exec::check_job(&a).unwrap();
+        let counters: Arc<exec::Counters> = Arc::default();
+        let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), counters.clone(), T).await.unwrap();
+        assert_eq!(got, shards[lost], "lost {lost}, degraded read");
+        assert_eq!(counters.structured.load(Ordering::Relaxed), len as u64, "lost {lost}: the reader ran the structured repair");
+        // Stored on node 9 (outside the stripe), then on a helper's node.
+        for dest in [9u32, helper_nodes[2]] {
+            let target = ChunkId::new(1000 + repair, lost);
+            let store = Some(StoreSpec { chunk: target.clone(), crc32c: crc32c::crc32c(&shards[lost]), new_parity: false, bucket: None });
+            let a = job(repair, dest, store);
+            repair += 1;
+            let before = structured(&nodes[dest as usize]);
+            dispatch(&a).await;
+            let r = exec::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T).await.unwrap();
+            assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "lost {lost} stored on node {dest}");
+            assert_eq!(nodes[dest as usize].exec.store.reader(&target).unwrap().read(0, len as u64).unwrap(), shards[lost]);
+            assert_eq!(structured(&nodes[dest as usize]) - before, len as u64, "lost {lost}: node {dest} ran the structured repair");
+        }
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
 /// A store-and-forward PPR tree on slow links: each relay waits for whole chunks from
 /// below for longer than the nodes' I/O timeout. Relays say they are working meanwhile, so
 /// the repair completes instead of failing with "sent nothing" (it did before).
