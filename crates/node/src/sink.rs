@@ -110,7 +110,7 @@ pub(crate) fn streams_in_order(units: &[Vec<Vec<Range<usize>>>], alpha: usize) -
 }
 
 /// Where a structured repair takes each term's raw reads from.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TermSource {
     /// The lane's input of this position.
     Input(usize),
@@ -261,4 +261,34 @@ pub(crate) async fn sink_units(
         tx.send(batch).await.map_err(|_| "the chunk writer stopped".to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kintsugi_codes::Code;
+    use kintsugi_plan::{shapes, RepairTask, Shape};
+
+    /// Which input brings each term raw: every term exactly once, the sink's own chunk
+    /// included; none when a term comes twice or an input is a partial sum.
+    #[test]
+    fn raw_sources_cover_every_term_once() {
+        let code = kintsugi_codes::ClayCode::new(4, 2, 5).unwrap();
+        let eq = code.repair_equation(0, &[1, 2, 3, 4, 5]).unwrap();
+        let task = RepairTask { equation: eq, helper_nodes: vec![1, 2, 3, 4, 5], destination: 9 };
+        let star = shapes::build(Shape::Cr, &task).unwrap();
+        let ids = star.vertex(star.sink).inputs.clone();
+        let all = raw_sources(&star, &ids, None).expect("a star brings every term raw");
+        assert_eq!(all.len(), 5);
+        assert!(all.iter().all(|s| matches!(s, TermSource::Input(_))));
+        // The sink holding the first input's term itself.
+        let t = star.vertex(ids[0]).local.unwrap();
+        let with_local = raw_sources(&star, &ids[1..], Some(t)).unwrap();
+        assert_eq!(with_local[t], TermSource::Local);
+        assert!(raw_sources(&star, &ids, Some(t)).is_none(), "a term twice");
+        assert!(raw_sources(&star, &ids[1..], None).is_none(), "a term missing");
+        // A chain's sink receives a partial sum.
+        let chain = shapes::build(Shape::Ecpipe, &task).unwrap();
+        assert!(raw_sources(&chain, &chain.vertex(chain.sink).inputs.clone(), None).is_none());
+    }
 }
