@@ -1,8 +1,9 @@
 //! The node's link capacity when nobody configured one: the speed the kernel reports for the
 //! interface its traffic to the coordinator leaves by (`/sys/class/net/IFACE/speed`, Mbit/s),
 //! so that residual bandwidth, and ChameleonEC and SAR with it, work on a cluster nobody
-//! tuned. Virtual interfaces (loopback, most bridges and tunnels) report none, and a NIC
-//! without a link reports -1: the node then says so and its monitor measures the link,
+//! tuned. Some virtual interfaces report none (loopback; a VXLAN tunnel with no lower device
+//! and a bridge without ports report -1; a bridge reports its fastest port, a veth 10 Gbit/s),
+//! and a NIC without a link reports -1: the node then says so and its monitor measures the link,
 //! except over loopback ([`link_capacity`], [`measures_link`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
