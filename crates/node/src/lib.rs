@@ -8,6 +8,7 @@ mod chunk_reader;
 mod chunk_writer;
 pub mod config;
 mod counters;
+mod crc_shift;
 pub mod disk_emulation;
 pub mod exec;
 mod footer_cache;
