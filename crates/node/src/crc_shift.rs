@@ -72,11 +72,6 @@ impl Shift {
     pub(crate) fn append(&self, a: u32, b: u32) -> u32 {
         times(&self.zeros, a) ^ b
     }
-
-    /// The part length this shift is for.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
-    }
 }
 
 /// Lengths whose shifts [`shift_for`] keeps: a store's block sizes are a few (64 KiB, and the
@@ -128,7 +123,7 @@ mod tests {
     fn appending_a_part_gives_the_concatenations_crc() {
         for len in [1usize, 3, 7, 8, 100, 4096, 4099, 12_288, 65_536] {
             let shift = Shift::new(len as u64);
-            assert_eq!(shift.len(), len as u64);
+            assert_eq!(shift.len, len as u64);
             let mut whole = Vec::new();
             let mut crc = 0;
             for part in 0..5 {
@@ -166,7 +161,7 @@ mod tests {
     fn shifts_are_kept_per_length() {
         let (a, b) = (shift_for(12_288), shift_for(12_288));
         assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(shift_for(4099).len(), 4099);
+        assert_eq!(shift_for(4099).len, 4099);
         // More lengths than are kept: still the right shift for each.
         for len in 1..=(KEPT as u64 + 3) {
             assert_eq!(shift_for(len).append(0x1234_5678, 9), crc32c::crc32c_combine(0x1234_5678, 9, len as usize));
