@@ -46,7 +46,8 @@ pub enum Admission {
     /// Every job starts at its release time.
     All,
     /// Each destination node runs at most this many repairs at a time, in job order
-    /// (like Ceph's osd_recovery_max_active or HDFS's replication streams).
+    /// (like Ceph's osd_recovery_max_active or HDFS's replication streams). Jobs gated by
+    /// timeslots are ordered by their slots instead, and start at their release.
     PerDestination(usize),
 }
 

@@ -230,6 +230,12 @@ struct Engine<'a> {
     event_window: f64,
 }
 
+/// Whether a job waits for timeslots: its slots order it, not a per-destination limit (as
+/// on the cluster); held back, it would hold slots the admitted jobs wait for.
+fn gated(j: &Job) -> bool {
+    j.timeslots.iter().any(Option::is_some)
+}
+
 /// Runs `jobs` on `net` to completion.
 pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> {
     run_with_progress(net, jobs, opts, &mut |_| {})
@@ -339,6 +345,10 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
         }
         Admission::PerDestination(_) => {
             for (i, j) in repairs {
+                if gated(j) {
+                    e.timer(j.release, Timer::Release(i as u32));
+                    continue;
+                }
                 let dest = j.graph.vertex(j.graph.sink).node;
                 e.queues.entry(dest).or_default().push_back(i as u32);
             }
@@ -440,7 +450,7 @@ impl<'a> Engine<'a> {
         if self.jobs[j as usize].request.is_some() {
             return;
         }
-        if let Admission::PerDestination(_) = self.admission {
+        if let (Admission::PerDestination(_), false) = (self.admission, gated(&self.jobs[j as usize])) {
             let g = &self.jobs[j as usize].graph;
             let dest = g.vertex(g.sink).node;
             if let Some(a) = self.active.get_mut(&dest) {
