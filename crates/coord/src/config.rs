@@ -40,7 +40,8 @@ pub struct CoordConfig {
     pub repair_max_active: usize,
     /// Repairs one destination node receives at once, whatever the run's chunks at once
     /// (Ceph's osd_recovery_max_active is per OSD; the simulator's `--max-active`); 0: no
-    /// limit, so a ChameleonEC phase starts all its repairs together.
+    /// limit, so a ChameleonEC phase starts all its repairs together. Repairs whose
+    /// transfers the nodes gate by RepairBoost's timeslots are ordered by those instead.
     pub repair_max_active_per_destination: usize,
     /// ChameleonEC's phase length; 0: the paper's 20 s at 10 Gb/s, scaled to the nodes'
     /// mean residual bandwidth (a phase moves as many bytes per link).

@@ -94,7 +94,12 @@ impl Coordinator {
                 None => (vec![], 1),
             };
             let held = budget.acquire(&nodes, units).await;
-            let destination = choice.as_ref().map(|c| c.destination);
+            // A repair whose transfers are gated by timeslots is ordered by them (a node
+            // receives one slot at a time), as the simulator orders it, not by its
+            // destination's turn: its slots are reserved on every node, and waiting for a
+            // turn behind repairs that wait for those slots held them all until the
+            // reservation's hold passed (63 s in `timeslots_and_destination_limits`).
+            let destination = choice.as_ref().map(|c| c.destination).filter(|_| slots.is_none());
             set.spawn(async move {
                 let _permit = permit;
                 let _held = held;
