@@ -7,6 +7,7 @@
 //! share links max-min fairly, recomputed at every event; time jumps from event to event
 //! (transfer completions, timers).
 
+mod admission;
 mod api;
 mod capacity;
 mod flows;
@@ -230,12 +231,6 @@ struct Engine<'a> {
     event_window: f64,
 }
 
-/// Whether a job waits for timeslots: its slots order it, not a per-destination limit (as
-/// on the cluster); held back, it would hold slots the admitted jobs wait for.
-fn gated(j: &Job) -> bool {
-    j.timeslots.iter().any(Option::is_some)
-}
-
 /// Runs `jobs` on `net` to completion.
 pub fn run(net: &Network, jobs: &[Job], opts: &SimOptions) -> Result<SimResult> {
     run_with_progress(net, jobs, opts, &mut |_| {})
@@ -336,28 +331,7 @@ pub fn run_with_progress(net: &Network, jobs: &[Job], opts: &SimOptions, progres
             e.timer(j.release, Timer::Release(i as u32));
         }
     }
-    let repairs = jobs.iter().enumerate().filter(|(_, j)| j.request.is_none());
-    match opts.admission {
-        Admission::All => {
-            for (i, j) in repairs {
-                e.timer(j.release, Timer::Release(i as u32));
-            }
-        }
-        Admission::PerDestination(_) => {
-            for (i, j) in repairs {
-                if gated(j) {
-                    e.timer(j.release, Timer::Release(i as u32));
-                    continue;
-                }
-                let dest = j.graph.vertex(j.graph.sink).node;
-                e.queues.entry(dest).or_default().push_back(i as u32);
-            }
-            let dests: Vec<NodeId> = e.queues.keys().copied().collect();
-            for d in dests {
-                e.admit(d);
-            }
-        }
-    }
+    e.release_repairs();
     e.sharing.always_full = opts.full_recompute;
     e.main_loop(progress)?;
     let makespan = e.results.iter().map(|r| r.end).fold(0.0, f64::max);
@@ -405,20 +379,6 @@ impl<'a> Engine<'a> {
         self.timers.push(Reverse((T(t), self.seq, what)));
     }
 
-    fn admit(&mut self, dest: NodeId) {
-        let Admission::PerDestination(max) = self.admission else { return };
-        while self.active.get(&dest).copied().unwrap_or(0) < max {
-            let Some(j) = self.queues.get_mut(&dest).and_then(|q| q.pop_front()) else { break };
-            *self.active.entry(dest).or_default() += 1;
-            let release = self.jobs[j as usize].release;
-            if release > self.now {
-                self.timer(release, Timer::Release(j));
-            } else {
-                self.start_job(j);
-            }
-        }
-    }
-
     fn start_job(&mut self, j: u32) {
         let s = &mut self.st[j as usize];
         s.started = true;
@@ -450,14 +410,7 @@ impl<'a> Engine<'a> {
         if self.jobs[j as usize].request.is_some() {
             return;
         }
-        if let (Admission::PerDestination(_), false) = (self.admission, gated(&self.jobs[j as usize])) {
-            let g = &self.jobs[j as usize].graph;
-            let dest = g.vertex(g.sink).node;
-            if let Some(a) = self.active.get_mut(&dest) {
-                *a -= 1;
-            }
-            self.admit(dest);
-        }
+        self.leave_destination(j);
     }
 
     /// Stops job j where it is: its flows end with the bytes they moved, nothing of it
