@@ -126,6 +126,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
             queue_ms: a.queue_ms,
             mtu: a.mtu,
             repair_class: None,
+            queues: crate::testbed_queues::LinkQueues::Fifo,
         };
         let state = crate::testbed::up(&up)?;
         let mut client = kintsugi_client::Client::new(&state.coordinator);
@@ -177,7 +178,7 @@ pub fn run(a: DegradedArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu);
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu, crate::testbed_queues::LinkQueues::Fifo);
         println!(
             "{} chunk of {} bytes, slices of {}, links {:.0} Mbit/s ({how}), {} run(s)",
             a.code,

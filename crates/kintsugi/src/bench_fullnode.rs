@@ -124,8 +124,12 @@ pub struct FullNodeArgs {
     pub mtu: u32,
     /// Testbed only: repair in a class of its own below users' traffic, with this share of
     /// every link as its floor (`testbed up --repair-class`) [default: one class].
-    #[arg(long, value_parser = parse_fraction)]
+    #[arg(long, value_parser = parse_fraction, conflicts_with = "queues")]
     pub repair_class: Option<f64>,
+    /// Testbed only: how a link shares its rate among its transfers (`testbed up --queues`):
+    /// fifo, peer-send (a round-robin queue per peer on what a node sends), peer (both ends).
+    #[arg(long, value_enum, default_value_t = crate::testbed_queues::LinkQueues::Fifo)]
+    pub queues: crate::testbed_queues::LinkQueues,
     /// Embedded cluster only: node 1's links run at this fraction of --link while it
     /// reports the full rate (a failing NIC or a noisy neighbour no monitoring sees).
     #[arg(long, value_parser = parse_fraction)]
@@ -159,6 +163,9 @@ pub fn run(a: FullNodeArgs) -> Result<()> {
     }
     if a.testbed && a.slow_node.is_some() {
         bail!("--slow-node applies to the embedded cluster (the testbed shapes every link alike)");
+    }
+    if !a.testbed && a.queues != crate::testbed_queues::LinkQueues::Fifo {
+        bail!("--queues applies to the testbed (tc makes the queues)");
     }
     if !a.testbed && a.repair_class.is_some() {
         bail!("--repair-class applies to the testbed (tc carries the classes)");
@@ -245,6 +252,7 @@ fn on_testbed(a: &FullNodeArgs, method: Pick<Shape>, rt: &tokio::runtime::Runtim
         queue_ms: a.queue_ms,
         mtu: a.mtu,
         repair_class: a.repair_class,
+        queues: a.queues,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);
@@ -323,9 +331,19 @@ async fn scenario(client: &Client, a: &FullNodeArgs, method: Pick<Shape>) -> Res
     // The busiest link of the plan: what no data path can beat.
     let busiest = after.iter().filter_map(|(n, (up, down))| before.get(n).map(|(u0, d0)| (up - u0).max(down - d0))).max().unwrap_or(0);
     let mut verified = report.failed == 0 && report.repaired + report.skipped == lost;
+    if !verified {
+        eprintln!("the repair of {lost} chunks: {} repaired, {} skipped, {} failed", report.repaired, report.skipped, report.failed);
+    }
     for i in 0..a.objects {
         let (data, r) = plain.get(&format!("object-{i:04}"), Shape::Cr, a.slice as u64).await.map_err(|e| anyhow!(e))?;
-        verified &= data == pattern(a.size, i as u64) && r.degraded.is_empty();
+        if data != pattern(a.size, i as u64) {
+            eprintln!("object-{i:04} read back different bytes");
+            verified = false;
+        }
+        if !r.degraded.is_empty() {
+            eprintln!("object-{i:04} needed degraded reads after the repair: {:?} (stripe, chunk, seconds)", r.degraded);
+            verified = false;
+        }
     }
     // Chunks' worth a lost chunk's repair reads: k for RS, d/q for Clay (its equation's reads).
     let code = a.code.build()?;

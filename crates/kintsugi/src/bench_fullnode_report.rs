@@ -113,6 +113,8 @@ pub(crate) struct Report {
     mtu: Option<u32>,
     /// Repair's floor when it has a class of its own below users' traffic (testbed).
     repair_class_floor: Option<f64>,
+    /// How the testbed's links share their rate among transfers (fifo, peer-send, peer).
+    queues: Option<String>,
     /// The rate the simulator runs every link at: on the testbed, the TCP payload share of
     /// it (tc counts frames); on loopback, the link's (token buckets count payload).
     sim_link_bytes_per_s: f64,
@@ -223,6 +225,7 @@ pub(crate) fn report(a: &FullNodeArgs, rows: Vec<MethodRow>) -> Report {
         queue_ms: a.testbed.then_some(a.queue_ms),
         mtu: a.testbed.then_some(a.mtu),
         repair_class_floor: a.repair_class,
+        queues: a.testbed.then(|| a.queues.to_string()),
         sim_link_bytes_per_s: crate::bench_fullnode_sim::sim_link_rate(a),
         slow_node: a.slow_node,
         subprocess: a.subprocess,
@@ -237,7 +240,7 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu);
+        let how = crate::testbed::links_label(a.testbed, a.queue_ms, &a.tcp_congestion, a.mtu, a.queues);
         println!(
             "{} nodes, {}, {} objects of {} B in {} B chunks, links {:.0} Mbit/s ({how}{}{}), scheduler {} (timeslot gating: {}), node 0 fails",
             a.nodes,

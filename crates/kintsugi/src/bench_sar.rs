@@ -216,6 +216,7 @@ fn on_testbed(a: &SarArgs, at: Option<f64>, sar: bool, rt: &tokio::runtime::Runt
         queue_ms: 100,
         mtu: crate::testbed::DEFAULT_MTU,
         repair_class: None,
+        queues: crate::testbed_queues::LinkQueues::Fifo,
     };
     let state = crate::testbed::up(&up)?;
     let mut client = Client::new(&state.coordinator);

@@ -35,6 +35,7 @@ mod sim_cmd;
 mod sim_planner_checks;
 mod sim_requests;
 mod testbed;
+mod testbed_queues;
 mod units;
 
 use clap::{Parser, Subcommand};

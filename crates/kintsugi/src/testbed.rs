@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::testbed_queues::{per_peer_commands, LinkQueues, PeerBy};
 use crate::units::parse_rate;
 
 #[derive(Subcommand, Debug)]
@@ -72,8 +73,13 @@ pub struct UpArgs {
     /// link as its floor (e.g. 0.1): nodes mark repair with DSCP Lower Effort, and every
     /// node's links run an HTB qdisc whose users' class goes first and whose repair class
     /// is guaranteed the floor and borrows whatever users leave [default: one class, tbf].
-    #[arg(long, value_parser = crate::units::parse_fraction)]
+    #[arg(long, value_parser = crate::units::parse_fraction, conflicts_with = "queues")]
     pub repair_class: Option<f64>,
+    /// How a link shares its rate among the transfers queued on it: fifo (one drop-tail
+    /// queue, a switch port's), peer-send (a round-robin queue per peer on what a node
+    /// sends, as a Linux host's fq_codel), peer (one per peer on both ends).
+    #[arg(long, value_enum, default_value_t = LinkQueues::Fifo)]
+    pub queues: LinkQueues,
 }
 
 /// tc tbf's queue bound on the testbed's links by default, milliseconds.
@@ -165,9 +171,13 @@ pub fn congestion_in_use(name: &str) -> String {
 }
 
 /// How a benchmark's links are made, for its table header.
-pub fn links_label(testbed: bool, queue_ms: u32, tcp_congestion: &str, mtu: u32) -> String {
+pub fn links_label(testbed: bool, queue_ms: u32, tcp_congestion: &str, mtu: u32, queues: LinkQueues) -> String {
+    let tc = match queues {
+        LinkQueues::Fifo => "tc tbf".to_string(),
+        q => format!("tc htb, {q} queues"),
+    };
     match testbed {
-        true => format!("netns testbed, tc tbf, {queue_ms} ms queues, {}, MTU {mtu}", congestion_in_use(tcp_congestion)),
+        true => format!("netns testbed, {tc}, {queue_ms} ms queues, {}, MTU {mtu}", congestion_in_use(tcp_congestion)),
         false => "loopback, token buckets".to_string(),
     }
 }
@@ -354,10 +364,24 @@ fn build(a: &UpArgs) -> Result<State> {
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", &p, "up"])?;
         sh(&["ip", "netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
         // Namespace side = what the node sends (uplink); bridge side = what it receives.
+        // Everyone this node exchanges packets with: the root namespace and the other nodes.
+        let peers: Vec<String> =
+            std::iter::once(format!("{net}.1")).chain((0..a.nodes).filter(|&j| j != i).map(|j| format!("{net}.{}", 10 + j))).collect();
+        let per_peer = |ns: Option<&str>, dev: &str, by: PeerBy| -> Result<()> {
+            let batch = a.dir.join(format!("tc-{dev}.batch"));
+            std::fs::write(&batch, per_peer_commands(dev, a.link, a.queue_ms, a.mtu, &peers, by).join("\n") + "\n")?;
+            sh_in(ns, &["tc", "-batch", batch.to_str().context("the testbed directory is not valid UTF-8")?])
+        };
         match a.repair_class {
             None => {
-                shape(Some(&ns), &p, a.link, a.queue_ms)?;
-                shape(None, &v, a.link, a.queue_ms)?;
+                match a.queues {
+                    LinkQueues::Fifo => shape(Some(&ns), &p, a.link, a.queue_ms)?,
+                    LinkQueues::PeerSend | LinkQueues::Peer => per_peer(Some(&ns), &p, PeerBy::Destination)?,
+                }
+                match a.queues {
+                    LinkQueues::Peer => per_peer(None, &v, PeerBy::Source)?,
+                    LinkQueues::Fifo | LinkQueues::PeerSend => shape(None, &v, a.link, a.queue_ms)?,
+                }
             }
             Some(floor) => {
                 shape_classes(Some(&ns), &p, a.link, a.queue_ms, floor)?;

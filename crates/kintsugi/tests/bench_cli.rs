@@ -241,6 +241,22 @@ fn full_node_on_emulated_hdds_is_exact_and_pays_the_disks() {
     }
 }
 
+/// `--queues` needs the testbed, names one of its values, and excludes `--repair-class`
+/// (both are the links' qdisc); each is refused before anything starts.
+#[test]
+fn full_node_refuses_queues_it_cannot_make() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--queues", "peer"], "--queues applies to the testbed"),
+        (&["--testbed", "--queues", "fair"], "invalid value 'fair'"),
+        (&["--testbed", "--queues", "peer", "--repair-class", "0.1"], "cannot be used with"),
+    ];
+    for (bad, says) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "full-node"]).args(bad).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says) && !err.contains("panicked"), "{bad:?}: {err}");
+    }
+}
+
 /// `bench geo --json` on a tiny scaled-down run: every scheme verified (every object read
 /// back after recovery, every range read checked), recovery measured, and the fields scripts
 /// read present; Geo's degraded reads rebuild chunks on node 0, which held some.

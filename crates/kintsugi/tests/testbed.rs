@@ -216,3 +216,101 @@ fn attempt(tag: u32) -> Result<(), String> {
     assert!(!std::path::Path::new(&format!("/sys/class/net/{name}br")).exists(), "bridge left behind");
     result
 }
+
+/// `testbed up --queues peer`: every node's uplink and downlink share their rate among its
+/// peers round robin, an HTB class each; an object written and read over it comes back
+/// whole, and its bytes went through the classes of the peers that sent them.
+#[test]
+fn per_peer_queues_carry_each_peers_traffic_in_its_own_class() {
+    if !root_with_iproute() {
+        eprintln!("SKIPPED per_peer_queues_carry_each_peers_traffic_in_its_own_class: needs root and iproute2 (CI runs it as root)");
+        return;
+    }
+    let tag = std::process::id() % 40;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tb");
+    let d = dir.to_str().unwrap();
+    let (name, octet) = (format!("kq{tag}"), (60 + tag).to_string());
+    let coord_s = format!("10.{octet}.0.1:7400");
+    let coord = coord_s.as_str();
+    let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
+    let up = run(
+        &["testbed", "up", "--nodes", "3", "--link", "200mbit", "--queues", "peer", "--name", &name, "--octet", &octet, "--dir", d],
+        coord,
+    );
+    let check = || -> Result<(), String> {
+        if !up.status.success() {
+            return Err(format!("testbed up: {}", String::from_utf8_lossy(&up.stderr)));
+        }
+        let secret = String::from_utf8_lossy(&up.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("export KINTSUGI_SECRET_FILE=").map(str::to_string))
+            .ok_or("testbed up printed no secret file")?;
+        let ok = |args: &[&str]| -> Result<String, String> {
+            let o = Command::new(BIN).args(args).env("KINTSUGI_COORDINATOR", coord).env("KINTSUGI_SECRET_FILE", &secret).output().unwrap();
+            match o.status.success() {
+                true => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
+                false => Err(format!("{args:?}: {}", String::from_utf8_lossy(&o.stderr))),
+            }
+        };
+        // Bytes each class of one interface sent, by class id ("1:10").
+        let class_bytes = |ns: Option<String>, dev: String| -> Result<Vec<(String, u64)>, String> {
+            let mut cmd = match &ns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, "tc"]);
+                    c
+                }
+                None => Command::new("tc"),
+            };
+            let out = cmd.args(["-s", "class", "show", "dev", &dev]).output().map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            Ok(text
+                .split("class htb ")
+                .skip(1)
+                .filter_map(|c| {
+                    let id = c.split_whitespace().next()?.to_string();
+                    let sent = c.split("Sent ").nth(1)?.split_whitespace().next()?.parse().ok()?;
+                    Some((id, sent))
+                })
+                .collect())
+        };
+        let file = tmp.path().join("in.bin");
+        let bytes: Vec<u8> = (0..3_000_001u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        std::fs::write(&file, &bytes).unwrap();
+        ok(&["put", "obj", file.to_str().unwrap(), "--code", "rs:2,1", "--chunk-size", "256KiB"])?;
+        let out = tmp.path().join("out.bin");
+        ok(&["get", "obj", "--out", out.to_str().unwrap()])?;
+        if std::fs::read(&out).unwrap() != bytes {
+            return Err("the object read back differs".into());
+        }
+        // Per node: a class for the root namespace (1:10), one for each other node, one for
+        // anything else, under the link's; what the client wrote crossed each node's
+        // downlink in the root namespace's class, what it read each data node's uplink.
+        let (mut down_from_host, mut up_to_host) = (0, 0);
+        for i in 0..3 {
+            let up = class_bytes(Some(format!("{name}n{i}")), format!("{name}p{i}"))?;
+            let down = class_bytes(None, format!("{name}v{i}"))?;
+            for (side, classes) in [("uplink", &up), ("downlink", &down)] {
+                let mut ids: Vec<&str> = classes.iter().map(|c| c.0.as_str()).collect();
+                ids.sort();
+                if ids != ["1:1", "1:10", "1:11", "1:12", "1:2"] {
+                    return Err(format!("node {i}'s {side} has classes {ids:?}"));
+                }
+            }
+            let host = |c: &Vec<(String, u64)>| c.iter().find(|c| c.0 == "1:10").map_or(0, |c| c.1);
+            down_from_host += host(&down);
+            up_to_host += host(&up);
+        }
+        let len = bytes.len() as u64;
+        // RS(2,1): the object and half again written, the object read (headers on top).
+        if down_from_host < len * 3 / 2 || up_to_host < len {
+            return Err(format!("{down_from_host} bytes from the client into the nodes, {up_to_host} back, for {len}"));
+        }
+        Ok(())
+    };
+    let result = check();
+    let down = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    result.unwrap();
+}
