@@ -233,6 +233,11 @@ fn per_peer_queues_carry_each_peers_traffic_in_its_own_class() {
     let (name, octet) = (format!("kq{tag}"), (60 + tag).to_string());
     let coord_s = format!("10.{octet}.0.1:7400");
     let coord = coord_s.as_str();
+    // Not `run`: the other test sets KINTSUGI_SECRET_FILE for this whole process, to a file
+    // of its own testbed that may be gone by now.
+    let run = |args: &[&str], coord: &str| {
+        Command::new(BIN).args(args).env("KINTSUGI_COORDINATOR", coord).env_remove("KINTSUGI_SECRET_FILE").output().unwrap()
+    };
     let _ = run(&["testbed", "down", "--name", &name, "--dir", d], coord);
     let up = run(
         &["testbed", "up", "--nodes", "3", "--link", "200mbit", "--queues", "peer", "--name", &name, "--octet", &octet, "--dir", d],
