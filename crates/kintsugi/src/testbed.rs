@@ -1,7 +1,8 @@
 //! `kintsugi testbed up|down`: a one-host cluster with real network stacks. Each node runs in
 //! its own network namespace, joined to a bridge by a veth pair; tc's token-bucket filter on
 //! both ends of every pair shapes the node's uplink (namespace side) and downlink (bridge
-//! side). The coordinator and the client live in the root namespace behind their own veth
+//! side), unless `--queues` (`testbed_queues`) or `--repair-class` ask for HTB classes
+//! instead. The coordinator and the client live in the root namespace behind their own veth
 //! pair, shaped the same way. Needs root; `down` removes everything `up` made.
 
 use anyhow::{anyhow, bail, Context, Result};
