@@ -183,11 +183,26 @@ pub fn links_label(testbed: bool, queue_ms: u32, tcp_congestion: &str, mtu: u32,
     }
 }
 
+/// A rate in bytes per second as tc writes it.
+pub(crate) fn tc_bits(rate: f64) -> String {
+    format!("{}bit", (rate * 8.0) as u64)
+}
+
+/// A shaped link's burst, bytes: it must cover one timer tick at the rate.
+pub(crate) fn tc_burst(rate: f64) -> u64 {
+    ((rate / 250.0) as u64).max(64 * 1024)
+}
+
+/// The bytes a link's queue holds: `queue_ms` at its rate, plus one burst (tbf's latency bound).
+pub(crate) fn tc_queue_limit(rate: f64, queue_ms: u32) -> u64 {
+    (rate * queue_ms as f64 / 1e3) as u64 + tc_burst(rate)
+}
+
 /// tc's token bucket on one interface, optionally inside a namespace.
 fn shape(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32) -> Result<()> {
-    let bits = format!("{}bit", (rate * 8.0) as u64);
-    // Burst must cover one timer tick at the rate; latency bounds the queue.
-    let burst = format!("{}", ((rate / 250.0) as u64).max(64 * 1024));
+    let bits = tc_bits(rate);
+    // Latency bounds the queue.
+    let burst = tc_burst(rate).to_string();
     let latency = format!("{queue_ms}ms");
     sh_in(ns, &["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", &bits, "burst", &burst, "latency", &latency])
 }
@@ -216,10 +231,9 @@ fn shape_classes(ns: Option<&str>, dev: &str, rate: f64, queue_ms: u32, floor: f
 
 /// The tc commands of [`shape_classes`], for interface `dev` at `rate` bytes per second.
 pub fn tc_class_commands(dev: &str, rate: f64, queue_ms: u32, floor: f64) -> Vec<Vec<String>> {
-    let bits = |r: f64| format!("{}bit", (r * 8.0) as u64);
-    let burst = ((rate / 250.0) as u64).max(64 * 1024);
-    let limit = ((rate * queue_ms as f64 / 1e3) as u64 + burst).to_string();
-    let burst = burst.to_string();
+    let bits = tc_bits;
+    let limit = tc_queue_limit(rate, queue_ms).to_string();
+    let burst = tc_burst(rate).to_string();
     // The TOS byte holds the DSCP in its top six bits.
     let tos = format!("{:#04x}", kintsugi_proto::tcp::DSCP_LOWER_EFFORT << 2);
     let class = |id: &str, parent: &str, r: f64, prio: &str| -> Vec<String> {

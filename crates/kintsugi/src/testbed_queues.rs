@@ -1,11 +1,12 @@
 //! How a testbed link shares its rate among the transfers queued on it (`testbed up
-//! --queues`). One drop-tail queue (tc tbf) is a switch port's: TCP flows sharing it get
-//! unequal shares, and a pipelined repair runs at its slowest hop's share. A queue per peer,
-//! served round robin, is how a Linux host's default qdisc (fq_codel, per flow) shares its
-//! NIC; this kernel may lack fq_codel, so HTB emulates it: one class per peer under the
-//! link's rate, each guaranteed an equal share and borrowing what the others leave, a
-//! quantum of one frame each so the sharing is byte-fair.
+//! --queues`). One drop-tail queue (tc tbf) is a switch port's: TCP flows sharing it may get
+//! unequal shares. A queue per peer, served round robin, is how a Linux host's default qdisc
+//! (fq_codel, per flow) shares its NIC; this kernel may lack fq_codel, so HTB emulates it:
+//! one class per peer under the link's rate, each guaranteed an equal share and borrowing
+//! what the others leave, a quantum of one frame each so the sharing is byte-fair. On
+//! full-node repair at 200 Mbit/s it measured no different from one queue (REPRODUCTION.md).
 
+use crate::testbed::{tc_bits, tc_burst, tc_queue_limit};
 use clap::ValueEnum;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -38,14 +39,13 @@ pub enum PeerBy {
 /// `queue_ms` at that rate, frames of `mtu`) one round-robin class per address in `peers`,
 /// plus one for anything else (ARP, other addresses).
 pub fn per_peer_commands(dev: &str, rate: f64, queue_ms: u32, mtu: u32, peers: &[String], by: PeerBy) -> Vec<String> {
-    let bits = |r: f64| format!("{}bit", (r * 8.0) as u64);
-    let burst = ((rate / 250.0) as u64).max(64 * 1024);
+    let (bits, burst) = (tc_bits, tc_burst(rate));
     let frame = mtu as u64 + 14;
     let classes = peers.len() as f64 + 1.0;
     // Each peer's queue as long as the link's (fq_codel's limit is shared, not split): split
     // among 17 peers, 32-frame queues dropped slow starts' bursts, and reads stalled for
     // retransmission timeouts.
-    let limit = (rate * queue_ms as f64 / 1e3) as u64 + burst;
+    let limit = tc_queue_limit(rate, queue_ms);
     let share = bits(rate / classes);
     let class = |id: u32| {
         format!(
