@@ -78,6 +78,14 @@ pub(crate) struct MethodRow {
     /// repair_seconds / bound_seconds, median over runs.
     ratio: f64,
     all_ratios: Vec<f64>,
+    /// The bound at the rate TCP payload gets of a link (`sim_link_bytes_per_s`): on the
+    /// testbed tc counts whole frames, so payload gets 1448/1514 of it at MTU 1500 and the
+    /// bound is that much longer; on loopback it is bound_seconds.
+    payload_bound_seconds: f64,
+    /// repair_seconds / payload_bound_seconds, median over runs: issue #41's "over the
+    /// bound at TCP payload rate".
+    payload_ratio: f64,
+    all_payload_ratios: Vec<f64>,
     /// Every run's repair seconds, and beside them the simulator's replay of that run in
     /// the slice and the fluid model (absent with emulated disks).
     all_seconds: Vec<f64>,
@@ -165,6 +173,9 @@ impl Report {
 /// One method's row: medians over its runs, the first run's loads and plan.
 pub(crate) fn method_row(a: &FullNodeArgs, method: Pick<Shape>, runs: &[Run]) -> MethodRow {
     let all_ratios: Vec<f64> = runs.iter().map(|r| r.seconds / r.bound).collect();
+    // The bound scales inversely with the rate: at the payload rate it is this much longer.
+    let payload_stretch = a.link / crate::bench_fullnode_sim::sim_link_rate(a);
+    let all_payload_ratios: Vec<f64> = all_ratios.iter().map(|r| r / payload_stretch).collect();
     let secs: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     let sims: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| s.seconds)).collect();
     let over_sim: Option<Vec<f64>> = runs.iter().map(|r| r.sim.map(|s| r.seconds / s.seconds)).collect();
@@ -198,6 +209,9 @@ pub(crate) fn method_row(a: &FullNodeArgs, method: Pick<Shape>, runs: &[Run]) ->
         all_foreground: runs.iter().filter_map(|r| r.fg.clone()).collect(),
         ratio: crate::bench::stat(&all_ratios).median,
         all_ratios,
+        payload_bound_seconds: runs[0].bound * payload_stretch,
+        payload_ratio: crate::bench::stat(&all_payload_ratios).median,
+        all_payload_ratios,
         all_seconds: secs,
         all_sim_seconds: sims,
         all_sim_fluid_seconds: fluid,
@@ -255,13 +269,14 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
             a.gate_timeslots
         );
         println!(
-            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10} {:>10}",
+            "{:<14} {:>6} {:>10} {:>10} {:>10} {:>8} {:>10} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10} {:>10}",
             "method",
             "lost",
             "repair s",
             "bound s",
             "busiest s",
             "x bound",
+            "x payload",
             "sim s",
             "x sim",
             "fluid s",
@@ -274,13 +289,14 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
         );
         for m in &report.methods {
             println!(
-                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10.2} {:>10.2}",
+                "{:<14} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>10.2} {:>8} {:>6} {:>8} {:>10} {:>12} {:>16} {:>9} {:>10.2} {:>10.2}",
                 m.method,
                 m.lost_chunks,
                 m.repair_seconds,
                 m.bound_seconds,
                 m.busiest_link_seconds,
                 m.ratio,
+                m.payload_ratio,
                 m.sim_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
                 m.over_sim.map_or("-".to_string(), |s| format!("{s:.2}")),
                 m.sim_fluid_seconds.map_or("-".to_string(), |s| format!("{s:.3}")),
@@ -333,4 +349,51 @@ pub(crate) fn print(a: &FullNodeArgs, report: &Report) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: FullNodeArgs,
+    }
+
+    fn run(seconds: f64, bound: f64) -> Run {
+        Run {
+            lost: 24,
+            seconds,
+            bound,
+            busiest: bound,
+            cpu: 1.0,
+            file_read_chunks: 6.0,
+            sim: None,
+            loads: Vec::new(),
+            first_done: None,
+            fg: None,
+            verified: true,
+            chosen: None,
+            auto: Vec::new(),
+        }
+    }
+
+    /// Issue #41 counts the bound at the rate TCP payload gets: on the testbed, tc counts
+    /// 1514-byte frames that carry 1448 payload bytes at MTU 1500, so the payload bound is
+    /// 1514/1448 of the frame-rate bound; loopback's token buckets count payload.
+    #[test]
+    fn the_payload_bound_is_longer_by_the_frames_headers_on_the_testbed_only() {
+        let runs = [run(4.2, 3.355), run(4.0, 3.355), run(4.4, 3.355)];
+        let tb = Cli::parse_from(["x", "--testbed", "--mtu", "1500"]).a;
+        let row = method_row(&tb, Pick::Fixed(Shape::Ecpipe), &runs);
+        assert!((row.payload_bound_seconds - 3.355 * 1514.0 / 1448.0).abs() < 1e-9);
+        assert!((row.ratio - 4.2 / 3.355).abs() < 1e-9);
+        assert!((row.payload_ratio - 4.2 / (3.355 * 1514.0 / 1448.0)).abs() < 1e-9);
+        assert_eq!(row.all_payload_ratios.len(), 3);
+        let lo = Cli::parse_from(["x"]).a;
+        let row = method_row(&lo, Pick::Fixed(Shape::Ecpipe), &runs);
+        assert_eq!((row.payload_bound_seconds, row.payload_ratio), (row.bound_seconds, row.ratio));
+    }
 }

@@ -180,6 +180,9 @@ fn full_node_reports_the_simulator_on_the_same_chunks() {
         }
         assert_eq!(m["all_sim_fluid_seconds"].as_array().unwrap().len(), m["all_seconds"].as_array().unwrap().len(), "{m}");
         assert!(m["repair_seconds"].as_f64().unwrap() >= bound * 0.999, "{m}");
+        // Loopback's token buckets count payload: the payload bound is the bound.
+        assert_eq!(m["payload_bound_seconds"], m["bound_seconds"], "{m}");
+        assert_eq!(m["payload_ratio"], m["ratio"], "{m}");
         assert!(m["sim_slotted_seconds"].as_f64().unwrap() >= bound * 0.999, "repairboost has timeslots: {m}");
         let counted = m["busiest_link_seconds"].as_f64().unwrap();
         assert!(
