@@ -64,10 +64,10 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
     }
 }
 
-/// An upstream connection, read through a buffer: a frame's header and body, and often
-/// several frames, come in one system call.
-type Upstream = tokio::io::BufReader<kintsugi_proto::secure::Conn>;
-const UPSTREAM_BUFFER: usize = 256 * 1024;
+/// An upstream connection. Open, it reads each body straight into its unit, with the next
+/// header in the same system call (`Conn`'s spill); sealed, a record at a time. A buffer in
+/// front of it (tokio's `BufReader`) would copy every byte once more.
+type Upstream = kintsugi_proto::secure::Conn;
 
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
 /// each unit's size and passes it on (downlink shaped, counted). A gated input first waits
@@ -100,7 +100,6 @@ pub fn open_input(
                 tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "receive gate open, pulling");
             }
             send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
-            let mut s = tokio::io::BufReader::with_capacity(UPSTREAM_BUFFER, s);
             for (u, &size) in sizes.iter().enumerate() {
                 let mut data = crate::pool::take(size);
                 loop {
@@ -131,7 +130,7 @@ pub fn open_input(
                 g.ticket.done(Side::Receive, g.slot);
                 // The sender's slot ends at delivery, not when its last byte left for the
                 // socket buffers: it waits for this before its next slot's send.
-                let _ = send(s.get_mut(), &NodeResponse::Ok).await;
+                let _ = send(&mut s, &NodeResponse::Ok).await;
             }
             Ok(())
         }

@@ -10,6 +10,7 @@ pub mod messages;
 pub mod object_index;
 pub mod placement;
 pub mod secure;
+mod spill_read;
 pub mod status;
 pub mod tcp;
 pub mod wire_graph;

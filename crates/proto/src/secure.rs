@@ -159,6 +159,8 @@ pub struct Conn {
     out_pos: usize,
     /// A record failed: every later read fails too.
     broken: bool,
+    /// Open connections: bytes read past what a read asked for (`spill_read`).
+    spill: crate::spill_read::Spill,
     /// The serving process's connection slot, given back when the connection is dropped.
     _slot: Option<tokio::sync::SemaphorePermit<'static>>,
 }
@@ -175,7 +177,19 @@ fn bad(what: &str) -> io::Error {
 
 impl Conn {
     fn new(tcp: TcpStream, sealing: Option<Box<Sealing>>) -> Self {
-        Conn { tcp, sealing, rec: Vec::new(), filled: 0, need: 0, plain: (0, 0), out: Vec::new(), out_pos: 0, broken: false, _slot: None }
+        Conn {
+            tcp,
+            sealing,
+            rec: Vec::new(),
+            filled: 0,
+            need: 0,
+            plain: (0, 0),
+            out: Vec::new(),
+            out_pos: 0,
+            broken: false,
+            spill: Default::default(),
+            _slot: None,
+        }
     }
 
     /// The connection holding `slot` for as long as it lives.
@@ -271,7 +285,7 @@ impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
         if me.sealing.is_none() {
-            return Pin::new(&mut me.tcp).poll_read(cx, buf);
+            return crate::spill_read::poll_read(&mut me.tcp, &mut me.spill, cx, buf);
         }
         loop {
             if me.broken {
