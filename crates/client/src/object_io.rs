@@ -499,9 +499,8 @@ async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Dur
         NodeResponse::Error { message } => return Err(format!("node {}: {message}", loc.node)),
         other => return Err(format!("node {}: unexpected answer {other:?}", loc.node)),
     }
-    // Frames are read through a buffer and their bodies straight into the chunk: few
-    // system calls, no zeroing, one copy.
-    let mut s = tokio::io::BufReader::with_capacity(256 * 1024, s);
+    // Bodies go straight into the chunk, each with the next header in one system call
+    // (the connection's spill): no zeroing, no copy out of a buffer in between.
     let mut out = Vec::with_capacity(len as usize);
     let node_err = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);
     while (out.len() as u64) < len {
