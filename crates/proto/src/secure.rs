@@ -159,7 +159,8 @@ pub struct Conn {
     out_pos: usize,
     /// A record failed: every later read fails too.
     broken: bool,
-    /// Open connections: bytes read past what a read asked for (`spill_read`).
+    /// Bytes read past what a read asked for (`spill_read`): the next record header with
+    /// the body before it when sealed, the next frame header with its body when open.
     spill: crate::spill_read::Spill,
     /// The serving process's connection slot, given back when the connection is dropped.
     _slot: Option<tokio::sync::SemaphorePermit<'static>>,
@@ -311,7 +312,7 @@ impl AsyncRead for Conn {
             }
             while me.filled < me.need {
                 let mut rb = ReadBuf::new(&mut me.rec[me.filled..me.need]);
-                ready!(Pin::new(&mut me.tcp).poll_read(cx, &mut rb))?;
+                ready!(crate::spill_read::poll_read(&mut me.tcp, &mut me.spill, cx, &mut rb))?;
                 let n = rb.filled().len();
                 if n == 0 {
                     if me.filled == 0 {

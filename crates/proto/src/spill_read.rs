@@ -7,6 +7,8 @@
 //! is one `readv` into two places: the caller's buffer, then a spill of a few hundred bytes
 //! that catches the next frame's header (and the start of its body). So a relay's units
 //! land where they are used, one system call each, and only the spill's bytes are copied.
+//! Sealed connections read their records the same way: a record's body and the next
+//! record's header in one system call, not two.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -79,7 +81,7 @@ pub(crate) fn poll_read(tcp: &mut TcpStream, spill: &mut Spill, cx: &mut Context
     }
 }
 
-/// An open TCP stream read this way (for tests; [`crate::secure::Conn`] reads so when open).
+/// A TCP stream read this way (for tests; [`crate::secure::Conn`] reads its socket so).
 #[cfg(test)]
 struct SpillStream(TcpStream, Spill);
 
