@@ -128,8 +128,8 @@ pub fn open_input(
             if let Some(g) = &gate {
                 tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input complete");
                 g.ticket.done(Side::Receive, g.slot);
-                // The sender's slot ends at delivery, not when its last byte left for the
-                // socket buffers: it waits for this before its next slot's send.
+                // The sender's slot ended when its last byte left for the link; it holds
+                // the connection until this word that everything arrived.
                 let _ = send(&mut s, &NodeResponse::Ok).await;
             }
             Ok(())

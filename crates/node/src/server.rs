@@ -517,14 +517,20 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             }
             sock.flush().await.map_err(|e| e.to_string())?;
             if let Some((ticket, slot)) = timeslot {
-                // Done once the receiver has it all (it says so), as the simulator's gates
-                // pass at delivery: bytes still queued in socket buffers would otherwise
-                // share the uplink with the next slot's send. A receiver that went away
-                // ends the slot as well.
+                // The uplink's slot ends once the last byte has left the socket for the
+                // link: bytes still in the socket's buffer would share the uplink with the
+                // next slot's send, while bytes already in the link's queue go out ahead of
+                // it, so the link neither shares nor idles. Waiting for the receiver's word
+                // instead (a trip back through the receiver's own busy uplink) idled it
+                // meanwhile. A receiver that went away ends the slot as well.
                 tracing::debug!(node = exec.node, repair, vertex, slot, "gated send written");
+                if let Err(e) = sock.sent_out(exec.io_timeout).await {
+                    tracing::debug!(node = exec.node, repair, vertex, slot, error = %e, "gated send not all sent");
+                }
+                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send out");
+                ticket.done(Side::Send, slot);
                 let _ = kintsugi_proto::frame::read_frame_timeout(sock, exec.io_timeout).await;
                 tracing::debug!(node = exec.node, repair, vertex, slot, "gated send acknowledged");
-                ticket.done(Side::Send, slot);
             }
             return Ok(false);
         }

@@ -213,6 +213,24 @@ impl Conn {
         crate::tcp::set_dscp(&self.tcp, dscp)
     }
 
+    /// Waits, up to `limit`, until every byte written so far has left this connection for
+    /// the network: sealed and handed to the kernel, and sent by it (not necessarily
+    /// acknowledged yet). A sender whose link must carry one transfer at a time may start
+    /// the next one then: its bytes queue behind this one's last, and the link never idles.
+    pub async fn sent_out(&mut self, limit: std::time::Duration) -> io::Result<()> {
+        let drained = async {
+            self.flush().await?;
+            while crate::tcp::unsent_bytes(&self.tcp)? > 0 {
+                // The kernel says nothing when its queue empties: look again shortly.
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            Ok(())
+        };
+        tokio::time::timeout(limit, drained)
+            .await
+            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, format!("bytes still unsent after {limit:?}"))))
+    }
+
     /// Writes what is left of the sealed record.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.out_pos < self.out.len() {

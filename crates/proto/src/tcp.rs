@@ -98,6 +98,23 @@ pub fn set_dscp(s: &TcpStream, dscp: u8) -> std::io::Result<()> {
     }
 }
 
+/// `SIOCOUTQNSD` (linux/sockios.h): bytes in a TCP socket's send queue not yet sent.
+const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+
+/// Bytes written to `s` that the kernel has not yet sent on the network (sent but not yet
+/// acknowledged is not counted): zero once the last byte has gone to the link's queue.
+pub fn unsent_bytes(s: &TcpStream) -> std::io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one c_int to the pointer, which outlives the call; the fd
+    // is an open socket for its duration.
+    let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(s), SIOCOUTQNSD as _, &mut n as *mut libc::c_int) };
+    if rc == 0 {
+        Ok(n.max(0) as usize)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// The socket option holding `s`'s DSCP: IPv4's TOS byte or IPv6's traffic class.
 fn dscp_option(s: &TcpStream) -> std::io::Result<(libc::c_int, libc::c_int)> {
     Ok(match s.local_addr()? {
@@ -180,5 +197,47 @@ mod tests {
             assert_eq!(dscp(&a).unwrap(), 0, "{host}: the other end keeps its own");
             assert!(set_dscp(&b, 64).is_err());
         }
+    }
+
+    #[tokio::test]
+    async fn unsent_bytes_count_what_the_peer_has_no_room_for_then_fall_to_zero() {
+        use tokio::io::AsyncReadExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (mut b, _) = l.accept().await.unwrap();
+        assert_eq!(unsent_bytes(&a).unwrap(), 0);
+        // Write until the kernel takes no more while the peer reads nothing: its receive
+        // window closes, and what our send buffer still holds cannot be sent.
+        let piece = vec![7u8; 64 << 10];
+        let (mut written, mut blocked) = (0, 0);
+        while blocked < 2 {
+            match a.try_write(&piece) {
+                Ok(n) => (written, blocked) = (written + n, 0),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    blocked += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let stuck = unsent_bytes(&a).unwrap();
+        assert!(stuck > 0 && stuck < written, "{stuck} of {written} bytes unsent");
+        // The peer reads it all: nothing is left to send.
+        let mut got = vec![0u8; 1 << 20];
+        let mut total = 0;
+        while total < written {
+            let n = b.read(&mut got).await.unwrap();
+            assert!(n > 0);
+            total += n;
+        }
+        let mut left = usize::MAX;
+        for _ in 0..100 {
+            left = unsent_bytes(&a).unwrap();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(left, 0);
     }
 }
