@@ -19,12 +19,16 @@ pub struct DegradedArgs {
     /// an embedded cluster on loopback with token-bucket links.
     #[arg(long)]
     pub testbed: bool,
+    /// Rate of every node's link, each direction (e.g. 200mbit, 1gbit, 25MB/s).
     #[arg(long, default_value = "200mbit", value_parser = parse_rate)]
     pub link: f64,
+    /// Erasure code of the object read (rs:K,M, lrc:K,L,M or clay:K,M,D).
     #[arg(long, default_value = "rs:10,4")]
     pub code: CodeSpec,
+    /// Size of the chunk read, whose node is taken as lost.
     #[arg(long, default_value = "16MiB", value_parser = parse_nonzero_size)]
     pub chunk: usize,
+    /// Slice size of pipelined methods (a unit each hop forwards as soon as it has it).
     #[arg(long, default_value = "32KiB", value_parser = parse_nonzero_size)]
     pub slice: usize,
     /// Methods to time, comma-separated (default: all).
@@ -45,6 +49,7 @@ pub struct DegradedArgs {
     /// Testbed only: MTU of every link (9000: jumbo frames).
     #[arg(long, default_value_t = crate::testbed::DEFAULT_MTU, value_parser = clap::value_parser!(u32).range(576..=9000))]
     pub mtu: u32,
+    /// One JSON report on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
 }
