@@ -344,6 +344,12 @@ fn build(a: &UpArgs) -> Result<State> {
             .with_context(|| format!("cannot start {name}"))?;
         Ok(child.id())
     };
+    // A process left from an earlier testbed can still hold the address (a listening socket
+    // outlives its interface's address): the new coordinator would fail to bind, and the
+    // nodes would register with the stale one.
+    if let Err(e) = std::net::TcpListener::bind(&coordinator) {
+        bail!("cannot take the coordinator's address {coordinator} ({e}): a process of an earlier testbed may still hold it (`ss -ltnp 'sport = :7400'` names it)");
+    }
     let coord_dir = a.dir.join("coordinator");
     let _ = std::fs::remove_dir_all(&coord_dir);
     let mut coord_cmd = Command::new(&exe);

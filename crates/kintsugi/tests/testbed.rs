@@ -319,3 +319,55 @@ fn per_peer_queues_carry_each_peers_traffic_in_its_own_class() {
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     result.unwrap();
 }
+
+/// `testbed up` refuses to start while another process (a coordinator of an earlier
+/// testbed, say) still holds its coordinator's address: its own coordinator could not bind
+/// it, and the nodes would register with the stale one. It says so and leaves nothing behind.
+#[test]
+fn testbed_up_refuses_a_coordinator_address_another_process_holds() {
+    if !root_with_iproute() {
+        eprintln!("SKIPPED testbed_up_refuses_a_coordinator_address_another_process_holds: needs root and iproute2 (CI runs it as root)");
+        return;
+    }
+    let tag = std::process::id() % 30;
+    let (name, octet) = (format!("ks{tag}"), 110 + tag as u8);
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("tb");
+    let d = d.to_str().unwrap();
+    let coord = format!("10.{octet}.0.1:7400");
+    let _ = run(&["testbed", "down", "--name", &name, "--dir", d], &coord);
+    // A listener on the address before any interface has it (IP_FREEBIND), as a process of
+    // a testbed torn down around it keeps its socket.
+    // SAFETY: plain socket calls on a descriptor this test owns; the option and address
+    // are values of the sizes passed.
+    let fd = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let one: libc::c_int = 1;
+        let ok = libc::setsockopt(fd, libc::IPPROTO_IP, libc::IP_FREEBIND, (&one as *const libc::c_int).cast(), 4);
+        assert_eq!(ok, 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = 7400u16.to_be();
+        sa.sin_addr.s_addr = u32::from_ne_bytes([10, octet, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len), 0, "{}", std::io::Error::last_os_error());
+        assert_eq!(libc::listen(fd, 8), 0);
+        fd
+    };
+    let up = Command::new(BIN)
+        .args(["testbed", "up", "--nodes", "1", "--name", &name, "--octet", &octet.to_string(), "--dir", d])
+        .env_remove("KINTSUGI_SECRET_FILE")
+        .output()
+        .unwrap();
+    let left = std::path::Path::new(&format!("/sys/class/net/{name}br")).exists();
+    if up.status.success() || left {
+        let _ = run(&["testbed", "down", "--name", &name, "--dir", d], &coord);
+    }
+    // SAFETY: closes the descriptor opened above, once.
+    unsafe { libc::close(fd) };
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert!(!up.status.success(), "testbed up started beside a process holding {coord}");
+    assert!(err.contains(&format!("cannot take the coordinator's address {coord}")), "{err}");
+    assert!(!left, "testbed up left its bridge behind");
+}
