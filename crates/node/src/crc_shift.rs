@@ -57,7 +57,6 @@ fn zeros(len: u64) -> Matrix {
 }
 
 /// Combines CRCs across parts of `len` bytes each.
-#[derive(Clone)]
 pub(crate) struct Shift {
     len: u64,
     zeros: Matrix,
