@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod chunk_id;
 pub mod frame;
+pub mod handshake;
 pub mod layout;
 pub mod messages;
 pub mod object_index;

@@ -1,17 +1,7 @@
 //! Every connection's protection (node-node, client-node, client-coordinator,
 //! coordinator-node): a versioned handshake, then every byte in sealed records.
 //!
-//! Handshake, on the bare TCP stream:
-//! 1. The connecting side sends a preamble in clear (`KSGN`, the protocol version as u16, its
-//!    protection as u8) and, unless the cluster is open, the first message of a Noise
-//!    `NNpsk0` handshake (`u16 length | message`): its ephemeral X25519 key and a tag under
-//!    the pre-shared key, a hash of the cluster secret.
-//! 2. The serving side refuses, with a reason in clear (`1 | u16 length | text`), a version or
-//!    a protection it does not run, or a message that fails under its secret; otherwise it
-//!    answers `0 | u16 length | message 2` (its ephemeral key, a tag).
-//! 3. Both sides mixed the preamble into the handshake (its prologue): a preamble changed on
-//!    the way fails it. The handshake's split gives one key per direction, from both
-//!    ephemeral keys and the secret: forward secrecy, and only holders of the secret finish.
+//! The handshake that opens a connection is in [`crate::handshake`].
 //!
 //! Records: `u32 length | body`, at most [`RECORD`] bytes of the stream each. `encrypted`
 //! seals the bytes with AES-256-GCM; `authenticated` leaves them in clear and appends a
@@ -27,27 +17,21 @@
 //! one round trip. Records use `ring`'s AES-GCM (AES-NI and carry-less multiply in assembly)
 //! and the `blake3` crate (SIMD assembly).
 
-use crate::auth::Secret;
+pub use crate::handshake::{accept, connect, HANDSHAKE_LIMIT};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
-use sha2::{Digest, Sha256};
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 /// The wire protocol's version. 1 was the HMAC challenge over JSON frames, nothing sealed;
 /// 2 sealed JSON control messages carrying the planner's own graph type; 3 carries
 /// MessagePack control messages and the wire's own graph type (`wire_graph`).
 pub const PROTOCOL_VERSION: u16 = 3;
-const MAGIC: &[u8; 4] = b"KSGN";
-const PATTERN: &str = "Noise_NNpsk0_25519_AESGCM_SHA256";
 /// Bytes of the stream per record.
 pub const RECORD: usize = 64 << 10;
 const TAG: usize = 16;
-/// The largest handshake message or refusal accepted: a stranger gets no bigger buffer.
-const HANDSHAKE_MAX: usize = 1024;
 
 /// How a cluster protects its connections.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -63,7 +47,7 @@ pub enum Protection {
 }
 
 impl Protection {
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Protection::Open => 0,
             Protection::Authenticated => 1,
@@ -71,7 +55,7 @@ impl Protection {
         }
     }
 
-    fn of(code: u8) -> Option<Self> {
+    pub(crate) fn of(code: u8) -> Option<Self> {
         [Protection::Open, Protection::Authenticated, Protection::Encrypted].into_iter().find(|p| p.code() == code)
     }
 }
@@ -172,11 +156,21 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-fn bad(what: &str) -> io::Error {
+pub(crate) fn bad(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
 impl Conn {
+    /// A connection whose records are sealed with one key per direction (`mode` not Open).
+    pub(crate) fn sealed(tcp: TcpStream, mode: Protection, send_key: &[u8; 32], recv_key: &[u8; 32]) -> Self {
+        Self::new(tcp, Some(Box::new(Sealing { mode, send: Direction::new(send_key), recv: Direction::new(recv_key) })))
+    }
+
+    /// A connection with nothing sealed (Open).
+    pub(crate) fn open(tcp: TcpStream) -> Self {
+        Self::new(tcp, None)
+    }
+
     fn new(tcp: TcpStream, sealing: Option<Box<Sealing>>) -> Self {
         Conn {
             tcp,
@@ -409,144 +403,11 @@ impl AsyncWrite for Conn {
     }
 }
 
-fn psk(secret: &Secret) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(b"kintsugi cluster secret, noise psk");
-    h.update(secret.expose());
-    h.finalize().into()
-}
-
-fn preamble(p: Protection) -> [u8; 7] {
-    let mut b = [0u8; 7];
-    b[..4].copy_from_slice(MAGIC);
-    b[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    b[6] = p.code();
-    b
-}
-
-fn noise<'a>(prologue: &'a [u8], psk: &'a [u8; 32]) -> snow::Builder<'a> {
-    let params: snow::params::NoiseParams = PATTERN.parse().expect("a valid Noise pattern");
-    snow::Builder::new(params).prologue(prologue).expect("a prologue").psk(0, psk).expect("a psk")
-}
-
-async fn read_u16_block(tcp: &mut TcpStream) -> io::Result<Vec<u8>> {
-    let len = tcp.read_u16().await? as usize;
-    if len > HANDSHAKE_MAX {
-        return Err(bad("handshake message too long"));
-    }
-    let mut m = vec![0u8; len];
-    tcp.read_exact(&mut m).await?;
-    Ok(m)
-}
-
-fn block(status: Option<u8>, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 3);
-    out.extend(status);
-    out.extend_from_slice(&(body.len() as u16).to_be_bytes());
-    out.extend_from_slice(body);
-    out
-}
-
-/// The connecting side's handshake: `protection` as this process runs (Open without a
-/// secret).
-pub async fn connect(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
-    let mode = if secret.is_some() { protection } else { Protection::Open };
-    let pre = preamble(mode);
-    let mut hello = pre.to_vec();
-    let mut hs = None;
-    if let Some(key) = secret.filter(|_| mode != Protection::Open) {
-        let k = psk(key);
-        let mut h = noise(&pre, &k).build_initiator().map_err(|e| format!("handshake: {e}"))?;
-        let mut m = [0u8; 256];
-        let n = h.write_message(&[], &mut m).map_err(|e| format!("handshake: {e}"))?;
-        hello.extend(block(None, &m[..n]));
-        hs = Some(h);
-    }
-    tcp.write_all(&hello).await.map_err(|e| format!("handshake: {e}"))?;
-    let closed = |e: io::Error| {
-        match e.kind() {
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => format!(
-            "the peer closed the connection during the handshake: it may run kintsugi protocol 1 (this side runs {PROTOCOL_VERSION}), or not be a kintsugi service"
-        ),
-        _ => format!("handshake: {e}"),
-    }
-    };
-    let status = tcp.read_u8().await.map_err(closed)?;
-    let body = read_u16_block(&mut tcp).await.map_err(closed)?;
-    match (status, hs) {
-        (0, None) => Ok(Conn::new(tcp, None)),
-        (0, Some(mut h)) => {
-            let mut payload = [0u8; 256];
-            h.read_message(&body, &mut payload)
-                .map_err(|_| "the peer does not know the cluster secret (or the handshake was tampered with)".to_string())?;
-            let (i2r, r2i) = h.dangerously_get_raw_split();
-            Ok(Conn::new(tcp, Some(Box::new(Sealing { mode, send: Direction::new(&i2r), recv: Direction::new(&r2i) }))))
-        }
-        (1, _) => Err(format!("refused: {}", String::from_utf8_lossy(&body))),
-        (s, _) => Err(format!("not a kintsugi protocol {PROTOCOL_VERSION} answer (status byte {s})")),
-    }
-}
-
-/// The serving side's handshake. Refuses, saying why to the peer and in the error, a peer
-/// of another protocol version or protection, or one that does not know the secret.
-pub async fn accept(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
-    let mine = if secret.is_some() { protection } else { Protection::Open };
-    let mut pre = [0u8; 7];
-    tcp.read_exact(&mut pre[..4]).await.map_err(|e| format!("handshake: {e}"))?;
-    if &pre[..4] != MAGIC {
-        // Protocol 1 began with a JSON frame: its refusal, in its own terms.
-        let reason = format!("this service runs kintsugi protocol {PROTOCOL_VERSION}; the peer runs protocol 1: upgrade it");
-        let msg = serde_json::json!({ "auth": "refused", "reason": reason });
-        let _ = crate::frame::write_frame(&mut tcp, crate::frame::Kind::Control, msg.to_string().as_bytes()).await;
-        return Err(format!("refused a peer of kintsugi protocol 1 (this service runs {PROTOCOL_VERSION})"));
-    }
-    tcp.read_exact(&mut pre[4..]).await.map_err(|e| format!("handshake: {e}"))?;
-    let version = u16::from_be_bytes([pre[4], pre[5]]);
-    let theirs = Protection::of(pre[6]);
-    if version != PROTOCOL_VERSION {
-        return refuse(&mut tcp, format!("this service runs kintsugi protocol {PROTOCOL_VERSION}, the peer protocol {version}")).await;
-    }
-    match theirs {
-        Some(t) if t == mine => {}
-        Some(t) => return refuse(&mut tcp, format!("this service's connections are {mine}, the peer's {t}: configure both alike")).await,
-        None => return refuse(&mut tcp, format!("unknown protection code {}", pre[6])).await,
-    }
-    let Some(key) = secret.filter(|_| mine != Protection::Open) else {
-        tcp.write_all(&block(Some(0), &[])).await.map_err(|e| format!("handshake: {e}"))?;
-        return Ok(Conn::new(tcp, None));
-    };
-    let m1 = read_u16_block(&mut tcp).await.map_err(|e| format!("handshake: {e}"))?;
-    let k = psk(key);
-    let mut h = noise(&pre, &k).build_responder().map_err(|e| format!("handshake: {e}"))?;
-    let mut payload = [0u8; 256];
-    if h.read_message(&m1, &mut payload).is_err() {
-        return refuse(&mut tcp, "the peer does not know the cluster secret".into()).await;
-    }
-    let mut m2 = [0u8; 256];
-    let n = h.write_message(&[], &mut m2).map_err(|e| format!("handshake: {e}"))?;
-    tcp.write_all(&block(Some(0), &m2[..n])).await.map_err(|e| format!("handshake: {e}"))?;
-    let (i2r, r2i) = h.dangerously_get_raw_split();
-    Ok(Conn::new(tcp, Some(Box::new(Sealing { mode: mine, send: Direction::new(&r2i), recv: Direction::new(&i2r) }))))
-}
-
-/// Tells the peer why it is refused; the same reason is the error.
-async fn refuse(tcp: &mut TcpStream, why: String) -> Result<Conn, String> {
-    let _ = tcp.write_all(&block(Some(1), why.as_bytes())).await;
-    // Close gently: a FIN after the reason, and what the peer sent already (its handshake
-    // message) read away for a moment, lest closing with unread bytes reset the connection
-    // and the reason never reach the peer.
-    let _ = tcp.shutdown().await;
-    let mut rest = [0u8; 512];
-    let _ = tokio::time::timeout(Duration::from_millis(200), async { while matches!(tcp.read(&mut rest).await, Ok(n) if n > 0) {} }).await;
-    Err(why)
-}
-
-/// How long a peer has to finish its handshake.
-pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Secret;
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
     async fn pair(cs: Option<Secret>, ss: Option<Secret>, cp: Protection, sp: Protection) -> (Result<Conn, String>, Result<Conn, String>) {

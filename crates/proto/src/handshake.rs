@@ -1,0 +1,162 @@
+//! The versioned handshake that opens every connection, before [`crate::secure`]'s records.
+//!
+//! Handshake, on the bare TCP stream:
+//! 1. The connecting side sends a preamble in clear (`KSGN`, the protocol version as u16, its
+//!    protection as u8) and, unless the cluster is open, the first message of a Noise
+//!    `NNpsk0` handshake (`u16 length | message`): its ephemeral X25519 key and a tag under
+//!    the pre-shared key, a hash of the cluster secret.
+//! 2. The serving side refuses, with a reason in clear (`1 | u16 length | text`), a version or
+//!    a protection it does not run, or a message that fails under its secret; otherwise it
+//!    answers `0 | u16 length | message 2` (its ephemeral key, a tag).
+//! 3. Both sides mixed the preamble into the handshake (its prologue): a preamble changed on
+//!    the way fails it. The handshake's split gives one key per direction, from both
+//!    ephemeral keys and the secret: forward secrecy, and only holders of the secret finish.
+//!
+
+use crate::auth::Secret;
+use crate::secure::{bad, Conn, Protection, PROTOCOL_VERSION};
+use sha2::{Digest, Sha256};
+use std::io;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MAGIC: &[u8; 4] = b"KSGN";
+const PATTERN: &str = "Noise_NNpsk0_25519_AESGCM_SHA256";
+/// The largest handshake message or refusal accepted: a stranger gets no bigger buffer.
+const HANDSHAKE_MAX: usize = 1024;
+
+fn psk(secret: &Secret) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"kintsugi cluster secret, noise psk");
+    h.update(secret.expose());
+    h.finalize().into()
+}
+
+fn preamble(p: Protection) -> [u8; 7] {
+    let mut b = [0u8; 7];
+    b[..4].copy_from_slice(MAGIC);
+    b[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    b[6] = p.code();
+    b
+}
+
+fn noise<'a>(prologue: &'a [u8], psk: &'a [u8; 32]) -> snow::Builder<'a> {
+    let params: snow::params::NoiseParams = PATTERN.parse().expect("a valid Noise pattern");
+    snow::Builder::new(params).prologue(prologue).expect("a prologue").psk(0, psk).expect("a psk")
+}
+
+async fn read_u16_block(tcp: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let len = tcp.read_u16().await? as usize;
+    if len > HANDSHAKE_MAX {
+        return Err(bad("handshake message too long"));
+    }
+    let mut m = vec![0u8; len];
+    tcp.read_exact(&mut m).await?;
+    Ok(m)
+}
+
+fn block(status: Option<u8>, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 3);
+    out.extend(status);
+    out.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The connecting side's handshake: `protection` as this process runs (Open without a
+/// secret).
+pub async fn connect(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
+    let mode = if secret.is_some() { protection } else { Protection::Open };
+    let pre = preamble(mode);
+    let mut hello = pre.to_vec();
+    let mut hs = None;
+    if let Some(key) = secret.filter(|_| mode != Protection::Open) {
+        let k = psk(key);
+        let mut h = noise(&pre, &k).build_initiator().map_err(|e| format!("handshake: {e}"))?;
+        let mut m = [0u8; 256];
+        let n = h.write_message(&[], &mut m).map_err(|e| format!("handshake: {e}"))?;
+        hello.extend(block(None, &m[..n]));
+        hs = Some(h);
+    }
+    tcp.write_all(&hello).await.map_err(|e| format!("handshake: {e}"))?;
+    let closed = |e: io::Error| {
+        match e.kind() {
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => format!(
+            "the peer closed the connection during the handshake: it may run kintsugi protocol 1 (this side runs {PROTOCOL_VERSION}), or not be a kintsugi service"
+        ),
+        _ => format!("handshake: {e}"),
+    }
+    };
+    let status = tcp.read_u8().await.map_err(closed)?;
+    let body = read_u16_block(&mut tcp).await.map_err(closed)?;
+    match (status, hs) {
+        (0, None) => Ok(Conn::open(tcp)),
+        (0, Some(mut h)) => {
+            let mut payload = [0u8; 256];
+            h.read_message(&body, &mut payload)
+                .map_err(|_| "the peer does not know the cluster secret (or the handshake was tampered with)".to_string())?;
+            let (i2r, r2i) = h.dangerously_get_raw_split();
+            Ok(Conn::sealed(tcp, mode, &i2r, &r2i))
+        }
+        (1, _) => Err(format!("refused: {}", String::from_utf8_lossy(&body))),
+        (s, _) => Err(format!("not a kintsugi protocol {PROTOCOL_VERSION} answer (status byte {s})")),
+    }
+}
+
+/// The serving side's handshake. Refuses, saying why to the peer and in the error, a peer
+/// of another protocol version or protection, or one that does not know the secret.
+pub async fn accept(mut tcp: TcpStream, secret: Option<&Secret>, protection: Protection) -> Result<Conn, String> {
+    let mine = if secret.is_some() { protection } else { Protection::Open };
+    let mut pre = [0u8; 7];
+    tcp.read_exact(&mut pre[..4]).await.map_err(|e| format!("handshake: {e}"))?;
+    if &pre[..4] != MAGIC {
+        // Protocol 1 began with a JSON frame: its refusal, in its own terms.
+        let reason = format!("this service runs kintsugi protocol {PROTOCOL_VERSION}; the peer runs protocol 1: upgrade it");
+        let msg = serde_json::json!({ "auth": "refused", "reason": reason });
+        let _ = crate::frame::write_frame(&mut tcp, crate::frame::Kind::Control, msg.to_string().as_bytes()).await;
+        return Err(format!("refused a peer of kintsugi protocol 1 (this service runs {PROTOCOL_VERSION})"));
+    }
+    tcp.read_exact(&mut pre[4..]).await.map_err(|e| format!("handshake: {e}"))?;
+    let version = u16::from_be_bytes([pre[4], pre[5]]);
+    let theirs = Protection::of(pre[6]);
+    if version != PROTOCOL_VERSION {
+        return refuse(&mut tcp, format!("this service runs kintsugi protocol {PROTOCOL_VERSION}, the peer protocol {version}")).await;
+    }
+    match theirs {
+        Some(t) if t == mine => {}
+        Some(t) => return refuse(&mut tcp, format!("this service's connections are {mine}, the peer's {t}: configure both alike")).await,
+        None => return refuse(&mut tcp, format!("unknown protection code {}", pre[6])).await,
+    }
+    let Some(key) = secret.filter(|_| mine != Protection::Open) else {
+        tcp.write_all(&block(Some(0), &[])).await.map_err(|e| format!("handshake: {e}"))?;
+        return Ok(Conn::open(tcp));
+    };
+    let m1 = read_u16_block(&mut tcp).await.map_err(|e| format!("handshake: {e}"))?;
+    let k = psk(key);
+    let mut h = noise(&pre, &k).build_responder().map_err(|e| format!("handshake: {e}"))?;
+    let mut payload = [0u8; 256];
+    if h.read_message(&m1, &mut payload).is_err() {
+        return refuse(&mut tcp, "the peer does not know the cluster secret".into()).await;
+    }
+    let mut m2 = [0u8; 256];
+    let n = h.write_message(&[], &mut m2).map_err(|e| format!("handshake: {e}"))?;
+    tcp.write_all(&block(Some(0), &m2[..n])).await.map_err(|e| format!("handshake: {e}"))?;
+    let (i2r, r2i) = h.dangerously_get_raw_split();
+    Ok(Conn::sealed(tcp, mine, &r2i, &i2r))
+}
+
+/// Tells the peer why it is refused; the same reason is the error.
+async fn refuse(tcp: &mut TcpStream, why: String) -> Result<Conn, String> {
+    let _ = tcp.write_all(&block(Some(1), why.as_bytes())).await;
+    // Close gently: a FIN after the reason, and what the peer sent already (its handshake
+    // message) read away for a moment, lest closing with unread bytes reset the connection
+    // and the reason never reach the peer.
+    let _ = tcp.shutdown().await;
+    let mut rest = [0u8; 512];
+    let _ = tokio::time::timeout(Duration::from_millis(200), async { while matches!(tcp.read(&mut rest).await, Ok(n) if n > 0) {} }).await;
+    Err(why)
+}
+
+/// How long a peer has to finish its handshake.
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(5);
