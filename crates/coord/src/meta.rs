@@ -375,6 +375,17 @@ pub trait MetaStore: Send + Sync {
 }
 
 /// A record as stored (JSON: fields added later read as their defaults from older records).
+/// Runs a metadata call that may wait long: for the store's one writer (a put of many
+/// stripes holds it for seconds) or for etcd. On a worker of a multi-threaded runtime the
+/// worker's other tasks move to another thread meanwhile, so heartbeats are still heard
+/// while it waits; elsewhere (a blocking thread, a single-threaded runtime) `f` just runs.
+pub(crate) fn may_wait<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialise")
 }

@@ -243,6 +243,13 @@ impl MetaStore for EtcdMeta {
         })
     }
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
+        crate::meta::may_wait(|| self.update_now(f))
+    }
+}
+
+impl EtcdMeta {
+    /// One update, waiting for the writer's turn and etcd's answer.
+    fn update_now(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
         let _one = self.writer.lock().expect("writer lock");
         if self.stale.load(std::sync::atomic::Ordering::SeqCst) {
             *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
@@ -275,9 +282,7 @@ impl MetaStore for EtcdMeta {
         }
         Ok(())
     }
-}
 
-impl EtcdMeta {
     fn key_bytes(&self, rel: &[u8]) -> Vec<u8> {
         [&self.prefix[..], rel].concat()
     }

@@ -225,13 +225,15 @@ impl MetaStore for RedbMeta {
         })
     }
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
-        let w = self.db.begin_write().map_err(e)?;
-        {
-            let mut t = RedbTxn::of(&w)?;
-            // On error the transaction is dropped uncommitted: nothing of it is written.
-            f(&mut t)?;
-        }
-        w.commit().map_err(e)
+        crate::meta::may_wait(|| {
+            let w = self.db.begin_write().map_err(e)?;
+            {
+                let mut t = RedbTxn::of(&w)?;
+                // On error the transaction is dropped uncommitted: nothing of it is written.
+                f(&mut t)?;
+            }
+            w.commit().map_err(e)
+        })
     }
 }
 

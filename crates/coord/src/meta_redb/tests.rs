@@ -208,3 +208,55 @@ fn indexes_match_the_records_after_random_changes_and_a_rebuild() {
     assert_eq!(indexes(&m, &nodes, &ids), before);
     assert_eq!(m.counts().unwrap().bytes, bytes);
 }
+
+/// An update that waits for the store's one writer (here, another update holding it for
+/// a second, as a put of many stripes does) does not hold its async worker meanwhile: on a
+/// runtime of one worker, a task that ticks every 10 ms keeps ticking. The coordinator's
+/// collector once waited like this on both workers, and no heartbeat was heard for 13 s.
+#[test]
+fn an_update_waiting_for_the_writer_leaves_its_worker_to_other_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = std::sync::Arc::new(RedbMeta::open(&dir.path().join("meta.redb")).unwrap());
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let holder = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            m.update(&mut |t| {
+                held_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(1000));
+                t.put(Change::SetCounter("held".into(), 1))
+            })
+            .unwrap()
+        })
+    };
+    held_rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let ticks = rt.block_on(async {
+        let ticker = tokio::spawn(async {
+            let mut ticks = 0;
+            let start = tokio::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_millis(800) {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                ticks += 1;
+            }
+            ticks
+        });
+        // Let the ticker start on the one worker, then wait for the writer on it too.
+        tokio::task::yield_now().await;
+        let waiter = tokio::spawn({
+            let m = m.clone();
+            async move { m.update(&mut |t| t.put(Change::SetCounter("waited".into(), 1))) }
+        });
+        let ticks = ticker.await.unwrap();
+        waiter.await.unwrap().unwrap();
+        ticks
+    });
+    holder.join().unwrap();
+    // Unhindered, about 70 ticks in 800 ms; a held worker gives none until the writer is free.
+    assert!(ticks >= 20, "the ticker ticked {ticks} times in 800 ms while an update waited");
+    m.update(&mut |t| {
+        assert_eq!((t.counter("held")?, t.counter("waited")?), (Some(1), Some(1)));
+        Ok(())
+    })
+    .unwrap();
+}
