@@ -24,12 +24,8 @@ impl IdBlocks {
 
     /// The next id: from the block in hand, or from a new block recorded first.
     pub(crate) fn next(&self, meta: &dyn MetaStore) -> Result<u64, String> {
-        // Whoever finds the block empty waits for the store with the lock held: so may we.
-        crate::meta::may_wait(|| self.next_now(meta))
-    }
-
-    fn next_now(&self, meta: &dyn MetaStore) -> Result<u64, String> {
-        let mut range = self.range.lock().expect("id block lock");
+        // Whoever finds the block empty waits for the store with the lock held.
+        let mut range = crate::meta::lock_may_wait(&self.range);
         if range.0 == range.1 {
             let mut start = 0;
             meta.update(&mut |t| {

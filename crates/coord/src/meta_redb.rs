@@ -38,6 +38,8 @@ const CACHE_BYTES: usize = 256 << 20;
 /// Metadata in one redb file.
 pub struct RedbMeta {
     db: Database,
+    /// Held by the update under way (see `update`).
+    writer: std::sync::Mutex<()>,
 }
 
 fn e(x: impl std::fmt::Display) -> String {
@@ -58,7 +60,7 @@ impl RedbMeta {
         }
         let db =
             Database::builder().set_cache_size(CACHE_BYTES).create(path).map_err(|x| e(format!("cannot open {}: {x}", path.display())))?;
-        let meta = RedbMeta { db };
+        let meta = RedbMeta { db, writer: Default::default() };
         // Create every table so reads never meet a missing one.
         let mut built = 0;
         let w = meta.db.begin_write().map_err(e)?;
@@ -225,15 +227,16 @@ impl MetaStore for RedbMeta {
         })
     }
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
-        crate::meta::may_wait(|| {
-            let w = self.db.begin_write().map_err(e)?;
-            {
-                let mut t = RedbTxn::of(&w)?;
-                // On error the transaction is dropped uncommitted: nothing of it is written.
-                f(&mut t)?;
-            }
-            w.commit().map_err(e)
-        })
+        // redb has one writer at a time; its turn is taken here first, so waiting for it
+        // never holds an async worker.
+        let _one = crate::meta::lock_may_wait(&self.writer);
+        let w = self.db.begin_write().map_err(e)?;
+        {
+            let mut t = RedbTxn::of(&w)?;
+            // On error the transaction is dropped uncommitted: nothing of it is written.
+            f(&mut t)?;
+        }
+        w.commit().map_err(e)
     }
 }
 
