@@ -374,7 +374,6 @@ pub trait MetaStore: Send + Sync {
     }
 }
 
-/// A record as stored (JSON: fields added later read as their defaults from older records).
 /// Runs a metadata call that may wait long: for etcd, or for a lock another update holds
 /// (a put of many stripes holds the store's writer for seconds). On a worker of a
 /// multi-threaded runtime the worker's other tasks move to another thread meanwhile, so
@@ -397,6 +396,7 @@ pub(crate) fn lock_may_wait<T>(lock: &std::sync::Mutex<T>) -> std::sync::MutexGu
     }
 }
 
+/// A record as stored (JSON: fields added later read as their defaults from older records).
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialise")
 }
