@@ -470,7 +470,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
                 if let Some(slot) = first_unit.take() {
                     tracing::debug!(node = exec.node, repair, vertex, slot, "gated send's first unit ready");
                 }
-                let Unit { bytes, slot } = match item {
+                let Unit { mut bytes, slot } = match item {
                     Ok(u) => u,
                     Err(e) => {
                         if let Some(gate) = &run.gate {
@@ -493,11 +493,15 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
                         }
                     }
                 }
+                let len = bytes.len() as u64;
                 let mut sent = Ok(());
-                // An empty unit still takes one (empty) frame.
-                for piece in bytes.chunks(crate::exec::WIRE_PIECE).chain(bytes.is_empty().then_some(&[][..])) {
+                // An empty unit still takes one (empty) frame. The unit's bytes are sealed
+                // where they lie: it is not read again before it goes back to the pool.
+                let mut none = [];
+                let pieces = bytes.chunks_mut(crate::exec::WIRE_PIECE).chain((len == 0).then_some(&mut none[..]));
+                for piece in pieces {
                     exec.shaper.send(piece.len()).await;
-                    sent = write_frame(sock, Kind::Data, piece).await;
+                    sent = kintsugi_proto::frame::write_data_giving_up(sock, piece).await;
                     if sent.is_err() {
                         break;
                     }
@@ -512,7 +516,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
                     ticket.release();
                 }
                 sent.map_err(io)?;
-                exec.counters.repair_sent(bytes.len() as u64, run.assignment.store.is_none());
+                exec.counters.repair_sent(len, run.assignment.store.is_none());
                 crate::pool::give(bytes);
             }
             sock.flush().await.map_err(|e| e.to_string())?;

@@ -122,6 +122,20 @@ pub async fn read_frame_timeout<R: AsyncRead + Unpin>(r: &mut R, limit: Duration
     tokio::time::timeout(limit, read_frame(r)).await.map_err(|_| FrameError::Timeout(limit))?
 }
 
+/// Writes a data frame whose body the caller gives up: on a sealed connection a large
+/// body is sealed where it lies ([`crate::secure::Conn::write_giving_up`]), so afterwards
+/// `body` holds the record's bytes, not the data. Saves a copy per frame.
+pub async fn write_data_giving_up(w: &mut crate::secure::Conn, body: &mut [u8]) -> Result<(), FrameError> {
+    let len = body.len() as u64 + 1;
+    if len > MAX_FRAME as u64 {
+        return Err(FrameError::TooLarge { len: len.min(u32::MAX as u64) as u32, max: MAX_FRAME });
+    }
+    let mut head = [0u8; 5];
+    head[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    head[4] = Kind::Data as u8;
+    Ok(w.write_giving_up(&head, body).await?)
+}
+
 /// Writes a frame of `kind` with `body`.
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u8]) -> Result<(), FrameError> {
     let len = body.len() as u64 + 1;

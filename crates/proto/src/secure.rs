@@ -154,6 +154,8 @@ pub struct Conn {
     broken: bool,
     /// Records opened straight into a reader's buffer ([`Conn::poll_direct`]).
     direct_opens: u64,
+    /// A [`Conn::write_giving_up`] was cut short inside a record: no more writes.
+    torn: bool,
     /// Bytes read past what a read asked for (`spill_read`): the next record header with
     /// the body before it when sealed, the next frame header with its body when open.
     spill: crate::spill_read::Spill,
@@ -194,6 +196,7 @@ impl Conn {
             out_pos: 0,
             broken: false,
             direct_opens: 0,
+            torn: false,
             spill: Default::default(),
             _slot: None,
         }
@@ -343,6 +346,72 @@ impl Conn {
         Poll::Ready(Ok(()))
     }
 
+    /// Writes `head`, then `body`, which the caller gives up: a large body is sealed where
+    /// it lies (its bytes are the record's afterwards, not the caller's), so it is not copied
+    /// into a record's buffer first. `head` goes as a record of its own, and both records in
+    /// one system call. Open connections, and small or huge bodies, are written as they are.
+    /// A write cut short (the future dropped) leaves the connection unusable for writes.
+    pub async fn write_giving_up(&mut self, head: &[u8], body: &mut [u8]) -> io::Result<()> {
+        if self.torn {
+            return Err(torn());
+        }
+        if self.sealing.is_none() || head.len() > SMALL_HEAD || !(DIRECT..=RECORD).contains(&body.len()) {
+            let (mut h, mut b) = (head, &body[..]);
+            while !h.is_empty() || !b.is_empty() {
+                let n = self.write_vectored(&[io::IoSlice::new(h), io::IoSlice::new(b)]).await?;
+                if n == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                let from_head = n.min(h.len());
+                h = &h[from_head..];
+                b = &b[n - from_head..];
+            }
+            return Ok(());
+        }
+        std::future::poll_fn(|cx| self.poll_drain(cx)).await?;
+        self.out.clear();
+        if !head.is_empty() {
+            self.out.extend_from_slice(&[0; 4]);
+            self.out.extend_from_slice(head);
+            self.seal_out(0)?;
+        }
+        let s = self.sealing.as_mut().expect("sealing");
+        let n = s.send.next()?;
+        let tag: [u8; TAG] = match s.mode {
+            Protection::Encrypted => {
+                let tag = s
+                    .send
+                    .key
+                    .seal_in_place_separate_tag(Direction::nonce(n), Aad::empty(), body)
+                    .map_err(|_| io::Error::other("cannot seal a record"))?;
+                tag.as_ref().try_into().expect("a 16-byte tag")
+            }
+            _ => s.send.mac(n, body),
+        };
+        self.out.extend_from_slice(&((body.len() + TAG) as u32).to_be_bytes());
+        // From here to the last byte, the stream holds part of a record (and `out` is
+        // empty, so nothing else sends its bytes again).
+        self.torn = true;
+        let out = std::mem::take(&mut self.out);
+        let mut parts = [&out[..], &body[..], &tag[..]];
+        while parts.iter().any(|p| !p.is_empty()) {
+            let slices = parts.map(io::IoSlice::new);
+            let mut n = self.tcp.write_vectored(&slices).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            for p in parts.iter_mut() {
+                let k = n.min(p.len());
+                *p = &p[k..];
+                n -= k;
+            }
+        }
+        self.out = out;
+        self.out.clear();
+        self.torn = false;
+        Ok(())
+    }
+
     /// Records opened straight into a reader's buffer so far.
     pub fn direct_opens(&self) -> u64 {
         self.direct_opens
@@ -361,6 +430,10 @@ fn check(s: &mut Sealing, data: &mut [u8], tag: &[u8]) -> bool {
         // Constant time, as BLAKE3's own comparison of whole hashes is.
         _ => constant_time_eq::constant_time_eq(&s.recv.mac(n, data), tag),
     }
+}
+
+fn torn() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "a write was cut short inside a record: the connection cannot be written to")
 }
 
 fn record_failed() -> io::Error {
@@ -437,6 +510,9 @@ impl AsyncWrite for Conn {
         let me = self.get_mut();
         if me.sealing.is_none() {
             return Pin::new(&mut me.tcp).poll_write_vectored(cx, bufs);
+        }
+        if me.torn {
+            return Poll::Ready(Err(torn()));
         }
         ready!(me.poll_drain(cx))?;
         me.out.clear();

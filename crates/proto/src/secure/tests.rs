@@ -185,3 +185,96 @@ async fn another_protocol_version_is_refused_naming_both() {
     assert!(text.contains("protocol 3") && text.contains("protocol 7"), "{text}");
     assert!(server.await.unwrap().is_err());
 }
+
+/// A writer and a reader, `mode`, keyed alike (no handshake).
+async fn keyed(mode: Protection) -> (Conn, Conn) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+    let (b, _) = l.accept().await.unwrap();
+    match mode {
+        Protection::Open => (Conn::open(a), Conn::open(b)),
+        _ => (Conn::sealed(a, mode, &[1; 32], &[2; 32]), Conn::sealed(b, mode, &[2; 32], &[1; 32])),
+    }
+}
+
+/// Frames whose bodies are sealed where they lie, between frames written the usual way,
+/// arrive whole and in order through every protection; sealed, the bodies are opened in
+/// the reader's buffer.
+#[tokio::test]
+async fn bodies_given_up_to_the_connection_arrive_whole_through_every_protection() {
+    for mode in [Protection::Encrypted, Protection::Authenticated, Protection::Open] {
+        let (mut w, mut r) = keyed(mode).await;
+        let writer = tokio::spawn(async move {
+            for (i, f) in frames().into_iter().chain(frames()).enumerate() {
+                if i % 3 == 2 {
+                    crate::frame::write_frame(&mut w, crate::Kind::Data, &f).await.unwrap();
+                } else {
+                    let mut given = f.clone();
+                    crate::frame::write_data_giving_up(&mut w, &mut given).await.unwrap();
+                    if mode == Protection::Encrypted && f.len() >= DIRECT && f.len() <= RECORD {
+                        assert_ne!(given, f, "a large body not sealed in place");
+                    }
+                }
+            }
+            w.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        loop {
+            match crate::frame::read_head(&mut r).await {
+                Err(crate::FrameError::Closed) => break,
+                Err(e) => panic!("{mode}: {e}"),
+                Ok((_, len)) => {
+                    let mut body = Vec::new();
+                    crate::frame::read_body(&mut r, len, &mut body).await.unwrap();
+                    got.push(body);
+                }
+            }
+        }
+        writer.await.unwrap();
+        let sent: Vec<Vec<u8>> = frames().into_iter().chain(frames()).collect();
+        assert!(got == sent, "{mode}: frames differ");
+        if mode != Protection::Open {
+            assert!(r.direct_opens() > 0, "{mode}: no body opened in the reader's buffer");
+        }
+    }
+}
+
+/// A body's write cut short (its future dropped while the peer reads nothing) leaves part
+/// of a record on the stream: later writes are refused, and the reader gets every whole
+/// frame before it, then an error, never a frame altered.
+#[tokio::test]
+async fn a_write_cut_short_inside_a_record_refuses_later_writes() {
+    for mode in [Protection::Encrypted, Protection::Authenticated] {
+        let (mut w, mut r) = keyed(mode).await;
+        let body: Vec<u8> = (0..RECORD).map(|i| (i * 13 + i / 7) as u8).collect();
+        let mut whole = 0;
+        loop {
+            let mut given = body.clone();
+            let write = crate::frame::write_data_giving_up(&mut w, &mut given);
+            match tokio::time::timeout(std::time::Duration::from_millis(200), write).await {
+                Ok(r) => r.unwrap(),
+                Err(_) => break,
+            }
+            whole += 1;
+        }
+        let e = crate::frame::write_frame(&mut w, crate::Kind::Data, b"later").await.unwrap_err();
+        assert!(e.to_string().contains("cut short"), "{mode}: {e}");
+        drop(w);
+        let mut got = 0;
+        let failed = loop {
+            match crate::frame::read_head(&mut r).await {
+                Err(e) => break e,
+                Ok((_, len)) => {
+                    let mut b = Vec::new();
+                    match crate::frame::read_body(&mut r, len, &mut b).await {
+                        Ok(()) => assert!(b == body, "{mode}: frame {got} altered"),
+                        Err(e) => break e,
+                    }
+                    got += 1;
+                }
+            }
+        };
+        assert_eq!(got, whole, "{mode}: {failed}");
+        assert!(!matches!(failed, crate::FrameError::Closed), "{mode}: a cut record read as a clean close");
+    }
+}
