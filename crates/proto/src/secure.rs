@@ -293,9 +293,10 @@ impl Conn {
 
     /// Reads the body of the record whose header is in `rec[..4]` straight into `buf` and
     /// opens it there, so its bytes are not copied out of `rec` (a frame's body, sealed as a
-    /// record of its own by [`Conn::poll_write_vectored`], lands where the caller wants it).
-    /// Ready(true) when the record is opened into `buf`. When the socket runs dry first, the
-    /// bytes read so far go into `rec` and the record is read there as any other: Pending.
+    /// record of its own by `poll_write_vectored` or [`Conn::write_giving_up`], lands where
+    /// the caller wants it). Ready once the record is opened into `buf`. When the socket
+    /// runs dry first, the bytes read so far go into `rec` and the record is finished there
+    /// as any other: Pending.
     fn poll_direct(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let len = self.need - 4 - TAG;
         // SAFETY: only the kernel writes these bytes (through the ReadBuf below); `buf` is
