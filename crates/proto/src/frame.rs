@@ -122,31 +122,37 @@ pub async fn read_frame_timeout<R: AsyncRead + Unpin>(r: &mut R, limit: Duration
     tokio::time::timeout(limit, read_frame(r)).await.map_err(|_| FrameError::Timeout(limit))?
 }
 
-/// Writes a data frame whose body the caller gives up: on a sealed connection a large
-/// body is sealed where it lies ([`crate::secure::Conn::write_giving_up`]), so afterwards
-/// `body` holds the record's bytes, not the data. Saves a copy per frame.
-pub async fn write_data_giving_up(w: &mut crate::secure::Conn, body: &mut [u8]) -> Result<(), FrameError> {
-    let len = body.len() as u64 + 1;
-    if len > MAX_FRAME as u64 {
-        return Err(FrameError::TooLarge { len: len.min(u32::MAX as u64) as u32, max: MAX_FRAME });
-    }
-    let mut head = [0u8; 5];
-    head[..4].copy_from_slice(&(len as u32).to_be_bytes());
-    head[4] = Kind::Data as u8;
-    Ok(w.write_giving_up(&head, body).await?)
-}
-
-/// Writes a frame of `kind` with `body`.
-pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u8]) -> Result<(), FrameError> {
-    let len = body.len() as u64 + 1;
+/// A frame's 5-byte header: its length (kind byte and body) and its kind.
+fn head(kind: Kind, body_len: usize) -> Result<[u8; 5], FrameError> {
+    let len = body_len as u64 + 1;
     if len > MAX_FRAME as u64 {
         return Err(FrameError::TooLarge { len: len.min(u32::MAX as u64) as u32, max: MAX_FRAME });
     }
     let mut head = [0u8; 5];
     head[..4].copy_from_slice(&(len as u32).to_be_bytes());
     head[4] = kind as u8;
-    // Header and body in one vectored write: one system call per frame, not two.
-    let (mut h, mut b) = (&head[..], body);
+    Ok(head)
+}
+
+/// Writes a data frame whose body the caller gives up: on a sealed connection a large
+/// body is sealed where it lies ([`crate::secure::Conn::write_giving_up`]), so afterwards
+/// `body` holds the record's bytes, not the data. Saves a copy per frame.
+pub async fn write_data_giving_up(w: &mut crate::secure::Conn, body: &mut [u8]) -> Result<(), FrameError> {
+    let head = head(Kind::Data, body.len())?;
+    if !w.write_giving_up(&head, body).await? {
+        write_head_and_body(w, &head, body).await?;
+    }
+    Ok(())
+}
+
+/// Writes a frame of `kind` with `body`.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, kind: Kind, body: &[u8]) -> Result<(), FrameError> {
+    write_head_and_body(w, &head(kind, body.len())?, body).await
+}
+
+/// Header and body in one vectored write: one system call per frame, not two.
+async fn write_head_and_body<W: AsyncWrite + Unpin>(w: &mut W, head: &[u8], body: &[u8]) -> Result<(), FrameError> {
+    let (mut h, mut b) = (head, body);
     while !h.is_empty() {
         let n = w.write_vectored(&[std::io::IoSlice::new(h), std::io::IoSlice::new(b)]).await?;
         if n == 0 {

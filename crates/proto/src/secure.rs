@@ -350,24 +350,15 @@ impl Conn {
     /// Writes `head`, then `body`, which the caller gives up: a large body is sealed where
     /// it lies (its bytes are the record's afterwards, not the caller's), so it is not copied
     /// into a record's buffer first. `head` goes as a record of its own, and both records in
-    /// one system call. Open connections, and small or huge bodies, are written as they are.
+    /// one system call. Returns false, having written nothing, where that does not apply (open
+    /// connections, small or huge bodies): the caller then writes them as usual.
     /// A write cut short (the future dropped) leaves the connection unusable for writes.
-    pub async fn write_giving_up(&mut self, head: &[u8], body: &mut [u8]) -> io::Result<()> {
+    pub async fn write_giving_up(&mut self, head: &[u8], body: &mut [u8]) -> io::Result<bool> {
         if self.torn {
             return Err(torn());
         }
         if self.sealing.is_none() || head.len() > SMALL_HEAD || !(DIRECT..=RECORD).contains(&body.len()) {
-            let (mut h, mut b) = (head, &body[..]);
-            while !h.is_empty() || !b.is_empty() {
-                let n = self.write_vectored(&[io::IoSlice::new(h), io::IoSlice::new(b)]).await?;
-                if n == 0 {
-                    return Err(io::ErrorKind::WriteZero.into());
-                }
-                let from_head = n.min(h.len());
-                h = &h[from_head..];
-                b = &b[n - from_head..];
-            }
-            return Ok(());
+            return Ok(false);
         }
         std::future::poll_fn(|cx| self.poll_drain(cx)).await?;
         self.out.clear();
@@ -410,7 +401,7 @@ impl Conn {
         self.out = out;
         self.out.clear();
         self.torn = false;
-        Ok(())
+        Ok(true)
     }
 
     /// Records opened straight into a reader's buffer so far.
