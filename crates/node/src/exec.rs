@@ -26,6 +26,12 @@ pub const MAX_CHUNK: u64 = 1 << 30;
 pub const MAX_UNITS: usize = 1 << 22;
 /// Units buffered between a vertex and whoever pulls its output.
 const CHANNEL_DEPTH: usize = 8;
+/// Units a vertex with send slots (ECPipe cyclic) may have ready before their slots: its
+/// sends go one per step, so a unit ready earlier only waits. With [`CHANNEL_DEPTH`], the
+/// lane that starts a chain (no input to wait for) ran about ten groups of slices ahead of
+/// its node's other lanes, and the blocks it read left the shared read windows before they
+/// came (`terms::lane_windows`).
+pub(crate) const SLOTTED_DEPTH: usize = 2;
 /// Largest data frame on the wire. A unit (a slice, or a whole lane for store-and-forward
 /// graphs) larger than this travels as several frames, so the sender's and the receiver's
 /// links are busy at the same time instead of one after the other.
@@ -160,7 +166,14 @@ impl Executor {
             if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
                 // A gated send may wait for its slot: the vertex then keeps taking its
                 // inputs (see `open_input`) and holds its whole lane.
-                let depth = if run.ticket.is_some() { run.units[vx.lane].len().max(1) } else { CHANNEL_DEPTH };
+                let slotted = run.assignment.graph.slots.get(i).copied().flatten().is_some();
+                let depth = if run.ticket.is_some() {
+                    run.units[vx.lane].len().max(1)
+                } else if slotted {
+                    SLOTTED_DEPTH
+                } else {
+                    CHANNEL_DEPTH
+                };
                 let (tx, rx) = mpsc::channel(depth);
                 run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
                 senders.insert(i as u32, tx);

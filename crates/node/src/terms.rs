@@ -104,6 +104,24 @@ impl SharedReads {
     }
 }
 
+/// Groups of slices apart that the lanes of one node read at once (ECPipe cyclic: lane r
+/// reads slice g(k-1)+r of group g). Measured 5-6 with [`crate::exec::SLOTTED_DEPTH`] units ready
+/// ahead of their slots: the lane that starts its chain has no input to wait for.
+const LANE_SPREAD_GROUPS: usize = 8;
+
+/// Windows enough to hold what this node's `lanes` read between one lane's read of a block
+/// and the last lane's (a block holds several lanes' slices): with fewer, the block was
+/// evicted first and read again (a fifth of a 64 MiB chunk at 32 KiB slices). At most four
+/// read-aheads of memory; one lane (no sharing) needs none of this.
+fn lane_windows(lanes: usize, slice: usize, size: usize, block: usize, read_ahead: usize) -> usize {
+    if lanes < 2 {
+        return 0;
+    }
+    let window = size.max(slice).max(1).next_multiple_of(block.max(1));
+    let spread = LANE_SPREAD_GROUPS.saturating_mul(lanes).saturating_mul(slice);
+    (spread.div_ceil(window) + 1).min(4 * read_ahead / window + 1)
+}
+
 /// A helper chunk on this node and its term of the equation.
 pub struct LocalTerm {
     term: kintsugi_codes::HelperTerm,
@@ -163,11 +181,13 @@ impl LocalTerm {
                     return Self::with_cache(store, term, alpha, a, counters, c);
                 }
                 // A window per read stream per lane here, one spare; the store's read-ahead
-                // in all.
+                // in all, and more windows where lanes read apart (`lane_windows`).
                 let lanes = a.graph.vertices.iter().filter(|v| v.node == node && v.local == Some(t)).count().max(1);
-                let count = (reads * lanes).min(64) + 1;
+                let size = store.read_ahead() / (reads * lanes);
+                let count =
+                    ((reads * lanes).min(64) + 1).max(lane_windows(lanes, a.slice_len as usize, size, reader.block(), store.read_ahead()));
                 let id = reader.id.clone();
-                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, store.read_ahead() / (reads * lanes))));
+                let c = Arc::new(Mutex::new(ReadCache::new(reader, count, size)));
                 across.insert(id, &c);
                 e.insert(c.clone());
                 c
@@ -295,5 +315,27 @@ impl LocalTerm {
             pos += alpha * n;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane_windows;
+
+    const KIB: usize = 1024;
+
+    /// Cyclic RS(10,4) at 32 KiB slices gets windows for about eight groups of its nine
+    /// lanes' slices, within four read-aheads; one lane, an HDD's large windows and large
+    /// slices get no more than the one window per lane they had.
+    #[test]
+    fn lanes_get_windows_for_their_spread_within_four_read_aheads() {
+        let (block, ssd, hdd) = (64 * KIB, 512 * KIB, 4096 * KIB);
+        assert_eq!(lane_windows(1, 32 * KIB, ssd, block, ssd), 0);
+        let n = lane_windows(9, 32 * KIB, ssd / 9, block, ssd);
+        assert!(n * block <= 4 * ssd + block, "{n} windows of 64 KiB");
+        assert!(n * block >= 6 * 9 * 32 * KIB, "{n} windows cover six groups");
+        assert!(lane_windows(9, 32 * KIB, hdd / 9, block, hdd) <= 10);
+        assert!(lane_windows(9, 1024 * KIB, ssd / 9, block, ssd) <= 10);
+        assert!(lane_windows(usize::MAX / 2, usize::MAX / 2, 1, block, ssd) <= 10, "no overflow");
     }
 }
