@@ -353,6 +353,7 @@ impl Conn {
     /// one system call. Returns false, having written nothing, where that does not apply (open
     /// connections, small or huge bodies): the caller then writes them as usual.
     /// A write cut short (the future dropped) leaves the connection unusable for writes.
+    #[must_use = "false means nothing was written: the caller writes the frame itself"]
     pub async fn write_giving_up(&mut self, head: &[u8], body: &mut [u8]) -> io::Result<bool> {
         if self.torn {
             return Err(torn());
