@@ -64,7 +64,7 @@ impl Client {
                 // One chunk of a shared stripe: home and staging copies get the same bytes.
                 let mut chunk = vec![0u8; e.len as usize];
                 reader.read_exact(&mut chunk).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
-                crcs[e.stripe] = vec![crc32c::crc32c(&chunk)];
+                crcs[e.stripe] = vec![kintsugi_proto::crc::crc32c(&chunk)];
                 let chunk = Arc::new(chunk);
                 let mut locs = vec![s.chunks[e.index].clone()];
                 locs.extend(s.replicas.get(e.index).into_iter().flatten().cloned());
@@ -86,7 +86,7 @@ impl Client {
                 let mut data = vec![0u8; s.data_len as usize];
                 reader.read_exact(&mut data).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
                 let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
-                crcs[e.stripe] = shards.iter().map(|x| crc32c::crc32c(x)).collect();
+                crcs[e.stripe] = shards.iter().map(|x| kintsugi_proto::crc::crc32c(x)).collect();
                 for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
                     set.spawn(async move { put_chunk(&loc, &shard, sub, t).await });
                 }
@@ -236,7 +236,9 @@ impl Client {
                     loc.chunk = ChunkId::piece(s.id, e.index, e.offset, copy);
                     loc.bucket = None;
                     match get_chunk(&loc, e.len, self.stall_timeout, &self.shaper).await {
-                        Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), (copy > 0).then(|| t.elapsed().as_secs_f64()))),
+                        Ok(p) if kintsugi_proto::crc::crc32c(&p) == want => {
+                            return Ok((cut(p), (copy > 0).then(|| t.elapsed().as_secs_f64())))
+                        }
                         Ok(_) => tracing::info!("piece {} on node {} does not match its checksum", loc.chunk, loc.node),
                         Err(x) => tracing::debug!("piece {}: {x}", loc.chunk),
                     }
@@ -254,7 +256,7 @@ impl Client {
             let loc = &s.chunks[e.index];
             if !loc.lost {
                 match get_chunk_range(loc, e.offset, e.len, self.stall_timeout, &self.shaper).await {
-                    Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), None)),
+                    Ok(p) if kintsugi_proto::crc::crc32c(&p) == want => return Ok((cut(p), None)),
                     Ok(_) => tracing::info!("the piece at {} of chunk {} does not match its checksum", e.offset, loc.chunk),
                     Err(x) => tracing::info!("the piece at {} of chunk {}: {x}; a degraded read of it", e.offset, loc.chunk),
                 }
@@ -263,13 +265,13 @@ impl Client {
             let avoid: Vec<NodeId> = if loc.lost { vec![] } else { vec![loc.node] };
             let range = Some((e.offset, e.len));
             match self.degraded_read_range(&layout.name, layout.version, e.stripe, e.index, range, method, slice, avoid).await {
-                Ok(p) if crc32c::crc32c(&p) == want => return Ok((cut(p), Some(t.elapsed().as_secs_f64()))),
+                Ok(p) if kintsugi_proto::crc::crc32c(&p) == want => return Ok((cut(p), Some(t.elapsed().as_secs_f64()))),
                 Ok(_) => tracing::info!("the rebuilt piece at {} of chunk {} does not match its checksum", e.offset, loc.chunk),
                 Err(x) => tracing::info!("a degraded read of the piece at {} of chunk {}: {x}; of the chunk whole", e.offset, loc.chunk),
             }
             let (chunk, degraded) = self.fetch_extent(layout, e, method, slice).await?;
             let p = chunk.get(e.offset as usize..(e.offset + e.len) as usize).ok_or("the piece is past its slot's chunk")?.to_vec();
-            if crc32c::crc32c(&p) != want {
+            if kintsugi_proto::crc::crc32c(&p) != want {
                 return Err(format!("the piece of '{}' in chunk {} does not match its checksum", layout.name, loc.chunk));
             }
             return Ok((cut(p), degraded));
@@ -284,7 +286,7 @@ impl Client {
         let s = &layout.stripes[e.stripe];
         let loc = &s.chunks[e.index];
         let check = |c: Vec<u8>, from: &ChunkLoc| -> Result<Vec<u8>, String> {
-            if Some(crc32c::crc32c(&c)) == loc.crc32c {
+            if Some(kintsugi_proto::crc::crc32c(&c)) == loc.crc32c {
                 Ok(c)
             } else {
                 Err(format!("chunk {} from node {} does not match its checksum", from.chunk, from.node))

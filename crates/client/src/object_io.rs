@@ -146,7 +146,7 @@ impl Client {
         for si in 0..layout.stripes.len() {
             let s = &layout.stripes[si];
             let shards = read_stripe(c, reader, s.data_len as usize, s.chunk_len as usize).await?;
-            crcs.push(shards.iter().map(|x| crc32c::crc32c(x)).collect());
+            crcs.push(shards.iter().map(|x| kintsugi_proto::crc::crc32c(x)).collect());
             if let Some(set) = writing.take() {
                 self.placed(&mut layout, set).await?;
                 progress(done);
@@ -378,7 +378,7 @@ impl Client {
                         c
                     }
                 };
-                if Some(crc32c::crc32c(&chunk)) != loc.crc32c {
+                if Some(kintsugi_proto::crc::crc32c(&chunk)) != loc.crc32c {
                     return Err(format!("chunk {} does not match its checksum", loc.chunk));
                 }
                 let n = left.min(chunk.len());
@@ -457,7 +457,7 @@ pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Durati
     let put = NodeRequest::PutChunk {
         chunk: loc.chunk.clone(),
         len: data.len() as u64,
-        crc32c: crc32c::crc32c(data),
+        crc32c: kintsugi_proto::crc::crc32c(data),
         bucket: loc.bucket,
         sub_chunks,
     };

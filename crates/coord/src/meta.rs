@@ -190,7 +190,7 @@ pub fn zeros_crc(len: u64) -> u32 {
     let mut left = len;
     while left > 0 {
         let n = left.min(PIECE as u64) as usize;
-        crc = crc32c::crc32c_append(crc, &zeros[..n]);
+        crc = kintsugi_proto::crc::crc32c_append(crc, &zeros[..n]);
         left -= n as u64;
     }
     crc

@@ -73,14 +73,14 @@ pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, String> {
             return Err(format!("the piece at {} overlaps the one before", p.offset));
         }
         let gap = p.offset - at;
-        crc = crc32c::crc32c_combine(crc, zeros_crc(gap), gap as usize);
-        crc = crc32c::crc32c_combine(crc, c, p.len as usize);
+        crc = kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(gap), gap);
+        crc = kintsugi_proto::crc::crc32c_combine(crc, c, p.len);
         at = p.offset + p.len;
     }
     if at > len {
         return Err(format!("pieces end at {at}, past the slot's {len} bytes"));
     }
-    Ok(crc32c::crc32c_combine(crc, zeros_crc(len - at), (len - at) as usize))
+    Ok(kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(len - at), len - at))
 }
 
 /// Due for sealing because full: every data slot holds pieces up to 7/8 of it.
@@ -193,13 +193,13 @@ mod tests {
         let a = vec![7u8; 1000];
         let b: Vec<u8> = (0..3333u32).map(|i| i as u8).collect();
         let pieces = vec![
-            Piece { version: 2, offset: 1500, len: b.len() as u64, crc: Some(crc32c::crc32c(&b)) },
-            Piece { version: 1, offset: 0, len: 1000, crc: Some(crc32c::crc32c(&a)) },
+            Piece { version: 2, offset: 1500, len: b.len() as u64, crc: Some(kintsugi_proto::crc::crc32c(&b)) },
+            Piece { version: 1, offset: 0, len: 1000, crc: Some(kintsugi_proto::crc::crc32c(&a)) },
         ];
         let mut whole = vec![0u8; 8192];
         whole[..1000].copy_from_slice(&a);
         whole[1500..1500 + b.len()].copy_from_slice(&b);
-        assert_eq!(slot_crc(&pieces, 8192).unwrap(), crc32c::crc32c(&whole));
+        assert_eq!(slot_crc(&pieces, 8192).unwrap(), kintsugi_proto::crc::crc32c(&whole));
         assert!(slot_crc(&pieces, 4000).is_err(), "pieces past the slot");
         let mut open = pieces.clone();
         open[0].crc = None;

@@ -217,13 +217,13 @@ async fn measure(client: &kintsugi_client::Client, a: &DegradedArgs, k: usize) -
         let c = get_chunk(&loc, a.chunk as u64, client.io_timeout, &client.shaper).await.map_err(|e| anyhow!(e))?;
         direct.0.push(t.elapsed().as_secs_f64());
         direct.1.push(cores_busy(j, machine_jiffies()));
-        anyhow::ensure!(Some(crc32c::crc32c(&c)) == want, "direct read returned wrong bytes");
+        anyhow::ensure!(Some(kintsugi_proto::crc::crc32c(&c)) == want, "direct read returned wrong bytes");
         for (mi, m) in a.methods.iter().enumerate() {
             let (t, j) = (Instant::now(), machine_jiffies());
             let c = client.degraded_read("bench", 0, 0, *m, a.slice as u64).await.map_err(|e| anyhow!(e))?;
             times[mi].0.push(t.elapsed().as_secs_f64());
             times[mi].1.push(cores_busy(j, machine_jiffies()));
-            anyhow::ensure!(Some(crc32c::crc32c(&c)) == want, "degraded read with {m} returned wrong bytes");
+            anyhow::ensure!(Some(kintsugi_proto::crc::crc32c(&c)) == want, "degraded read with {m} returned wrong bytes");
         }
     }
     Ok((direct, times))

@@ -391,7 +391,7 @@ impl NodeProcs {
         let eq = self.code.repair_equation(2, &helpers).map_err(|e| anyhow!("{e}"))?;
         let term_chunks: Vec<ChunkId> = eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect();
         let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
-        let want = crc32c::crc32c(&self.parity);
+        let want = kintsugi_proto::crc::crc32c(&self.parity);
         for _ in 0..count {
             let repair = *next;
             *next += 1;

@@ -125,7 +125,7 @@ struct Crc(u32, u64);
 
 impl ObjectSink for Crc {
     fn write(&mut self, data: &[u8]) -> Result<(), String> {
-        self.0 = crc32c::crc32c_append(self.0, data);
+        self.0 = kintsugi_proto::crc::crc32c_append(self.0, data);
         self.1 += data.len() as u64;
         Ok(())
     }
@@ -223,7 +223,7 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     let size = a.size as u64;
     let mut data = vec![0u8; a.size];
     fill(&mut data, &mut 42);
-    let want = crc32c::crc32c(&data);
+    let want = kintsugi_proto::crc::crc32c(&data);
     let (mut lp, mut sp, mut lg, mut sg) = (vec![], vec![], vec![], vec![]);
     let mb = |secs: f64| size as f64 / secs / 1e6;
     // What the gateway's PUT adds to the library's: the MD5 S3 makes the ETag of, one core
@@ -309,7 +309,7 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
             let (mut seed, mut crc) = (1000 + c as u64, 0u32);
             s3_put(&mut s3, &format!("huge/{c}"), size, |b| {
                 fill(b, &mut seed);
-                crc = crc32c::crc32c_append(crc, b);
+                crc = kintsugi_proto::crc::crc32c_append(crc, b);
             })
             .await?;
             if s3_get(&mut s3, &format!("huge/{c}")).await? != (crc, size) {

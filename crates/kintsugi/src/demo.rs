@@ -316,7 +316,10 @@ async fn one_method(a: &DemoArgs, code: CodeSpec, row: DemoMethod, pb: &Progress
                 let read_with = method.fixed().unwrap_or(Shape::Ecpipe);
                 let chunk = cluster.client.degraded_read(&name, si, idx, read_with, a.slice as u64).await.map_err(|e| anyhow!(e))?;
                 degraded = t.elapsed().as_secs_f64();
-                anyhow::ensure!(Some(crc32c::crc32c(&chunk)) == s.chunks[idx].crc32c, "degraded read of {name} returned wrong bytes");
+                anyhow::ensure!(
+                    Some(kintsugi_proto::crc::crc32c(&chunk)) == s.chunks[idx].crc32c,
+                    "degraded read of {name} returned wrong bytes"
+                );
                 break 'find;
             }
         }

@@ -69,7 +69,7 @@ mod tests {
         let mut want = vec![0u8; len as usize];
         want[..a.len()].copy_from_slice(&a);
         want[5000..5000 + b.len()].copy_from_slice(&b);
-        let crc = crc32c::crc32c(&want);
+        let crc = kintsugi_proto::crc::crc32c(&want);
         let out = ChunkId::new(5, 1);
         let slot = Some(BucketSlot { pg: 2, class: len, slot: 3, small: true });
         let pieces = vec![(pa.clone(), 0), (pb.clone(), 5000)];

@@ -184,7 +184,7 @@ mod tests {
         for part in data.chunks(10_000) {
             w.write(part)?;
         }
-        w.finish(Some(crc32c::crc32c(data)))
+        w.finish(Some(kintsugi_proto::crc::crc32c(data)))
     }
 
     /// Bucket usage counted as chunks come, are rewritten and go equals a fresh listing's.
@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(store.usage(), (3, 2 * class + 70_000));
         for (id, data) in [(&a, &da), (&b, &db), (&c, &dc)] {
             let r = store.reader(id).unwrap();
-            assert_eq!(r.crc32c(), crc32c::crc32c(data));
+            assert_eq!(r.crc32c(), kintsugi_proto::crc::crc32c(data));
             assert_eq!(r.read(0, data.len() as u64).unwrap(), *data);
             assert_eq!(r.read(65_530, 20).unwrap(), &data[65_530..65_550]);
         }

@@ -73,7 +73,7 @@ mod tests {
         for part in data.chunks(5000) {
             w.write(part).unwrap();
         }
-        w.finish(Some(crc32c::crc32c(&data))).unwrap();
+        w.finish(Some(kintsugi_proto::crc::crc32c(&data))).unwrap();
         let r = store.reader(&id).unwrap();
         assert_eq!(r.block(), 4096);
         assert_eq!(r.read(0, data.len() as u64).unwrap(), data);

@@ -79,7 +79,7 @@ impl ChunkReader {
         let b0 = (start / self.footer.block as u64) as usize;
         for (i, block) in buf.chunks(self.footer.block).enumerate() {
             let b = b0 + i;
-            let got = crc32c::crc32c(block);
+            let got = kintsugi_proto::crc::crc32c(block);
             if got != self.footer.blocks[b] {
                 self.io.crc_failed();
                 return Err(StoreError::Corrupt {

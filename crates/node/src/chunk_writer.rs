@@ -76,7 +76,7 @@ impl ChunkWriter {
         // One CRC pass, per block: the whole chunk's CRC is combined from its blocks'.
         while !data.is_empty() {
             let take = (self.block - self.block_fill).min(data.len());
-            self.block_crc = crc32c::crc32c_append(self.block_crc, &data[..take]);
+            self.block_crc = kintsugi_proto::crc::crc32c_append(self.block_crc, &data[..take]);
             self.block_fill += take;
             data = &data[take..];
             if self.block_fill == self.block {
@@ -293,8 +293,8 @@ mod tests {
                 for piece in data.chunks(1000 + 333 * l) {
                     w.write(piece).unwrap();
                 }
-                let crc = w.finish(Some(crc32c::crc32c(&data))).unwrap_or_else(|e| panic!("block {block}, {len} bytes: {e}"));
-                assert_eq!(crc, crc32c::crc32c(&data));
+                let crc = w.finish(Some(kintsugi_proto::crc::crc32c(&data))).unwrap_or_else(|e| panic!("block {block}, {len} bytes: {e}"));
+                assert_eq!(crc, kintsugi_proto::crc::crc32c(&data));
                 let r = store.reader(&id).unwrap();
                 assert_eq!(r.read(0, len as u64).unwrap(), data, "block {block}, {len} bytes");
             }

@@ -101,8 +101,8 @@ pub(crate) fn append_any(a: u32, b: u32, len: u64) -> u32 {
     let (mut shifted, mut zeros, mut left) = (a, 0, len);
     while left > 0 {
         let n = left.min(ZEROS.len() as u64) as usize;
-        shifted = crc32c::crc32c_append(shifted, &ZEROS[..n]);
-        zeros = crc32c::crc32c_append(zeros, &ZEROS[..n]);
+        shifted = kintsugi_proto::crc::crc32c_append(shifted, &ZEROS[..n]);
+        zeros = kintsugi_proto::crc::crc32c_append(zeros, &ZEROS[..n]);
         left -= n as u64;
     }
     shifted ^ zeros ^ b
@@ -127,9 +127,9 @@ mod tests {
             let mut crc = 0;
             for part in 0..5 {
                 let b = bytes(len, part * 977 + len as u32);
-                crc = shift.append(crc, crc32c::crc32c(&b));
+                crc = shift.append(crc, kintsugi_proto::crc::crc32c(&b));
                 whole.extend_from_slice(&b);
-                assert_eq!(crc, crc32c::crc32c(&whole), "{len}-byte parts, {} of them", part + 1);
+                assert_eq!(crc, kintsugi_proto::crc::crc32c(&whole), "{len}-byte parts, {} of them", part + 1);
             }
         }
     }
@@ -152,7 +152,11 @@ mod tests {
         for (len, seed) in [(1usize, 1u32), (5, 2), (4095, 3), (4096, 4), (4097, 5), (65_535, 6)] {
             let (a, b) = (bytes(3001, seed), bytes(len, seed + 100));
             let whole = [a.as_slice(), b.as_slice()].concat();
-            assert_eq!(append_any(crc32c::crc32c(&a), crc32c::crc32c(&b), len as u64), crc32c::crc32c(&whole), "{len}");
+            assert_eq!(
+                append_any(kintsugi_proto::crc::crc32c(&a), kintsugi_proto::crc::crc32c(&b), len as u64),
+                kintsugi_proto::crc::crc32c(&whole),
+                "{len}"
+            );
         }
     }
 

@@ -377,8 +377,8 @@ mod tests {
         for part in data.chunks(7777) {
             w.write(part).unwrap();
         }
-        let crc = w.finish(Some(crc32c::crc32c(&data))).unwrap();
-        assert_eq!(crc, crc32c::crc32c(&data));
+        let crc = w.finish(Some(kintsugi_proto::crc::crc32c(&data))).unwrap();
+        assert_eq!(crc, kintsugi_proto::crc::crc32c(&data));
         let r = store.reader(&id("c1")).unwrap();
         assert_eq!(r.len(), data.len() as u64);
         assert_eq!(r.read(0, data.len() as u64).unwrap(), data);

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod chunk_id;
+pub mod crc;
 pub mod frame;
 pub mod handshake;
 pub mod layout;

@@ -240,7 +240,7 @@ fn check_shards(m: &Manifest, dir: &Path, block: usize) -> Vec<ShardState> {
                 if let Err(e) = read_block(&f, off, &mut buf[..w]) {
                     return ShardState::Unreadable { error: e.to_string() };
                 }
-                crc = crc32c::crc32c_append(crc, &buf[..w]);
+                crc = kintsugi_proto::crc::crc32c_append(crc, &buf[..w]);
                 off += w as u64;
                 pb.inc(w as u64);
             }

@@ -83,12 +83,12 @@ impl ShardCrc {
 
     pub fn add(&mut self, gathered: &[u8], w: usize) {
         for (s, p) in self.parts.iter_mut().enumerate() {
-            *p = crc32c::crc32c_append(*p, &gathered[s * w..(s + 1) * w]);
+            *p = kintsugi_proto::crc::crc32c_append(*p, &gathered[s * w..(s + 1) * w]);
         }
     }
 
     pub fn finish(&self) -> u32 {
-        self.parts.iter().skip(1).fold(self.parts[0], |acc, &p| crc32c::crc32c_combine(acc, p, self.sub as usize))
+        self.parts.iter().skip(1).fold(self.parts[0], |acc, &p| kintsugi_proto::crc::crc32c_combine(acc, p, self.sub))
     }
 }
 
@@ -109,6 +109,6 @@ mod tests {
             }
             crc.add(&g, w);
         }
-        assert_eq!(crc.finish(), crc32c::crc32c(&shard));
+        assert_eq!(crc.finish(), kintsugi_proto::crc::crc32c(&shard));
     }
 }
