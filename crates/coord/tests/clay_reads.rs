@@ -35,6 +35,15 @@ fn structured(c: &Cluster) -> u64 {
     c.nodes.iter().flatten().map(|n| n.stat().repair_structured).sum()
 }
 
+/// A cluster of `nodes` nodes holding one object `name`: `k` chunks of `chunk` bytes under `code`.
+async fn one_object(dir: &std::path::Path, nodes: usize, code: &str, k: usize, chunk: u64, name: &str) -> (Cluster, CodeSpec, Vec<u8>) {
+    let c = cluster(dir, nodes, None).await;
+    let code: CodeSpec = code.parse().unwrap();
+    let bytes = data(k * chunk as usize, nodes as u64);
+    c.client.put(name, &bytes, code, chunk).await.unwrap();
+    (c, code, bytes)
+}
+
 fn near(got: u64, chunk: u64, chunks: u64) -> bool {
     let ratio = got as f64 / (chunk * chunks) as f64;
     (ratio / WANT - 1.0).abs() <= 0.05
@@ -130,11 +139,8 @@ async fn clay_helpers_read_a_quarter_of_their_chunks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rs_helpers_read_their_whole_chunk_once() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cluster(dir.path(), 9, None).await;
-    let code: CodeSpec = "rs:6,3".parse().unwrap();
     let chunk = 1u64 << 20;
-    let bytes = data(6 * chunk as usize, 5);
-    c.client.put("r", &bytes, code, chunk).await.unwrap();
+    let (c, _, _) = one_object(dir.path(), 9, "rs:6,3", 6, chunk, "r").await;
     for method in [Shape::Cr, Shape::Ppr, Shape::Ecpipe] {
         let before = file_reads(&c).await;
         c.client.degraded_read("r", 0, 2, method, 64 << 10).await.unwrap();
@@ -151,11 +157,8 @@ async fn rs_helpers_read_their_whole_chunk_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cyclic_lanes_read_their_helpers_chunks_once() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cluster(dir.path(), 15, None).await;
-    let code: CodeSpec = "rs:10,4".parse().unwrap();
     let chunk = 8u64 << 20;
-    let bytes = data(10 * chunk as usize, 9);
-    c.client.put("c", &bytes, code, chunk).await.unwrap();
+    let (c, code, bytes) = one_object(dir.path(), 15, "rs:10,4", 10, chunk, "c").await;
     let parity = kintsugi_client::client::encode_stripe(code.build().unwrap().as_ref(), &bytes, chunk as usize).unwrap();
     for index in [0, 11] {
         let before = file_reads(&c).await;

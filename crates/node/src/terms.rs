@@ -105,8 +105,8 @@ impl SharedReads {
 }
 
 /// Groups of slices apart that the lanes of one node read at once (ECPipe cyclic: lane r
-/// reads slice g(k-1)+r of group g). Measured 5-6 with [`crate::exec::SLOTTED_DEPTH`] units ready
-/// ahead of their slots: the lane that starts its chain has no input to wait for.
+/// reads slice g(k-1)+r of group g). Measured 5-6 with [`crate::exec::SLOTTED_DEPTH`] units
+/// ready ahead of their slots: the lane that starts its chain has no input to wait for.
 const LANE_SPREAD_GROUPS: usize = 8;
 
 /// Windows enough to hold what this node's `lanes` read between one lane's read of a block
