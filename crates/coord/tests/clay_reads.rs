@@ -153,7 +153,9 @@ async fn rs_helpers_read_their_whole_chunk_once() {
 /// ECPipe cyclic's lanes (k-1 on every helper) read their slices of one chunk at different
 /// times, apart by some groups of slices: the nodes' shared read windows still read every
 /// block of a helper's chunk once, not again after the first lane's read was evicted (a
-/// fifth of it was, at 32 KiB slices over 9 lanes).
+/// fifth of it was, at 32 KiB slices over 9 lanes: 12.0 chunks). Within 1%: on a loaded
+/// host a lane can fall further behind than the windows span, and one block in 1,280 was
+/// read twice once (10.008 chunks, in CI).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cyclic_lanes_read_their_helpers_chunks_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -165,7 +167,8 @@ async fn cyclic_lanes_read_their_helpers_chunks_once() {
         let got = c.client.degraded_read("c", 0, index, Shape::EcpipeCyclic, 32 << 10).await.unwrap();
         let read = file_reads(&c).await - before;
         assert!(got == parity[index], "index {index} differs from what was put");
-        assert_eq!(read, 10 * chunk, "index {index}: ten helpers, one chunk each ({:.3} chunks read)", read as f64 / chunk as f64);
+        let chunks = read as f64 / chunk as f64;
+        assert!((10.0..=10.1).contains(&chunks), "index {index}: ten helpers, one chunk each ({chunks:.3} chunks read)");
     }
     c.stop().await;
 }
