@@ -6,7 +6,8 @@
 //! u has arrived from every input: read the helper range from disk (checksums verified),
 //! multiply, add the inputs, hand it to whoever pulls. Bounded channels give backpressure
 //! from the slowest link back to the disks. When a graph carries send slots (ECPipe cyclic),
-//! this node sends its units strictly in slot order.
+//! this node starts its units' sends in slot order, at most one period ahead of the
+//! earliest unsent one (`slot_gate`).
 
 use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
@@ -146,7 +147,9 @@ impl Executor {
                 }
             }
         }
-        let gate = (!pending.is_empty()).then(|| SlotGate::new(pending));
+        // Slack of one period: a node's lanes keep within one slice of each other.
+        let slack = g.slots.iter().flatten().map(|r| r.period).max().unwrap_or(0);
+        let gate = (!pending.is_empty()).then(|| SlotGate::new(pending, slack));
         let ticket = self.timeslot_ticket(&a);
         let (done, _) = watch::channel(None);
         let run = Arc::new(Run {

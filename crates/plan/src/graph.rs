@@ -165,7 +165,9 @@ pub struct RepairGraph {
     pub sink: VertexId,
     /// Optional send order per vertex (empty: none). When set, each node sends its units
     /// in increasing slot order, one slot at a time, across all its vertices: the timestep
-    /// schedule a paper assumes (ECPipe cyclic: every node sends one slice per step).
+    /// schedule a paper assumes (ECPipe cyclic: every node sends one slice per step). The
+    /// network executor lets a send start up to one period early (the node crate's
+    /// `slot_gate`), so one late process does not stall every lane behind it.
     #[serde(default)]
     pub slots: Vec<Option<SlotRule>>,
     /// Whether relays forward slice j as soon as they have it (ECPipe, CR), or only after
