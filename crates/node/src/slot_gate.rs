@@ -10,12 +10,13 @@ use tokio::sync::Notify;
 /// `slack` slots of the earliest unsent one. With no slack (the paper's strict timesteps)
 /// every send on the node waited for one particular slice of one particular upstream, so
 /// any process's late turn on the CPU stalled the next node's every lane, and the next
-/// one's: on the 2-core testbed cyclic's 1 Gbit/s degraded read took 1.29x the direct
-/// read (median of six invocations) against 1.13x with a slack of one period (one slice
-/// per lane). The slack still keeps a node's lanes within a period of each other, so they
-/// read each block while it is in the shared read windows. If any of the node's vertices fails, the
-/// gate fails every waiter, so an error travels on instead of leaving the others waiting
-/// for a slot that will never be sent. A finished slot wakes only the waiters it lets in:
+/// one's: on the 2-core testbed cyclic's 1 Gbit/s degraded read took 1.19x ECPipe's time
+/// (median of four invocations) against 1.095x with a slack of one period, a slice per
+/// lane (twelve; REPRODUCTION.md, session 45). The slack still keeps a node's lanes within
+/// a period of each other, so they read each block while it is in the shared read windows.
+///
+/// If any of the node's vertices fails, the gate fails every waiter, so an error travels
+/// on instead of leaving the others waiting for a slot that will never be sent. A finished slot wakes only the waiters it lets in:
 /// with one sender per lane (ECPipe cyclic: k-1 of them on a node) waking them all
 /// for every slice cost more CPU than the slices' bytes.
 pub struct SlotGate {
