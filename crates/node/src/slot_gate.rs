@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 /// a period of each other, so they read each block while it is in the shared read windows.
 ///
 /// If any of the node's vertices fails, the gate fails every waiter, so an error travels
-/// on instead of leaving the others waiting for a slot that will never be sent. A finished slot wakes only the waiters it lets in:
-/// with one sender per lane (ECPipe cyclic: k-1 of them on a node) waking them all
-/// for every slice cost more CPU than the slices' bytes.
+/// on instead of leaving the others waiting for a slot that will never be sent. A finished
+/// slot wakes only the waiters it lets in: with one sender per lane (ECPipe cyclic: k-1 of
+/// them on a node) waking them all for every slice cost more CPU than the slices' bytes.
 pub struct SlotGate {
     state: Mutex<GateState>,
     failed: std::sync::atomic::AtomicBool,
