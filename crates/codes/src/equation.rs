@@ -215,6 +215,25 @@ pub enum TermMatrix {
 }
 
 impl TermMatrix {
+    /// dsts[r] = sum_c m[r][c] * srcs[c]: what [`TermMatrix::apply_add`] adds to zeros,
+    /// without a pass to zero them first (a source's unit is its term alone).
+    pub fn apply(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
+        match self {
+            TermMatrix::Dense(m) if !srcs.is_empty() => kintsugi_gf::apply(m, srcs, dsts),
+            TermMatrix::Dense(_) => dsts.iter_mut().for_each(|d| d.fill(0)),
+            TermMatrix::Sparse(rows) => {
+                for ((m, idx), dst) in rows.iter().zip(dsts.iter_mut()) {
+                    if idx.is_empty() {
+                        dst.fill(0);
+                    } else {
+                        let picked: Vec<&[u8]> = idx.iter().map(|&c| srcs[c]).collect();
+                        kintsugi_gf::apply(m, &picked, &mut [&mut **dst]);
+                    }
+                }
+            }
+        }
+    }
+
     /// dsts[r] ^= sum_c m[r][c] * srcs[c].
     pub fn apply_add(&self, srcs: &[&[u8]], dsts: &mut [&mut [u8]]) {
         match self {
@@ -345,6 +364,32 @@ mod tests {
         let old = r#"{"helper":3,"reads":[{"start":0,"end":1}],"coefs":[7]}"#;
         let t: HelperTerm = serde_json::from_str(old).unwrap();
         assert_eq!(t.coefs, vec![7]);
+    }
+
+    /// `apply` writes each row's sum whatever the rows held, dense and sparse, against the
+    /// field's scalar multiply; `apply_add` adds the same sums.
+    #[test]
+    fn apply_overwrites_with_the_terms_sum() {
+        let code = crate::CodeSpec::Clay { k: 4, m: 2, d: 5 }.build().unwrap();
+        let clay = code.repair_equation(0, &[1, 2, 3, 4, 5]).unwrap().terms[0].clone();
+        let rs = HelperTerm { helper: 1, reads: std::iter::once(0..1).collect(), coefs: vec![0x8e] };
+        let zero_row = HelperTerm { helper: 2, reads: std::iter::once(0..2).collect(), coefs: vec![0, 0, 3, 0, 0, 0] };
+        for (term, alpha) in [(clay, 8), (rs, 1), (zero_row, 3)] {
+            let (cols, n) = (term.read_count(), 37);
+            let srcs: Vec<Vec<u8>> = (0..cols).map(|c| (0..n).map(|i| (i * 31 + c * 7 + 1) as u8).collect()).collect();
+            let want: Vec<Vec<u8>> = (0..alpha)
+                .map(|r| (0..n).map(|i| (0..cols).fold(0, |x, c| x ^ kintsugi_gf::mul(term.coefs[r * cols + c], srcs[c][i]))).collect())
+                .collect();
+            let m = term.matrix(alpha);
+            let refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
+            let mut out = vec![vec![0xa5u8; n]; alpha];
+            m.apply(&refs, &mut out.iter_mut().map(|o| o.as_mut_slice()).collect::<Vec<_>>());
+            assert_eq!(out, want, "apply, {alpha} rows");
+            let mut added = vec![vec![0xa5u8; n]; alpha];
+            m.apply_add(&refs, &mut added.iter_mut().map(|o| o.as_mut_slice()).collect::<Vec<_>>());
+            let want_added: Vec<Vec<u8>> = want.iter().map(|r| r.iter().map(|b| b ^ 0xa5).collect()).collect();
+            assert_eq!(added, want_added, "apply_add, {alpha} rows");
+        }
     }
 
     #[test]

@@ -414,11 +414,22 @@ impl Executor {
                 _ => None,
             };
             crate::disk_emulation::settle().await;
-            let mut acc = sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?;
-            if let Some(l) = local.as_ref().filter(|_| !raw_out) {
-                l.add(windows, alpha, &mut acc)?;
-                crate::disk_emulation::settle().await;
-            }
+            let acc = match local.as_ref().filter(|_| !raw_out) {
+                // A source: its term is the whole unit.
+                Some(l) if inputs.is_empty() => {
+                    let mut acc = crate::pool::overwritable(sizes[u]);
+                    l.put(windows, alpha, &mut acc)?;
+                    crate::disk_emulation::settle().await;
+                    acc
+                }
+                Some(l) => {
+                    let mut acc = sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?;
+                    l.add(windows, alpha, &mut acc)?;
+                    crate::disk_emulation::settle().await;
+                    acc
+                }
+                None => sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?,
+            };
             let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
             if g.pipelined {
                 tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string())?;

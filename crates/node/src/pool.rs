@@ -14,18 +14,13 @@ static POOL: Mutex<(Vec<Vec<u8>>, usize)> = Mutex::new((Vec::new(), 0));
 
 /// An empty buffer with room for at least `cap` bytes (fill it with `extend`, `read_buf`).
 pub fn take(cap: usize) -> Vec<u8> {
-    if cap <= MAX_BUFFER {
-        let mut p = POOL.lock().expect("pool lock");
-        // Buffers are nearly all one size (the slice): the last few are enough to look at.
-        let n = p.0.len();
-        if let Some(i) = (n.saturating_sub(4)..n).rev().find(|&i| p.0[i].capacity() >= cap) {
-            let mut v = p.0.swap_remove(i);
-            p.1 -= v.capacity();
+    match take_filled(cap) {
+        Some(mut v) => {
             v.clear();
-            return v;
+            v
         }
+        None => Vec::with_capacity(cap),
     }
-    Vec::with_capacity(cap)
 }
 
 /// A buffer of `len` zero bytes.
@@ -33,6 +28,33 @@ pub fn zeroed(len: usize) -> Vec<u8> {
     let mut v = take(len);
     v.resize(len, 0);
     v
+}
+
+/// A buffer of `len` bytes whose contents are whatever it held before, for a caller that
+/// overwrites every byte: a recycled buffer keeps its length, so only bytes it never held
+/// are zeroed (none, once buffers of the slice's size are about).
+pub fn overwritable(len: usize) -> Vec<u8> {
+    let mut v = take_filled(len).unwrap_or_default();
+    if v.len() >= len {
+        v.truncate(len);
+    } else {
+        v.resize(len, 0);
+    }
+    v
+}
+
+/// A pooled buffer of at least `len` bytes' capacity, contents kept. Buffers are nearly
+/// all one size (the slice): the last few are enough to look at.
+fn take_filled(len: usize) -> Option<Vec<u8>> {
+    if len > MAX_BUFFER {
+        return None;
+    }
+    let mut p = POOL.lock().expect("pool lock");
+    let n = p.0.len();
+    let i = (n.saturating_sub(4)..n).rev().find(|&i| p.0[i].capacity() >= len)?;
+    let v = p.0.swap_remove(i);
+    p.1 -= v.capacity();
+    Some(v)
 }
 
 /// Gives a buffer back for reuse.
@@ -61,6 +83,12 @@ mod tests {
         assert!(w.is_empty() && w.capacity() >= 1000);
         let z = zeroed(900);
         assert!(z.iter().all(|&b| b == 0), "zeroed means zeroed, whatever was there before");
+        // Other tests share the pool: only the length is certain.
+        for len in [1000, 10, 2000, MAX_BUFFER + 1] {
+            let o = overwritable(len);
+            assert_eq!(o.len(), len);
+            give(o);
+        }
         give(vec![0u8; MAX_BUFFER + 1]);
         assert!(take(MAX_BUFFER + 1).capacity() > MAX_BUFFER);
     }

@@ -47,6 +47,12 @@ pub(crate) async fn store_and_forward(
             let span: usize = group.iter().map(|w| w.len()).sum();
             let acc = match local {
                 Some(l) if raw_out => l.raw(group)?,
+                // A source: its term is the whole unit, written over a recycled buffer.
+                Some(l) if inputs.is_empty() => {
+                    let mut acc = crate::pool::overwritable(alpha * span);
+                    l.put(group, alpha, &mut acc)?;
+                    acc
+                }
                 _ => {
                     let mut acc = crate::pool::zeroed(alpha * span);
                     for (j, ((_, raw), data)) in inputs.iter().zip(&datas).enumerate() {

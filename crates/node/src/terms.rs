@@ -300,6 +300,17 @@ impl LocalTerm {
     /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
     /// `RepairGraph::lane_units`), multiplying straight out of the verified read windows.
     pub(crate) fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
+        self.combine::<true>(windows, alpha, acc)
+    }
+
+    /// This term's contribution alone, written over `out`'s bytes (a vertex with no
+    /// inputs: no zeroed buffer, no pass to zero it).
+    pub(crate) fn put(&self, windows: &[Range<usize>], alpha: usize, out: &mut [u8]) -> Result<(), String> {
+        self.combine::<false>(windows, alpha, out)
+    }
+
+    /// [`LocalTerm::add`] when `ADD`, else [`LocalTerm::put`].
+    fn combine<const ADD: bool>(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
         let mut pos = 0;
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
@@ -311,7 +322,11 @@ impl LocalTerm {
                 self.fetch(&mut cache, &offsets, n)?;
                 let srcs: Vec<&[u8]> = offsets.iter().map(|&(off, _)| cache.peek(off, n)).collect();
                 let mut dsts: Vec<&mut [u8]> = acc[pos..pos + alpha * n].chunks_mut(n).take(alpha).collect();
-                self.matrix.apply_add(&srcs, &mut dsts);
+                if ADD {
+                    self.matrix.apply_add(&srcs, &mut dsts);
+                } else {
+                    self.matrix.apply(&srcs, &mut dsts);
+                }
                 self.counters.helper_read((n * offsets.len()) as u64, self.degraded);
             }
             pos += alpha * n;
