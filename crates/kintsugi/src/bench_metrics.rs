@@ -94,8 +94,8 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     let (on_dir, off_dir) = (dir.path().join("on"), dir.path().join("off"));
     std::fs::create_dir_all(&on_dir)?;
     std::fs::create_dir_all(&off_dir)?;
-    let on = NodeProcs::start(&on_dir, a.chain.chunk, true)?;
-    let off = NodeProcs::start(&off_dir, a.chain.chunk, false)?;
+    let on = NodeProcs::start(&on_dir, a.chain.chunk, true, None)?;
+    let off = NodeProcs::start(&off_dir, a.chain.chunk, false, None)?;
     let mut ratios: Vec<[f64; 3]> = Vec::new();
     let mut next = 1u64;
     for run in 0..a.runs {
@@ -104,8 +104,9 @@ pub fn run(a: MetricsArgs) -> Result<()> {
             let nodes = if side == 0 { &on } else { &off };
             let scraper = (side == 0).then(|| Scraper::start(nodes.metrics.clone(), a.scrape_ms, latencies.clone()));
             let before = nodes.cpu()?;
-            rt.block_on(nodes.repairs(&mut next, repairs, a.chain.slice))?;
+            let rebuilt = rt.block_on(nodes.repairs(&mut next, repairs, a.chain.slice))?;
             let after = nodes.cpu()?;
+            rt.block_on(nodes.delete(rebuilt))?;
             drop(scraper);
             per_side[side] = std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / relay_bytes as f64);
         }

@@ -10,6 +10,12 @@
 //! node/forwarder per role is what this benchmark is for: perf's cycle counters are not
 //! available on every machine (not here), and callgrind does not see the kernel's work.
 //!
+//! Beside it, an equal-work forwarder (`bench_relay_equal_work`) does the chain's own work
+//! in plain threads: reads and checks the helper chunks, multiplies and adds, seals and opens
+//! the records, writes and fsyncs the rebuilt chunk. Node / plain forwarder is what a role
+//! costs over moving bytes; node / equal-work is what the system's framework (tasks, frames,
+//! read caches, the plan) costs over that work itself.
+//!
 //! To see where a role's user-space instructions go, run its node under valgrind:
 //! `KINTSUGI_WRAP1="--tool=callgrind --callgrind-out-file=relay.cg" kintsugi bench relay`
 //! (0 source, 1 relay, 2 sink); its CPU figures are then valgrind's, not the node's.
@@ -68,6 +74,10 @@ pub struct RelayArgs {
     /// encrypted, authenticated, open (comma-separated; the first is the table's).
     #[arg(long = "protections", default_value = "encrypted", value_delimiter = ',', value_parser = parse_protection)]
     pub protections: Vec<Protection>,
+    /// Threads of each node's runtime [default: the node's own, one per core]. The testbed
+    /// gives its nodes cores/nodes of them; 1 here is that rule for three nodes on two cores.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -89,6 +99,10 @@ struct RoleSummary {
     forwarder_cycles_per_byte: f64,
     /// node / forwarder, per run, summarised.
     ratio: crate::bench::Stat,
+    /// The equal-work forwarder (`bench_relay_equal_work`) under the same protection.
+    equal_work_ns_per_byte: crate::bench::Stat,
+    /// node / equal-work forwarder, per run: what the framework costs over the work itself.
+    over_equal_work: crate::bench::Stat,
 }
 
 /// One protection's figures.
@@ -101,6 +115,8 @@ struct ProtectionSummary {
 
 #[derive(Serialize)]
 struct Report {
+    /// Threads of each node's runtime, when set (else the node's default: one per core).
+    worker_threads: Option<u16>,
     chunk_bytes: usize,
     slice_bytes: usize,
     bytes_per_run: usize,
@@ -135,11 +151,13 @@ pub fn run(a: RelayArgs) -> Result<()> {
         let d = dir.path().join(format!("set{i}"));
         std::fs::create_dir_all(&d)?;
         use_protection(p, &secret);
-        sets.push(NodeProcs::start(&d, a.chain.chunk, false)?);
+        sets.push(NodeProcs::start(&d, a.chain.chunk, false, a.worker_threads)?);
     }
+    let equal = sets[0].equal_work(&dir.path().join("equal-work"))?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     // Per protection, per run: CPU per byte of each role, and the chain's GB/s.
     let mut node_runs: Vec<Vec<[f64; 3]>> = vec![Vec::new(); sets.len()];
+    let mut equal_runs: Vec<Vec<[f64; 3]>> = vec![Vec::new(); sets.len()];
     let mut chain_gbps: Vec<Vec<f64>> = vec![Vec::new(); sets.len()];
     let mut fwd_runs: Vec<[f64; 3]> = Vec::new();
     let mut fwd_gbps = Vec::new();
@@ -151,22 +169,27 @@ pub fn run(a: RelayArgs) -> Result<()> {
             use_protection(a.protections[j], &secret);
             let before = sets[j].cpu()?;
             let t = Instant::now();
-            rt.block_on(sets[j].repairs(&mut next_repair, repairs, a.chain.slice))?;
+            let rebuilt = rt.block_on(sets[j].repairs(&mut next_repair, repairs, a.chain.slice))?;
             let secs = t.elapsed().as_secs_f64();
             let after = sets[j].cpu()?;
+            rt.block_on(sets[j].delete(rebuilt))?;
             chain_gbps[j].push(bytes as f64 / secs / 1e9);
             node_runs[j].push(std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / bytes as f64));
         }
         let (cpu, secs) = forwarder(bytes, a.chain.slice)?;
         fwd_gbps.push(bytes as f64 / secs / 1e9);
         fwd_runs.push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
+        for (j, &p) in a.protections.iter().enumerate() {
+            let (cpu, _) = equal.run(repairs, a.chain.slice, p)?;
+            equal_runs[j].push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
+        }
         if !a.json {
             let chains: Vec<String> = a.protections.iter().zip(&chain_gbps).map(|(p, g)| format!("{p} {:.2}", g[run])).collect();
             eprintln!("run {}/{}: chain GB/s {}, forwarder {:.2} GB/s", run + 1, a.runs, chains.join(", "), fwd_gbps[run]);
         }
     }
     drop(sets);
-    let summary = |runs: &[[f64; 3]]| -> Vec<RoleSummary> {
+    let summary = |runs: &[[f64; 3]], equal: &[[f64; 3]]| -> Vec<RoleSummary> {
         ROLES
             .iter()
             .enumerate()
@@ -174,6 +197,8 @@ pub fn run(a: RelayArgs) -> Result<()> {
                 let node: Vec<f64> = runs.iter().map(|r| r[i]).collect();
                 let fwd: Vec<f64> = fwd_runs.iter().map(|r| r[i]).collect();
                 let ratio: Vec<f64> = node.iter().zip(&fwd).map(|(n, f)| n / f.max(1e-12)).collect();
+                let eq: Vec<f64> = equal.iter().map(|r| r[i]).collect();
+                let over_eq: Vec<f64> = node.iter().zip(&eq).map(|(n, e)| n / e.max(1e-12)).collect();
                 let (ns, fs) = (crate::bench::stat(&node), crate::bench::stat(&fwd));
                 RoleSummary {
                     role,
@@ -182,6 +207,8 @@ pub fn run(a: RelayArgs) -> Result<()> {
                     node_ns_per_byte: ns,
                     forwarder_ns_per_byte: fs,
                     ratio: crate::bench::stat(&ratio),
+                    equal_work_ns_per_byte: crate::bench::stat(&eq),
+                    over_equal_work: crate::bench::stat(&over_eq),
                 }
             })
             .collect()
@@ -190,7 +217,11 @@ pub fn run(a: RelayArgs) -> Result<()> {
         .protections
         .iter()
         .enumerate()
-        .map(|(j, &p)| ProtectionSummary { protection: p, chain_gbps: crate::bench::stat(&chain_gbps[j]), roles: summary(&node_runs[j]) })
+        .map(|(j, &p)| ProtectionSummary {
+            protection: p,
+            chain_gbps: crate::bench::stat(&chain_gbps[j]),
+            roles: summary(&node_runs[j], &equal_runs[j]),
+        })
         .collect();
     let at = |p: Protection| a.protections.iter().position(|&q| q == p);
     let encrypted_over_authenticated = at(Protection::Encrypted).zip(at(Protection::Authenticated)).map(|(e, u)| {
@@ -203,8 +234,9 @@ pub fn run(a: RelayArgs) -> Result<()> {
             })
             .collect()
     });
-    let roles = summary(&node_runs[0]);
+    let roles = summary(&node_runs[0], &equal_runs[0]);
     let report = Report {
+        worker_threads: a.worker_threads,
         chunk_bytes: a.chain.chunk,
         slice_bytes: a.chain.slice,
         bytes_per_run: bytes,
@@ -220,27 +252,30 @@ pub fn run(a: RelayArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    let workers = a.worker_threads.map_or("one per core".to_string(), |w| w.to_string());
     println!(
-        "ECPipe chain of RS(2,1) on loopback, {} B chunks in {} B slices, {} B per role per run, {} run(s), CPU at {:.0} MHz",
+        "ECPipe chain of RS(2,1) on loopback, {} B chunks in {} B slices, {} B per role per run, {} run(s), CPU at {:.0} MHz, node runtime threads: {workers}",
         a.chain.chunk, a.chain.slice, bytes, a.runs, mhz
     );
     println!("plain forwarder {:.2} GB/s (median)", report.forwarder_gbps.median);
     println!(
-        "{:<14} {:<8} {:>10} {:>12} {:>12} {:>14} {:>14} {:>10}",
-        "protection", "role", "chain GB/s", "node ns/B", "fwd ns/B", "node cycles/B", "fwd cycles/B", "node/fwd"
+        "{:<14} {:<8} {:>10} {:>10} {:>9} {:>9} {:>13} {:>12} {:>9} {:>9}",
+        "protection", "role", "chain GB/s", "node ns/B", "fwd ns/B", "eq ns/B", "node cycles/B", "fwd cycles/B", "node/fwd", "node/eq"
     );
     for p in &report.protections {
         for r in &p.roles {
             println!(
-                "{:<14} {:<8} {:>10.2} {:>12.3} {:>12.3} {:>14.2} {:>14.2} {:>10.2}",
+                "{:<14} {:<8} {:>10.2} {:>10.3} {:>9.3} {:>9.3} {:>13.2} {:>12.2} {:>9.2} {:>9.2}",
                 p.protection.to_string(),
                 r.role,
                 p.chain_gbps.median,
                 r.node_ns_per_byte.median,
                 r.forwarder_ns_per_byte.median,
+                r.equal_work_ns_per_byte.median,
                 r.node_cycles_per_byte,
                 r.forwarder_cycles_per_byte,
-                r.ratio.median
+                r.ratio.median,
+                r.over_equal_work.median
             );
         }
     }
@@ -284,7 +319,7 @@ pub(crate) fn process_cpu(pid: u32) -> Result<f64> {
 }
 
 /// User + system CPU seconds of the calling thread.
-fn thread_cpu() -> f64 {
+pub(crate) fn thread_cpu() -> f64 {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a rusage the call fills in.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
@@ -322,8 +357,9 @@ impl Drop for NodeProcs {
 }
 
 impl NodeProcs {
-    /// Starts the nodes under `dir` (`metrics`: each serving its metrics on a loopback port).
-    pub(crate) fn start(dir: &Path, chunk: usize, metrics: bool) -> Result<NodeProcs> {
+    /// Starts the nodes under `dir` (`metrics`: each serving its metrics on a loopback port;
+    /// `workers`: threads of each node's runtime, when not the node's default).
+    pub(crate) fn start(dir: &Path, chunk: usize, metrics: bool, workers: Option<u16>) -> Result<NodeProcs> {
         let code = "rs:2,1".parse::<CodeSpec>().expect("a valid spec").build()?;
         let mut shards: Vec<Option<Vec<u8>>> = (0..2).map(|i| Some(crate::embedded::pattern(chunk, 7 + i))).collect();
         shards.push(None);
@@ -358,6 +394,9 @@ impl NodeProcs {
             if metrics {
                 cmd.args(["--metrics-listen", "127.0.0.1:0"]);
             }
+            if let Some(w) = workers {
+                cmd.args(["--worker-threads", &w.to_string()]);
+            }
             if secret.is_some() {
                 cmd.arg("--secret-file").arg(&secret_file).args(["--protection", &protection.to_string()]);
             }
@@ -383,8 +422,10 @@ impl NodeProcs {
         Ok([v[0], v[1], v[2]])
     }
 
-    /// Rebuilds the parity chunk on node 2 `count` times, checking each result.
-    pub(crate) async fn repairs(&self, next: &mut u64, count: usize, slice: usize) -> Result<()> {
+    /// Rebuilds the parity chunk on node 2 `count` times, checking each result; returns
+    /// the rebuilt chunks, for [`NodeProcs::delete`] once their CPU is counted (removing a
+    /// file is not the repair's work, and the forwarders remove theirs uncounted too).
+    pub(crate) async fn repairs(&self, next: &mut u64, count: usize, slice: usize) -> Result<Vec<ChunkId>> {
         let t = Duration::from_secs(120);
         let avail = [0usize, 1];
         let helpers = self.code.choose_helpers(2, &avail).map_err(|e| anyhow!("{e}"))?;
@@ -392,6 +433,7 @@ impl NodeProcs {
         let term_chunks: Vec<ChunkId> = eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect();
         let helper_nodes: Vec<u32> = eq.helpers().iter().map(|&h| h as u32).collect();
         let want = kintsugi_proto::crc::crc32c(&self.parity);
+        let mut rebuilt = Vec::with_capacity(count);
         for _ in 0..count {
             let repair = *next;
             *next += 1;
@@ -419,10 +461,30 @@ impl NodeProcs {
                 .await
                 .map_err(|e| anyhow!(e))?;
             anyhow::ensure!(r == NodeResponse::RepairDone { crc32c: want }, "repair {repair} rebuilt the wrong bytes: {r:?}");
-            let r = exec::request(&self.peers[&2], &NodeRequest::DeleteChunk { chunk: target }, t).await.map_err(|e| anyhow!(e))?;
+            rebuilt.push(target);
+        }
+        Ok(rebuilt)
+    }
+
+    /// Deletes rebuilt chunks from node 2.
+    pub(crate) async fn delete(&self, rebuilt: Vec<ChunkId>) -> Result<()> {
+        for chunk in rebuilt {
+            let r = exec::request(&self.peers[&2], &NodeRequest::DeleteChunk { chunk }, Duration::from_secs(120))
+                .await
+                .map_err(|e| anyhow!(e))?;
             anyhow::ensure!(r == NodeResponse::Ok, "cannot delete the rebuilt chunk: {r:?}");
         }
         Ok(())
+    }
+
+    /// The helper chunks' bytes, the repair's coefficients and the rebuilt chunk's CRC:
+    /// what the equal-work forwarder needs to do the same repair.
+    pub(crate) fn equal_work(&self, dir: &Path) -> Result<crate::bench_relay_equal_work::EqualWork> {
+        let eq = self.code.repair_equation(2, &[0, 1]).map_err(|e| anyhow!("{e}"))?;
+        let coef = |h: usize| eq.terms.iter().find(|t| t.helper == h).map_or(0, |t| t.coefs[0]);
+        let data: Vec<Vec<u8>> = (0..2).map(|i| crate::embedded::pattern(self.chunk, 7 + i)).collect();
+        let want = kintsugi_proto::crc::crc32c(&self.parity);
+        crate::bench_relay_equal_work::EqualWork::new(dir, [&data[0], &data[1]], [coef(0), coef(1)], want, kintsugi_node::store::READ_AHEAD)
     }
 }
 

@@ -13,6 +13,7 @@ mod bench_meta;
 mod bench_metrics;
 mod bench_planner;
 mod bench_relay;
+mod bench_relay_equal_work;
 mod bench_s3;
 mod bench_sar;
 mod bench_sim;

@@ -109,8 +109,35 @@ fn relay_json_reports_every_role() {
     assert_eq!(roles, ["source", "relay", "sink"]);
     assert!(v["chain_gbps"]["median"].as_f64().unwrap() > 0.0);
     assert!(v["forwarder_gbps"]["median"].as_f64().unwrap() > 0.0);
+    for r in v["roles"].as_array().unwrap() {
+        assert!(r["equal_work_ns_per_byte"]["median"].as_f64().unwrap() > 0.0, "{r}");
+    }
     let bad = Command::new(env!("CARGO_BIN_EXE_kintsugi")).args(["bench", "relay", "--chunk", "1MiB", "--slice", "2MiB"]).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--slice"));
+}
+
+/// Slices that straddle the equal-work forwarder's read windows and a short last slice,
+/// under every protection, on nodes of one runtime thread: both chains rebuild the parity
+/// (each checks its CRC-32C, so a slice put together wrongly fails the run).
+#[test]
+fn relay_equal_work_rebuilds_odd_slices_under_every_protection() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kintsugi"))
+        .args(["bench", "relay", "--chunk", "4MiB", "--slice", "48KiB", "--bytes", "4MiB", "--runs", "1", "--worker-threads", "1"])
+        .args(["--protections", "encrypted,authenticated,open", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["worker_threads"], 1);
+    let protections = v["protections"].as_array().unwrap();
+    assert_eq!(protections.len(), 3);
+    for p in protections {
+        // The nodes' CPU comes in clock ticks: a run this short may count none.
+        for r in p["roles"].as_array().unwrap() {
+            assert!(r["equal_work_ns_per_byte"]["median"].as_f64().unwrap() > 0.0, "{p}");
+            assert!(r["over_equal_work"]["median"].as_f64().is_some(), "{p}");
+        }
+    }
 }
 
 /// `bench metrics` runs both sides (node processes and embedded clusters with metrics on
