@@ -179,11 +179,11 @@ pub fn run(a: RelayArgs) -> Result<()> {
         let (cpu, secs) = forwarder(bytes, a.chain.slice)?;
         fwd_gbps.push(bytes as f64 / secs / 1e9);
         fwd_runs.push(std::array::from_fn(|i| cpu[i] * 1e9 / bytes as f64));
-        // One uncounted chain first. On this VM a sink's page-cache writes cost up to
-        // 0.9 ns/B more when the pages it gets were not freed just before by the same kind
-        // of writer (the first equal-work chain after the nodes' paid it, whatever its
-        // protection, the second did not). Measured warm, the baseline is at its
-        // cheapest: node / equal-work can only come out larger for it.
+        // One uncounted chain first. On this VM the equal-work sink's page-cache writes
+        // cost up to 0.9 ns/B more in some runs, by what ran before it (the cause is not
+        // known): right after the nodes' chains it was slow whatever its protection, right
+        // after another equal-work chain fast. A warm baseline is the cheaper one, so
+        // node / equal-work can only come out larger for it.
         equal.run(repairs, a.chain.slice, a.protections[0])?;
         for (j, &p) in a.protections.iter().enumerate() {
             let (cpu, _) = equal.run(repairs, a.chain.slice, p)?;
