@@ -44,8 +44,18 @@ impl Window {
         if !self.holds(off, len) {
             let need = (off % r.block() as u64) as usize + len;
             let until = until.max(off + len as u64);
-            self.start = r.read_window(off, self.max.max(need), until, &mut self.buf)?;
-            self.file_bytes += self.buf.len() as u64;
+            match r.read_window(off, self.max.max(need), until, &mut self.buf) {
+                Ok(start) => {
+                    self.start = start;
+                    self.file_bytes += self.buf.len() as u64;
+                }
+                Err(e) => {
+                    // The buffer holds what was read, unverified: nothing of it may be
+                    // served, to this reader or to another repair sharing the window.
+                    self.buf.clear();
+                    return Err(e);
+                }
+            }
         }
         Ok(self.peek(off, len))
     }

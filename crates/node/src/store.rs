@@ -413,6 +413,15 @@ mod tests {
         let mut w = Window::new(4 * BLOCK);
         let err = w.get(&r, 0, 100).unwrap_err();
         assert!(err.to_string().contains("block 2"), "a window verifies every block it holds: {err}");
+        // A window whose read failed holds nothing: asked again, it fails again rather than
+        // serve the bytes it read and did not verify (a cache two repairs share).
+        for _ in 0..2 {
+            assert!(!w.holds(0, 100));
+            assert!(w.get(&r, 2 * BLOCK as u64, 10).is_err(), "the corrupt block, asked again");
+        }
+        let mut c = ReadCache::new(store.reader(&id("c1")).unwrap(), 2, 4 * BLOCK);
+        assert!(c.fetch(2 * BLOCK as u64, 10).is_err());
+        assert!(c.fetch(2 * BLOCK as u64, 10).is_err(), "a shared cache serves no unverified bytes");
 
         // A wrong expected checksum stores nothing; a truncated file is corrupt, not a panic.
         let mut w = store.writer(&id("c2")).unwrap();
