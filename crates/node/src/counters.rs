@@ -2,6 +2,7 @@
 //! `stat`, the monitor's link reports and `/metrics`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Traffic counters of a node.
 #[derive(Debug, Default)]
@@ -65,5 +66,22 @@ impl Counters {
         if degraded {
             self.degraded_read.fetch_add(n, Ordering::Relaxed);
         }
+    }
+}
+
+/// One connection open to the node, in `connections` for as long as it lives, however it
+/// ends (a served `Pull` hands it on to the vertex writing it).
+pub struct OpenConnection(Arc<Counters>);
+
+impl OpenConnection {
+    pub fn new(c: Arc<Counters>) -> Self {
+        c.connections.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(c)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -47,7 +47,8 @@ pub struct Unit {
 }
 
 pub(crate) type UnitResult = Result<Unit, String>;
-pub use crate::input::{open_input, InputGate, InputStream};
+pub use crate::input::{open_inline, open_input, InputGate, InputStream};
+use crate::output::{Output, OutputEnd};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
 pub use crate::slot_gate::SlotGate;
@@ -59,7 +60,7 @@ use crate::timeslot_gate::{Ticket, TimeslotGates};
 pub struct Run {
     pub assignment: Job,
     units: Vec<Vec<Vec<Range<usize>>>>,
-    outputs: Mutex<HashMap<u32, mpsc::Receiver<UnitResult>>>,
+    outputs: Mutex<HashMap<u32, OutputEnd>>,
     pub gate: Option<SlotGate>,
     /// This repair's transfers at the node's timeslot gates (RepairBoost), if gated.
     pub ticket: Option<Arc<Ticket>>,
@@ -72,6 +73,16 @@ pub struct Run {
     caches: Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
     /// Bytes of the rebuilt chunk the sink here has written (progress reports).
     written: Arc<AtomicU64>,
+}
+
+impl Run {
+    /// Whether this node's vertices of the repair write their pulled connections and read
+    /// their inputs themselves (`output`, `input::Inline`): pipelined graphs whose sends
+    /// wait on no gate. Gated sends are served from a queue, store-and-forward lanes too.
+    fn writes_its_output(&self) -> bool {
+        let g = &self.assignment.graph;
+        g.pipelined && self.ticket.is_none() && g.slots.iter().all(Option::is_none)
+    }
 }
 
 /// The repairs a node is running.
@@ -163,23 +174,29 @@ impl Executor {
             caches: Mutex::default(),
             written: Arc::default(),
         });
-        // Every output queue exists before the run is visible to `Pull`s.
+        // Every output exists before the run is visible to `Pull`s.
         let mut senders = HashMap::new();
+        let degraded = run.assignment.store.is_none();
         for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
             if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
-                // A gated send may wait for its slot: the vertex then keeps taking its
-                // inputs (see `open_input`) and holds its whole lane.
-                let slotted = run.assignment.graph.slots.get(i).copied().flatten().is_some();
-                let depth = if run.ticket.is_some() {
-                    run.units[vx.lane].len().max(1)
-                } else if slotted {
-                    SLOTTED_DEPTH
+                let (out, end) = if run.writes_its_output() {
+                    Output::pulled(self.shaper.clone(), self.counters.clone(), degraded, self.io_timeout)
                 } else {
-                    CHANNEL_DEPTH
+                    // A gated send may wait for its slot: the vertex then keeps taking its
+                    // inputs (see `open_input`) and holds its whole lane.
+                    let slotted = run.assignment.graph.slots.get(i).copied().flatten().is_some();
+                    let depth = if run.ticket.is_some() {
+                        run.units[vx.lane].len().max(1)
+                    } else if slotted {
+                        SLOTTED_DEPTH
+                    } else {
+                        CHANNEL_DEPTH
+                    };
+                    let (tx, rx) = mpsc::channel(depth);
+                    (Output::Queue(tx), OutputEnd::Queue(rx))
                 };
-                let (tx, rx) = mpsc::channel(depth);
-                run.outputs.lock().expect("outputs lock").insert(i as u32, rx);
-                senders.insert(i as u32, tx);
+                run.outputs.lock().expect("outputs lock").insert(i as u32, end);
+                senders.insert(i as u32, out);
             }
         }
         {
@@ -210,9 +227,9 @@ impl Executor {
                     run2.done.send_replace(Some(result));
                 }));
             } else {
-                let tx = senders.remove(&(i as u32)).expect("a queue per vertex");
+                let mut out = senders.remove(&(i as u32)).expect("an output per vertex");
                 handles.push(tokio::spawn(async move {
-                    let r = exec.vertex(&run2, v, &tx).await;
+                    let r = exec.vertex(&run2, v, &mut out).await;
                     tracing::debug!(node = exec.node, repair = run2.assignment.repair, vertex = v.0, ?r, "vertex finished");
                     if let Err(e) = r {
                         if let Some(gate) = &run2.gate {
@@ -222,7 +239,7 @@ impl Executor {
                         if let Some(t) = &run2.ticket {
                             t.release();
                         }
-                        let _ = tx.send(Err(e)).await;
+                        out.fail(e).await;
                     }
                 }));
             }
@@ -299,7 +316,7 @@ impl Executor {
     }
 
     /// The output of a vertex, once (waits for the repair to be registered).
-    pub async fn take_output(&self, repair: u64, vertex: u32) -> Result<(Arc<Run>, mpsc::Receiver<UnitResult>), String> {
+    pub async fn take_output(&self, repair: u64, vertex: u32) -> Result<(Arc<Run>, OutputEnd), String> {
         let deadline = tokio::time::Instant::now() + self.io_timeout;
         loop {
             let notified = self.registered.notified();
@@ -379,21 +396,26 @@ impl Executor {
         }
     }
 
-    async fn vertex(&self, run: &Run, v: VertexId, tx: &mpsc::Sender<UnitResult>) -> Result<(), String> {
+    async fn vertex(&self, run: &Run, v: VertexId, out: &mut Output) -> Result<(), String> {
         let a = &run.assignment;
         let g = &a.graph;
         let vx = g.vertex(v);
         let units = &run.units[vx.lane];
         let alpha = g.equation.sub_chunks;
         let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
+        let inline = run.writes_its_output();
         let mut inputs: Vec<(InputStream, Option<RawInput>)> = vx
             .inputs
             .iter()
             .map(|&i| {
                 let raw = RawInput::of(g, i);
                 let sizes = unit_sizes(units, g.payload_width(i));
-                let gate = Self::input_gate(run, self.node, i);
-                (open_input(a, i, sizes, self.shaper.clone(), self.counters.clone(), self.io_timeout, gate), raw)
+                let (shaper, counters) = (self.shaper.clone(), self.counters.clone());
+                let stream = match Self::input_gate(run, self.node, i) {
+                    None if inline => open_inline(a, i, sizes, shaper, counters, self.io_timeout),
+                    gate => open_input(a, i, sizes, shaper, counters, self.io_timeout, gate),
+                };
+                (stream, raw)
             })
             .collect();
         let local = match vx.local {
@@ -405,7 +427,7 @@ impl Executor {
         let rule = g.slots.get(v.index()).copied().flatten();
         if !g.pipelined && rule.is_none() {
             let widths: Vec<usize> = vx.inputs.iter().map(|&i| g.payload_width(i)).collect();
-            return store_and_forward(units, alpha, &mut inputs, &widths, local.as_ref(), raw_out, tx).await;
+            return store_and_forward(units, alpha, &mut inputs, &widths, local.as_ref(), raw_out, out).await;
         }
         let mut held = Vec::new();
         for (u, windows) in units.iter().enumerate() {
@@ -423,24 +445,24 @@ impl Executor {
                     acc
                 }
                 Some(l) => {
-                    let mut acc = sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?;
+                    let mut acc = out.alive(sum_inputs(&mut inputs, windows, alpha, sizes[u], start)).await??;
                     l.add(windows, alpha, &mut acc)?;
                     crate::disk_emulation::settle().await;
                     acc
                 }
-                None => sum_inputs(&mut inputs, windows, alpha, sizes[u], start).await?,
+                None => out.alive(sum_inputs(&mut inputs, windows, alpha, sizes[u], start)).await??,
             };
             let unit = Unit { bytes: acc, slot: rule.map(|r| r.slot(u as u64)) };
             if g.pipelined {
-                tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string())?;
+                out.send(unit).await?;
             } else {
                 held.push(unit);
             }
         }
         for unit in held {
-            tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string())?;
+            out.send(unit).await?;
         }
-        Ok(())
+        out.finish().await
     }
 
     async fn store_sink(&self, run: &Run) -> Result<u32, String> {

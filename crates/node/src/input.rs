@@ -12,8 +12,22 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// A stream of units pulled from one input vertex.
-pub type InputStream = mpsc::Receiver<Result<Vec<u8>, String>>;
+/// A stream of units pulled from one input vertex: either a task reads the socket and
+/// hands units over a queue, or the consuming vertex reads the socket itself ([`Inline`]).
+pub enum InputStream {
+    Task(mpsc::Receiver<Result<Vec<u8>, String>>),
+    Inline(Box<Inline>),
+}
+
+impl InputStream {
+    /// The next unit, or why there is none.
+    pub async fn next_unit(&mut self) -> Result<Vec<u8>, String> {
+        match self {
+            InputStream::Task(rx) => rx.recv().await.ok_or("an input stream ended early")?,
+            InputStream::Inline(i) => i.next_unit().await,
+        }
+    }
+}
 
 /// Units an input may hold ahead of its consumer: beyond this the pulling task stops
 /// reading its socket, so a slow consumer slows its sender (TCP flow control) instead of
@@ -69,6 +83,120 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
 /// front of it (tokio's `BufReader`) would copy every byte once more.
 type Upstream = kintsugi_proto::secure::Conn;
 
+async fn connect(addr: &str, node: NodeId, io_timeout: Duration) -> Result<Upstream, String> {
+    kintsugi_proto::auth::connect(addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))
+}
+
+async fn pull(s: &mut Upstream, repair: u64, from: VertexId, node: NodeId) -> Result<(), String> {
+    send(s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))
+}
+
+/// Where an input's units come from, and what receiving them is charged to.
+struct Feed {
+    repair: u64,
+    from: VertexId,
+    node: NodeId,
+    addr: String,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+    degraded: bool,
+}
+
+impl Feed {
+    fn of(a: &Job, from: VertexId, shaper: Arc<Shaper>, counters: Arc<Counters>, io_timeout: Duration) -> Self {
+        let node = a.graph.vertex(from).node;
+        let addr = a.peers.get(&node).cloned().unwrap_or_default();
+        Feed { repair: a.repair, from, node, addr, shaper, counters, io_timeout, degraded: a.store.is_none() }
+    }
+
+    async fn connect(&self) -> Result<Upstream, String> {
+        connect(&self.addr, self.node, self.io_timeout).await
+    }
+
+    async fn pull(&self, s: &mut Upstream) -> Result<(), String> {
+        pull(s, self.repair, self.from, self.node).await
+    }
+
+    /// Reads unit `u` of `size` bytes. A unit may come in frames of any size (a
+    /// store-and-forward sender sends its lane as it computes it); none may run past the
+    /// unit's end. `gated` names the input's timeslot, for the trace of its first bytes.
+    async fn read_unit(&self, s: &mut Upstream, u: usize, size: usize, gated: Option<u32>) -> Result<Vec<u8>, String> {
+        let mut data = crate::pool::take(size);
+        loop {
+            let room = size - data.len();
+            let n = next_piece(s, self.node, self.io_timeout, &mut data, room).await?;
+            if n == 0 && data.len() < size {
+                return Err(format!("node {} sent an empty frame inside unit {u} (expected {size} bytes)", self.node));
+            }
+            if let (Some(slot), 0, true) = (gated, u, data.len() == n) {
+                tracing::debug!(repair = self.repair, from = self.node, vertex = self.from.0, slot, "gated input's first bytes in");
+            }
+            self.shaper.recv(n).await;
+            self.counters.repair_received(n as u64, self.degraded);
+            if data.len() == size {
+                return Ok(data);
+            }
+        }
+    }
+}
+
+/// An input its vertex reads itself, with no task and no queue between the socket and the
+/// sum: a unit's bytes reach the vertex without a wake-up of another task (on a
+/// multi-threaded runtime, often on another core). Only for inputs that are not gated: a
+/// gated input must take its stream whatever its vertex waits on (see [`open_input`]).
+pub struct Inline {
+    feed: Feed,
+    sizes: Vec<usize>,
+    next: usize,
+    conn: Option<Upstream>,
+    /// Connecting and pulling, started when the input is opened so that every input of a
+    /// vertex (every subtree of a PPR tree) starts at once.
+    connecting: Option<tokio::task::JoinHandle<Result<Upstream, String>>>,
+}
+
+impl Inline {
+    async fn next_unit(&mut self) -> Result<Vec<u8>, String> {
+        if self.conn.is_none() {
+            let h = self.connecting.take().ok_or("the input's connection failed before")?;
+            self.conn = Some(h.await.map_err(|e| format!("connecting to node {}: {e}", self.feed.node))??);
+        }
+        let u = self.next;
+        let size = *self.sizes.get(u).ok_or(format!("unit {u} asked of an input of {} units", self.sizes.len()))?;
+        let s = self.conn.as_mut().expect("connected above");
+        let data = self.feed.read_unit(s, u, size, None).await?;
+        self.next += 1;
+        Ok(data)
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        if let Some(h) = &self.connecting {
+            h.abort();
+        }
+    }
+}
+
+/// Opens the output stream of vertex `from` for its vertex to read itself ([`Inline`]).
+pub fn open_inline(
+    a: &Job,
+    from: VertexId,
+    sizes: Vec<usize>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+) -> InputStream {
+    let feed = Feed::of(a, from, shaper, counters, io_timeout);
+    let (addr, node, repair) = (feed.addr.clone(), feed.node, feed.repair);
+    let connecting = tokio::spawn(async move {
+        let mut s = connect(&addr, node, io_timeout).await?;
+        pull(&mut s, repair, from, node).await?;
+        Ok(s)
+    });
+    InputStream::Inline(Box::new(Inline { feed, sizes, next: 0, conn: None, connecting: Some(connecting) }))
+}
+
 /// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
 /// each unit's size and passes it on (downlink shaped, counted). A gated input first waits
 /// for its timeslot, and then takes its whole stream without backpressure: a vertex may
@@ -84,43 +212,22 @@ pub fn open_input(
     gate: Option<InputGate>,
 ) -> InputStream {
     let (tx, rx) = mpsc::channel(if gate.is_some() { sizes.len().max(1) } else { INPUT_AHEAD });
-    let node = a.graph.vertex(from).node;
-    let addr = a.peers.get(&node).cloned().unwrap_or_default();
-    let repair = a.repair;
-    let degraded = a.store.is_none();
+    let feed = Feed::of(a, from, shaper, counters, io_timeout);
     tokio::spawn(async move {
+        let (repair, node) = (feed.repair, feed.node);
         let result: Result<(), String> = async {
             // Connected and authenticated before the gate (four round trips under load):
             // once it opens, only the `Pull` and the first byte are left on the critical
             // path, where the simulator's gated transfer starts at once.
-            let mut s = kintsugi_proto::auth::connect(&addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))?;
+            let mut s = feed.connect().await?;
             if let Some(g) = &gate {
                 tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input connected");
                 g.ticket.turn(Side::Receive, g.slot).await;
                 tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "receive gate open, pulling");
             }
-            send(&mut s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))?;
+            feed.pull(&mut s).await?;
             for (u, &size) in sizes.iter().enumerate() {
-                let mut data = crate::pool::take(size);
-                loop {
-                    let room = size - data.len();
-                    // A unit may come in frames of any size (a store-and-forward sender
-                    // sends its lane as it computes it); none may run past the unit's end.
-                    let n = next_piece(&mut s, node, io_timeout, &mut data, room).await?;
-                    if n == 0 && data.len() < size {
-                        return Err(format!("node {node} sent an empty frame inside unit {u} (expected {size} bytes)"));
-                    }
-                    if let (Some(g), 0) = (&gate, u) {
-                        if data.len() == n {
-                            tracing::debug!(repair, from = node, vertex = from.0, slot = g.slot, "gated input's first bytes in");
-                        }
-                    }
-                    shaper.recv(n).await;
-                    counters.repair_received(n as u64, degraded);
-                    if data.len() == size {
-                        break;
-                    }
-                }
+                let data = feed.read_unit(&mut s, u, size, gate.as_ref().map(|g| g.slot)).await?;
                 if tx.send(Ok(data)).await.is_err() {
                     return Ok(());
                 }
@@ -139,5 +246,5 @@ pub fn open_input(
             let _ = tx.send(Err(e)).await;
         }
     });
-    rx
+    InputStream::Task(rx)
 }

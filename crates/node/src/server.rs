@@ -2,11 +2,11 @@
 //! the coordinator, and a clean stop. A bad frame or request fails that connection only.
 
 pub use crate::config::NodeConfig;
-use crate::exec::{Executor, Unit};
+use crate::counters::OpenConnection;
+use crate::exec::Executor;
 use crate::identity::{claim_data_dir, write_identity, Identity};
 use crate::shaper::Shaper;
 use crate::store::ChunkStore;
-use crate::timeslot_gate::Side;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::secure::Conn;
 use kintsugi_proto::{
@@ -165,16 +165,8 @@ async fn serve(
                     kintsugi_proto::tcp::tune(&sock);
                     let (exec, stop_tx) = (exec.clone(), stop_tx.clone());
                     conns.spawn(async move {
-                        exec.counters.connections.fetch_add(1, Ordering::Relaxed);
-                        // Counted down however the connection ends (an abort drops this).
-                        struct Open(Arc<Executor>);
-                        impl Drop for Open {
-                            fn drop(&mut self) {
-                                self.0.counters.connections.fetch_sub(1, Ordering::Relaxed);
-                            }
-                        }
-                        let _open = Open(exec.clone());
-                        connection(sock, exec, stop_tx).await
+                        let open = OpenConnection::new(exec.counters.clone());
+                        connection(sock, open, exec, stop_tx).await
                     });
                 }
                 Err(e) => tracing::warn!("node {}: accept failed: {e}", exec.node),
@@ -288,7 +280,7 @@ async fn heartbeats(
 }
 
 /// Serves requests on one connection until it closes or misbehaves.
-async fn connection(tcp: TcpStream, exec: Arc<Executor>, stop: watch::Sender<bool>) {
+async fn connection(tcp: TcpStream, open: OpenConnection, exec: Arc<Executor>, stop: watch::Sender<bool>) {
     // Nothing is served before the peer proves it knows the cluster secret.
     let peer = tcp.peer_addr().ok();
     let mut sock = match kintsugi_proto::auth::accept(tcp).await {
@@ -319,6 +311,10 @@ async fn connection(tcp: TcpStream, exec: Arc<Executor>, stop: watch::Sender<boo
                 return;
             }
         };
+        // A pull is the connection's last request, and the connection may go to the vertex.
+        if let NodeRequest::Pull { repair, vertex } = req {
+            return crate::pull::serve(sock, open, &exec, repair, vertex).await;
+        }
         let keep = match handle(&mut sock, &exec, req, &stop).await {
             Ok(keep) => keep,
             Err(message) => {
@@ -426,118 +422,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             exec.start(*assignment)?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
-        NodeRequest::Pull { repair, vertex } => {
-            let (run, mut rx) = exec.take_output(repair, vertex).await?;
-            // A repair's bytes (it has a chunk to store; a degraded read has a reader)
-            // go out in the repair class, so the network can put users' traffic first.
-            if let (Some(dscp), true) = (exec.repair_dscp, run.assignment.store.is_some()) {
-                if let Err(e) = sock.set_dscp(dscp) {
-                    tracing::warn!(node = exec.node, repair, error = %e, "cannot mark a repair's connection");
-                }
-            }
-            let keepalive = (exec.io_timeout / 4).max(Duration::from_millis(50));
-            // RepairBoost's timeslot: no send of an earlier slot outstanding on this node.
-            let timeslot = run.ticket.clone().zip(run.assignment.timeslots.get(vertex as usize).copied().flatten());
-            if let Some((ticket, slot)) = &timeslot {
-                tracing::debug!(node = exec.node, repair, vertex, slot, "gated pull received");
-                let turn = ticket.turn(Side::Send, *slot);
-                tokio::pin!(turn);
-                loop {
-                    tokio::select! {
-                        _ = &mut turn => {
-                            tracing::debug!(node = exec.node, repair, vertex, slot, "send gate open");
-                            break;
-                        }
-                        _ = tokio::time::sleep(keepalive) => {
-                            if let Err(e) = send(sock, &NodeResponse::Gated).await {
-                                ticket.release();
-                                return Err(e.to_string());
-                            }
-                        }
-                    }
-                }
-            }
-            let mut first_unit = timeslot.as_ref().map(|(_, s)| *s);
-            loop {
-                let item = match tokio::time::timeout(keepalive, rx.recv()).await {
-                    Err(_) => {
-                        send(sock, &NodeResponse::Working).await.map_err(io)?;
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Ok(Some(item)) => item,
-                };
-                if let Some(slot) = first_unit.take() {
-                    tracing::debug!(node = exec.node, repair, vertex, slot, "gated send's first unit ready");
-                }
-                let Unit { mut bytes, slot } = match item {
-                    Ok(u) => u,
-                    Err(e) => {
-                        if let Some(gate) = &run.gate {
-                            gate.fail(&e);
-                        }
-                        return Err(e);
-                    }
-                };
-                if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    // Waiting for an earlier timeslot's transfers on this node: working too.
-                    let turn = gate.turn(slot);
-                    tokio::pin!(turn);
-                    loop {
-                        tokio::select! {
-                            r = &mut turn => {
-                                r?;
-                                break;
-                            }
-                            _ = tokio::time::sleep(keepalive) => send(sock, &NodeResponse::Working).await.map_err(io)?,
-                        }
-                    }
-                }
-                let len = bytes.len() as u64;
-                let mut sent = Ok(());
-                // An empty unit still takes one (empty) frame. The unit's bytes are sealed
-                // where they lie: it is not read again before it goes back to the pool.
-                let mut none = [];
-                let pieces = bytes.chunks_mut(crate::exec::WIRE_PIECE).chain((len == 0).then_some(&mut none[..]));
-                for piece in pieces {
-                    exec.shaper.send(piece.len()).await;
-                    sent = kintsugi_proto::frame::write_data_giving_up(sock, piece).await;
-                    if sent.is_err() {
-                        break;
-                    }
-                }
-                if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-                    match &sent {
-                        Ok(()) => gate.done(slot),
-                        Err(e) => gate.fail(&format!("sending to the next hop: {e}")),
-                    }
-                }
-                if let (Err(_), Some((ticket, _))) = (&sent, &timeslot) {
-                    ticket.release();
-                }
-                sent.map_err(io)?;
-                exec.counters.repair_sent(len, run.assignment.store.is_none());
-                crate::pool::give(bytes);
-            }
-            sock.flush().await.map_err(|e| e.to_string())?;
-            if let Some((ticket, slot)) = timeslot {
-                // The uplink's slot ends once the last byte has left the socket for the
-                // link: bytes still in the socket's buffer would share the uplink with the
-                // next slot's send, while bytes already in the link's queue go out ahead of
-                // it, so the link neither shares nor idles. Waiting for the receiver's word
-                // instead (a trip back through the receiver's own busy uplink) idled it
-                // meanwhile. A receiver that went away ends the slot as well.
-                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send written");
-                if let Err(e) = sock.sent_out(exec.io_timeout).await {
-                    tracing::debug!(node = exec.node, repair, vertex, slot, error = %e, "gated send not all sent");
-                }
-                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send out");
-                ticket.done(Side::Send, slot);
-                let _ = kintsugi_proto::frame::read_frame_timeout(sock, exec.io_timeout).await;
-                tracing::debug!(node = exec.node, repair, vertex, slot, "gated send acknowledged");
-            }
-            return Ok(false);
-        }
+        NodeRequest::Pull { .. } => return Err("a pull is served by `pull::serve`".into()),
         NodeRequest::WaitRepair { repair, timeout_ms } => {
             let crc = exec.wait(repair, Duration::from_millis(timeout_ms)).await?;
             send(sock, &NodeResponse::RepairDone { crc32c: crc }).await.map_err(io)?;

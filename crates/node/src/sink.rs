@@ -2,7 +2,8 @@
 //! a reader's sink (degraded read) returns it. Also the store-and-forward vertex, which
 //! like a sink waits for whole lanes.
 
-use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit, UnitResult};
+use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit};
+use crate::output::Output;
 use crate::shaper::Shaper;
 use crate::structured_repair::StructuredRepair;
 use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
@@ -27,12 +28,12 @@ pub(crate) async fn store_and_forward(
     widths: &[usize],
     local: Option<&LocalTerm>,
     raw_out: bool,
-    tx: &mpsc::Sender<UnitResult>,
+    out: &mut Output,
 ) -> Result<(), String> {
     for windows in units {
         let mut datas = Vec::with_capacity(inputs.len());
         for (rx, _) in inputs.iter_mut() {
-            datas.push(rx.recv().await.ok_or("an input stream ended early")??);
+            datas.push(rx.next_unit().await?);
         }
         let mut offs = vec![0usize; inputs.len()];
         let mut start = 0;
@@ -68,11 +69,11 @@ pub(crate) async fn store_and_forward(
                 }
             };
             crate::disk_emulation::settle().await;
-            tx.send(Ok(Unit { bytes: acc, slot: None })).await.map_err(|_| "nobody pulled the output".to_string())?;
+            out.send(Unit { bytes: acc, slot: None }).await?;
             start = end;
         }
     }
-    Ok(())
+    out.finish().await
 }
 
 /// A writer error other than the one an early end of the units causes.
@@ -154,7 +155,7 @@ async fn structured_unit(
 ) -> Result<Vec<u8>, String> {
     let mut datas = Vec::with_capacity(inputs.len());
     for (rx, _) in inputs.iter_mut() {
-        datas.push(rx.recv().await.ok_or("an input stream ended early")??);
+        datas.push(rx.next_unit().await?);
     }
     let own = match local {
         Some(l) if sources.contains(&TermSource::Local) => {

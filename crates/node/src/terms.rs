@@ -60,7 +60,7 @@ pub(crate) async fn sum_inputs(
 ) -> Result<Vec<u8>, String> {
     let mut acc = start;
     for (rx, raw) in inputs.iter_mut() {
-        let data = rx.recv().await.ok_or("an input stream ended early")??;
+        let data = rx.next_unit().await?;
         match (&mut acc, raw) {
             (None, None) => acc = Some(data),
             (acc, raw) => {

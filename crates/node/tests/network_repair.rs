@@ -217,6 +217,18 @@ async fn clay_star_sinks_run_the_structured_repair() {
 /// the repair completes instead of failing with "sent nothing" (it did before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
+    relays_wait_longer_than_the_io_timeout(Shape::Ppr).await;
+}
+
+/// The same with an ECPipe chain of one slice per chunk: its relays write their pulled
+/// connections themselves (no queue, no task serving it), so it is they that must say
+/// they are working while their upstream's slice crawls in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_writing_their_own_connections_say_they_are_working() {
+    relays_wait_longer_than_the_io_timeout(Shape::Ecpipe).await;
+}
+
+async fn relays_wait_longer_than_the_io_timeout(shape: Shape) {
     let dir = tempfile::tempdir().unwrap();
     let t = Duration::from_millis(300);
     let nodes = cluster_with(7, dir.path(), |_, cfg| {
@@ -236,7 +248,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
     let task = RepairTask { equation: eq.clone(), helper_nodes, destination: READER };
     let a = Assignment {
         repair: 1,
-        graph: shapes::build(Shape::Ppr, &task).unwrap(),
+        graph: shapes::build(shape, &task).unwrap(),
         chunk_len: len as u64,
         // One slice per chunk: every hop stores and forwards 400 KB at 1 MB/s.
         slice_len: len as u64,
@@ -252,7 +264,7 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
     let started = std::time::Instant::now();
     let got = exec::run_sink(&a, &units, None, Arc::new(Shaper::default()), Arc::default(), t).await.unwrap();
     assert_eq!(got, shards[lost]);
-    assert!(started.elapsed() > t * 2, "the tree took {:?}: longer than the timeout, as the test needs", started.elapsed());
+    assert!(started.elapsed() > t * 2, "the {shape:?} graph took {:?}: longer than the timeout, as the test needs", started.elapsed());
     for n in nodes {
         n.stop().await;
     }
