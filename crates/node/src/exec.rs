@@ -47,7 +47,7 @@ pub struct Unit {
 }
 
 pub(crate) type UnitResult = Result<Unit, String>;
-pub use crate::input::{open_inline, open_input, InputGate, InputStream};
+pub use crate::input::{open_input, InputGate, InputStream, Opening};
 use crate::output::{Output, OutputEnd};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
@@ -77,9 +77,10 @@ pub struct Run {
 
 impl Run {
     /// Whether this node's vertices of the repair write their pulled connections and read
-    /// their inputs themselves (`output`, `input::Inline`): pipelined graphs whose sends
-    /// wait on no gate. Gated sends are served from a queue, store-and-forward lanes too.
-    fn writes_its_output(&self) -> bool {
+    /// their inputs themselves (`output`, `input::Inline`), the sink too: pipelined graphs
+    /// whose transfers wait on no gate. Gated sends are served from a queue and gated
+    /// inputs read by tasks of their own; store-and-forward lanes keep both.
+    fn ungated_pipeline(&self) -> bool {
         let g = &self.assignment.graph;
         g.pipelined && self.ticket.is_none() && g.slots.iter().all(Option::is_none)
     }
@@ -179,7 +180,7 @@ impl Executor {
         let degraded = run.assignment.store.is_none();
         for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
             if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
-                let (out, end) = if run.writes_its_output() {
+                let (out, end) = if run.ungated_pipeline() {
                     Output::pulled(self.shaper.clone(), self.counters.clone(), degraded, self.io_timeout)
                 } else {
                     // A gated send may wait for its slot: the vertex then keeps taking its
@@ -304,6 +305,15 @@ impl Executor {
         (run.assignment.graph.vertex(from).node != node).then_some(InputGate { ticket, slot })
     }
 
+    /// How an input of a vertex on this node is read.
+    pub(crate) fn input_opening(run: &Run, node: NodeId, from: VertexId) -> Opening {
+        match Self::input_gate(run, node, from) {
+            Some(gate) => Opening::Task(Some(gate)),
+            None if run.ungated_pipeline() => Opening::Inline,
+            None => Opening::Task(None),
+        }
+    }
+
     /// Helper chunks some repair here is reading now (repairs reading one chunk at once
     /// share its verified reads: a read of it starting now may take no bytes from disk).
     pub fn chunks_being_read(&self) -> usize {
@@ -403,19 +413,14 @@ impl Executor {
         let units = &run.units[vx.lane];
         let alpha = g.equation.sub_chunks;
         let sizes: Vec<usize> = units.iter().map(|ws| alpha * ws.iter().map(|w| w.len()).sum::<usize>()).collect();
-        let inline = run.writes_its_output();
         let mut inputs: Vec<(InputStream, Option<RawInput>)> = vx
             .inputs
             .iter()
             .map(|&i| {
                 let raw = RawInput::of(g, i);
                 let sizes = unit_sizes(units, g.payload_width(i));
-                let (shaper, counters) = (self.shaper.clone(), self.counters.clone());
-                let stream = match Self::input_gate(run, self.node, i) {
-                    None if inline => open_inline(a, i, sizes, shaper, counters, self.io_timeout),
-                    gate => open_input(a, i, sizes, shaper, counters, self.io_timeout, gate),
-                };
-                (stream, raw)
+                let how = Self::input_opening(run, self.node, i);
+                (crate::input::open(a, i, sizes, self.shaper.clone(), self.counters.clone(), self.io_timeout, how), raw)
             })
             .collect();
         let local = match vx.local {
@@ -478,10 +483,10 @@ impl Executor {
         // A rebuilt Clay chunk is checksummed per sub-chunk, as its first copy was.
         let block = crate::store::block_for(a.chunk_len, a.graph.equation.sub_chunks as u32);
         if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
-            let gates = |i| Self::input_gate(run, self.node, i);
+            let opening = |i| Self::input_opening(run, self.node, i);
             let mut data = vec![0u8; a.chunk_len as usize];
             let out = SinkOutput::Buffer(&mut data);
-            sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await?;
+            sink_units(a, &run.units, &opening, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await?;
             // Writing, fsync and rename block: off the async runtime. The chunk counts as
             // repaired only once it is durable (the caller waits for this).
             let counters = self.counters.clone();
@@ -524,8 +529,8 @@ impl Executor {
             Ok(crc)
         });
         let out = SinkOutput::Stream(&tx);
-        let gates = |i| Self::input_gate(run, self.node, i);
-        let r = sink_units(a, &run.units, &gates, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
+        let opening = |i| Self::input_opening(run, self.node, i);
+        let r = sink_units(a, &run.units, &opening, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
         tracing::debug!(node = self.node, repair = a.repair, "sink has every unit");
         drop(tx);
         let written = writer.await.map_err(|e| e.to_string())?;

@@ -162,7 +162,7 @@ impl Inline {
             self.conn = Some(h.await.map_err(|e| format!("connecting to node {}: {e}", self.feed.node))??);
         }
         let u = self.next;
-        let size = *self.sizes.get(u).ok_or(format!("unit {u} asked of an input of {} units", self.sizes.len()))?;
+        let size = *self.sizes.get(u).ok_or_else(|| format!("unit {u} asked of an input of {} units", self.sizes.len()))?;
         let s = self.conn.as_mut().expect("connected above");
         let data = self.feed.read_unit(s, u, size, None).await?;
         self.next += 1;
@@ -175,6 +175,28 @@ impl Drop for Inline {
         if let Some(h) = &self.connecting {
             h.abort();
         }
+    }
+}
+
+/// How an input is read: by a task of its own (gated or not), or by its vertex ([`Inline`]).
+pub enum Opening {
+    Task(Option<InputGate>),
+    Inline,
+}
+
+/// Opens the output stream of vertex `from` as `how` says.
+pub fn open(
+    a: &Job,
+    from: VertexId,
+    sizes: Vec<usize>,
+    shaper: Arc<Shaper>,
+    counters: Arc<Counters>,
+    io_timeout: Duration,
+    how: Opening,
+) -> InputStream {
+    match how {
+        Opening::Task(gate) => open_input(a, from, sizes, shaper, counters, io_timeout, gate),
+        Opening::Inline => open_inline(a, from, sizes, shaper, counters, io_timeout),
     }
 }
 

@@ -2,7 +2,7 @@
 //! a reader's sink (degraded read) returns it. Also the store-and-forward vertex, which
 //! like a sink waits for whole lanes.
 
-use crate::exec::{open_input, unit_sizes, Counters, InputGate, InputStream, Unit};
+use crate::exec::{unit_sizes, Counters, InputStream, Opening, Unit};
 use crate::output::Output;
 use crate::shaper::Shaper;
 use crate::structured_repair::StructuredRepair;
@@ -191,16 +191,16 @@ pub async fn run_sink(
     io_timeout: Duration,
 ) -> Result<Vec<u8>, String> {
     let mut out = vec![0u8; a.chunk_len as usize];
-    sink_units(a, units, &|_| None, local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
+    sink_units(a, units, &|_| Opening::Task(None), local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
     Ok(out)
 }
 
-/// The sink's work; `gates` says at which timeslot gate each input waits, if any.
+/// The sink's work; `opening` says how each input is read (at which timeslot gate it waits, if any).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn sink_units(
     a: &Job,
     units: &[Vec<Vec<Range<usize>>>],
-    gates: &(dyn Fn(VertexId) -> Option<InputGate> + Sync),
+    opening: &(dyn Fn(VertexId) -> Opening + Sync),
     local: Option<&LocalTerm>,
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
@@ -217,7 +217,7 @@ pub(crate) async fn sink_units(
     for &i in &sink.inputs {
         let lane = g.vertex(i).lane;
         let sizes = unit_sizes(&units[lane], g.payload_width(i));
-        let stream = open_input(a, i, sizes, shaper.clone(), counters.clone(), io_timeout, gates(i));
+        let stream = crate::input::open(a, i, sizes, shaper.clone(), counters.clone(), io_timeout, opening(i));
         by_lane[lane].push((stream, RawInput::of(g, i)));
         lane_inputs[lane].push(i);
     }
