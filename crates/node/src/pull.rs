@@ -16,10 +16,7 @@ use tokio::sync::mpsc;
 pub(crate) async fn serve(mut sock: Conn, open: OpenConnection, exec: &Executor, repair: u64, vertex: u32) {
     let (run, end) = match exec.take_output(repair, vertex).await {
         Ok(taken) => taken,
-        Err(message) => {
-            let _ = send(&mut sock, &NodeResponse::Error { message }).await;
-            return;
-        }
+        Err(message) => return refuse(sock, message).await,
     };
     // A repair's bytes (it has a chunk to store; a degraded read has a reader) go out in
     // the repair class, so the network can put users' traffic first.
@@ -30,18 +27,23 @@ pub(crate) async fn serve(mut sock: Conn, open: OpenConnection, exec: &Executor,
     }
     match end {
         OutputEnd::Pulled(to_vertex) => {
-            if let Err(mut back) = to_vertex.send(PulledConn { conn: sock, open }) {
-                let message = format!("vertex {vertex} of repair {repair} has ended");
-                let _ = send(&mut back.conn, &NodeResponse::Error { message }).await;
+            if let Err(back) = to_vertex.send(PulledConn { conn: sock, open }) {
+                refuse(back.conn, format!("vertex {vertex} of repair {repair} has ended")).await;
             }
         }
-        OutputEnd::Queue(rx) => {
-            if let Err(message) = queued(&mut sock, exec, &run, repair, vertex, rx).await {
-                let _ = send(&mut sock, &NodeResponse::Error { message }).await;
+        OutputEnd::Queue(rx) => match queued(&mut sock, exec, &run, repair, vertex, rx).await {
+            Ok(()) => {
+                let _ = sock.shutdown().await;
             }
-            let _ = sock.shutdown().await;
-        }
+            Err(message) => refuse(sock, message).await,
+        },
     }
+}
+
+/// Tells the puller why there is nothing (more) to pull, and closes the connection.
+async fn refuse(mut sock: Conn, message: String) {
+    let _ = send(&mut sock, &NodeResponse::Error { message }).await;
+    let _ = sock.shutdown().await;
 }
 
 /// Sends a queued output's units as the vertex produces them, each after its gate.
