@@ -47,7 +47,7 @@ pub struct Unit {
 }
 
 pub(crate) type UnitResult = Result<Unit, String>;
-pub use crate::input::{open_input, InputGate, InputStream, Opening};
+pub use crate::input::{InputGate, InputStream, Opening};
 use crate::output::{Output, OutputEnd};
 pub use crate::sink::run_sink;
 use crate::sink::{sink_units, store_and_forward, streams_in_order, tx_closed_early, SinkOutput};
@@ -184,7 +184,7 @@ impl Executor {
                     Output::pulled(self.shaper.clone(), self.counters.clone(), degraded, self.io_timeout)
                 } else {
                     // A gated send may wait for its slot: the vertex then keeps taking its
-                    // inputs (see `open_input`) and holds its whole lane.
+                    // inputs (see `input::open_task`) and holds its whole lane.
                     let slotted = run.assignment.graph.slots.get(i).copied().flatten().is_some();
                     let depth = if run.ticket.is_some() {
                         run.units[vx.lane].len().max(1)

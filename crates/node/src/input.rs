@@ -144,7 +144,7 @@ impl Feed {
 /// An input its vertex reads itself, with no task and no queue between the socket and the
 /// sum: a unit's bytes reach the vertex without a wake-up of another task (on a
 /// multi-threaded runtime, often on another core). Only for inputs that are not gated: a
-/// gated input must take its stream whatever its vertex waits on (see [`open_input`]).
+/// gated input must take its stream whatever its vertex waits on (see [`open_task`]).
 pub struct Inline {
     feed: Feed,
     sizes: Vec<usize>,
@@ -184,7 +184,8 @@ pub enum Opening {
     Inline,
 }
 
-/// Opens the output stream of vertex `from` as `how` says.
+/// Opens the output stream of vertex `from` as `how` says: `sizes` are its units' bytes;
+/// what arrives is downlink shaped and counted.
 pub fn open(
     a: &Job,
     from: VertexId,
@@ -194,23 +195,16 @@ pub fn open(
     io_timeout: Duration,
     how: Opening,
 ) -> InputStream {
+    let feed = Feed::of(a, from, shaper, counters, io_timeout);
     match how {
-        Opening::Task(gate) => open_input(a, from, sizes, shaper, counters, io_timeout, gate),
-        Opening::Inline => open_inline(a, from, sizes, shaper, counters, io_timeout),
+        Opening::Task(gate) => open_task(feed, sizes, gate),
+        Opening::Inline => open_inline(feed, sizes),
     }
 }
 
-/// Opens the output stream of vertex `from` for its vertex to read itself ([`Inline`]).
-pub fn open_inline(
-    a: &Job,
-    from: VertexId,
-    sizes: Vec<usize>,
-    shaper: Arc<Shaper>,
-    counters: Arc<Counters>,
-    io_timeout: Duration,
-) -> InputStream {
-    let feed = Feed::of(a, from, shaper, counters, io_timeout);
-    let (addr, node, repair) = (feed.addr.clone(), feed.node, feed.repair);
+/// An input for its vertex to read itself ([`Inline`]).
+fn open_inline(feed: Feed, sizes: Vec<usize>) -> InputStream {
+    let (addr, node, repair, from, io_timeout) = (feed.addr.clone(), feed.node, feed.repair, feed.from, feed.io_timeout);
     let connecting = tokio::spawn(async move {
         let mut s = connect(&addr, node, io_timeout).await?;
         pull(&mut s, repair, from, node).await?;
@@ -219,24 +213,15 @@ pub fn open_inline(
     InputStream::Inline(Box::new(Inline { feed, sizes, next: 0, conn: None, connecting: Some(connecting) }))
 }
 
-/// Opens the output stream of vertex `from`: a task connects to its node, pulls, checks
-/// each unit's size and passes it on (downlink shaped, counted). A gated input first waits
-/// for its timeslot, and then takes its whole stream without backpressure: a vertex may
-/// wait on another input of a later slot, and a sender held up by it would hold its own
-/// slot, and every later one on its node, for ever.
-pub fn open_input(
-    a: &Job,
-    from: VertexId,
-    sizes: Vec<usize>,
-    shaper: Arc<Shaper>,
-    counters: Arc<Counters>,
-    io_timeout: Duration,
-    gate: Option<InputGate>,
-) -> InputStream {
+/// An input read by a task of its own: it connects to the node, pulls, checks each unit's
+/// size and passes it on. A gated input first waits for its timeslot, and then takes its
+/// whole stream without backpressure: a vertex may wait on another input of a later slot,
+/// and a sender held up by it would hold its own slot, and every later one on its node, for
+/// ever.
+fn open_task(feed: Feed, sizes: Vec<usize>, gate: Option<InputGate>) -> InputStream {
     let (tx, rx) = mpsc::channel(if gate.is_some() { sizes.len().max(1) } else { INPUT_AHEAD });
-    let feed = Feed::of(a, from, shaper, counters, io_timeout);
     tokio::spawn(async move {
-        let (repair, node) = (feed.repair, feed.node);
+        let (repair, node, from) = (feed.repair, feed.node, feed.from);
         let result: Result<(), String> = async {
             // Connected and authenticated before the gate (four round trips under load):
             // once it opens, only the `Pull` and the first byte are left on the critical
