@@ -4,10 +4,12 @@
 //! vertex's output stream (`Pull`), so a reader behind a firewall can be a sink. A vertex
 //! produces unit u (a slice, or its whole lane for store-and-forward graphs) as soon as unit
 //! u has arrived from every input: read the helper range from disk (checksums verified),
-//! multiply, add the inputs, hand it to whoever pulls. Bounded channels give backpressure
-//! from the slowest link back to the disks. When a graph carries send slots (ECPipe cyclic),
-//! this node starts its units' sends in slot order, at most one period ahead of the
-//! earliest unsent one (`slot_gate`).
+//! multiply, add the inputs, hand it to whoever pulls. Bounded channels, or where no
+//! transfer waits on a gate the sockets themselves (a vertex then reads its inputs and
+//! writes its pulled connection in one task), give backpressure from the slowest link back
+//! to the disks. When a graph carries send slots (ECPipe cyclic), this node starts its
+//! units' sends in slot order, at most one period ahead of the earliest unsent one
+//! (`slot_gate`).
 
 use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
