@@ -1,8 +1,8 @@
-//! Sinks: the vertex that rebuilds the chunk. A node's sink (full-node repair) stores it;
-//! a reader's sink (degraded read) returns it. Also the store-and-forward vertex, which
-//! like a sink waits for whole lanes.
+//! Sinks: the vertex that rebuilds the chunk. A node's sink (full-node repair) stores it
+//! (`Executor::store_sink`); a reader's sink (degraded read) returns it. Also the
+//! store-and-forward vertex, which like a sink waits for whole lanes.
 
-use crate::exec::{unit_sizes, Counters, InputStream, Opening, Unit};
+use crate::exec::{unit_sizes, Counters, Executor, InputStream, Opening, Run, Unit};
 use crate::output::Output;
 use crate::shaper::Shaper;
 use crate::structured_repair::StructuredRepair;
@@ -10,6 +10,7 @@ use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
 use crate::wire::Job;
 use kintsugi_plan::{RepairGraph, VertexId};
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -268,6 +269,81 @@ pub(crate) async fn sink_units(
         tx.send(batch).await.map_err(|_| "the chunk writer stopped".to_string())?;
     }
     Ok(())
+}
+
+impl Executor {
+    /// Rebuilds the chunk this node stores (a full-node repair's sink) and makes it durable.
+    pub(crate) async fn store_sink(&self, run: &Run) -> Result<u32, String> {
+        let a = &run.assignment;
+        let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
+        self.check_space(a.chunk_len)?;
+        let local = match a.graph.vertex(a.graph.sink).local {
+            Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, &self.shared_reads, self.node)?),
+            None => None,
+        };
+        crate::disk_emulation::settle().await;
+        let (store, chunk, crc, bucket) = (self.store.clone(), spec.chunk.clone(), (!spec.new_parity).then_some(spec.crc32c), spec.bucket);
+        // A rebuilt Clay chunk is checksummed per sub-chunk, as its first copy was.
+        let block = crate::store::block_for(a.chunk_len, a.graph.equation.sub_chunks as u32);
+        if !streams_in_order(&run.units, a.graph.equation.sub_chunks) {
+            let opening = |i| Self::input_opening(run, self.node, i);
+            let mut data = vec![0u8; a.chunk_len as usize];
+            let out = SinkOutput::Buffer(&mut data);
+            sink_units(a, &run.units, &opening, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await?;
+            // Writing, fsync and rename block: off the async runtime. The chunk counts as
+            // repaired only once it is durable (the caller waits for this).
+            let counters = self.counters.clone();
+            return tokio::task::spawn_blocking(move || {
+                let mut w = store.writer_in(&chunk, bucket)?.with_block(block);
+                w.write(&data)?;
+                let crc = w.finish(crc)?;
+                counters.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+                Ok::<u32, crate::store::StoreError>(crc)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string());
+        }
+        // Units come in chunk order: a writer thread appends each as it is rebuilt, so the
+        // file is written while the rest still arrives and no chunk-sized buffer is held.
+        // The chunk is renamed into place, durable, only once every byte is in and its
+        // checksum matches; an early end leaves nothing (the temporary file is removed).
+        let len = a.chunk_len;
+        let (tx, mut rx) = mpsc::channel::<Vec<Vec<u8>>>(2);
+        let written = run.written.clone();
+        let counters = self.counters.clone();
+        let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
+            let chunk_name = chunk.clone();
+            let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
+            while let Some(batch) = rx.blocking_recv() {
+                for buf in batch {
+                    w.write(&buf).map_err(|e| e.to_string())?;
+                    written.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    crate::pool::give(buf);
+                }
+            }
+            if w.len() != len {
+                return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
+            }
+            let t = std::time::Instant::now();
+            let crc = w.finish(crc).map_err(|e| e.to_string())?;
+            tracing::debug!(chunk = %chunk_name, ms = t.elapsed().as_secs_f64() * 1e3, "rebuilt chunk synced and renamed");
+            counters.written.fetch_add(len, Ordering::Relaxed);
+            Ok(crc)
+        });
+        let out = SinkOutput::Stream(&tx);
+        let opening = |i| Self::input_opening(run, self.node, i);
+        let r = sink_units(a, &run.units, &opening, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
+        tracing::debug!(node = self.node, repair = a.repair, "sink has every unit");
+        drop(tx);
+        let written = writer.await.map_err(|e| e.to_string())?;
+        match r {
+            // The writer's own error says why it stopped taking units.
+            Err(_) if written.is_err() && tx_closed_early(&written) => written,
+            Err(e) => Err(e),
+            Ok(()) => written,
+        }
+    }
 }
 
 #[cfg(test)]
