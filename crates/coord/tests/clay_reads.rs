@@ -19,14 +19,19 @@ const WANT: f64 = 13.0 / 4.0;
 
 /// What every node's helpers have read from chunk files, once no repair still holds a
 /// chunk's reads open (a repair starting while the last one's reads of a chunk are open
-/// shares them, and reads less from disk).
+/// shares them, and reads less from disk). The last repair has ended, so its vertices end
+/// too: one still holding its reads after five seconds is a vertex left waiting (a lane of
+/// no units waited for a pull that never came, until the repair's time limit).
 async fn file_reads(c: &Cluster) -> u64 {
-    for _ in 0..200 {
-        if c.nodes.iter().flatten().all(|n| n.exec.chunks_being_read() == 0) {
+    let mut open = Vec::new();
+    for _ in 0..500 {
+        open = c.nodes.iter().flatten().map(|n| n.exec.chunks_being_read()).collect();
+        if open.iter().all(|&n| n == 0) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    assert!(open.iter().all(|&n| n == 0), "helper chunks still being read 5 s after the repair, by node: {open:?}");
     c.nodes.iter().flatten().map(|n| n.stat().repair_file_read).sum()
 }
 

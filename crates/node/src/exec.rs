@@ -5,11 +5,11 @@
 //! produces unit u (a slice, or its whole lane for store-and-forward graphs) as soon as unit
 //! u has arrived from every input: read the helper range from disk (checksums verified),
 //! multiply, add the inputs, hand it to whoever pulls. Bounded channels, or where no
-//! transfer waits on a gate the sockets themselves (a vertex then reads its inputs and
+//! transfer waits on a timeslot the sockets themselves (a vertex then reads its inputs and
 //! writes its pulled connection in one task), give backpressure from the slowest link back
 //! to the disks. When a graph carries send slots (ECPipe cyclic), this node starts its
 //! units' sends in slot order, at most one period ahead of the earliest unsent one
-//! (`slot_gate`).
+//! (`slot_gate`): the vertex waits for a unit's slot before it writes it.
 
 use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
@@ -63,7 +63,7 @@ pub struct Run {
     pub assignment: Job,
     pub(crate) units: Vec<Vec<Vec<Range<usize>>>>,
     outputs: Mutex<HashMap<u32, OutputEnd>>,
-    pub gate: Option<SlotGate>,
+    pub gate: Option<Arc<SlotGate>>,
     /// This repair's transfers at the node's timeslot gates (RepairBoost), if gated.
     pub ticket: Option<Arc<Ticket>>,
     /// The sink's result. Set with `send_replace`: a plain `send` is dropped while nobody
@@ -80,11 +80,12 @@ pub struct Run {
 impl Run {
     /// Whether this node's vertices of the repair write their pulled connections and read
     /// their inputs themselves (`output`, `input::Inline`), the sink too: pipelined graphs
-    /// whose transfers wait on no gate. Gated sends are served from a queue and gated
-    /// inputs read by tasks of their own; store-and-forward lanes keep both.
-    fn ungated_pipeline(&self) -> bool {
-        let g = &self.assignment.graph;
-        g.pipelined && self.ticket.is_none() && g.slots.iter().all(Option::is_none)
+    /// whose transfers wait on no timeslot. A send slot (ECPipe cyclic) is waited for by
+    /// the vertex before it writes its unit. Sends gated by timeslots (RepairBoost) are
+    /// served from a queue and their inputs read by tasks of their own; store-and-forward
+    /// lanes keep both.
+    fn inline_pipeline(&self) -> bool {
+        self.assignment.graph.pipelined && self.ticket.is_none()
     }
 }
 
@@ -163,7 +164,7 @@ impl Executor {
         }
         // Slack of one period: a node's lanes keep within one slice of each other.
         let slack = g.slots.iter().flatten().map(|r| r.period).max().unwrap_or(0);
-        let gate = (!pending.is_empty()).then(|| SlotGate::new(pending, slack));
+        let gate = (!pending.is_empty()).then(|| Arc::new(SlotGate::new(pending, slack)));
         let ticket = self.timeslot_ticket(&a);
         let (done, _) = watch::channel(None);
         let run = Arc::new(Run {
@@ -182,11 +183,11 @@ impl Executor {
         let degraded = run.assignment.store.is_none();
         for (i, vx) in run.assignment.graph.vertices.iter().enumerate() {
             if vx.node == self.node && VertexId(i as u32) != run.assignment.graph.sink {
-                let (out, end) = if run.ungated_pipeline() {
-                    Output::pulled(self.shaper.clone(), self.counters.clone(), degraded, self.io_timeout)
+                let (out, end) = if run.inline_pipeline() {
+                    Output::pulled(self.shaper.clone(), self.counters.clone(), degraded, run.gate.clone(), self.io_timeout)
                 } else {
-                    // A gated send may wait for its slot: the vertex then keeps taking its
-                    // inputs (see `input::open_task`) and holds its whole lane.
+                    // A send gated by a timeslot may wait for it: the vertex then keeps
+                    // taking its inputs (see `input::open_task`) and holds its whole lane.
                     let slotted = run.assignment.graph.slots.get(i).copied().flatten().is_some();
                     let depth = if run.ticket.is_some() {
                         run.units[vx.lane].len().max(1)
@@ -311,7 +312,7 @@ impl Executor {
     pub(crate) fn input_opening(run: &Run, node: NodeId, from: VertexId) -> Opening {
         match Self::input_gate(run, node, from) {
             Some(gate) => Opening::Task(Some(gate)),
-            None if run.ungated_pipeline() => Opening::Inline,
+            None if run.inline_pipeline() => Opening::Inline,
             None => Opening::Task(None),
         }
     }

@@ -1,13 +1,14 @@
 //! The output side of a repair vertex: where its units go. Either a queue that the task
 //! serving the downstream's `Pull` empties, or the pulled connection itself, which the
-//! vertex writes. The queue is for sends that wait on gates (ECPipe cyclic's send slots,
-//! RepairBoost's timeslots) and for store-and-forward lanes; every other vertex writes its
-//! connection itself and hands no unit to another task, which on a multi-threaded runtime
-//! cost a wake-up, often of another core, per unit.
+//! vertex writes. The queue is for RepairBoost's timeslots and for store-and-forward lanes;
+//! every other vertex writes its connection itself, waiting for its units' send slots
+//! (ECPipe cyclic) there, and hands no unit to another task, which on a multi-threaded
+//! runtime cost a wake-up, often of another core, per unit.
 
 use crate::counters::{Counters, OpenConnection};
 use crate::exec::{UnitResult, WIRE_PIECE};
 use crate::shaper::Shaper;
+use crate::slot_gate::SlotGate;
 use kintsugi_proto::secure::Conn;
 use kintsugi_proto::{send, NodeResponse};
 use std::future::Future;
@@ -43,6 +44,8 @@ pub(crate) struct Pulled {
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
     degraded: bool,
+    /// The node's send slots of this repair (ECPipe cyclic), if its graph has them.
+    gate: Option<Arc<SlotGate>>,
     /// How long the downstream may go without a frame while this vertex waits on its
     /// inputs (it then hears `Working`).
     keepalive: Duration,
@@ -73,10 +76,16 @@ pub(crate) async fn write_unit(sock: &mut Conn, bytes: &mut [u8], shaper: &Shape
 
 impl Output {
     /// An output its vertex writes: the returned end goes where `Pull`s find it.
-    pub fn pulled(shaper: Arc<Shaper>, counters: Arc<Counters>, degraded: bool, io_timeout: Duration) -> (Self, OutputEnd) {
+    pub fn pulled(
+        shaper: Arc<Shaper>,
+        counters: Arc<Counters>,
+        degraded: bool,
+        gate: Option<Arc<SlotGate>>,
+        io_timeout: Duration,
+    ) -> (Self, OutputEnd) {
         let (tx, rx) = oneshot::channel();
         let keepalive = (io_timeout / 4).max(Duration::from_millis(50));
-        let p = Pulled { waiting: rx, conn: None, shaper, counters, degraded, keepalive, io_timeout };
+        let p = Pulled { waiting: rx, conn: None, shaper, counters, degraded, gate, keepalive, io_timeout };
         (Output::Pulled(Box::new(p)), OutputEnd::Pulled(tx))
     }
 
@@ -84,9 +93,21 @@ impl Output {
         match self {
             Output::Queue(tx) => tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string()),
             Output::Pulled(p) => {
+                let slotted = p.gate.clone().zip(unit.slot);
+                if let Some((gate, slot)) = &slotted {
+                    // Waiting for an earlier slot's send on this node: working too.
+                    p.alive(gate.turn(*slot)).await??;
+                }
                 let mut bytes = unit.bytes;
                 let sock = pulled(&mut p.waiting, &mut p.conn).await?;
-                write_unit(sock, &mut bytes, &p.shaper).await.map_err(|e| format!("sending to the next hop: {e}"))?;
+                let sent = write_unit(sock, &mut bytes, &p.shaper).await.map_err(|e| format!("sending to the next hop: {e}"));
+                if let Some((gate, slot)) = &slotted {
+                    match &sent {
+                        Ok(()) => gate.done(*slot),
+                        Err(e) => gate.fail(e),
+                    }
+                }
+                sent?;
                 p.counters.repair_sent(bytes.len() as u64, p.degraded);
                 crate::pool::give(bytes);
                 Ok(())
@@ -97,23 +118,9 @@ impl Output {
     /// Runs `f` (the vertex waiting on its inputs); a pulled output meanwhile tells its
     /// downstream every `keepalive` that this vertex is working, as the queue's server does.
     pub async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, String> {
-        let Output::Pulled(p) = self else { return Ok(f.await) };
-        tokio::pin!(f);
-        // Most units are in the socket already: no timer for them.
-        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx))).await {
-            return Ok(r);
-        }
-        loop {
-            match &mut p.conn {
-                None => tokio::select! {
-                    r = &mut f => return Ok(r),
-                    c = &mut p.waiting => p.conn = Some(c.map_err(|_| "nobody pulled the output".to_string())?),
-                },
-                Some(c) => tokio::select! {
-                    r = &mut f => return Ok(r),
-                    _ = tokio::time::sleep(p.keepalive) => send(&mut c.conn, &NodeResponse::Working).await.map_err(|e| e.to_string())?,
-                },
-            }
+        match self {
+            Output::Queue(_) => Ok(f.await),
+            Output::Pulled(p) => p.alive(f).await,
         }
     }
 
@@ -136,13 +143,42 @@ impl Output {
         }
     }
 
-    /// Every unit is out: a pulled connection is flushed and closed.
+    /// Every unit is out: a pulled connection is flushed and closed. An output of no units
+    /// (a lane with nothing to carry: ECPipe cyclic's later lanes when a Clay chunk has
+    /// fewer slices than lanes) does not wait for its pull: its downstream reads nothing
+    /// from it and may have ended before it pulled, which left this vertex, and the read
+    /// windows it holds, waiting until the repair's time limit.
     pub async fn finish(&mut self) -> Result<(), String> {
         if let Output::Pulled(p) = self {
-            let sock = pulled(&mut p.waiting, &mut p.conn).await?;
+            let Some(c) = p.conn.as_mut() else { return Ok(()) };
+            let sock = &mut c.conn;
             sock.flush().await.map_err(|e| format!("sending to the next hop: {e}"))?;
             let _ = sock.shutdown().await;
         }
         Ok(())
+    }
+}
+
+impl Pulled {
+    /// Runs `f`, telling the downstream every `keepalive` meanwhile that this vertex is
+    /// working (once it has pulled).
+    async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, String> {
+        tokio::pin!(f);
+        // Most units are in the socket already: no timer for them.
+        if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx))).await {
+            return Ok(r);
+        }
+        loop {
+            match &mut self.conn {
+                None => tokio::select! {
+                    r = &mut f => return Ok(r),
+                    c = &mut self.waiting => self.conn = Some(c.map_err(|_| "nobody pulled the output".to_string())?),
+                },
+                Some(c) => tokio::select! {
+                    r = &mut f => return Ok(r),
+                    _ = tokio::time::sleep(self.keepalive) => send(&mut c.conn, &NodeResponse::Working).await.map_err(|e| e.to_string())?,
+                },
+            }
+        }
     }
 }
