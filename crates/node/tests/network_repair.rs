@@ -217,7 +217,7 @@ async fn clay_star_sinks_run_the_structured_repair() {
 /// the repair completes instead of failing with "sent nothing" (it did before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
-    relays_wait_longer_than_the_io_timeout(Shape::Ppr).await;
+    relays_wait_longer_than_the_io_timeout(Shape::Ppr, 400_000, 1).await;
 }
 
 /// The same with an ECPipe chain of one slice per chunk: its relays write their pulled
@@ -225,10 +225,20 @@ async fn relays_waiting_longer_than_the_io_timeout_are_not_dead() {
 /// they are working while their upstream's slice crawls in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relays_writing_their_own_connections_say_they_are_working() {
-    relays_wait_longer_than_the_io_timeout(Shape::Ecpipe).await;
+    relays_wait_longer_than_the_io_timeout(Shape::Ecpipe, 400_000, 1).await;
 }
 
-async fn relays_wait_longer_than_the_io_timeout(shape: Shape) {
+/// The same with ECPipe cyclic, a slice of 400 KB per lane (three lanes): its relays also
+/// write their pulled connections themselves, after their send slots, and say they are
+/// working while their upstreams' slices crawl in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_waiting_for_their_send_slots_say_they_are_working() {
+    relays_wait_longer_than_the_io_timeout(Shape::EcpipeCyclic, 1_200_000, 3).await;
+}
+
+/// Repairs a chunk of `len` bytes cut in `slices` slices over 1 MB/s uplinks by a `shape`
+/// graph, with an I/O timeout of 300 ms.
+async fn relays_wait_longer_than_the_io_timeout(shape: Shape, len: usize, slices: usize) {
     let dir = tempfile::tempdir().unwrap();
     let t = Duration::from_millis(300);
     let nodes = cluster_with(7, dir.path(), |_, cfg| {
@@ -238,7 +248,6 @@ async fn relays_wait_longer_than_the_io_timeout(shape: Shape) {
     .await;
     let peers = peers_of(&nodes);
     let code = "rs:4,2".parse::<CodeSpec>().unwrap().build().unwrap();
-    let len = 400_000;
     let shards = stripe(code.as_ref(), len, 5);
     put_stripe(&peers, 1, &shards).await;
     let lost = 0;
@@ -250,8 +259,8 @@ async fn relays_wait_longer_than_the_io_timeout(shape: Shape) {
         repair: 1,
         graph: shapes::build(shape, &task).unwrap(),
         chunk_len: len as u64,
-        // One slice per chunk: every hop stores and forwards 400 KB at 1 MB/s.
-        slice_len: len as u64,
+        // Few slices: every hop stores and forwards hundreds of KB at 1 MB/s.
+        slice_len: len.div_ceil(slices) as u64,
         term_chunks: eq.helpers().iter().map(|&h| ChunkId::new(1, h)).collect(),
         peers,
         store: None,
