@@ -29,11 +29,12 @@ pub const MAX_CHUNK: u64 = 1 << 30;
 pub const MAX_UNITS: usize = 1 << 22;
 /// Units buffered between a vertex and whoever pulls its output.
 const CHANNEL_DEPTH: usize = 8;
-/// Units a vertex with send slots (ECPipe cyclic) may have ready before their slots: its
-/// sends go one per step, so a unit ready earlier only waits. With [`CHANNEL_DEPTH`], the
-/// lane that starts a chain (no input to wait for) ran about ten groups of slices ahead of
-/// its node's other lanes, and the blocks it read left the shared read windows before they
-/// came (`terms::lane_windows`).
+/// Units a vertex with send slots may have ready before their slots when its sends are
+/// queued (a store-and-forward graph with slots; ECPipe cyclic's pipelined vertices wait for
+/// each slot themselves, one unit ready): its sends go one per step, so a unit ready earlier
+/// only waits. With [`CHANNEL_DEPTH`], the lane that starts a chain (no input to wait for)
+/// ran about ten groups of slices ahead of its node's other lanes, and the blocks it read
+/// left the shared read windows before they came (`terms::lane_windows`).
 pub(crate) const SLOTTED_DEPTH: usize = 2;
 /// Largest data frame on the wire. A unit (a slice, or a whole lane for store-and-forward
 /// graphs) larger than this travels as several frames, so the sender's and the receiver's
