@@ -92,6 +92,7 @@ async fn pull(s: &mut Upstream, repair: u64, from: VertexId, node: NodeId) -> Re
 }
 
 /// Where an input's units come from, and what receiving them is charged to.
+#[derive(Clone)]
 struct Feed {
     repair: u64,
     from: VertexId,
@@ -143,8 +144,10 @@ impl Feed {
 
 /// An input its vertex reads itself, with no task and no queue between the socket and the
 /// sum: a unit's bytes reach the vertex without a wake-up of another task (on a
-/// multi-threaded runtime, often on another core). Only for inputs that are not gated: a
-/// gated input must take its stream whatever its vertex waits on (see [`open_task`]).
+/// multi-threaded runtime, often on another core). Not for inputs gated by a timeslot
+/// (RepairBoost): such an input must take its stream whatever its vertex waits on (see
+/// [`open_task`]). A vertex waiting for its own send slot (ECPipe cyclic) holds one unit,
+/// and its inputs come from earlier slots, so its inputs are read inline.
 pub struct Inline {
     feed: Feed,
     sizes: Vec<usize>,
@@ -204,10 +207,10 @@ pub fn open(
 
 /// An input for its vertex to read itself ([`Inline`]).
 fn open_inline(feed: Feed, sizes: Vec<usize>) -> InputStream {
-    let (addr, node, repair, from, io_timeout) = (feed.addr.clone(), feed.node, feed.repair, feed.from, feed.io_timeout);
+    let opener = feed.clone();
     let connecting = tokio::spawn(async move {
-        let mut s = connect(&addr, node, io_timeout).await?;
-        pull(&mut s, repair, from, node).await?;
+        let mut s = opener.connect().await?;
+        opener.pull(&mut s).await?;
         Ok(s)
     });
     InputStream::Inline(Box::new(Inline { feed, sizes, next: 0, conn: None, connecting: Some(connecting) }))
