@@ -133,8 +133,8 @@ fn relay_equal_work_rebuilds_odd_slices_under_every_protection() {
     assert_eq!(protections.len(), 3);
     for p in protections {
         // The nodes' CPU comes in clock ticks: a run this short may count none. The
-        // equal-work threads' CPU is the scheduler's count, but one role of a run this short
-        // did once read as none in CI, so only their sum must be counted.
+        // equal-work threads' CPU is the scheduler's count now; when it came from getrusage,
+        // one role of a run this short read as none in CI, so only their sum must be counted.
         let mut equal_work = 0.0;
         for r in p["roles"].as_array().unwrap() {
             let ns = r["equal_work_ns_per_byte"]["median"].as_f64().unwrap();
