@@ -121,6 +121,20 @@ pub(crate) fn stat(v: &[f64]) -> Stat {
     Stat { median, min: s[0], max: s[s.len() - 1] }
 }
 
+/// `numerator / denominator` per run, summarised over the runs whose denominator counted
+/// something. A CPU clock can read zero for a short run (a node's counts come in 10 ms
+/// ticks); that run says nothing about the ratio, and dividing by it would report ratios
+/// like 1e12. `None` when no run's denominator counted.
+pub(crate) fn ratio_stat(runs: impl IntoIterator<Item = (f64, f64)>) -> Option<Stat> {
+    let r: Vec<f64> = runs.into_iter().filter(|&(_, d)| d > 0.0 && d.is_finite()).map(|(n, d)| n / d).collect();
+    (!r.is_empty()).then(|| stat(&r))
+}
+
+/// A ratio for a table: three decimals, or "-" when no run measured it.
+pub(crate) fn ratio_cell(s: &Option<Stat>) -> String {
+    s.as_ref().map_or("-".to_string(), |s| format!("{:.3}", s.median))
+}
+
 /// Repeats `f` for about `seconds` and returns GB/s for `bytes` processed per call.
 pub(crate) fn rate(seconds: f64, bytes: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm caches and page in buffers
@@ -487,4 +501,18 @@ fn codec(a: &CodecBenchArgs) -> Result<()> {
         println!("{:<22} {:>10.2} {:>16} {:>10} {:>14}", key, s.median, format!("{:.2}..{:.2}", s.min, s.max), isal, ratio);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratio_stat_skips_runs_whose_denominator_read_zero() {
+        let s = ratio_stat([(3.0, 2.0), (5.0, 0.0), (1.0, 1.0), (4.0, f64::NAN)]).expect("two runs counted");
+        assert_eq!((s.median, s.min, s.max), (1.25, 1.0, 1.5));
+        assert!(ratio_stat([(1.0, 0.0), (0.0, 0.0)]).is_none());
+        assert_eq!(ratio_cell(&None), "-");
+        assert_eq!(ratio_cell(&ratio_stat([(0.0, 2.0)])), "0.000");
+    }
 }

@@ -50,8 +50,9 @@ pub struct MetricsArgs {
 #[derive(Serialize)]
 struct RoleRatio {
     role: &'static str,
-    /// CPU per byte with metrics on / off, per run, summarised.
-    on_over_off: Stat,
+    /// CPU per byte with metrics on / off, per run, summarised (null when the off side's
+    /// CPU read zero in every run: a node's CPU comes in clock ticks).
+    on_over_off: Option<Stat>,
 }
 
 #[derive(Serialize)]
@@ -96,7 +97,7 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     std::fs::create_dir_all(&off_dir)?;
     let on = NodeProcs::start(&on_dir, a.chain.chunk, true, None)?;
     let off = NodeProcs::start(&off_dir, a.chain.chunk, false, None)?;
-    let mut ratios: Vec<[f64; 3]> = Vec::new();
+    let mut sides: Vec<[[f64; 3]; 2]> = Vec::new();
     let mut next = 1u64;
     for run in 0..a.runs {
         let mut per_side = [[0.0; 3]; 2];
@@ -110,17 +111,18 @@ pub fn run(a: MetricsArgs) -> Result<()> {
             drop(scraper);
             per_side[side] = std::array::from_fn(|i| (after[i] - before[i]) * 1e9 / relay_bytes as f64);
         }
-        ratios.push(std::array::from_fn(|i| per_side[0][i] / per_side[1][i].max(1e-12)));
+        sides.push(per_side);
         if !a.json {
-            let r = ratios[run];
-            eprintln!("relay run {}/{}: CPU per byte on/off source {:.3}, relay {:.3}, sink {:.3}", run + 1, a.runs, r[0], r[1], r[2]);
+            let r: [String; 3] =
+                std::array::from_fn(|i| crate::bench::ratio_cell(&crate::bench::ratio_stat([(per_side[0][i], per_side[1][i])])));
+            eprintln!("relay run {}/{}: CPU per byte on/off source {}, relay {}, sink {}", run + 1, a.runs, r[0], r[1], r[2]);
         }
     }
     drop((on, off));
     let relay = ["source", "relay", "sink"]
         .iter()
         .enumerate()
-        .map(|(i, &role)| RoleRatio { role, on_over_off: stat(&ratios.iter().map(|r| r[i]).collect::<Vec<_>>()) })
+        .map(|(i, &role)| RoleRatio { role, on_over_off: crate::bench::ratio_stat(sides.iter().map(|s| (s[0][i], s[1][i]))) })
         .collect();
 
     // Put and get: two embedded clusters.
@@ -157,8 +159,8 @@ pub fn run(a: MetricsArgs) -> Result<()> {
     println!("metrics on against off, {} run(s), endpoints scraped every {} ms while on (median, min-max)", a.runs, a.scrape_ms);
     println!("{:<28} {:>10} {:>18}", "what", "on/off", "spread");
     for r in &report.relay {
-        let s = &r.on_over_off;
-        println!("{:<28} {:>10.3} {:>18}", format!("relay CPU/byte, {}", r.role), s.median, format!("{:.3}-{:.3}", s.min, s.max));
+        let spread = r.on_over_off.as_ref().map_or("-".to_string(), |s| format!("{:.3}-{:.3}", s.min, s.max));
+        println!("{:<28} {:>10} {:>18}", format!("relay CPU/byte, {}", r.role), crate::bench::ratio_cell(&r.on_over_off), spread);
     }
     for (what, s) in [("put throughput", &report.put_on_over_off), ("get throughput", &report.get_on_over_off)] {
         println!("{:<28} {:>10.3} {:>18}", what, s.median, format!("{:.3}-{:.3}", s.min, s.max));

@@ -97,12 +97,13 @@ struct RoleSummary {
     forwarder_ns_per_byte: crate::bench::Stat,
     node_cycles_per_byte: f64,
     forwarder_cycles_per_byte: f64,
-    /// node / forwarder, per run, summarised.
-    ratio: crate::bench::Stat,
+    /// node / forwarder, per run, summarised (null when the forwarder's CPU read zero).
+    ratio: Option<crate::bench::Stat>,
     /// The equal-work forwarder (`bench_relay_equal_work`) under the same protection.
     equal_work_ns_per_byte: crate::bench::Stat,
-    /// node / equal-work forwarder, per run: what the framework costs over the work itself.
-    over_equal_work: crate::bench::Stat,
+    /// node / equal-work forwarder, per run: what the framework costs over the work itself
+    /// (null when the equal-work forwarder's CPU read zero).
+    over_equal_work: Option<crate::bench::Stat>,
 }
 
 /// One protection's figures.
@@ -130,7 +131,7 @@ struct Report {
     /// Every protection measured, in the order given.
     protections: Vec<ProtectionSummary>,
     /// CPU per byte encrypted / authenticated per role and run, summarised, when both ran.
-    encrypted_over_authenticated: Option<Vec<(String, crate::bench::Stat)>>,
+    encrypted_over_authenticated: Option<Vec<(String, Option<crate::bench::Stat>)>>,
 }
 
 const ROLES: [&str; 3] = ["source", "relay", "sink"];
@@ -202,9 +203,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
             .map(|(i, &role)| {
                 let node: Vec<f64> = runs.iter().map(|r| r[i]).collect();
                 let fwd: Vec<f64> = fwd_runs.iter().map(|r| r[i]).collect();
-                let ratio: Vec<f64> = node.iter().zip(&fwd).map(|(n, f)| n / f.max(1e-12)).collect();
                 let eq: Vec<f64> = equal.iter().map(|r| r[i]).collect();
-                let over_eq: Vec<f64> = node.iter().zip(&eq).map(|(n, e)| n / e.max(1e-12)).collect();
                 let (ns, fs) = (crate::bench::stat(&node), crate::bench::stat(&fwd));
                 RoleSummary {
                     role,
@@ -212,9 +211,9 @@ pub fn run(a: RelayArgs) -> Result<()> {
                     forwarder_cycles_per_byte: fs.median * mhz / 1e3,
                     node_ns_per_byte: ns,
                     forwarder_ns_per_byte: fs,
-                    ratio: crate::bench::stat(&ratio),
+                    ratio: crate::bench::ratio_stat(node.iter().copied().zip(fwd.iter().copied())),
                     equal_work_ns_per_byte: crate::bench::stat(&eq),
-                    over_equal_work: crate::bench::stat(&over_eq),
+                    over_equal_work: crate::bench::ratio_stat(node.iter().copied().zip(eq.iter().copied())),
                 }
             })
             .collect()
@@ -235,8 +234,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
             .iter()
             .enumerate()
             .map(|(i, &role)| {
-                let r: Vec<f64> = node_runs[e].iter().zip(&node_runs[u]).map(|(x, y)| x[i] / y[i].max(1e-12)).collect();
-                (role.to_string(), crate::bench::stat(&r))
+                (role.to_string(), crate::bench::ratio_stat(node_runs[e].iter().zip(&node_runs[u]).map(|(x, y)| (x[i], y[i]))))
             })
             .collect()
     });
@@ -271,7 +269,7 @@ pub fn run(a: RelayArgs) -> Result<()> {
     for p in &report.protections {
         for r in &p.roles {
             println!(
-                "{:<14} {:<8} {:>10.2} {:>10.3} {:>9.3} {:>9.3} {:>13.2} {:>12.2} {:>9.2} {:>9.2}",
+                "{:<14} {:<8} {:>10.2} {:>10.3} {:>9.3} {:>9.3} {:>13.2} {:>12.2} {:>9} {:>9}",
                 p.protection.to_string(),
                 r.role,
                 p.chain_gbps.median,
@@ -280,13 +278,19 @@ pub fn run(a: RelayArgs) -> Result<()> {
                 r.equal_work_ns_per_byte.median,
                 r.node_cycles_per_byte,
                 r.forwarder_cycles_per_byte,
-                r.ratio.median,
-                r.over_equal_work.median
+                crate::bench::ratio_cell(&r.ratio),
+                crate::bench::ratio_cell(&r.over_equal_work)
             );
         }
     }
     if let Some(e) = &report.encrypted_over_authenticated {
-        let parts: Vec<String> = e.iter().map(|(role, s)| format!("{role} {:.3} ({:.3}-{:.3})", s.median, s.min, s.max)).collect();
+        let parts: Vec<String> = e
+            .iter()
+            .map(|(role, s)| match s {
+                Some(s) => format!("{role} {:.3} ({:.3}-{:.3})", s.median, s.min, s.max),
+                None => format!("{role} - (its authenticated CPU read zero)"),
+            })
+            .collect();
         println!("CPU per byte, encrypted / authenticated: {}", parts.join(", "));
     }
     Ok(())
