@@ -102,10 +102,7 @@ impl Output {
                 let sock = pulled(&mut p.waiting, &mut p.conn).await?;
                 let sent = write_unit(sock, &mut bytes, &p.shaper).await.map_err(|e| format!("sending to the next hop: {e}"));
                 if let Some((gate, slot)) = &slotted {
-                    match &sent {
-                        Ok(()) => gate.done(*slot),
-                        Err(e) => gate.fail(e),
-                    }
+                    gate.end(*slot, &sent);
                 }
                 sent?;
                 p.counters.repair_sent(bytes.len() as u64, p.degraded);

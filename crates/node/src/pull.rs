@@ -117,10 +117,7 @@ async fn queued(
         let len = bytes.len() as u64;
         let sent = write_unit(sock, &mut bytes, &exec.shaper).await;
         if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-            match &sent {
-                Ok(()) => gate.done(slot),
-                Err(e) => gate.fail(&format!("sending to the next hop: {e}")),
-            }
+            gate.end(slot, &sent.as_ref().map_err(|e| format!("sending to the next hop: {e}")));
         }
         if let (Err(_), Some((ticket, _))) = (&sent, &timeslot) {
             ticket.release();

@@ -79,6 +79,15 @@ impl SlotGate {
         }
     }
 
+    /// Ends `slot`'s send as `sent` says: done, or the gate failed with its error (the
+    /// later slots would wait for it in vain).
+    pub fn end<T, E: std::fmt::Display>(&self, slot: u64, sent: &Result<T, E>) {
+        match sent {
+            Ok(_) => self.done(slot),
+            Err(e) => self.fail(&e.to_string()),
+        }
+    }
+
     pub fn fail(&self, why: &str) {
         self.why.lock().expect("why lock").get_or_insert_with(|| why.to_string());
         self.failed.store(true, Ordering::Release);
