@@ -159,4 +159,18 @@ mod tests {
         assert!(r.unwrap_err().contains("helper 4's chunk is corrupt"));
         assert!(g.turn(0).await.is_err(), "no slot goes after a failure");
     }
+
+    /// `end` lets the next slot in after a write that went, and fails the gate with the
+    /// write's error after one that did not.
+    #[tokio::test]
+    async fn end_closes_a_slot_as_its_write_went() {
+        let g = gate(0..3, 0);
+        assert!(waits(&g, 1).await);
+        g.end(0, &Ok::<(), String>(()));
+        let next = tokio::time::timeout(Duration::from_secs(5), g.turn(1)).await.expect("slot 1 let in");
+        assert!(next.is_ok(), "slot 0's write went: slot 1 may go, and the gate has not failed");
+        g.end(1, &Err::<(), _>("sending to the next hop: connection reset"));
+        let err = g.turn(2).await.unwrap_err();
+        assert!(err.contains("connection reset"), "{err}");
+    }
 }
