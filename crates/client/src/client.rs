@@ -3,16 +3,18 @@
 //! corrupt, runs the sink of a degraded-read graph the coordinator planned.
 
 use crate::error::Error;
-use crate::graph_faults;
-use kintsugi_node::exec::{check_assignment, request};
+use kintsugi_node::exec::check_assignment;
 use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Pick, Shape};
-use kintsugi_proto::UNREADABLE;
+use kintsugi_proto::graph_faults;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{
     recv, send, Attrs, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
     RepairReport, READER,
 };
+use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,14 +71,15 @@ impl Client {
     }
 
     /// One request to the coordinator.
-    pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, String> {
+    pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, WireError> {
         let c = &self.coordinator;
         let mut s = self.connect().await?;
-        send(&mut s, req).await.map_err(|e| format!("coordinator {c}: {e}"))?;
+        let unheard = |m: String| WireError::unavailable(m).with_fault(Fault::NoCoordinator);
+        send(&mut s, req).await.map_err(|e| unheard(format!("coordinator {c}: {e}")))?;
         match tokio::time::timeout(limit, recv(&mut s)).await {
-            Err(_) => Err(format!("coordinator {c} did not answer within {limit:?}")),
-            Ok(Err(e)) => Err(format!("coordinator {c}: {e}")),
-            Ok(Ok(CoordResponse::Error { message })) => Err(message),
+            Err(_) => Err(unheard(format!("coordinator {c} did not answer within {limit:?}"))),
+            Ok(Err(e)) => Err(unheard(format!("coordinator {c}: {e}"))),
+            Ok(Ok(CoordResponse::Error(e))) => Err(e),
             Ok(Ok(r)) => Ok(r),
         }
     }
@@ -84,7 +87,7 @@ impl Client {
     /// A connection to the coordinator. Given several (one leads, the others stand by and do
     /// not listen), the one that accepts; while none does (a failover: the leader died and
     /// its lease has not expired yet), tried again for up to [`FAILOVER_WAIT`].
-    async fn connect(&self) -> Result<kintsugi_proto::secure::Conn, String> {
+    async fn connect(&self) -> Result<kintsugi_proto::secure::Conn, WireError> {
         let c = &self.coordinator;
         let started = std::time::Instant::now();
         loop {
@@ -94,15 +97,15 @@ impl Client {
                     tracing::debug!("no coordinator answers ({e}); trying again");
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Err(e) => return Err(format!("coordinator {e}")),
+                Err(e) => return Err(WireError::unavailable(format!("coordinator {e}")).with_fault(Fault::NoCoordinator)),
             }
         }
     }
 
-    pub(crate) async fn layout(&self, req: CoordRequest) -> Result<ObjectLayout, String> {
+    pub(crate) async fn layout(&self, req: CoordRequest) -> Result<ObjectLayout, WireError> {
         match self.call(&req, self.io_timeout).await? {
             CoordResponse::Layout(l) => Ok(l),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 
@@ -110,12 +113,12 @@ impl Client {
     pub async fn delete(&self, name: &str) -> Result<bool, Error> {
         match self.call(&CoordRequest::DeleteObject { name: name.into() }, self.io_timeout).await? {
             CoordResponse::Deleted { existed } => Ok(existed),
-            other => Err(format!("unexpected answer {other:?}").into()),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 
     /// Rebuilds chunk `index` of stripe `stripe` at this client through a repair graph.
-    pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, String> {
+    pub async fn degraded_read(&self, name: &str, stripe: usize, index: usize, method: Shape, slice: u64) -> Result<Vec<u8>, WireError> {
         self.degraded_read_avoiding(name, 0, stripe, index, method, slice, Vec::new()).await
     }
 
@@ -131,7 +134,7 @@ impl Client {
         method: Shape,
         slice: u64,
         avoid: Vec<NodeId>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, WireError> {
         self.degraded_read_range(name, version, stripe, index, None, method, slice, avoid).await
     }
 
@@ -153,7 +156,7 @@ impl Client {
         method: Shape,
         slice: u64,
         avoid: Vec<NodeId>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, WireError> {
         // Nodes the caller found slow are suspects, avoided only while enough chunks remain
         // without them; nodes that did not answer a ping after a failed graph are avoided.
         let mut suspects: BTreeSet<NodeId> = avoid.into_iter().collect();
@@ -169,8 +172,8 @@ impl Client {
                 CoordRequest::DegradedRead { name: name.into(), stripe, index, method: method.name().into(), slice, version, avoid, range };
             let a = match self.call(&req, self.io_timeout).await {
                 Ok(CoordResponse::Plan { assignment }) => *assignment,
-                Ok(other) => return Err(format!("unexpected answer {other:?}")),
-                Err(e) if e.contains(UNREADABLE) && !suspects.is_empty() => {
+                Ok(other) => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
+                Err(e) if e.is_short_of(Scarce::Chunks) && !suspects.is_empty() => {
                     // Too few chunks without the suspects (a node may only have missed a
                     // heartbeat): once more with them.
                     tracing::info!("chunk {index} of stripe {stripe} of '{name}': {e}; trying the nodes found slow again");
@@ -178,8 +181,8 @@ impl Client {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
-                Err(e) if e.contains(UNREADABLE) && !found.is_empty() => {
-                    return Err(format!("{e}. This read found: {}", found.join("; ")));
+                Err(e) if e.is_short_of(Scarce::Chunks) && !found.is_empty() => {
+                    return Err(e.and_then_said(format_args!("This read found: {}", found.join("; "))));
                 }
                 Err(e) => return Err(e),
             };
@@ -214,7 +217,10 @@ impl Client {
             if !learnt {
                 blind += 1;
                 if blind >= 3 {
-                    return Err(format!("degraded read of chunk {index} of stripe {stripe} of '{name}' failed {blind} times: {err}"));
+                    // Unavailable, with what the graph said of itself: the reader may retry.
+                    return Err(err
+                        .as_kind(kintsugi_proto::ErrorKind::Unavailable)
+                        .context(format_args!("degraded read of chunk {index} of stripe {stripe} of '{name}' failed {blind} times")));
                 }
                 tracing::info!("degraded read of '{name}' failed ({err}); trying again");
             }
@@ -251,7 +257,7 @@ impl Client {
         let req = CoordRequest::List { prefix: prefix.into(), delimiter: delimiter.into(), after: after.into(), limit };
         match self.call(&req, self.io_timeout).await? {
             CoordResponse::Objects { objects, prefixes, next } => Ok((objects, prefixes, next)),
-            other => Err(format!("unexpected answer {other:?}").into()),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 
@@ -264,14 +270,14 @@ impl Client {
     }
 
     pub async fn stat(&self, name: &str) -> Result<ObjectLayout, Error> {
-        Ok(self.layout(CoordRequest::Lookup { name: name.into() }).await?)
+        self.layout(CoordRequest::Lookup { name: name.into() }).await
     }
 
-    pub async fn fail(&self, node: NodeId) -> Result<(), String> {
+    pub async fn fail(&self, node: NodeId) -> Result<(), WireError> {
         self.call(&CoordRequest::FailNode { node }, self.io_timeout).await.map(|_| ())
     }
 
-    pub async fn repair(&self, method: Shape, slice: u64, parallel: usize, scheduler: Scheduler) -> Result<RepairReport, String> {
+    pub async fn repair(&self, method: Shape, slice: u64, parallel: usize, scheduler: Scheduler) -> Result<RepairReport, WireError> {
         self.repair_limited(method, slice, parallel, scheduler, None).await
     }
 
@@ -285,7 +291,7 @@ impl Client {
         parallel: usize,
         scheduler: impl Into<Pick<Scheduler>>,
         per_destination: Option<usize>,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         match self
             .call(
                 &CoordRequest::Repair {
@@ -300,14 +306,14 @@ impl Client {
             .await?
         {
             CoordResponse::Repaired(r) => Ok(r),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 
-    pub async fn status(&self) -> Result<ClusterStatus, String> {
+    pub async fn status(&self) -> Result<ClusterStatus, WireError> {
         match self.call(&CoordRequest::Status, self.io_timeout).await? {
             CoordResponse::Status(s) => Ok(s),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 }

@@ -5,10 +5,11 @@
 //! start at the first chunk that overlaps the range, for every layout.
 
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, READING_THE_OBJECT};
+use crate::error::{Error, ErrorKind};
 use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, join_all, put_chunk, ObjectSink, Progress, ReadReport};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, ChunkLoc, CoordRequest, Extent, ObjectLayout};
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,9 +46,9 @@ impl Client {
         layout: &ObjectLayout,
         reader: &mut (dyn AsyncRead + Unpin + Send),
         progress: Progress<'_>,
-    ) -> Result<Vec<Vec<u32>>, String> {
+    ) -> Result<Vec<Vec<u32>>, WireError> {
         let mut crcs: Vec<Vec<u32>> = vec![Vec::new(); layout.stripes.len()];
-        let mut writing: Option<JoinSet<Result<(), String>>> = None;
+        let mut writing: Option<JoinSet<Result<(), WireError>>> = None;
         let mut done = 0u64;
         let mut seen = vec![false; layout.stripes.len()];
         for e in &layout.extents {
@@ -63,7 +64,7 @@ impl Client {
             if !s.replicas.is_empty() || s.open {
                 // One chunk of a shared stripe: home and staging copies get the same bytes.
                 let mut chunk = vec![0u8; e.len as usize];
-                reader.read_exact(&mut chunk).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
+                reader.read_exact(&mut chunk).await.map_err(|x| WireError::new(ErrorKind::Input, format!("reading the object: {x}")))?;
                 crcs[e.stripe] = vec![kintsugi_proto::crc::crc32c(&chunk)];
                 let chunk = Arc::new(chunk);
                 let mut locs = vec![s.chunks[e.index].clone()];
@@ -82,9 +83,9 @@ impl Client {
                 done += e.len;
             } else {
                 // The remainder: a small stripe of its own, encoded and written whole.
-                let c = code.build().map_err(|x| x.to_string())?;
+                let c = code.build()?;
                 let mut data = vec![0u8; s.data_len as usize];
-                reader.read_exact(&mut data).await.map_err(|x| format!("{READING_THE_OBJECT}{x}"))?;
+                reader.read_exact(&mut data).await.map_err(|x| WireError::new(ErrorKind::Input, format!("reading the object: {x}")))?;
                 let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
                 crcs[e.stripe] = shards.iter().map(|x| kintsugi_proto::crc::crc32c(x)).collect();
                 for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
@@ -117,9 +118,9 @@ impl Client {
         method: Shape,
         slice: u64,
         progress: Progress<'_>,
-    ) -> Result<ReadReport, String> {
+    ) -> Result<ReadReport, WireError> {
         if !layout.committed {
-            return Err(format!("object '{}' is still being written", layout.name));
+            return Err(WireError::internal(format!("object '{}' is still being written", layout.name)));
         }
         let end = offset.saturating_add(len).min(layout.size);
         // The extents overlapping [offset, end), each with the part of it that is wanted.
@@ -151,7 +152,7 @@ impl Client {
             if self.pipelined_reads {
                 next = wanted.get(i + 1).map(fetch);
             }
-            let (part, degraded) = current.await.map_err(|x| x.to_string())??;
+            let (part, degraded) = current.await.map_err(WireError::from)??;
             if let Some(secs) = degraded {
                 report.degraded.push((e.stripe, e.index, secs));
             }
@@ -180,7 +181,7 @@ impl Client {
         ranged: bool,
         method: Shape,
         slice: u64,
-    ) -> Result<(Vec<u8>, Option<f64>), String> {
+    ) -> Result<(Vec<u8>, Option<f64>), WireError> {
         let s = &layout.stripes[e.stripe];
         if s.small {
             return self.fetch_piece(layout, e, from - e.offset, take, method, slice).await;
@@ -197,7 +198,7 @@ impl Client {
         match chunk.get(from..from + take as usize) {
             Some(_) if from == 0 && take as usize == chunk.len() => Ok((chunk, degraded)),
             Some(part) => Ok((part.to_vec(), degraded)),
-            None => Err(format!("chunk {} has {} bytes, the read wants {from}+{take}", loc.chunk, chunk.len())),
+            None => Err(WireError::internal(format!("chunk {} has {} bytes, the read wants {from}+{take}", loc.chunk, chunk.len()))),
         }
     }
 
@@ -215,8 +216,10 @@ impl Client {
         take: u64,
         method: Shape,
         slice: u64,
-    ) -> Result<(Vec<u8>, Option<f64>), String> {
-        let want = e.crc32c.ok_or_else(|| format!("the piece of '{}' in stripe {} has no checksum", layout.name, e.stripe))?;
+    ) -> Result<(Vec<u8>, Option<f64>), WireError> {
+        let want = e
+            .crc32c
+            .ok_or_else(|| WireError::internal(format!("the piece of '{}' in stripe {} has no checksum", layout.name, e.stripe)))?;
         let cut = |p: Vec<u8>| -> Vec<u8> {
             if skip == 0 && take == p.len() as u64 {
                 p
@@ -246,12 +249,12 @@ impl Client {
                 if attempt == 0 {
                     let now = self.layout(CoordRequest::Lookup { name: layout.name.clone() }).await?;
                     if now.version != layout.version {
-                        return Err(format!("'{}' was replaced while it was read", layout.name));
+                        return Err(WireError::new(ErrorKind::Replaced, format!("'{}' was replaced while it was read", layout.name)));
                     }
                     fresh = Some(now);
                     continue;
                 }
-                return Err(format!("no copy of the piece of '{}' in stripe {} could be read", layout.name, s.id));
+                return Err(WireError::internal(format!("no copy of the piece of '{}' in stripe {} could be read", layout.name, s.id)));
             }
             let loc = &s.chunks[e.index];
             if !loc.lost {
@@ -270,29 +273,35 @@ impl Client {
                 Err(x) => tracing::info!("a degraded read of the piece at {} of chunk {}: {x}; of the chunk whole", e.offset, loc.chunk),
             }
             let (chunk, degraded) = self.fetch_extent(layout, e, method, slice).await?;
-            let p = chunk.get(e.offset as usize..(e.offset + e.len) as usize).ok_or("the piece is past its slot's chunk")?.to_vec();
+            let p = chunk
+                .get(e.offset as usize..(e.offset + e.len) as usize)
+                .ok_or_else(|| WireError::internal("the piece is past its slot's chunk"))?
+                .to_vec();
             if kintsugi_proto::crc::crc32c(&p) != want {
-                return Err(format!("the piece of '{}' in chunk {} does not match its checksum", layout.name, loc.chunk));
+                return Err(WireError::new(
+                    ErrorKind::Corrupt,
+                    format!("the piece of '{}' in chunk {} does not match its checksum", layout.name, loc.chunk),
+                ));
             }
             return Ok((cut(p), degraded));
         }
-        Err(format!("the piece of '{}' in stripe {} could not be read", layout.name, e.stripe))
+        Err(WireError::internal(format!("the piece of '{}' in stripe {} could not be read", layout.name, e.stripe)))
     }
 
     /// One chunk of an extent, checked: from its node; else (lost, unreachable, corrupt)
     /// from a staging copy while its stripe is open, or by a degraded read once sealed.
     /// Returns the chunk and, when it was rebuilt, how long that took.
-    async fn fetch_extent(&self, layout: &ObjectLayout, e: Extent, method: Shape, slice: u64) -> Result<(Vec<u8>, Option<f64>), String> {
+    async fn fetch_extent(&self, layout: &ObjectLayout, e: Extent, method: Shape, slice: u64) -> Result<(Vec<u8>, Option<f64>), WireError> {
         let s = &layout.stripes[e.stripe];
         let loc = &s.chunks[e.index];
-        let check = |c: Vec<u8>, from: &ChunkLoc| -> Result<Vec<u8>, String> {
+        let check = |c: Vec<u8>, from: &ChunkLoc| -> Result<Vec<u8>, WireError> {
             if Some(kintsugi_proto::crc::crc32c(&c)) == loc.crc32c {
                 Ok(c)
             } else {
-                Err(format!("chunk {} from node {} does not match its checksum", from.chunk, from.node))
+                Err(WireError::new(ErrorKind::Corrupt, format!("chunk {} from node {} does not match its checksum", from.chunk, from.node)))
             }
         };
-        let mut why = "marked lost".to_string();
+        let mut why = WireError::unavailable("marked lost");
         if !loc.lost {
             match get_chunk(loc, s.chunk_len, self.stall_timeout, &self.shaper).await.and_then(|c| check(c, loc)) {
                 Ok(c) => return Ok((c, None)),
@@ -325,7 +334,7 @@ impl Client {
         method: Shape,
         slice: u64,
     ) -> Result<ReadReport, Error> {
-        Ok(self.read_extents(layout, offset, len, sink, method, slice, &|_| {}).await?)
+        self.read_extents(layout, offset, len, sink, method, slice, &|_| {}).await
     }
 
     /// Reads `len` bytes of object `name` from `offset` into `sink` (any layout).
@@ -354,10 +363,10 @@ impl Client {
     }
 
     /// Seals every open Geo stripe now; returns how many were sealed.
-    pub async fn seal(&self) -> Result<usize, String> {
+    pub async fn seal(&self) -> Result<usize, WireError> {
         match self.call(&CoordRequest::Seal, self.io_timeout * 10).await? {
             kintsugi_proto::CoordResponse::Sealed { stripes } => Ok(stripes),
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 }

@@ -9,11 +9,12 @@
 //! majority sends the read to the coordinator, which knows every layout.
 
 use crate::client::Client;
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::object_index::IndexRecord;
 use kintsugi_proto::placement::placement_group;
 use kintsugi_proto::placement::{holders, majority};
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectLayout};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ pub enum IndexAnswer {
 
 impl Client {
     /// The cluster map, from the coordinator the first time (or with `refresh`).
-    pub async fn cluster_map(&self, refresh: bool) -> Result<Arc<ClusterMap>, String> {
+    pub async fn cluster_map(&self, refresh: bool) -> Result<Arc<ClusterMap>, WireError> {
         if !refresh {
             if let Some(m) = self.map.lock().expect("map lock").clone() {
                 return Ok(m);
@@ -48,7 +49,7 @@ impl Client {
         }
         let s = match self.call(&CoordRequest::Status, self.io_timeout).await? {
             CoordResponse::Status(s) => s,
-            other => return Err(format!("unexpected answer {other:?}")),
+            other => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
         };
         let m = Arc::new(ClusterMap {
             placement_groups: s.placement_groups,
@@ -125,7 +126,7 @@ impl Client {
 
     /// Where object `name` is: from the index when it has the object (and the client reads
     /// through it), else from the coordinator. Says which.
-    pub(crate) async fn locate(&self, name: &str) -> Result<(ObjectLayout, bool), String> {
+    pub(crate) async fn locate(&self, name: &str) -> Result<(ObjectLayout, bool), WireError> {
         let mut absent = false;
         if self.index_reads {
             match self.index_lookup(name).await {
@@ -136,7 +137,7 @@ impl Client {
         }
         match self.layout(CoordRequest::Lookup { name: name.into() }).await {
             Ok(l) => Ok((l, false)),
-            Err(e) if absent && unreachable(&e) => Err(format!("{} '{name}' in the index (and {e})", kintsugi_proto::NO_OBJECT)),
+            Err(e) if absent && e.no_coordinator() => Err(WireError::not_found(format!("no object named '{name}' in the index (and {e})"))),
             Err(e) => Err(e),
         }
     }
@@ -149,17 +150,13 @@ impl Client {
     pub(crate) async fn relocate(
         &self,
         name: &str,
-        e: String,
+        e: WireError,
         sink: &mut dyn crate::object_io::ObjectSink,
-    ) -> Result<ObjectLayout, String> {
+    ) -> Result<ObjectLayout, WireError> {
         tracing::info!("reading '{name}' as its index record says: {e}; asking the coordinator");
-        let now = self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| format!("{e} (and {c})"))?;
-        sink.restart().map_err(|r| format!("reading '{name}' as its index record says failed ({e}), and {r}"))?;
+        let now =
+            self.layout(CoordRequest::Lookup { name: name.into() }).await.map_err(|c| c.and_then_said(format_args!("(after {e})")))?;
+        sink.restart().map_err(|r| r.context(format_args!("reading '{name}' as its index record says failed ({e}), and")))?;
         Ok(now)
     }
-}
-
-/// An error that says the coordinator could not be reached (not that it refused).
-pub(crate) fn unreachable(e: &str) -> bool {
-    e.starts_with("coordinator ")
 }

@@ -6,7 +6,6 @@
 pub mod client;
 pub mod error;
 pub mod geo_io;
-pub mod graph_faults;
 pub mod index_reads;
 mod object_io;
 

@@ -3,15 +3,16 @@
 //! whatever the object's size.
 
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, READING_THE_OBJECT};
+use crate::error::{Error, ErrorKind};
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
-use kintsugi_proto::UNREADABLE;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{
     recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
 };
+use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use tokio::task::JoinSet;
 const MAX_MOVES: usize = 8;
 
 /// A stripe's chunk writes under way: each ends with (stripe, index, where it landed).
-type ChunkWrites = JoinSet<Result<(usize, usize, ChunkLoc), String>>;
+type ChunkWrites = JoinSet<Result<(usize, usize, ChunkLoc), WireError>>;
 
 /// How a read went.
 #[derive(Clone, Debug, Default)]
@@ -33,23 +34,23 @@ pub struct ReadReport {
 
 /// Where a get writes the object, in order.
 pub trait ObjectSink: Send {
-    fn write(&mut self, data: &[u8]) -> Result<(), String>;
+    fn write(&mut self, data: &[u8]) -> Result<(), WireError>;
     /// Takes a buffer of the object's next bytes whole: a sink that keeps what it is given
     /// (the S3 gateway's response windows) keeps this buffer instead of copying it.
-    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), String> {
+    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), WireError> {
         self.write(&data)
     }
     /// Drops what was written: the object was replaced mid-read and is read again from
     /// its start. A sink that cannot take back bytes (a pipe) says so.
-    fn restart(&mut self) -> Result<(), String>;
+    fn restart(&mut self) -> Result<(), WireError>;
 }
 
 impl ObjectSink for Vec<u8> {
-    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, data: &[u8]) -> Result<(), WireError> {
         self.extend_from_slice(data);
         Ok(())
     }
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), WireError> {
         self.clear();
         Ok(())
     }
@@ -109,9 +110,9 @@ impl Client {
         chunk_size: u64,
         kind: LayoutSpec,
         progress: Progress<'_>,
-        attrs: &mut (dyn FnMut() -> Result<Attrs, String> + Send),
+        attrs: &mut (dyn FnMut() -> Result<Attrs, WireError> + Send),
     ) -> Result<ObjectLayout, Error> {
-        let c = code.build().map_err(|e| e.to_string())?;
+        let c = code.build().map_err(WireError::from)?;
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
         let version = layout.version;
         let r = self.write_and_commit(c.as_ref(), name, layout, reader, progress, attrs).await;
@@ -120,7 +121,7 @@ impl Client {
             // coordinator reclaims it then.
             let _ = self.call(&CoordRequest::AbortUpload { name: name.into(), version }, self.io_timeout).await;
         }
-        Ok(r?)
+        r
     }
 
     /// Writes an upload's chunks and commits it.
@@ -131,8 +132,8 @@ impl Client {
         layout: ObjectLayout,
         reader: &mut (dyn AsyncRead + Unpin + Send),
         progress: Progress<'_>,
-        attrs: &mut (dyn FnMut() -> Result<Attrs, String> + Send),
-    ) -> Result<ObjectLayout, String> {
+        attrs: &mut (dyn FnMut() -> Result<Attrs, WireError> + Send),
+    ) -> Result<ObjectLayout, WireError> {
         if !layout.extents.is_empty() {
             let crcs = self.put_extents(&layout, reader, progress).await?;
             return self.commit_put(name, layout, crcs, attrs()?).await;
@@ -171,10 +172,10 @@ impl Client {
     }
 
     /// Waits for a stripe's chunk writes and records where each chunk landed.
-    async fn placed(&self, layout: &mut ObjectLayout, mut set: ChunkWrites) -> Result<(), String> {
+    async fn placed(&self, layout: &mut ObjectLayout, mut set: ChunkWrites) -> Result<(), WireError> {
         let mut first = None;
         while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
+            match r.map_err(WireError::from)? {
                 Ok((si, i, loc)) => layout.stripes[si].chunks[i] = loc,
                 Err(e) => first = first.or(Some(e)),
             }
@@ -194,8 +195,8 @@ impl Client {
         mut loc: ChunkLoc,
         data: &[u8],
         failed: &Mutex<BTreeSet<NodeId>>,
-    ) -> Result<ChunkLoc, String> {
-        let mut last = String::new();
+    ) -> Result<ChunkLoc, WireError> {
+        let mut last: Option<WireError> = None;
         for _ in 0..MAX_MOVES {
             if !failed.lock().expect("failed lock").contains(&loc.node) {
                 match put_chunk(&loc, data, sub_chunks, self.io_timeout).await {
@@ -203,7 +204,7 @@ impl Client {
                     Err(e) => {
                         tracing::warn!("put of '{name}': chunk {} to node {}: {e}; writing it elsewhere", loc.chunk, loc.node);
                         failed.lock().expect("failed lock").insert(loc.node);
-                        last = e;
+                        last = Some(e);
                     }
                 }
             }
@@ -211,17 +212,19 @@ impl Client {
             let req = CoordRequest::MoveUploadChunk { name: name.into(), version, stripe, index, avoid };
             loc = match self.call(&req, self.io_timeout).await {
                 Ok(CoordResponse::Moved(l)) => l,
-                Ok(other) => return Err(format!("unexpected answer {other:?}")),
-                Err(e) if last.is_empty() => return Err(e),
-                Err(e) => return Err(format!("{last}; {e}")),
+                Ok(other) => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
+                Err(e) => return Err(WireError::merge(last.into_iter().chain([e]).collect()).expect("one error at least")),
             };
         }
-        Err(format!("chunk {} of '{name}' could not be written after {MAX_MOVES} moves: {last}", loc.chunk))
+        let last = last.unwrap_or_else(|| WireError::unavailable("no node took it"));
+        Err(last
+            .as_kind(ErrorKind::Unavailable)
+            .context(format_args!("chunk {} of '{name}' could not be written after {MAX_MOVES} moves", loc.chunk)))
     }
 
     /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
     /// for a Geo stripe (the object's chunk in it).
-    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<ObjectLayout, String> {
+    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<ObjectLayout, WireError> {
         let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone(), attrs: attrs.clone() };
         match self.call(&req, self.io_timeout).await? {
             // Our version, as committed (a later put may replace it at any time).
@@ -241,7 +244,7 @@ impl Client {
                 }
                 Ok(layout)
             }
-            other => Err(format!("unexpected answer {other:?}")),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
 
@@ -273,10 +276,10 @@ impl Client {
                 Err(e) => {
                     let now = self.layout(CoordRequest::Lookup { name: name.into() }).await?;
                     if now.version == layout.version {
-                        return Err(e.into());
+                        return Err(e);
                     }
                     tracing::info!("'{name}' was replaced while being read ({e}); reading the new version");
-                    sink.restart().map_err(|r| format!("object '{name}' was replaced while being read ({e}), and {r}"))?;
+                    sink.restart().map_err(|r| r.context(format_args!("object '{name}' was replaced while being read ({e}), and")))?;
                     layout = now;
                 }
             }
@@ -292,14 +295,14 @@ impl Client {
         method: Shape,
         slice: u64,
         progress: Progress<'_>,
-    ) -> Result<ReadReport, String> {
+    ) -> Result<ReadReport, WireError> {
         if !layout.extents.is_empty() {
             return self.read_extents(layout, 0, u64::MAX, sink, method, slice, progress).await;
         }
         if !layout.committed {
-            return Err(format!("object '{name}' is still being written"));
+            return Err(WireError::unavailable(format!("object '{name}' is still being written")));
         }
-        let k = layout.code.build().map_err(|e| e.to_string())?.k();
+        let k = layout.code.build().map_err(WireError::from)?.k();
         let mut report = ReadReport::default();
         let mut done = 0u64;
         // Nodes that stalled during this read: not asked again, avoided as helpers.
@@ -326,18 +329,20 @@ impl Client {
                 let (loc, len, t, shaper) = (loc.clone(), s.chunk_len, self.stall_timeout, self.shaper.clone());
                 fetches.spawn(async move { (i, get_chunk(&loc, len, t, &shaper).await) });
             }
-            let mut direct: Vec<Result<Vec<u8>, String>> = (0..needed).map(|_| Err("marked lost".to_string())).collect();
+            let mut direct: Vec<Result<Vec<u8>, WireError>> = (0..needed).map(|_| Err(WireError::unavailable("marked lost"))).collect();
             while let Some(r) = fetches.join_next().await {
-                let (i, r) = r.map_err(|e| e.to_string())?;
+                let (i, r) = r.map_err(WireError::from)?;
                 if let Err(e) = &r {
-                    if e.contains("timed out") || e.contains("no answer") || e.contains("unreachable") || e.contains("Connection refused") {
+                    // A node that did not answer or broke the connection is a suspect: its
+                    // chunks are rebuilt by degraded reads that avoid it.
+                    if e.bad_nodes().any(|n| n == s.chunks[i].node) {
                         suspects.insert(s.chunks[i].node);
                     }
                 }
                 direct[i] = r;
             }
             while let Some(r) = rebuilds.join_next().await {
-                let (i, r) = r.map_err(|e| e.to_string())?;
+                let (i, r) = r.map_err(WireError::from)?;
                 rebuilt[i] = Some(r?);
             }
             // Chunks that are corrupt, or gone from a node that answers, are lost: every one
@@ -346,10 +351,15 @@ impl Client {
             let mut found = Vec::new();
             for (i, d) in direct.iter().enumerate() {
                 if let (Err(e), None) = (d, &rebuilt[i]) {
-                    if e.contains("corrupt chunk") || e.contains("checksum") || e.contains("not found") {
-                        found.push(e.clone());
-                        let req =
-                            CoordRequest::ReportBad { name: name.into(), stripe: si, index: i, reason: e.clone(), version: layout.version };
+                    if e.bad_chunks().any(|c| *c == s.chunks[i].chunk) {
+                        found.push(e.message().to_string());
+                        let req = CoordRequest::ReportBad {
+                            name: name.into(),
+                            stripe: si,
+                            index: i,
+                            reason: e.message().to_string(),
+                            version: layout.version,
+                        };
                         let _ = self.call(&req, self.io_timeout).await;
                     }
                 }
@@ -369,8 +379,8 @@ impl Client {
                         let c = match self.degraded_read_avoiding(name, layout.version, si, i, method, slice, avoid).await {
                             Ok(c) => c,
                             // Unreadable: also say what the direct reads found.
-                            Err(x) if x.contains(UNREADABLE) && !found.is_empty() => {
-                                return Err(format!("{x}. Read directly: {}", found.join("; ")))
+                            Err(x) if x.is_short_of(Scarce::Chunks) && !found.is_empty() => {
+                                return Err(x.and_then_said(format_args!("Read directly: {}", found.join("; "))))
                             }
                             Err(x) => return Err(x),
                         };
@@ -379,7 +389,7 @@ impl Client {
                     }
                 };
                 if Some(kintsugi_proto::crc::crc32c(&chunk)) != loc.crc32c {
-                    return Err(format!("chunk {} does not match its checksum", loc.chunk));
+                    return Err(WireError::new(ErrorKind::Corrupt, format!("chunk {} does not match its checksum", loc.chunk)));
                 }
                 let n = left.min(chunk.len());
                 let mut chunk = chunk;
@@ -396,9 +406,9 @@ impl Client {
 }
 
 /// Waits for every write of a set; the first error wins.
-pub(crate) async fn join_all(mut set: JoinSet<Result<(), String>>) -> Result<(), String> {
+pub(crate) async fn join_all(mut set: JoinSet<Result<(), WireError>>) -> Result<(), WireError> {
     while let Some(r) = set.join_next().await {
-        r.map_err(|e| e.to_string())??;
+        r.map_err(WireError::from)??;
     }
     Ok(())
 }
@@ -410,32 +420,32 @@ async fn read_stripe(
     reader: &mut (dyn AsyncRead + Unpin + Send),
     data_len: usize,
     chunk_len: usize,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, WireError> {
     let mut shards = Vec::with_capacity(code.n());
     for i in 0..code.k() {
         let mut c = vec![0u8; chunk_len];
         let want = data_len.saturating_sub(i * chunk_len).min(chunk_len);
-        reader.read_exact(&mut c[..want]).await.map_err(|e| format!("{READING_THE_OBJECT}{e}"))?;
+        reader.read_exact(&mut c[..want]).await.map_err(|e| WireError::new(ErrorKind::Input, format!("reading the object: {e}")))?;
         shards.push(c);
     }
     with_parity(code, shards)
 }
 
 /// The k data chunks followed by the parity computed from them.
-fn with_parity(code: &dyn Code, mut shards: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+fn with_parity(code: &dyn Code, mut shards: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, WireError> {
     let len = shards.first().map_or(0, |s| s.len());
     let mut parity = vec![vec![0u8; len]; code.n() - code.k()];
     {
         let d: Vec<&[u8]> = shards.iter().map(|s| s.as_slice()).collect();
         let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|s| s.as_mut_slice()).collect();
-        code.encode(&d, &mut p).map_err(|e| e.to_string())?;
+        code.encode(&d, &mut p).map_err(WireError::from)?;
     }
     shards.extend(parity);
     Ok(shards)
 }
 
 /// Splits a stripe's data into k zero-padded chunks and appends the parity.
-pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, String> {
+pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, WireError> {
     let shards: Vec<Vec<u8>> = (0..code.k())
         .map(|i| {
             let mut c = vec![0u8; chunk_len];
@@ -450,9 +460,10 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
 
 /// Writes one chunk to its node; `sub_chunks` is the code's (a Clay chunk's alpha, 1
 /// otherwise): the node checksums each sub-chunk, so a repair reads only what it needs.
-pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Duration) -> Result<(), String> {
+pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Duration) -> Result<(), WireError> {
+    let node = loc.node;
     let a = &loc.addr;
-    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
     let sub_chunks = u32::try_from(sub_chunks).unwrap_or(0);
     let put = NodeRequest::PutChunk {
         chunk: loc.chunk.clone(),
@@ -462,75 +473,79 @@ pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Durati
         sub_chunks,
     };
     // A node that stops reading (hung) fails the write within `t`, as one that stops answering.
-    let stalled = || format!("node {}: took no data for {t:?}", loc.node);
-    let failed = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);
+    let stalled = || WireError::silent(node, format!("node {node}: took no data for {t:?}"));
+    let failed = |e: kintsugi_proto::FrameError| WireError::unreachable(node, format!("node {node}: {e}"));
     tokio::time::timeout(t, send(&mut s, &put)).await.map_err(|_| stalled())?.map_err(failed)?;
     for piece in data.chunks(1 << 20) {
         tokio::time::timeout(t, write_frame(&mut s, Kind::Data, piece)).await.map_err(|_| stalled())?.map_err(failed)?;
     }
-    tokio::time::timeout(t, s.flush()).await.map_err(|_| stalled())?.map_err(|e| format!("node {}: {e}", loc.node))?;
-    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+    tokio::time::timeout(t, s.flush())
+        .await
+        .map_err(|_| stalled())?
+        .map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
+    match tokio::time::timeout(t, recv(&mut s))
+        .await
+        .map_err(|_| WireError::silent(node, format!("node {node}: no answer")))?
+        .map_err(failed)?
+    {
         NodeResponse::Ok => Ok(()),
-        NodeResponse::Error { message } => Err(format!("node {}: {message}", loc.node)),
-        other => Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+        NodeResponse::Error(e) => Err(e.context(format_args!("node {node}"))),
+        other => Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
     }
 }
 
 /// Reads a whole chunk from its node (downlink shaped by the reader's link). The node
 /// streams it, verifying as it reads; a corrupt block it meets mid-way ends the stream
 /// with its error.
-pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+pub async fn get_chunk(loc: &ChunkLoc, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, WireError> {
     fetch_chunk(loc, None, len, t, shaper).await
 }
 
 /// Bytes [offset, offset + len) of a chunk, each block verified by its node against the
 /// block's checksum (the whole chunk's checksum cannot be checked on a part).
-pub async fn get_chunk_range(loc: &ChunkLoc, offset: u64, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+pub async fn get_chunk_range(loc: &ChunkLoc, offset: u64, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, WireError> {
     fetch_chunk(loc, Some((offset, len)), len, t, shaper).await
 }
 
-async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, String> {
+async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, WireError> {
+    let node = loc.node;
     let a = &loc.addr;
-    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| format!("node {}: {e}", loc.node))?;
-    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(|e| e.to_string())?;
-    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| format!("node {}: no answer", loc.node))?.map_err(|e| e.to_string())? {
+    let broken = |e: kintsugi_proto::FrameError| WireError::unreachable(node, format!("node {node}: {e}"));
+    let silent = |what: &str| WireError::silent(node, format!("node {node}: {what}"));
+    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
+    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(broken)?;
+    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| silent("no answer"))?.map_err(broken)? {
         NodeResponse::Chunk { len: l, .. } if l == len => {}
-        NodeResponse::Chunk { len: l, .. } => return Err(format!("node {} holds {l} bytes of {}, expected {len}", loc.node, loc.chunk)),
-        NodeResponse::Error { message } => return Err(format!("node {}: {message}", loc.node)),
-        other => return Err(format!("node {}: unexpected answer {other:?}", loc.node)),
+        NodeResponse::Chunk { len: l, .. } => {
+            return Err(WireError::new(ErrorKind::Corrupt, format!("node {node} holds {l} bytes of {}, expected {len}", loc.chunk))
+                .with_fault(Fault::CorruptChunk { chunk: loc.chunk.clone() }))
+        }
+        NodeResponse::Error(e) => return Err(e.context(format_args!("node {node}"))),
+        other => return Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
     }
     // Bodies go straight into the chunk, each with the next header in one system call
     // (the connection's spill): no zeroing, no copy out of a buffer in between.
     let mut out = Vec::with_capacity(len as usize);
-    let node_err = |e: kintsugi_proto::FrameError| format!("node {}: {e}", loc.node);
     while (out.len() as u64) < len {
-        let (kind, n) = tokio::time::timeout(t, read_head(&mut s))
-            .await
-            .map_err(|_| format!("node {}: no data for {t:?}", loc.node))?
-            .map_err(node_err)?;
+        let (kind, n) =
+            tokio::time::timeout(t, read_head(&mut s)).await.map_err(|_| silent(&format!("no data for {t:?}")))?.map_err(broken)?;
         if kind == Kind::Data {
             if out.len() as u64 + n as u64 > len {
-                return Err(format!("node {} sent more than the {len} bytes of the chunk", loc.node));
+                return Err(WireError::internal(format!("node {node} sent more than the {len} bytes of the chunk")));
             }
-            tokio::time::timeout(t, read_body(&mut s, n, &mut out))
-                .await
-                .map_err(|_| format!("node {}: stalled mid-frame", loc.node))?
-                .map_err(node_err)?;
+            tokio::time::timeout(t, read_body(&mut s, n, &mut out)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
             shaper.recv(n).await;
         } else {
             let mut c = Vec::new();
-            tokio::time::timeout(t, read_body(&mut s, n, &mut c))
-                .await
-                .map_err(|_| format!("node {}: stalled mid-frame", loc.node))?
-                .map_err(node_err)?;
+            tokio::time::timeout(t, read_body(&mut s, n, &mut c)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
             return Err(match kintsugi_proto::frame::decode_control::<NodeResponse>(&c) {
-                Ok(NodeResponse::Error { message }) => format!("node {}: {message}", loc.node),
-                _ => format!("node {} interrupted the chunk", loc.node),
+                Ok(NodeResponse::Error(e)) => e.context(format_args!("node {node}")),
+                _ => WireError::unreachable(node, format!("node {node} interrupted the chunk")),
             });
         }
     }
     if out.len() as u64 != len {
-        return Err(format!("node {} sent {} bytes, expected {len}", loc.node, out.len()));
+        return Err(WireError::internal(format!("node {node} sent {} bytes, expected {len}", out.len())));
     }
     Ok(out)
 }

@@ -7,6 +7,7 @@
 use crate::coordinator::Coordinator;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::RepairReport;
+use kintsugi_proto::WireError;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -19,7 +20,7 @@ impl Coordinator {
     }
 
     /// One pass: repairs the due lost chunks, if any and no repair is running.
-    pub(crate) async fn auto_repair_once(self: &Arc<Self>) -> Result<Option<kintsugi_proto::RepairReport>, String> {
+    pub(crate) async fn auto_repair_once(self: &Arc<Self>) -> Result<Option<kintsugi_proto::RepairReport>, WireError> {
         let Ok(_one) = self.repairing.try_lock() else { return Ok(None) };
         let failed = self.failed_nodes()?;
         let down_out = Duration::from_millis(self.cfg.down_out_ms);

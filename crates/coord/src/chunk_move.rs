@@ -6,8 +6,9 @@
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::Change;
 use kintsugi_codes::{HelperTerm, RepairEquation};
-use kintsugi_node::exec::request;
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, StoreSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,11 +30,11 @@ impl Coordinator {
     /// Copies chunk `index` of stripe `stripe` from its node to `dest`, then records `dest`
     /// as its home (only if it has not moved meanwhile). The old copy is deleted once
     /// `gc_grace_ms` has passed, so reads that hold the old layout finish.
-    pub(crate) async fn move_chunk(self: &Arc<Self>, stripe: u64, index: usize, dest: NodeId, slice: u64) -> Result<(), String> {
-        let s = self.meta.stripe(stripe)?.ok_or(format!("stripe {stripe} vanished"))?;
+    pub(crate) async fn move_chunk(self: &Arc<Self>, stripe: u64, index: usize, dest: NodeId, slice: u64) -> Result<(), WireError> {
+        let s = self.meta.stripe(stripe)?.ok_or_else(|| WireError::bad_request(format!("stripe {stripe} vanished")))?;
         let chunk = ChunkId::new(stripe, index);
-        let from = *s.nodes.get(index).ok_or(format!("stripe {stripe} has {} chunks", s.nodes.len()))?;
-        let crc = s.crcs[index].ok_or(format!("chunk {chunk} is not committed yet"))?;
+        let from = *s.nodes.get(index).ok_or_else(|| WireError::bad_request(format!("stripe {stripe} has {} chunks", s.nodes.len())))?;
+        let crc = s.crcs[index].ok_or_else(|| WireError::bad_request(format!("chunk {chunk} is not committed yet")))?;
         if s.open {
             return bad(format!("chunk {chunk}: its Geo stripe is not sealed yet"));
         }
@@ -44,10 +45,10 @@ impl Coordinator {
         let (Some(from_addr), Some(dest_addr)) = (alive.get(&from), alive.get(&dest)) else {
             return bad(format!("chunk {chunk}: node {from} or node {dest} is not up"));
         };
-        let sub_chunks = s.code.build().map_err(|e| e.to_string())?.sub_chunks();
+        let sub_chunks = s.code.build().map_err(WireError::from)?.sub_chunks();
         let equation = RepairEquation { lost: index, sub_chunks, terms: vec![identity_term(index, sub_chunks)], structured: None };
         let task = RepairTask { equation, helper_nodes: vec![from], destination: dest };
-        let graph = shapes::build(Shape::Cr, &task).map_err(|e| e.to_string())?;
+        let graph = shapes::build(Shape::Cr, &task).map_err(|e| WireError::internal(e.to_string()))?;
         let a = Assignment {
             repair: self.repair_id()?,
             graph,
@@ -65,7 +66,9 @@ impl Coordinator {
             return bad(format!("chunk {chunk} copied to node {dest} has crc {got:08x}, expected {crc:08x}"));
         }
         self.meta.update(&mut |t| {
-            let mut now = t.stripe(stripe)?.ok_or(format!("stripe {stripe} was deleted while chunk {chunk} moved"))?;
+            let mut now = t
+                .stripe(stripe)?
+                .ok_or_else(|| WireError::bad_request(format!("stripe {stripe} was deleted while chunk {chunk} moved")))?;
             if now.nodes[index] != from || now.bad[index] {
                 return bad(format!("chunk {chunk} changed while it moved"));
             }

@@ -3,11 +3,12 @@
 
 use crate::coordinator::Coordinator;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ClusterStatus, NodeInfo};
 use std::collections::HashMap;
 
 impl Coordinator {
-    pub(crate) fn status(&self) -> Result<ClusterStatus, String> {
+    pub(crate) fn status(&self) -> Result<ClusterStatus, WireError> {
         let alive = self.alive();
         // Chunks per node: the stripes it holds a chunk of, from the placement counters.
         let chunks: HashMap<NodeId, u64> = self.meta.spread()?.into_iter().filter(|((a, b), _)| a == b).map(|((a, _), v)| (a, v)).collect();

@@ -11,6 +11,7 @@ use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
     StripeLayout,
 };
+use kintsugi_proto::{ErrorKind, WireError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -131,7 +132,7 @@ impl CoordHandle {
 
 /// The metadata store `cfg` names: redb in the data directory, or etcd once this
 /// coordinator leads (it stands by until then).
-async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<crate::leader::Leadership>>), String> {
+async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<crate::leader::Leadership>>), WireError> {
     if cfg.meta.is_empty() || cfg.meta == "redb" {
         return Ok((Arc::new(RedbMeta::open(&cfg.data_dir.join("meta.redb"))?), None));
     }
@@ -147,12 +148,12 @@ async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<
     let lead = Arc::new(crate::leader::campaign(etcd.clone(), key, &cfg.listen, ttl).await?);
     let fence = Some(lead.fence());
     let meta =
-        tokio::task::spawn_blocking(move || crate::meta_etcd::EtcdMeta::open(etcd, &prefix, fence)).await.map_err(|e| e.to_string())??;
+        tokio::task::spawn_blocking(move || crate::meta_etcd::EtcdMeta::open(etcd, &prefix, fence)).await.map_err(WireError::from)??;
     Ok((Arc::new(meta), Some(lead)))
 }
 
 /// Opens the metadata store, binds, serves; resumes repairs left pending by a previous run.
-pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
+pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, WireError> {
     // The metrics port answers from the start: a standby says so while it waits to lead.
     let slot = crate::metrics::Slot::default();
     let repair_counters = crate::metrics::RepairCounters::default();
@@ -160,7 +161,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, String> {
         Some(listen) => {
             let pages = Some(crate::status_page::pages(&slot));
             let registry = Arc::new(crate::metrics::registry(&slot, &repair_counters));
-            let (a, t) = kintsugi_metrics::serve_with_pages(listen, registry, pages).await?;
+            let (a, t) = kintsugi_metrics::serve_with_pages(listen, registry, pages).await.map_err(WireError::bad_request)?;
             (Some(a), Some(t))
         }
         None => (None, None),
@@ -182,10 +183,11 @@ async fn serve_cluster(
     cfg: CoordConfig,
     slot: crate::metrics::Slot,
     repair_counters: crate::metrics::RepairCounters,
-) -> Result<CoordHandle, String> {
+) -> Result<CoordHandle, WireError> {
     let (meta, leadership) = open_meta(&cfg).await?;
-    let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let listener =
+        TcpListener::bind(&cfg.listen).await.map_err(|e| WireError::bad_request(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let addr = listener.local_addr().map_err(|e| WireError::internal(e.to_string()))?;
     let epoch = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -299,21 +301,21 @@ async fn connection(tcp: TcpStream, coord: Arc<Coordinator>) {
             Ok(Frame::Control(body)) => match kintsugi_proto::frame::decode_control::<CoordRequest>(&body) {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = send(&mut sock, &CoordResponse::Error { message: format!("bad request: {e}") }).await;
+                    let _ = send(&mut sock, &CoordResponse::Error(WireError::bad_request(format!("bad request: {e}")))).await;
                     return;
                 }
             },
             Ok(Frame::Data(_)) => {
-                let _ = send(&mut sock, &CoordResponse::Error { message: "unexpected data frame".into() }).await;
+                let _ = send(&mut sock, &CoordResponse::Error(WireError::bad_request("unexpected data frame"))).await;
                 return;
             }
             Err(FrameError::Closed) => return,
             Err(e) => {
-                let _ = send(&mut sock, &CoordResponse::Error { message: format!("bad frame: {e}") }).await;
+                let _ = send(&mut sock, &CoordResponse::Error(WireError::bad_request(format!("bad frame: {e}")))).await;
                 return;
             }
         };
-        let resp = coord.handle(req).await.unwrap_or_else(|message| CoordResponse::Error { message });
+        let resp = coord.handle(req).await.unwrap_or_else(CoordResponse::Error);
         if send(&mut sock, &resp).await.is_err() {
             return;
         }
@@ -323,22 +325,28 @@ async fn connection(tcp: TcpStream, coord: Arc<Coordinator>) {
 /// Runs metadata work that reads many records on a blocking thread: however long it takes,
 /// the runtime's workers stay free for heartbeats, so a busy coordinator never takes live
 /// nodes for dead ones.
-async fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| format!("metadata task failed: {e}"))?
+async fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> Result<T, WireError> + Send + 'static) -> Result<T, WireError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| WireError::bad_request(format!("metadata task failed: {e}")))?
 }
 
-pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, String> {
-    Err(m.into())
+/// A request refused: what the client asked cannot be done as asked.
+pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, WireError> {
+    Err(WireError::bad_request(m))
+}
+
+/// No object of that name (or no longer).
+pub(crate) fn no_object(name: &str) -> WireError {
+    WireError::not_found(format!("no object named '{name}'"))
 }
 
 impl Coordinator {
     /// A fresh repair id: this start's epoch above, the persistent counter below.
-    pub(crate) fn repair_id(&self) -> Result<u64, String> {
+    pub(crate) fn repair_id(&self) -> Result<u64, WireError> {
         Ok((self.epoch << 32) | (self.repair_ids.next(self.meta.as_ref())? & 0xffff_ffff))
     }
 
     /// A fresh timeslot batch id, likewise.
-    pub(crate) fn batch_id(&self) -> Result<u64, String> {
+    pub(crate) fn batch_id(&self) -> Result<u64, WireError> {
         Ok((self.epoch << 32) | (self.batch_ids.next(self.meta.as_ref())? & 0xffff_ffff))
     }
 
@@ -347,7 +355,7 @@ impl Coordinator {
     }
 
     /// Serves one request.
-    pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, String> {
+    pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, WireError> {
         match req {
             CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link, token } => {
                 if cluster != 0 && cluster != self.cluster_id {
@@ -441,7 +449,7 @@ impl Coordinator {
                 Ok(CoordResponse::Objects { objects, prefixes: page.prefixes, next: page.next })
             }
             CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
-                let method = method_from_wire(&method)?;
+                let method = method_from_wire(&method).map_err(WireError::bad_request)?;
                 let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;
                 Ok(CoordResponse::Plan { assignment: Box::new(job_to_wire(&a)) })
             }
@@ -455,7 +463,10 @@ impl Coordinator {
             }
             CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
                 // Either may be `auto` (`repair_auto`).
-                let ask = crate::RepairAsk { method: pick_method_from_wire(&method)?, scheduler: scheduler_from_wire(&scheduler)? };
+                let ask = crate::RepairAsk {
+                    method: pick_method_from_wire(&method).map_err(WireError::bad_request)?,
+                    scheduler: scheduler_from_wire(&scheduler).map_err(WireError::bad_request)?,
+                };
                 let report = self.repair(ask, slice, parallel, max_active_per_destination).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))
@@ -479,10 +490,10 @@ impl Coordinator {
     /// The layout of `name`'s current version. The object record and its stripes are read
     /// in separate transactions, so an overwrite committing in between (whose garbage
     /// collection may already have dropped the old stripes) makes us look again.
-    fn lookup(&self, name: &str) -> Result<ObjectLayout, String> {
+    fn lookup(&self, name: &str) -> Result<ObjectLayout, WireError> {
         let mut tries = 0;
         loop {
-            let o = self.meta.object(name)?.ok_or(format!("{} '{name}'", kintsugi_proto::NO_OBJECT))?;
+            let o = self.meta.object(name)?.ok_or_else(|| no_object(name))?;
             match self.layout(&o) {
                 Err(e) if tries < 5 && self.meta.object(name)?.is_none_or(|now| now.version != o.version) => {
                     tracing::debug!("'{name}' was replaced while its layout was read ({e}); reading again");
@@ -493,13 +504,13 @@ impl Coordinator {
         }
     }
 
-    pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, String> {
+    pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, WireError> {
         let alive = self.alive();
         let failed = self.failed_nodes()?;
         let mut stripes = Vec::new();
         let mut extents = o.extents.clone();
         for (si, id) in o.stripes.iter().enumerate() {
-            let s = self.meta.stripe(*id)?.ok_or(format!("stripe {id} is missing from the metadata"))?;
+            let s = self.meta.stripe(*id)?.ok_or_else(|| WireError::bad_request(format!("stripe {id} is missing from the metadata")))?;
             // A piece of a small-size bucket slot carries its own checksum.
             for e in extents.iter_mut().filter(|e| e.stripe == si && s.small) {
                 e.crc32c = s.pieces.get(e.index).and_then(|p| p.iter().find(|p| p.version == o.version && p.offset == e.offset)?.crc);
@@ -569,22 +580,25 @@ impl Coordinator {
     }
 
     /// Stripe `stripe` of object `name`, of `version` when it is not 0.
-    pub(crate) fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, String> {
-        let o = self.meta.object(name)?.ok_or(format!("{} '{name}'", kintsugi_proto::NO_OBJECT))?;
+    pub(crate) fn stripe_of(&self, name: &str, version: u64, stripe: usize) -> Result<u64, WireError> {
+        let o = self.meta.object(name)?.ok_or_else(|| no_object(name))?;
         if version != 0 && o.version != version {
-            return bad(format!("object '{name}'{} (version {version} read, {} now)", kintsugi_proto::REPLACED, o.version));
+            return Err(WireError::new(
+                ErrorKind::Replaced,
+                format!("object '{name}' was replaced (version {version} read, {} now)", o.version),
+            ));
         }
-        o.stripes.get(stripe).copied().ok_or(format!("object '{name}' has {} stripes", o.stripes.len()))
+        o.stripes.get(stripe).copied().ok_or_else(|| WireError::bad_request(format!("object '{name}' has {} stripes", o.stripes.len())))
     }
 
-    fn report_bad(&self, name: &str, version: u64, stripe: usize, index: usize, reason: &str) -> Result<(), String> {
+    fn report_bad(&self, name: &str, version: u64, stripe: usize, index: usize, reason: &str) -> Result<(), WireError> {
         let id = self.stripe_of(name, version, stripe)?;
         self.mark_bad(id, index, reason)
     }
 
-    pub(crate) fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), String> {
+    pub(crate) fn mark_bad(&self, id: u64, index: usize, reason: &str) -> Result<(), WireError> {
         self.meta.update(&mut |t| {
-            let mut s = t.stripe(id)?.ok_or(format!("no stripe {id}"))?;
+            let mut s = t.stripe(id)?.ok_or_else(|| WireError::bad_request(format!("no stripe {id}")))?;
             if index >= s.bad.len() {
                 return bad(format!("stripe {id} has {} chunks", s.bad.len()));
             }

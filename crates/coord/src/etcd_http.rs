@@ -8,6 +8,7 @@
 //! call goes to the member that answered last and moves on to the next member when one
 //! fails, so the loss of a member costs one timeout, not an outage.
 
+use crate::meta::MetaError;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -77,8 +78,8 @@ fn b64(x: &[u8]) -> String {
     B64.encode(x)
 }
 
-fn unb64(v: &Value) -> Result<Vec<u8>, String> {
-    B64.decode(v.as_str().unwrap_or("")).map_err(|e| format!("etcd sent bad base64: {e}"))
+fn unb64(v: &Value) -> Result<Vec<u8>, MetaError> {
+    B64.decode(v.as_str().unwrap_or("")).map_err(|e| MetaError::Corrupt(format!("etcd sent bad base64: {e}")))
 }
 
 /// A 64-bit number: the gateway sends them as strings, and leaves out zeros.
@@ -90,7 +91,7 @@ fn num(v: &Value) -> i64 {
     }
 }
 
-fn kvs(v: &Value) -> Result<Vec<Kv>, String> {
+fn kvs(v: &Value) -> Result<Vec<Kv>, MetaError> {
     v["kvs"]
         .as_array()
         .map(|a| a.as_slice())
@@ -130,9 +131,9 @@ fn cmp_json(c: &Cmp) -> Value {
 impl Etcd {
     /// `endpoints`: `host:port` of the members' client ports; `timeout` bounds one request
     /// to one member, and a call tries the members again until `retry_for` has passed.
-    pub fn new(endpoints: &[String], timeout: Duration, retry_for: Duration) -> Result<Self, String> {
+    pub fn new(endpoints: &[String], timeout: Duration, retry_for: Duration) -> Result<Self, MetaError> {
         if endpoints.is_empty() {
-            return Err("etcd: no endpoints".into());
+            return Err(MetaError::Config("etcd: no endpoints".into()));
         }
         let agent = ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(2)).timeout(timeout).build();
         let endpoints = endpoints.iter().map(|e| if e.contains("://") { e.clone() } else { format!("http://{e}") }).collect();
@@ -141,7 +142,7 @@ impl Etcd {
 
     /// POSTs `body` to `path`, trying each member in turn from the last that answered, in
     /// rounds until one answers or `retry_for` has passed.
-    fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
+    fn post(&self, path: &str, body: &Value) -> Result<Value, MetaError> {
         let started = std::time::Instant::now();
         loop {
             match self.post_round(path, body) {
@@ -153,7 +154,7 @@ impl Etcd {
     }
 
     /// One try of every member.
-    fn post_round(&self, path: &str, body: &Value) -> Result<Value, String> {
+    fn post_round(&self, path: &str, body: &Value) -> Result<Value, MetaError> {
         let first = self.at.load(Ordering::Relaxed);
         let mut errors = Vec::new();
         for k in 0..self.endpoints.len() {
@@ -162,7 +163,9 @@ impl Etcd {
             match self.agent.post(&url).send_json(body) {
                 Ok(r) => {
                     self.at.store(i, Ordering::Relaxed);
-                    return r.into_json::<Value>().map_err(|e| format!("etcd {}: unreadable answer: {e}", self.endpoints[i]));
+                    return r
+                        .into_json::<Value>()
+                        .map_err(|e| MetaError::Unreachable(format!("etcd {}: unreadable answer: {e}", self.endpoints[i])));
                 }
                 Err(ureq::Error::Status(code, r)) => {
                     let v: Value = r.into_json().unwrap_or(Value::Null);
@@ -172,12 +175,12 @@ impl Etcd {
                 Err(e) => errors.push(format!("{}: {e}", self.endpoints[i])),
             }
         }
-        Err(format!("etcd unavailable: no member could serve {path}: {}", errors.join("; ")))
+        Err(MetaError::Unreachable(format!("etcd unavailable: no member could serve {path}: {}", errors.join("; "))))
     }
 
     /// Up to `limit` keys from `key` up to `end` (None: the key alone), in key order; and
     /// whether there are more.
-    pub fn range(&self, key: &[u8], end: Option<&[u8]>, limit: usize) -> Result<(Vec<Kv>, bool), String> {
+    pub fn range(&self, key: &[u8], end: Option<&[u8]>, limit: usize) -> Result<(Vec<Kv>, bool), MetaError> {
         let mut body = json!({ "key": b64(key) });
         if let Some(end) = end {
             body["range_end"] = json!(b64(end));
@@ -189,12 +192,12 @@ impl Etcd {
         Ok((kvs(&v)?, v["more"].as_bool().unwrap_or(false)))
     }
 
-    pub fn get(&self, key: &[u8]) -> Result<Option<Kv>, String> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Kv>, MetaError> {
         Ok(self.range(key, None, 1)?.0.into_iter().next())
     }
 
     /// Every key with `prefix`, a page of `page` at a time.
-    pub fn scan(&self, prefix: &[u8], page: usize) -> Result<Vec<Kv>, String> {
+    pub fn scan(&self, prefix: &[u8], page: usize) -> Result<Vec<Kv>, MetaError> {
         let end = prefix_end(prefix);
         let mut from = prefix.to_vec();
         let mut all = Vec::new();
@@ -213,7 +216,7 @@ impl Etcd {
 
     /// A transaction: if every comparison holds, `success` runs, else `failure`. Returns
     /// which, and the pairs each range operation of the branch that ran read.
-    pub fn txn(&self, cmps: &[Cmp], success: &[Op], failure: &[Op]) -> Result<(bool, Vec<Vec<Kv>>), String> {
+    pub fn txn(&self, cmps: &[Cmp], success: &[Op], failure: &[Op]) -> Result<(bool, Vec<Vec<Kv>>), MetaError> {
         let body = json!({
             "compare": cmps.iter().map(cmp_json).collect::<Vec<_>>(),
             "success": success.iter().map(op_json).collect::<Vec<_>>(),
@@ -232,21 +235,21 @@ impl Etcd {
     }
 
     /// A lease of `ttl` seconds; its id.
-    pub fn grant(&self, ttl: i64) -> Result<i64, String> {
+    pub fn grant(&self, ttl: i64) -> Result<i64, MetaError> {
         let v = self.post("/v3/lease/grant", &json!({ "TTL": ttl.to_string() }))?;
         match num(&v["ID"]) {
-            0 => Err(format!("etcd granted no lease: {v}")),
+            0 => Err(MetaError::Unreachable(format!("etcd granted no lease: {v}"))),
             id => Ok(id),
         }
     }
 
     /// Renews lease `id`; its remaining time to live (0: it has expired).
-    pub fn keepalive(&self, id: i64) -> Result<i64, String> {
+    pub fn keepalive(&self, id: i64) -> Result<i64, MetaError> {
         let v = self.post("/v3/lease/keepalive", &json!({ "ID": id.to_string() }))?;
         Ok(num(&v["result"]["TTL"]))
     }
 
-    pub fn revoke(&self, id: i64) -> Result<(), String> {
+    pub fn revoke(&self, id: i64) -> Result<(), MetaError> {
         self.post("/v3/lease/revoke", &json!({ "ID": id.to_string() })).map(drop)
     }
 }

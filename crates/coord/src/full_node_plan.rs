@@ -7,6 +7,7 @@ use crate::meta::PendingRepair;
 use crate::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{NodeId, RepairGraph};
+use kintsugi_proto::WireError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -61,7 +62,7 @@ impl std::fmt::Display for TimeslotGating {
 impl Coordinator {
     /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
     /// repairs in (by first timeslot for RepairBoost, else as listed).
-    pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<Planned, String> {
+    pub(crate) fn schedule(&self, todo: &mut [PendingRepair], scheduler: Scheduler) -> Result<Planned, WireError> {
         self.schedule_scaled(todo, scheduler, &NodeSpeed::default(), &HashMap::new())
     }
 
@@ -75,7 +76,7 @@ impl Coordinator {
         scheduler: Scheduler,
         speed: &NodeSpeed,
         shun: &HashMap<(u64, usize), NodeId>,
-    ) -> Result<Planned, String> {
+    ) -> Result<Planned, WireError> {
         let alive = self.alive();
         let failed = self.failed_nodes()?;
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
@@ -101,7 +102,7 @@ impl Coordinator {
         let gate = |g: &RepairGraph| scheduler.timeslots() && self.cfg.gate_timeslots.gates(g);
         for (_, idx) in groups {
             let method = todo[idx[0]].method;
-            let code = stripes[&todo[idx[0]].stripe].code.build().map_err(|e| e.to_string())?;
+            let code = stripes[&todo[idx[0]].stripe].code.build().map_err(WireError::from)?;
             let lost: Vec<LostChunk> = idx
                 .iter()
                 .map(|&i| {
@@ -118,7 +119,8 @@ impl Coordinator {
                     LostChunk { placement, lost: p.index, avoid: s.nodes.clone(), size: s.chunk_len }
                 })
                 .collect();
-            let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch).map_err(|e| e.to_string())?;
+            let plan = schedule::plan(code.as_ref(), method, scheduler, &lost, &cluster, self.epoch)
+                .map_err(|e| WireError::internal(e.to_string()))?;
             for (&i, r) in idx.iter().zip(&plan.repairs) {
                 let key = (todo[i].stripe, todo[i].index);
                 out.insert(key, Choice { helpers: r.helpers(), destination: r.destination(), tree: r.tree_parents() });

@@ -10,25 +10,26 @@ use crate::repair_auto::RepairAsk;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::RepairReport;
+use kintsugi_proto::WireError;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 impl Coordinator {
     /// Every chunk of a committed object that is on a dead node or reported bad.
-    pub(crate) fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+    pub(crate) fn lost_chunks(&self) -> Result<Vec<(u64, usize)>, WireError> {
         self.lost_chunks_where(&|_, _| true)
     }
 
     /// Lost chunks for which `due(node, bad)` holds (`node` the chunk's holder, `bad` whether
     /// it was reported bad).
-    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<Vec<(u64, usize)>, String> {
+    pub(crate) fn lost_chunks_where(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<Vec<(u64, usize)>, WireError> {
         Ok(self.lost_with_holders(due)?.into_keys().collect())
     }
 
     /// Lost chunks with their holders, read from the indexes: the bad chunks, and the chunks
     /// of the nodes that are down; chunks of stripes a put is still writing are not lost yet.
-    pub(crate) fn lost_with_holders(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<BTreeMap<(u64, usize), NodeId>, String> {
+    pub(crate) fn lost_with_holders(&self, due: &dyn Fn(NodeId, bool) -> bool) -> Result<BTreeMap<(u64, usize), NodeId>, WireError> {
         let alive = self.alive();
         let failed = self.failed_nodes()?;
         let mut lost = BTreeMap::new();
@@ -59,7 +60,7 @@ impl Coordinator {
         slice: u64,
         parallel: usize,
         per_destination: Option<usize>,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         let _one = self.repairing.lock().await;
         // This run's repairs per destination, if the request asks (automatic repair, which
         // waits for `repairing`, gets the configured limit back).
@@ -93,7 +94,7 @@ impl Coordinator {
         let mut set = tokio::task::JoinSet::new();
         for (n, addr) in self.alive() {
             set.spawn(async move {
-                let r = kintsugi_node::exec::request(&addr, &kintsugi_proto::NodeRequest::Stat, std::time::Duration::from_secs(1)).await;
+                let r = kintsugi_proto::rpc::request(&addr, &kintsugi_proto::NodeRequest::Stat, std::time::Duration::from_secs(1)).await;
                 match r {
                     Ok(kintsugi_proto::NodeResponse::Stat(s)) => Some((n, s.repair_file_read)),
                     _ => None,
@@ -117,7 +118,7 @@ impl Coordinator {
         slice: u64,
         parallel: usize,
         trigger: &'static str,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         let pending = self.meta.pending()?.len();
         self.destinations.reset_peak();
         self.repair_counters.start_run(&ask.to_string(), lost.len().max(pending), trigger);
@@ -132,7 +133,7 @@ impl Coordinator {
         ask: RepairAsk,
         slice: u64,
         parallel: usize,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         let method = ask.method_or_ecpipe();
         let mut todo: Vec<PendingRepair> = lost.into_iter().map(|(stripe, index)| PendingRepair { stripe, index, method, slice }).collect();
         // Chunks left pending by an earlier run are included with their own method.
@@ -157,7 +158,7 @@ impl Coordinator {
         method: Shape,
         scheduler: Scheduler,
         parallel: usize,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         let label = format!("{method} ({scheduler})");
         if scheduler.chameleon() {
             return Ok(self.repair_in_phases(todo, &label, parallel, scheduler, None).await?.0);
@@ -184,7 +185,12 @@ impl Coordinator {
     /// Repairs `todo` with what `auto` predicts fastest; a ChameleonEC run decides again
     /// before each of its phases, and hands what is left to another candidate when one
     /// is predicted faster for it.
-    async fn repair_auto(self: &Arc<Self>, mut todo: Vec<PendingRepair>, ask: RepairAsk, parallel: usize) -> Result<RepairReport, String> {
+    async fn repair_auto(
+        self: &Arc<Self>,
+        mut todo: Vec<PendingRepair>,
+        ask: RepairAsk,
+        parallel: usize,
+    ) -> Result<RepairReport, WireError> {
         let started = Instant::now();
         let mut total = RepairReport { lost: todo.len(), ..Default::default() };
         let mut chosen: Vec<String> = Vec::new();
@@ -221,7 +227,7 @@ impl Coordinator {
         Ok(total)
     }
 
-    pub(crate) async fn resume(self: &Arc<Self>) -> Result<RepairReport, String> {
+    pub(crate) async fn resume(self: &Arc<Self>) -> Result<RepairReport, WireError> {
         let _one = self.repairing.lock().await;
         let todo = self.meta.pending()?;
         self.run_repairs(todo, "resumed", 4, HashMap::new(), HashMap::new()).await

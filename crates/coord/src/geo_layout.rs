@@ -23,6 +23,7 @@ use crate::small_bucket;
 use kintsugi_codes::CodeSpec;
 use kintsugi_geo::partition::{partition, DEFAULT_MAX_CHUNK};
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Extent, LayoutSpec, ObjectLayout};
 use std::collections::HashSet;
 
@@ -78,9 +79,9 @@ impl Coordinator {
     /// Starts a put of a Geo or Contiguous object: reserves a slot for each of its chunks
     /// in open stripes of its placement group (opening new ones where none has the home's
     /// slot free), and places its remainder stripe.
-    pub(crate) fn create_geo(&self, name: String, size: u64, code: CodeSpec, layout: LayoutSpec) -> Result<ObjectLayout, String> {
-        let (s0, q, cap) = geometry_of(layout).ok_or("not a Geo layout")?;
-        let c = code.build().map_err(|e| e.to_string())?;
+    pub(crate) fn create_geo(&self, name: String, size: u64, code: CodeSpec, layout: LayoutSpec) -> Result<ObjectLayout, WireError> {
+        let (s0, q, cap) = geometry_of(layout).ok_or_else(|| WireError::bad_request("not a Geo layout"))?;
+        let c = code.build().map_err(WireError::from)?;
         let (k, n) = (c.k(), c.n());
         let alpha = c.sub_chunks() as u64;
         if s0 == 0 || s0 % alpha != 0 {
@@ -92,11 +93,11 @@ impl Coordinator {
         if cap > 1 << 30 {
             return bad("chunks are at most 1 GiB");
         }
-        let part = partition(size, s0, q, cap).map_err(|e| e.to_string())?;
+        let part = partition(size, s0, q, cap).map_err(|e| WireError::bad_request(e.to_string()))?;
         let failed: HashSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().filter(|x| !failed.contains(x)).collect();
         if alive.len() < n {
-            return bad(format!("{}{code} needs {n} live nodes, {} are alive", kintsugi_proto::TOO_FEW_NODES, alive.len()));
+            return Err(crate::objects::too_few_nodes(n, alive.len(), format!("{code} needs {n} live nodes, {} are alive", alive.len())));
         }
         let pg = placement_group(&name, self.cfg.placement_groups);
         let members = pg_members(pg, &alive, n);
@@ -137,8 +138,8 @@ impl Coordinator {
             if part.remainder > 0 {
                 // The remainder is a piece of the group's small-size bucket.
                 let rcode = remainder_code(code);
-                let rk = rcode.build().map_err(|e| e.to_string())?.k();
-                let mut fresh = |t: &mut dyn Txn| -> Result<StripeRecord, String> {
+                let rk = rcode.build().map_err(WireError::from)?.k();
+                let mut fresh = |t: &mut dyn Txn| -> Result<StripeRecord, WireError> {
                     let id = t.next_id("stripe")?;
                     let slot = t.next_id(&format!("bucket.small.{pg}.{s0}"))? - 1;
                     Ok(open_stripe(id, rcode, rk, s0, &rotation, pg, slot, true))

@@ -7,6 +7,7 @@
 //! left of the old one is skipped, as sequence caches in databases skip theirs).
 
 use crate::meta::{Change, MetaStore};
+use kintsugi_proto::WireError;
 use std::sync::Mutex;
 
 /// Hands out ids of one counter, `block` at a time from the metadata store.
@@ -23,7 +24,7 @@ impl IdBlocks {
     }
 
     /// The next id: from the block in hand, or from a new block recorded first.
-    pub(crate) fn next(&self, meta: &dyn MetaStore) -> Result<u64, String> {
+    pub(crate) fn next(&self, meta: &dyn MetaStore) -> Result<u64, WireError> {
         // Whoever finds the block empty waits for the store with the lock held.
         let mut range = crate::meta::lock_may_wait(&self.range);
         if range.0 == range.1 {

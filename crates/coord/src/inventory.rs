@@ -6,8 +6,9 @@
 //! written or repaired right now is never taken for one).
 
 use crate::coordinator::Coordinator;
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, NodeRequest};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -26,7 +27,7 @@ pub(crate) struct Inventories {
 
 impl Coordinator {
     /// One page of node `node`'s inventory; the last page reconciles it.
-    pub(crate) fn inventory(self: &Arc<Self>, node: NodeId, boot: u64, chunks: Vec<ChunkId>, last: bool) -> Result<(), String> {
+    pub(crate) fn inventory(self: &Arc<Self>, node: NodeId, boot: u64, chunks: Vec<ChunkId>, last: bool) -> Result<(), WireError> {
         let (held, since) = {
             let mut pages = self.inventories.pages.lock().expect("inventory lock");
             let now = crate::objects::now_ms();
@@ -44,7 +45,7 @@ impl Coordinator {
     }
 
     /// `listed_before`: when the first page arrived; the node listed its chunks before then.
-    fn reconcile(self: &Arc<Self>, node: NodeId, held: BTreeSet<ChunkId>, listed_before: u64) -> Result<(), String> {
+    fn reconcile(self: &Arc<Self>, node: NodeId, held: BTreeSet<ChunkId>, listed_before: u64) -> Result<(), WireError> {
         if !self.alive().contains_key(&node) || self.meta.nodes()?.iter().any(|n| n.id == node && n.failed) {
             return Ok(());
         }
@@ -121,7 +122,7 @@ impl Coordinator {
     }
 
     /// A node found its chunk corrupt or gone: lost, if it is the chunk's holder.
-    pub(crate) fn report_chunk(&self, node: NodeId, chunk: &ChunkId, reason: &str) -> Result<(), String> {
+    pub(crate) fn report_chunk(&self, node: NodeId, chunk: &ChunkId, reason: &str) -> Result<(), WireError> {
         let Some((sid, i)) = chunk.parts() else { return Ok(()) };
         match self.meta.stripe(sid)? {
             Some(s) if s.nodes.get(i) == Some(&node) && s.crcs[i].is_some() && !s.is_filler(i) => {

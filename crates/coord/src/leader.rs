@@ -6,6 +6,7 @@
 //! over, even before it notices and stops.
 
 use crate::etcd_http::{Cmp, Etcd, Op};
+use kintsugi_proto::WireError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,13 +19,13 @@ pub struct Leadership {
     ttl: Duration,
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| format!("etcd call failed: {e}"))?
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, WireError> + Send + 'static) -> Result<T, WireError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| WireError::internal(format!("etcd call failed: {e}")))?
 }
 
 /// Waits until this coordinator (`me`: its address, for the others' logs) holds the leader
 /// key `key`, however long etcd takes to be reachable; says who leads meanwhile.
-pub async fn campaign(etcd: Arc<Etcd>, key: Vec<u8>, me: &str, ttl: Duration) -> Result<Leadership, String> {
+pub async fn campaign(etcd: Arc<Etcd>, key: Vec<u8>, me: &str, ttl: Duration) -> Result<Leadership, WireError> {
     let value = format!("{me} {:016x}", rand::random::<u64>()).into_bytes();
     let mut said = Vec::new();
     let mut complained = false;
@@ -78,7 +79,7 @@ impl Leadership {
         loop {
             tokio::time::sleep(self.ttl / 4).await;
             let (e, lease) = (self.etcd.clone(), self.lease);
-            match blocking(move || e.keepalive(lease)).await {
+            match blocking(move || Ok(e.keepalive(lease)?)).await {
                 Ok(ttl) if ttl > 0 => last_renewed = Instant::now(),
                 Ok(_) => return "the leader lease expired".into(),
                 Err(err) if last_renewed.elapsed() >= self.ttl => {
@@ -92,6 +93,6 @@ impl Leadership {
     /// Lets the key go now (a clean stop), so a standby need not wait for the lease.
     pub async fn resign(&self) {
         let (e, lease) = (self.etcd.clone(), self.lease);
-        let _ = blocking(move || e.revoke(lease)).await;
+        let _ = blocking(move || Ok(e.revoke(lease)?)).await;
     }
 }

@@ -4,8 +4,9 @@
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, NodeRecord};
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, NodeRequest, RepairReport, READER};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,12 +25,12 @@ fn identity_refused(n: &NodeRecord, token: &str) -> Option<String> {
 
 impl Coordinator {
     /// Nodes an operator failed (`fail`, a `node remove` of a node that was down).
-    pub(crate) fn failed_nodes(&self) -> Result<BTreeSet<NodeId>, String> {
+    pub(crate) fn failed_nodes(&self) -> Result<BTreeSet<NodeId>, WireError> {
         Ok(self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect())
     }
 
     /// Records a heartbeat; says whether it came from a node never seen before (it joined).
-    pub(crate) fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<bool, String> {
+    pub(crate) fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<bool, WireError> {
         if node == READER {
             return bad(format!("node id {READER} is reserved for readers"));
         }
@@ -72,7 +73,7 @@ impl Coordinator {
     }
 
     /// Refuses a process whose data directory is not the one node id `node` is bound to.
-    pub(crate) fn check_identity(&self, node: NodeId, token: &str) -> Result<(), String> {
+    pub(crate) fn check_identity(&self, node: NodeId, token: &str) -> Result<(), WireError> {
         match self.meta.nodes()?.into_iter().find(|n| n.id == node).and_then(|n| identity_refused(&n, token)) {
             Some(refused) => bad(refused),
             None => Ok(()),
@@ -89,7 +90,7 @@ impl Coordinator {
     }
 
     /// Nodes a new or rebuilt chunk may go to: up, not failed, not being drained.
-    pub(crate) fn placeable(&self) -> Result<BTreeMap<NodeId, String>, String> {
+    pub(crate) fn placeable(&self) -> Result<BTreeMap<NodeId, String>, WireError> {
         let failed = self.failed_nodes()?;
         let draining = self.draining.lock().expect("draining lock").clone();
         Ok(self.alive().into_iter().filter(|(n, _)| !failed.contains(n) && !draining.contains(n)).collect())
@@ -116,9 +117,9 @@ impl Coordinator {
     /// `node replace`: releases node id `node` from the data directory it is bound to, so
     /// that a new disk can join under it; its chunks, missing there, are then rebuilt onto
     /// it in place.
-    pub(crate) fn replace_node(&self, node: NodeId) -> Result<(), String> {
+    pub(crate) fn replace_node(&self, node: NodeId) -> Result<(), WireError> {
         self.meta.update(&mut |t| {
-            let n = t.node(node)?.ok_or(format!("no node {node}"))?;
+            let n = t.node(node)?.ok_or_else(|| WireError::not_found(format!("no node {node}")))?;
             t.put(Change::PutNode(NodeRecord { token: String::new(), ..n }))
         })?;
         // Whoever runs under the id now must join again, with its own directory.
@@ -127,8 +128,8 @@ impl Coordinator {
         Ok(())
     }
 
-    pub(crate) async fn fail_node(&self, node: NodeId) -> Result<(), String> {
-        let rec = self.meta.nodes()?.into_iter().find(|n| n.id == node).ok_or(format!("no node {node}"))?;
+    pub(crate) async fn fail_node(&self, node: NodeId) -> Result<(), WireError> {
+        let rec = self.meta.nodes()?.into_iter().find(|n| n.id == node).ok_or_else(|| WireError::not_found(format!("no node {node}")))?;
         self.meta.apply(vec![Change::PutNode(NodeRecord { failed: true, ..rec.clone() })])?;
         self.live.lock().expect("live lock").remove(&node);
         // Best effort: the node may already be gone.
@@ -139,9 +140,9 @@ impl Coordinator {
     /// Takes a node out for good (`kintsugi node remove`): fails it, rebuilds its chunks
     /// elsewhere with the configured method and scheduler, and forgets it once no stripe
     /// names it. Refused, with the node left failed, while any chunk could not be moved.
-    pub(crate) async fn remove_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
+    pub(crate) async fn remove_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, WireError> {
         let Some(rec) = self.meta.nodes()?.into_iter().find(|n| n.id == node) else {
-            return bad(format!("no node {node}"));
+            return Err(WireError::not_found(format!("no node {node}")));
         };
         if !rec.failed && self.alive().contains_key(&node) {
             // Up: drained while it serves, and stopped only once nothing is left on it.

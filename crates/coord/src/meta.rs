@@ -14,6 +14,7 @@ pub use crate::meta_index::NodeChunk;
 pub use crate::meta_redb::RedbMeta;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Extent, LayoutSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -222,21 +223,21 @@ pub struct PendingRepair {
 
 /// Reads and writes inside one write transaction.
 pub trait Txn {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String>;
-    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String>;
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String>;
-    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String>;
-    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String>;
-    fn put(&mut self, change: Change) -> Result<(), String>;
-    fn next_id(&mut self, counter: &str) -> Result<u64, String>;
-    fn counter(&self, name: &str) -> Result<Option<u64>, String>;
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError>;
+    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, WireError>;
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError>;
+    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, WireError>;
+    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, WireError>;
+    fn put(&mut self, change: Change) -> Result<(), WireError>;
+    fn next_id(&mut self, counter: &str) -> Result<u64, WireError>;
+    fn counter(&self, name: &str) -> Result<Option<u64>, WireError>;
 
     /// Drops version `o` of an object: its own stripes go to garbage. Stripes it shares with
     /// other objects (Geo, Contiguous) stay: a slot of an open stripe that was reserved but
     /// never committed is freed for the next put; a committed chunk stays in its stripe as
     /// dead space (parity is never updated in place; reclaiming it takes a compaction,
     /// which is not built).
-    fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64) -> Result<(), String> {
+    fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64) -> Result<(), WireError> {
         for (si, &id) in o.stripes.iter().enumerate() {
             let Some(mut s) = self.stripe(id)? else { continue };
             if s.owners.is_empty() {
@@ -272,7 +273,7 @@ pub trait Txn {
     }
 
     /// Moves a stripe to garbage (its chunks are deleted from the nodes later).
-    fn discard_stripe(&mut self, id: u64, now_ms: u64) -> Result<(), String> {
+    fn discard_stripe(&mut self, id: u64, now_ms: u64) -> Result<(), WireError> {
         if let Some(mut s) = self.stripe(id)? {
             s.discarded_ms = now_ms;
             self.put(Change::DeleteStripe(id))?;
@@ -302,52 +303,52 @@ pub struct MetaCounts {
 /// everything a request needs is a record by key, a page of records, or an index entry
 /// ([`crate::meta_index`]).
 pub trait MetaStore: Send + Sync {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String>;
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError>;
     /// Up to `limit` committed objects in name order, from `from` (included when
     /// `inclusive`).
-    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, String>;
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String>;
+    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError>;
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError>;
     /// The stripes of `ids` that exist, in one read.
-    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, String>;
+    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, WireError>;
     /// Up to `limit` stripes with ids above `after`, in id order.
-    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String>;
-    fn nodes(&self) -> Result<Vec<NodeRecord>, String>;
-    fn pending(&self) -> Result<Vec<PendingRepair>, String>;
+    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError>;
+    fn nodes(&self) -> Result<Vec<NodeRecord>, WireError>;
+    fn pending(&self) -> Result<Vec<PendingRepair>, WireError>;
     /// Uploads (puts not yet committed).
-    fn uploads(&self) -> Result<Vec<ObjectRecord>, String>;
+    fn uploads(&self) -> Result<Vec<ObjectRecord>, WireError>;
     /// Up to `limit` stripes whose chunks are still to be deleted from nodes, ids above
     /// `after`.
-    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String>;
+    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError>;
     /// Which of `ids` are garbage stripes.
-    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, String>;
+    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, WireError>;
     /// Up to `limit` chunks placed on `node` (of live stripes; garbage is the collector's),
     /// in (stripe, index) order after `after`.
-    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, String>;
+    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, WireError>;
     /// Every chunk placed on `node`.
-    fn node_chunks(&self, node: NodeId) -> Result<Vec<NodeChunk>, String> {
+    fn node_chunks(&self, node: NodeId) -> Result<Vec<NodeChunk>, WireError> {
         self.node_chunks_from(node, None, usize::MAX)
     }
     /// Chunks reported bad and not repaired: (stripe, index).
-    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, String>;
+    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, WireError>;
     /// Open Geo stripes, of placement group `pg` or of all.
-    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, String>;
+    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, WireError>;
     /// Stripes per node ((a, a)) and shared per pair of nodes ((a, b), a < b).
-    fn spread(&self) -> Result<Vec<SpreadCount>, String>;
+    fn spread(&self) -> Result<Vec<SpreadCount>, WireError>;
     /// Bytes of chunks placed on each node.
-    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, String>;
+    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, WireError>;
     /// Names of the committed objects with bytes in stripe `id`.
-    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, String>;
-    fn counts(&self) -> Result<MetaCounts, String>;
+    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, WireError>;
+    fn counts(&self) -> Result<MetaCounts, WireError>;
     /// Runs `f` in one write transaction: everything it reads and writes is atomic and
     /// isolated from every other update; an error from `f` aborts it all.
-    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String>;
+    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError>;
     /// Applies a batch of changes atomically.
-    fn apply(&self, changes: Vec<Change>) -> Result<(), String> {
+    fn apply(&self, changes: Vec<Change>) -> Result<(), WireError> {
         let mut changes = Some(changes);
         self.update(&mut |t| changes.take().into_iter().flatten().try_for_each(|c| t.put(c)))
     }
     /// This cluster's id: random, made on the first start, kept for good.
-    fn cluster_id(&self) -> Result<u64, String> {
+    fn cluster_id(&self) -> Result<u64, WireError> {
         let mut id = 0;
         self.update(&mut |t| {
             id = match t.counter("cluster_id")? {
@@ -364,7 +365,7 @@ pub trait MetaStore: Send + Sync {
         Ok(id)
     }
     /// A fresh id from a persistent counter.
-    fn next_id(&self, counter: &str) -> Result<u64, String> {
+    fn next_id(&self, counter: &str) -> Result<u64, WireError> {
         let mut id = 0;
         self.update(&mut |t| {
             id = t.next_id(counter)?;
@@ -396,13 +397,47 @@ pub(crate) fn lock_may_wait<T>(lock: &std::sync::Mutex<T>) -> std::sync::MutexGu
     }
 }
 
+/// What can go wrong in the metadata store itself, as opposed to what a transaction's own
+/// logic refuses (which travels as the caller's `WireError`).
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    /// The database failed: an I/O error, a transaction that did not commit, a file that
+    /// cannot be opened.
+    #[error("metadata store: {0}")]
+    Backend(String),
+    /// A stored record or key that does not decode.
+    #[error("metadata store: corrupt record: {0}")]
+    Corrupt(String),
+    /// The store cannot be reached now (no etcd member answers).
+    #[error("metadata store: {0}")]
+    Unreachable(String),
+    /// Another coordinator holds the leader key: this one may not write.
+    #[error("metadata store: this coordinator is no longer the leader (another one holds the leader key in etcd)")]
+    NotLeader,
+    /// A setting of the store that is wrong (a bad URL).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Unreachable and not leading pass (a client retries, the next leader serves); a broken
+/// or corrupt store does not.
+impl From<MetaError> for WireError {
+    fn from(e: MetaError) -> Self {
+        match e {
+            MetaError::Unreachable(_) | MetaError::NotLeader => WireError::unavailable(e.to_string()),
+            MetaError::Config(_) => WireError::bad_request(e.to_string()),
+            MetaError::Backend(_) | MetaError::Corrupt(_) => WireError::internal(e.to_string()),
+        }
+    }
+}
+
 /// A record as stored (JSON: fields added later read as their defaults from older records).
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("records serialise")
 }
 
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(bytes).map_err(|x| format!("metadata store: corrupt record: {x}"))
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
+    serde_json::from_slice(bytes).map_err(|x| MetaError::Corrupt(x.to_string()).into())
 }
 
 /// One change in a batch.

@@ -18,6 +18,7 @@ use crate::etcd_http::{prefix_end, Cmp, Etcd, Kv, Op};
 use crate::meta::{decode, encode, Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn};
 use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries};
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -50,8 +51,9 @@ fn hex16(x: u64) -> String {
     format!("{x:016x}")
 }
 
-fn parse_hex(s: &[u8]) -> Result<u64, String> {
-    u64::from_str_radix(std::str::from_utf8(s).unwrap_or(""), 16).map_err(|_| format!("metadata store: bad key part {s:?}"))
+fn parse_hex(s: &[u8]) -> Result<u64, WireError> {
+    u64::from_str_radix(std::str::from_utf8(s).unwrap_or(""), 16)
+        .map_err(|_| crate::meta::MetaError::Corrupt(format!("bad key part {s:?}")).into())
 }
 
 fn number(v: &[u8]) -> u64 {
@@ -68,19 +70,21 @@ fn hot(rel: &[u8]) -> bool {
 
 /// The members and key prefix of `etcd://HOST:PORT,HOST:PORT/PREFIX` (the prefix names a
 /// cluster, so several can share one etcd; keys go under `/kintsugi/PREFIX/`).
-pub fn parse_url(url: &str) -> Result<(Vec<String>, String), String> {
-    let rest = url.strip_prefix("etcd://").ok_or(format!("metadata '{url}': expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"))?;
+pub fn parse_url(url: &str) -> Result<(Vec<String>, String), WireError> {
+    let rest = url
+        .strip_prefix("etcd://")
+        .ok_or_else(|| WireError::bad_request(format!("metadata '{url}': expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")))?;
     let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
     let endpoints: Vec<String> = hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
     if endpoints.is_empty() || endpoints.iter().any(|h| !h.contains(':')) {
-        return Err(format!("metadata '{url}': every etcd member is HOST:PORT"));
+        return Err(WireError::bad_request(format!("metadata '{url}': every etcd member is HOST:PORT")));
     }
     let path = path.trim_matches('/');
     Ok((endpoints, if path.is_empty() { "/kintsugi/".into() } else { format!("/kintsugi/{path}/") }))
 }
 
 /// The tables kept in memory, as etcd holds them.
-fn load_hot(etcd: &Etcd, prefix: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, String> {
+fn load_hot(etcd: &Etcd, prefix: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, WireError> {
     let mut hot = HashMap::new();
     for table in HOT {
         for kv in etcd.scan(&[prefix, table].concat(), 4096)? {
@@ -92,7 +96,7 @@ fn load_hot(etcd: &Etcd, prefix: &[u8]) -> Result<HashMap<Vec<u8>, Vec<u8>>, Str
 
 impl EtcdMeta {
     /// The store under `prefix` of `etcd`; `fence`: the leader key this coordinator holds.
-    pub fn open(etcd: Arc<Etcd>, prefix: &str, fence: Option<Cmp>) -> Result<Self, String> {
+    pub fn open(etcd: Arc<Etcd>, prefix: &str, fence: Option<Cmp>) -> Result<Self, WireError> {
         let prefix = prefix.as_bytes().to_vec();
         let hot = RwLock::new(load_hot(&etcd, &prefix)?);
         Ok(EtcdMeta { etcd, prefix, fence, hot, writer: Mutex::new(()), stale: Default::default() })
@@ -102,29 +106,29 @@ impl EtcdMeta {
         [&self.prefix[..], rel.as_bytes()].concat()
     }
 
-    fn get<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, String> {
+    fn get<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, WireError> {
         self.etcd.get(&self.key(rel))?.map(|kv| decode(&kv.value)).transpose()
     }
 
     /// Every pair under `rel`, keys relative to it.
-    fn scan(&self, rel: &str) -> Result<Vec<Pair>, String> {
+    fn scan(&self, rel: &str) -> Result<Vec<Pair>, WireError> {
         let p = self.key(rel);
         Ok(self.etcd.scan(&p, 4096)?.into_iter().map(|kv| (kv.key[p.len()..].to_vec(), kv.value)).collect())
     }
 
-    fn records<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Vec<T>, String> {
+    fn records<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Vec<T>, WireError> {
         self.scan(rel)?.iter().map(|(_, v)| decode(v)).collect()
     }
 
     /// Up to `limit` records from key `from` (relative) up to the end of table `table`.
-    fn range_records<T: serde::de::DeserializeOwned>(&self, table: &str, from: &[u8], limit: usize) -> Result<Vec<T>, String> {
+    fn range_records<T: serde::de::DeserializeOwned>(&self, table: &str, from: &[u8], limit: usize) -> Result<Vec<T>, WireError> {
         let end = prefix_end(&self.key(table));
         let (kvs, _) = self.etcd.range(&[&self.prefix[..], from].concat(), Some(&end), limit)?;
         kvs.iter().map(|kv| decode(&kv.value)).collect()
     }
 
     /// Several keys in one round trip (a transaction of reads).
-    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Kv>>, String> {
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Kv>>, WireError> {
         let mut out = Vec::with_capacity(keys.len());
         for part in keys.chunks(BATCH) {
             let ops: Vec<Op> = part.iter().map(|k| Op::Range { key: k.clone(), end: None }).collect();
@@ -140,52 +144,52 @@ impl EtcdMeta {
 }
 
 impl MetaStore for EtcdMeta {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
         self.get(&format!("o/{name}"))
     }
-    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, String> {
+    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError> {
         let mut start = format!("o/{from}").into_bytes();
         if !inclusive {
             start.push(0);
         }
         self.range_records("o/", &start, limit)
     }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         self.get(&format!("s/{}", hex16(id)))
     }
-    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, String> {
+    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, WireError> {
         let keys: Vec<Vec<u8>> = ids.iter().map(|id| self.key(&format!("s/{}", hex16(*id)))).collect();
         self.get_many(&keys)?.into_iter().flatten().map(|kv| decode(&kv.value)).collect()
     }
-    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String> {
+    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
         if after == u64::MAX {
             return Ok(Vec::new());
         }
         self.range_records("s/", format!("s/{}", hex16(after + 1)).as_bytes(), limit)
     }
-    fn nodes(&self) -> Result<Vec<NodeRecord>, String> {
+    fn nodes(&self) -> Result<Vec<NodeRecord>, WireError> {
         let hot = self.hot.read().expect("hot lock");
         let mut nodes: Vec<(&Vec<u8>, &Vec<u8>)> = hot.iter().filter(|(k, _)| k.starts_with(b"n/")).collect();
         nodes.sort();
         nodes.into_iter().map(|(_, v)| decode(v)).collect()
     }
-    fn pending(&self) -> Result<Vec<PendingRepair>, String> {
+    fn pending(&self) -> Result<Vec<PendingRepair>, WireError> {
         self.records("p/")
     }
-    fn uploads(&self) -> Result<Vec<ObjectRecord>, String> {
+    fn uploads(&self) -> Result<Vec<ObjectRecord>, WireError> {
         self.records("u/")
     }
-    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String> {
+    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
         if after == u64::MAX {
             return Ok(Vec::new());
         }
         self.range_records("g/", format!("g/{}", hex16(after + 1)).as_bytes(), limit)
     }
-    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, String> {
+    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, WireError> {
         let keys: Vec<Vec<u8>> = ids.iter().map(|id| self.key(&format!("g/{}", hex16(*id)))).collect();
         Ok(ids.iter().zip(self.get_many(&keys)?).filter(|(_, kv)| kv.is_some()).map(|(id, _)| *id).collect())
     }
-    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, String> {
+    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, WireError> {
         let table = format!("i/nc/{}/", hex8(node));
         let from = match after {
             Some((s, i)) => format!("{table}{}/{}\0", hex16(s), hex8(i as u32)),
@@ -202,10 +206,10 @@ impl MetaStore for EtcdMeta {
             })
             .collect()
     }
-    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, WireError> {
         self.scan("i/bad/")?.iter().map(|(k, _)| Ok((parse_hex(&k[..16])?, parse_hex(&k[17..])? as usize))).collect()
     }
-    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, String> {
+    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, WireError> {
         let table = match pg {
             Some(pg) => format!("i/open/{}/", hex8(pg)),
             None => "i/open/".to_string(),
@@ -213,7 +217,7 @@ impl MetaStore for EtcdMeta {
         let ids: Vec<u64> = self.scan(&table)?.iter().map(|(k, _)| parse_hex(&k[k.len() - 16..])).collect::<Result<_, _>>()?;
         self.stripes_of(&ids)
     }
-    fn spread(&self) -> Result<Vec<SpreadCount>, String> {
+    fn spread(&self) -> Result<Vec<SpreadCount>, WireError> {
         let hot = self.hot.read().expect("hot lock");
         let mut out: Vec<SpreadCount> = hot
             .iter()
@@ -225,14 +229,14 @@ impl MetaStore for EtcdMeta {
         out.sort_unstable();
         Ok(out)
     }
-    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, String> {
+    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, WireError> {
         let hot = self.hot.read().expect("hot lock");
         Ok(hot.iter().filter_map(|(k, v)| Some((parse_hex(k.strip_prefix(b"i/held/")?).ok()? as NodeId, number(v)))).collect())
     }
-    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, String> {
+    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, WireError> {
         Ok(self.scan(&format!("i/so/{}/", hex16(id)))?.into_iter().map(|(k, _)| String::from_utf8_lossy(&k).into_owned()).collect())
     }
-    fn counts(&self) -> Result<MetaCounts, String> {
+    fn counts(&self) -> Result<MetaCounts, WireError> {
         Ok(MetaCounts {
             objects: self.hot_number("c/count.objects"),
             bytes: self.hot_number(&format!("c/{}", meta_index::BYTES_COUNTER)),
@@ -242,14 +246,14 @@ impl MetaStore for EtcdMeta {
             pending: self.hot_number("c/count.pending"),
         })
     }
-    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
+    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
         crate::meta::may_wait(|| self.update_now(f))
     }
 }
 
 impl EtcdMeta {
     /// One update, waiting for the writer's turn and etcd's answer.
-    fn update_now(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
+    fn update_now(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
         let _one = self.writer.lock().expect("writer lock");
         if self.stale.load(std::sync::atomic::Ordering::SeqCst) {
             *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
@@ -271,7 +275,7 @@ impl EtcdMeta {
         let fence: Vec<Cmp> = self.fence.iter().cloned().collect();
         let (ok, _) = self.etcd.txn(&fence, &ops, &[]).inspect_err(|_| self.stale.store(true, std::sync::atomic::Ordering::SeqCst))?;
         if !ok {
-            return Err("metadata store: this coordinator is no longer the leader (another one holds the leader key in etcd)".into());
+            return Err(crate::meta::MetaError::NotLeader.into());
         }
         let mut hot_tables = self.hot.write().expect("hot lock");
         for (k, v) in writes.into_iter().filter(|(k, _)| hot(k)) {
@@ -300,7 +304,7 @@ struct EtcdTxn<'a> {
 }
 
 impl EtcdTxn<'_> {
-    fn raw(&self, rel: &str) -> Result<Option<Vec<u8>>, String> {
+    fn raw(&self, rel: &str) -> Result<Option<Vec<u8>>, WireError> {
         if let Some(w) = self.writes.get(rel.as_bytes()) {
             return Ok(w.clone());
         }
@@ -315,7 +319,7 @@ impl EtcdTxn<'_> {
         Ok(v)
     }
 
-    fn record<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, String> {
+    fn record<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, WireError> {
         self.raw(rel)?.map(|v| decode(&v)).transpose()
     }
 
@@ -323,7 +327,7 @@ impl EtcdTxn<'_> {
         self.writes.insert(rel.into_bytes(), v);
     }
 
-    fn number(&self, rel: &str) -> Result<u64, String> {
+    fn number(&self, rel: &str) -> Result<u64, WireError> {
         Ok(self.raw(rel)?.map_or(0, |v| number(&v)))
     }
 
@@ -332,7 +336,7 @@ impl EtcdTxn<'_> {
     }
 
     /// Adjusts count `name` when a record appears (`was` false, `is` true) or goes.
-    fn tally(&mut self, name: &str, was: bool, is: bool) -> Result<(), String> {
+    fn tally(&mut self, name: &str, was: bool, is: bool) -> Result<(), WireError> {
         if was != is {
             let rel = format!("c/count.{name}");
             let v = self.number(&rel)?;
@@ -343,62 +347,62 @@ impl EtcdTxn<'_> {
 }
 
 impl IndexTables for EtcdTxn<'_> {
-    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), String> {
+    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), WireError> {
         self.set(format!("i/nc/{}/{}/{}", hex8(node), hex16(stripe), hex8(index)), value.map(|v| v.to_string().into_bytes()));
         Ok(())
     }
-    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), String> {
+    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), WireError> {
         self.set(format!("i/bad/{}/{}", hex16(stripe), hex8(index)), bad.then(Vec::new));
         Ok(())
     }
-    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), String> {
+    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), WireError> {
         self.set(format!("i/open/{}/{}", hex8(pg), hex16(stripe)), open.then(Vec::new));
         Ok(())
     }
-    fn spread(&self, (a, b): (NodeId, NodeId)) -> Result<u64, String> {
+    fn spread(&self, (a, b): (NodeId, NodeId)) -> Result<u64, WireError> {
         self.number(&format!("i/sp/{}/{}", hex8(a), hex8(b)))
     }
-    fn set_spread(&mut self, (a, b): (NodeId, NodeId), v: u64) -> Result<(), String> {
+    fn set_spread(&mut self, (a, b): (NodeId, NodeId), v: u64) -> Result<(), WireError> {
         self.set_number(format!("i/sp/{}/{}", hex8(a), hex8(b)), v);
         Ok(())
     }
-    fn held(&self, node: NodeId) -> Result<u64, String> {
+    fn held(&self, node: NodeId) -> Result<u64, WireError> {
         self.number(&format!("i/held/{}", hex8(node)))
     }
-    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), String> {
+    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), WireError> {
         self.set_number(format!("i/held/{}", hex8(node)), v);
         Ok(())
     }
-    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), String> {
+    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), WireError> {
         self.set(format!("i/so/{}/{name}", hex16(stripe)), on.then(Vec::new));
         Ok(())
     }
-    fn count(&self, name: &str) -> Result<u64, String> {
+    fn count(&self, name: &str) -> Result<u64, WireError> {
         self.number(&format!("c/{name}"))
     }
-    fn set_count(&mut self, name: &str, v: u64) -> Result<(), String> {
+    fn set_count(&mut self, name: &str, v: u64) -> Result<(), WireError> {
         self.set(format!("c/{name}"), Some(v.to_string().into_bytes()));
         Ok(())
     }
 }
 
 impl Txn for EtcdTxn<'_> {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
         self.record(&format!("o/{name}"))
     }
-    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String> {
+    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, WireError> {
         self.record(&format!("u/{}", hex16(version)))
     }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         self.record(&format!("s/{}", hex16(id)))
     }
-    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         self.record(&format!("g/{}", hex16(id)))
     }
-    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String> {
+    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, WireError> {
         self.record(&format!("n/{}", hex8(id)))
     }
-    fn put(&mut self, c: Change) -> Result<(), String> {
+    fn put(&mut self, c: Change) -> Result<(), WireError> {
         match c {
             Change::PutObject(o) => {
                 let old = self.object(&o.name)?;
@@ -462,10 +466,10 @@ impl Txn for EtcdTxn<'_> {
         }
         Ok(())
     }
-    fn counter(&self, name: &str) -> Result<Option<u64>, String> {
+    fn counter(&self, name: &str) -> Result<Option<u64>, WireError> {
         Ok(self.raw(&format!("c/{name}"))?.map(|v| number(&v)))
     }
-    fn next_id(&mut self, counter: &str) -> Result<u64, String> {
+    fn next_id(&mut self, counter: &str) -> Result<u64, WireError> {
         let next = self.counter(counter)?.unwrap_or(1);
         self.set(format!("c/{counter}"), Some((next + 1).to_string().into_bytes()));
         Ok(next)

@@ -15,6 +15,7 @@
 
 use crate::meta::{ObjectRecord, StripeRecord};
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
@@ -144,17 +145,17 @@ pub fn object_stripes(o: &ObjectRecord) -> Vec<u64> {
 /// (inside the transaction that changes the records).
 pub trait IndexTables {
     /// Sets (Some) or removes (None) the entry of chunk `index` of `stripe` on `node`.
-    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), String>;
-    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), String>;
-    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), String>;
-    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, String>;
+    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), WireError>;
+    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), WireError>;
+    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), WireError>;
+    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, WireError>;
     /// 0 removes the counter.
-    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), String>;
-    fn held(&self, node: NodeId) -> Result<u64, String>;
-    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), String>;
-    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), String>;
-    fn count(&self, name: &str) -> Result<u64, String>;
-    fn set_count(&mut self, name: &str, v: u64) -> Result<(), String>;
+    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), WireError>;
+    fn held(&self, node: NodeId) -> Result<u64, WireError>;
+    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), WireError>;
+    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), WireError>;
+    fn count(&self, name: &str) -> Result<u64, WireError>;
+    fn set_count(&mut self, name: &str, v: u64) -> Result<(), WireError>;
 }
 
 /// The counter of committed objects' bytes.
@@ -165,7 +166,7 @@ fn add(v: u64, delta: i64) -> u64 {
 }
 
 /// Replaces stripe `id`'s index entries `old` by `new`, touching only what differs.
-pub fn reindex_stripe(t: &mut dyn IndexTables, id: u64, old: Option<&StripeEntries>, new: Option<&StripeEntries>) -> Result<(), String> {
+pub fn reindex_stripe(t: &mut dyn IndexTables, id: u64, old: Option<&StripeEntries>, new: Option<&StripeEntries>) -> Result<(), WireError> {
     let none = StripeEntries::default();
     let (o, n) = (old.unwrap_or(&none), new.unwrap_or(&none));
     for (&(node, i), v) in &o.chunks {
@@ -208,7 +209,12 @@ pub fn reindex_stripe(t: &mut dyn IndexTables, id: u64, old: Option<&StripeEntri
 }
 
 /// Replaces a committed object's index entries (its stripes, its bytes).
-pub fn reindex_object(t: &mut dyn IndexTables, name: &str, old: Option<&ObjectRecord>, new: Option<&ObjectRecord>) -> Result<(), String> {
+pub fn reindex_object(
+    t: &mut dyn IndexTables,
+    name: &str,
+    old: Option<&ObjectRecord>,
+    new: Option<&ObjectRecord>,
+) -> Result<(), WireError> {
     let was: BTreeSet<u64> = old.map(object_stripes).unwrap_or_default().into_iter().collect();
     let is: BTreeSet<u64> = new.map(object_stripes).unwrap_or_default().into_iter().collect();
     for id in was.difference(&is) {

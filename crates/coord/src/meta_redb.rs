@@ -6,6 +6,7 @@
 use crate::meta::{Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn};
 use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries, BYTES_COUNTER};
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
@@ -42,8 +43,8 @@ pub struct RedbMeta {
     writer: std::sync::Mutex<()>,
 }
 
-fn e(x: impl std::fmt::Display) -> String {
-    format!("metadata store: {x}")
+fn e(x: impl std::fmt::Display) -> WireError {
+    crate::meta::MetaError::Backend(x.to_string()).into()
 }
 
 use crate::meta::{decode, encode};
@@ -54,7 +55,7 @@ fn pending_key(stripe: u64, index: usize) -> String {
 
 impl RedbMeta {
     /// Opens (creating) the database file; builds the indexes of a file that lacks them.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, WireError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|x| e(format!("cannot create {}: {x}", dir.display())))?;
         }
@@ -78,7 +79,7 @@ impl RedbMeta {
         Ok(meta)
     }
 
-    fn read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Result<T, redb::Error>) -> Result<T, String> {
+    fn read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Result<T, redb::Error>) -> Result<T, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         f(&r).map_err(e)
     }
@@ -88,28 +89,28 @@ impl RedbMeta {
 fn all<'a, K: redb::Key + 'static, T: DeserializeOwned>(
     it: impl Iterator<Item = Result<(redb::AccessGuard<'a, K>, redb::AccessGuard<'a, &'static [u8]>), redb::StorageError>>,
     limit: usize,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, WireError> {
     it.take(limit).map(|kv| kv.map_err(e).and_then(|(_, v)| decode(v.value()))).collect()
 }
 
 impl MetaStore for RedbMeta {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(OBJECTS).map_err(e)?;
         t.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, String> {
+    fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(OBJECTS).map_err(e)?;
         let start = if inclusive { Bound::Included(from) } else { Bound::Excluded(from) };
         all(t.range::<&str>((start, Bound::Unbounded)).map_err(e)?, limit)
     }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(STRIPES).map_err(e)?;
         t.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, String> {
+    fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(STRIPES).map_err(e)?;
         ids.iter()
@@ -117,32 +118,32 @@ impl MetaStore for RedbMeta {
             .map(|r| r.and_then(|x| x))
             .collect()
     }
-    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String> {
+    fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(STRIPES).map_err(e)?;
         all(t.range((Bound::Excluded(after), Bound::Unbounded)).map_err(e)?, limit)
     }
-    fn nodes(&self) -> Result<Vec<NodeRecord>, String> {
+    fn nodes(&self) -> Result<Vec<NodeRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(NODES).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
-    fn pending(&self) -> Result<Vec<PendingRepair>, String> {
+    fn pending(&self) -> Result<Vec<PendingRepair>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(PENDING).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
-    fn uploads(&self) -> Result<Vec<ObjectRecord>, String> {
+    fn uploads(&self) -> Result<Vec<ObjectRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(UPLOADS).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
-    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, String> {
+    fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
         let r = self.db.begin_read().map_err(e)?;
         let t = r.open_table(GARBAGE).map_err(e)?;
         all(t.range((Bound::Excluded(after), Bound::Unbounded)).map_err(e)?, limit)
     }
-    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, String> {
+    fn garbage_among(&self, ids: &[u64]) -> Result<HashSet<u64>, WireError> {
         self.read(|r| {
             let t = r.open_table(GARBAGE)?;
             let mut found = HashSet::new();
@@ -154,7 +155,7 @@ impl MetaStore for RedbMeta {
             Ok(found)
         })
     }
-    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, String> {
+    fn node_chunks_from(&self, node: NodeId, after: Option<(u64, usize)>, limit: usize) -> Result<Vec<NodeChunk>, WireError> {
         self.read(|r| {
             let t = r.open_table(NODE_CHUNKS)?;
             let mut out = Vec::new();
@@ -170,13 +171,13 @@ impl MetaStore for RedbMeta {
             Ok(out)
         })
     }
-    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, String> {
+    fn bad_chunks(&self) -> Result<Vec<(u64, usize)>, WireError> {
         self.read(|r| {
             let t = r.open_table(BAD)?;
             t.iter()?.map(|kv| kv.map(|(k, _)| (k.value().0, k.value().1 as usize)).map_err(Into::into)).collect()
         })
     }
-    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, String> {
+    fn open_stripes(&self, pg: Option<u32>) -> Result<Vec<StripeRecord>, WireError> {
         let ids: Vec<u64> = self.read(|r| {
             let t = r.open_table(OPEN)?;
             let range = match pg {
@@ -187,19 +188,19 @@ impl MetaStore for RedbMeta {
         })?;
         self.stripes_of(&ids)
     }
-    fn spread(&self) -> Result<Vec<SpreadCount>, String> {
+    fn spread(&self) -> Result<Vec<SpreadCount>, WireError> {
         self.read(|r| {
             let t = r.open_table(SPREAD)?;
             t.iter()?.map(|kv| kv.map(|(k, v)| (k.value(), v.value())).map_err(Into::into)).collect()
         })
     }
-    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, String> {
+    fn held_bytes(&self) -> Result<BTreeMap<NodeId, u64>, WireError> {
         self.read(|r| {
             let t = r.open_table(HELD)?;
             t.iter()?.map(|kv| kv.map(|(k, v)| (k.value(), v.value())).map_err(Into::into)).collect()
         })
     }
-    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, String> {
+    fn stripe_objects(&self, id: u64) -> Result<Vec<String>, WireError> {
         self.read(|r| {
             let t = r.open_table(STRIPE_OBJECTS)?;
             let mut names = Vec::new();
@@ -214,7 +215,7 @@ impl MetaStore for RedbMeta {
             Ok(names)
         })
     }
-    fn counts(&self) -> Result<MetaCounts, String> {
+    fn counts(&self) -> Result<MetaCounts, WireError> {
         self.read(|r| {
             Ok(MetaCounts {
                 objects: r.open_table(OBJECTS)?.len()?,
@@ -226,7 +227,7 @@ impl MetaStore for RedbMeta {
             })
         })
     }
-    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), String>) -> Result<(), String> {
+    fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
         // redb has one writer at a time; its turn is taken here first, so waiting for it
         // never holds an async worker.
         let _one = crate::meta::lock_may_wait(&self.writer);
@@ -259,7 +260,7 @@ struct RedbTxn<'t> {
 
 impl<'t> RedbTxn<'t> {
     /// Opens (creating) every table in write transaction `w`.
-    fn of(w: &'t redb::WriteTransaction) -> Result<Self, String> {
+    fn of(w: &'t redb::WriteTransaction) -> Result<Self, WireError> {
         Ok(RedbTxn {
             objects: w.open_table(OBJECTS).map_err(e)?,
             stripes: w.open_table(STRIPES).map_err(e)?,
@@ -279,7 +280,7 @@ impl<'t> RedbTxn<'t> {
 
     /// Empties the index tables and derives them again from every record; returns the
     /// stripes indexed.
-    fn rebuild_indexes(&mut self) -> Result<usize, String> {
+    fn rebuild_indexes(&mut self) -> Result<usize, WireError> {
         self.node_chunks.retain(|_, _| false).map_err(e)?;
         self.bad.retain(|_, _| false).map_err(e)?;
         self.open.retain(|_, _| false).map_err(e)?;
@@ -300,60 +301,60 @@ impl<'t> RedbTxn<'t> {
 }
 
 impl IndexTables for RedbTxn<'_> {
-    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), String> {
+    fn set_node_chunk(&mut self, node: NodeId, stripe: u64, index: u32, value: Option<u64>) -> Result<(), WireError> {
         match value {
             Some(v) => self.node_chunks.insert((node, stripe, index), v).map(drop),
             None => self.node_chunks.remove((node, stripe, index)).map(drop),
         }
         .map_err(e)
     }
-    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), String> {
+    fn set_bad(&mut self, stripe: u64, index: u32, bad: bool) -> Result<(), WireError> {
         if bad { self.bad.insert((stripe, index), 0).map(drop) } else { self.bad.remove((stripe, index)).map(drop) }.map_err(e)
     }
-    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), String> {
+    fn set_open(&mut self, pg: u32, stripe: u64, open: bool) -> Result<(), WireError> {
         if open { self.open.insert((pg, stripe), 0).map(drop) } else { self.open.remove((pg, stripe)).map(drop) }.map_err(e)
     }
-    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, String> {
+    fn spread(&self, pair: (NodeId, NodeId)) -> Result<u64, WireError> {
         Ok(self.spread.get(pair).map_err(e)?.map_or(0, |v| v.value()))
     }
-    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), String> {
+    fn set_spread(&mut self, pair: (NodeId, NodeId), v: u64) -> Result<(), WireError> {
         if v == 0 { self.spread.remove(pair).map(drop) } else { self.spread.insert(pair, v).map(drop) }.map_err(e)
     }
-    fn held(&self, node: NodeId) -> Result<u64, String> {
+    fn held(&self, node: NodeId) -> Result<u64, WireError> {
         Ok(self.held.get(node).map_err(e)?.map_or(0, |v| v.value()))
     }
-    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), String> {
+    fn set_held(&mut self, node: NodeId, v: u64) -> Result<(), WireError> {
         if v == 0 { self.held.remove(node).map(drop) } else { self.held.insert(node, v).map(drop) }.map_err(e)
     }
-    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), String> {
+    fn set_stripe_object(&mut self, stripe: u64, name: &str, on: bool) -> Result<(), WireError> {
         if on { self.stripe_objects.insert((stripe, name), 0).map(drop) } else { self.stripe_objects.remove((stripe, name)).map(drop) }
             .map_err(e)
     }
-    fn count(&self, name: &str) -> Result<u64, String> {
+    fn count(&self, name: &str) -> Result<u64, WireError> {
         Ok(self.counters.get(name).map_err(e)?.map_or(0, |v| v.value()))
     }
-    fn set_count(&mut self, name: &str, v: u64) -> Result<(), String> {
+    fn set_count(&mut self, name: &str, v: u64) -> Result<(), WireError> {
         self.counters.insert(name, v).map(drop).map_err(e)
     }
 }
 
 impl Txn for RedbTxn<'_> {
-    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, String> {
+    fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
         self.objects.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, String> {
+    fn upload(&self, version: u64) -> Result<Option<ObjectRecord>, WireError> {
         self.uploads.get(version).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         self.stripes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, String> {
+    fn garbage(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
         self.garbage.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, String> {
+    fn node(&self, id: NodeId) -> Result<Option<NodeRecord>, WireError> {
         self.nodes.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
-    fn put(&mut self, c: Change) -> Result<(), String> {
+    fn put(&mut self, c: Change) -> Result<(), WireError> {
         match c {
             Change::PutObject(o) => {
                 let old = self.object(&o.name)?;
@@ -387,10 +388,10 @@ impl Txn for RedbTxn<'_> {
         }
         .map_err(e)
     }
-    fn counter(&self, name: &str) -> Result<Option<u64>, String> {
+    fn counter(&self, name: &str) -> Result<Option<u64>, WireError> {
         Ok(self.counters.get(name).map_err(e)?.map(|v| v.value()))
     }
-    fn next_id(&mut self, counter: &str) -> Result<u64, String> {
+    fn next_id(&mut self, counter: &str) -> Result<u64, WireError> {
         let next = self.counters.get(counter).map_err(e)?.map_or(1, |v| v.value());
         self.counters.insert(counter, next + 1).map_err(e)?;
         Ok(next)

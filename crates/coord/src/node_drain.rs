@@ -5,8 +5,9 @@
 
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, PendingRepair};
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, NodeRequest, RepairReport};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 impl Coordinator {
-    pub(crate) async fn drain_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
+    pub(crate) async fn drain_node(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, WireError> {
         // No automatic repair meanwhile: it would plan with the node's chunks as they move.
         let _one = self.repairing.lock().await;
         self.draining.lock().expect("draining lock").insert(node);
@@ -23,7 +24,7 @@ impl Coordinator {
         r
     }
 
-    async fn drain(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, String> {
+    async fn drain(self: &Arc<Self>, node: NodeId) -> Result<RepairReport, WireError> {
         // Open Geo stripes are sealed first: their chunks then move as sealed chunks.
         self.seal_due(true).await?;
         let started = Instant::now();
@@ -41,7 +42,7 @@ impl Coordinator {
         }
         let mut failures = Vec::new();
         while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
+            match r.map_err(WireError::from)? {
                 (_, Ok(Some(bytes))) => {
                     report.repaired += 1;
                     report.bytes += bytes;
@@ -88,7 +89,7 @@ impl Coordinator {
     /// Moves chunk `index` of stripe `stripe` off `node`: copied when healthy, rebuilt
     /// elsewhere when bad. Ok(Some(bytes)) when it moved, Ok(None) when it no longer was
     /// there (deleted or moved meanwhile).
-    async fn move_off(self: &Arc<Self>, node: NodeId, stripe: u64, index: usize) -> Result<Option<u64>, String> {
+    async fn move_off(self: &Arc<Self>, node: NodeId, stripe: u64, index: usize) -> Result<Option<u64>, WireError> {
         let Some(s) = self.meta.stripe(stripe)? else { return Ok(None) };
         if s.nodes[index] != node {
             return Ok(None);

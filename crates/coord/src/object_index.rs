@@ -24,9 +24,10 @@
 //! repair not published yet) reads through the coordinator instead.
 
 use crate::coordinator::Coordinator;
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::object_index::IndexRecord;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{NodeRequest, NodeResponse};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -58,7 +59,7 @@ impl IndexSync {
 impl Coordinator {
     /// Publishes object `name`'s current record (or tombstone) to its index holders;
     /// returns how many keep it and how many there are. Without an index, (0, 0).
-    pub(crate) async fn publish_index(&self, name: &str) -> Result<(usize, usize), String> {
+    pub(crate) async fn publish_index(&self, name: &str) -> Result<(usize, usize), WireError> {
         let copies = self.cfg.index_copies;
         if copies == 0 {
             return Ok((0, 0));
@@ -96,13 +97,13 @@ impl Coordinator {
 
     /// After a commit or delete of `name`: its record must be kept by a majority of its
     /// holders before the change is acknowledged.
-    pub(crate) async fn publish_acknowledged(&self, name: &str) -> Result<(), String> {
+    pub(crate) async fn publish_acknowledged(&self, name: &str) -> Result<(), WireError> {
         let (kept, of) = self.publish_index(name).await?;
         if of > 0 && kept < majority(of) {
-            return Err(format!(
+            return Err(WireError::bad_request(format!(
                 "'{name}' changed, but only {kept} of its {of} index holders took the change (a majority must): \
                  it is readable through the coordinator, and its index is retried in the background"
-            ));
+            )));
         }
         Ok(())
     }
@@ -119,7 +120,7 @@ impl Coordinator {
 
     /// One pass of background publishing: retries, objects of moved stripes, and every
     /// record after a start or a change of the registered nodes. Returns records published.
-    pub(crate) async fn sync_index(&self) -> Result<usize, String> {
+    pub(crate) async fn sync_index(&self) -> Result<usize, WireError> {
         if self.cfg.index_copies == 0 {
             return Ok(0);
         }

@@ -4,6 +4,7 @@
 
 use crate::meta::{MetaStore, ObjectRecord};
 use crate::meta_index::after_prefix;
+use kintsugi_proto::WireError;
 
 /// The most entries (objects and common prefixes) a page holds, as S3's max-keys.
 pub const MAX_PAGE: usize = 1000;
@@ -18,7 +19,7 @@ pub struct Page {
 }
 
 /// The page of names starting with `prefix` after `after`, at most `limit` entries.
-pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &str, limit: usize) -> Result<Page, String> {
+pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &str, limit: usize) -> Result<Page, WireError> {
     let limit = limit.clamp(1, MAX_PAGE);
     let mut page = Page::default();
     // Where to read from: the prefix itself, or past the previous page's last entry (past

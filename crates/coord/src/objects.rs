@@ -12,11 +12,10 @@ use crate::coordinator::{bad, Coordinator};
 use crate::meta::{Change, ObjectRecord, StripeRecord};
 use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::{
-    Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, BAD_NAME, MAX_ATTRS_BYTES, NO_PART, TOO_FEW_NODES, TOO_LARGE,
-};
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
+use kintsugi_proto::{ErrorKind, Scarce, WireError};
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,12 +33,15 @@ const GONE: NodeId = NodeId::MAX;
 pub const MAX_NAME: usize = 1100;
 
 /// Object names are what S3 allows, less control characters; sizes up to 1 PiB.
-pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
+pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), WireError> {
     if name.is_empty() || name.len() > MAX_NAME || name.chars().any(|c| c.is_control()) {
-        return bad(format!("{BAD_NAME} 1 to {MAX_NAME} bytes of UTF-8 without control characters ({} bytes given)", name.len()));
+        return Err(WireError::new(
+            ErrorKind::InvalidName,
+            format!("object names are 1 to {MAX_NAME} bytes of UTF-8 without control characters ({} bytes given)", name.len()),
+        ));
     }
     if size > 1 << 50 {
-        return bad(format!("object size {size}{TOO_LARGE}"));
+        return Err(WireError::new(ErrorKind::TooLarge, format!("object size {size} is too large")));
     }
     Ok(())
 }
@@ -48,7 +50,7 @@ pub(crate) fn check_name_and_size(name: &str, size: u64) -> Result<(), String> {
 pub const MAX_PARTS: usize = 10_000;
 
 /// Attributes are small: names and values fit in [`MAX_ATTRS_BYTES`].
-fn check_attrs(attrs: &Attrs) -> Result<(), String> {
+fn check_attrs(attrs: &Attrs) -> Result<(), WireError> {
     let bytes: usize = attrs.iter().map(|(k, v)| k.len() + v.len()).sum();
     if bytes > MAX_ATTRS_BYTES {
         return bad(format!("object attributes take {bytes} bytes, over the {MAX_ATTRS_BYTES} allowed"));
@@ -60,6 +62,12 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Too few nodes alive, or with room, for a put's code: unavailable until nodes return or
+/// room is freed, with the counts.
+pub(crate) fn too_few_nodes(needed: usize, available: usize, why: String) -> WireError {
+    WireError::shortfall(Scarce::Nodes, needed as u64, available as u64, format!("too few nodes: {why}"))
+}
+
 impl Coordinator {
     /// Starts a put: places the stripes of a new version of `name`.
     pub(crate) fn create(
@@ -69,7 +77,7 @@ impl Coordinator {
         code: CodeSpec,
         chunk_size: u64,
         layout: LayoutSpec,
-    ) -> Result<ObjectLayout, String> {
+    ) -> Result<ObjectLayout, WireError> {
         check_name_and_size(&name, size)?;
         if matches!(layout, LayoutSpec::Geo { .. } | LayoutSpec::Contiguous { .. }) {
             return self.create_geo(name, size, code, layout);
@@ -77,7 +85,7 @@ impl Coordinator {
         let chunk_size_was_max = layout == LayoutSpec::StripeMax;
         let chunk_size = match layout {
             // One row of k chunks (rows of 1 GiB chunks past 1 GiB a chunk).
-            LayoutSpec::StripeMax => size.div_ceil(code.build().map_err(|e| e.to_string())?.k() as u64).clamp(1, 1 << 30),
+            LayoutSpec::StripeMax => size.div_ceil(code.build().map_err(WireError::from)?.k() as u64).clamp(1, 1 << 30),
             _ if chunk_size == 0 => self.cfg.chunk_size,
             _ => chunk_size,
         };
@@ -87,21 +95,24 @@ impl Coordinator {
         if chunk_size < MIN_CHUNK && layout == LayoutSpec::Stripe {
             return bad(format!("chunk size {chunk_size} is below the smallest, {MIN_CHUNK} bytes (a block of the chunk store)"));
         }
-        let c = code.build().map_err(|e| e.to_string())?;
+        let c = code.build().map_err(WireError::from)?;
         // Refused before any metadata is written: one put never holds the metadata writer
         // for long, whatever it asks.
         let stripes = size.div_ceil((c.k() as u64 * chunk_size).max(1));
         if stripes > self.cfg.max_stripes_per_object {
-            return bad(format!(
-                "'{name}'{TOO_LARGE} for its chunk size: it would take {stripes} stripes of {} chunks of {chunk_size} bytes, \
+            return Err(WireError::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "'{name}' is too large for its chunk size: it would take {stripes} stripes of {} chunks of {chunk_size} bytes, \
                  over the {} a put may create (max_stripes_per_object): use a larger --chunk-size",
-                c.k(),
-                self.cfg.max_stripes_per_object
+                    c.k(),
+                    self.cfg.max_stripes_per_object
+                ),
             ));
         }
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().collect();
         if alive.len() < c.n() {
-            return bad(format!("{TOO_FEW_NODES}{code} needs {} live nodes, {} are alive", c.n(), alive.len()));
+            return Err(too_few_nodes(c.n(), alive.len(), format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len())));
         }
         let full_ratio = self.cfg.full_ratio;
         // Placement load is a heuristic: read outside the transaction, from the counters
@@ -132,10 +143,14 @@ impl Coordinator {
                 let fits: Vec<NodeId> =
                     alive.iter().copied().filter(|n| room.get(n).copied().flatten().is_none_or(|r| r >= chunk_len)).collect();
                 let Some(nodes) = spread.choose(&fits, c.n(), id) else {
-                    return bad(format!(
-                        "{TOO_FEW_NODES}{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
+                    return Err(too_few_nodes(
                         c.n(),
-                        fits.len()
+                        fits.len(),
+                        format!(
+                            "{code} needs {} nodes with room for {chunk_len}-byte chunks below the full ratio {full_ratio}; {} have it",
+                            c.n(),
+                            fits.len()
+                        ),
                     ));
                 };
                 spread.add(&nodes);
@@ -169,13 +184,15 @@ impl Coordinator {
     /// Commits upload `version` of `name` with its chunks' checksums; the version it
     /// replaces goes to garbage. Says whether the new version or the one it replaces is in
     /// the per-object index (Geo, Contiguous), so the index must hear of it.
-    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<bool, String> {
+    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<bool, WireError> {
         check_attrs(&attrs)?;
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
         let mut indexed = false;
         self.meta.update(&mut |t| {
             let mut o = t.upload(version)?.ok_or_else(|| {
-                format!("no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s")
+                WireError::bad_request(format!(
+                    "no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s"
+                ))
             })?;
             if o.name != name {
                 return bad(format!("upload {version} is of '{}', not '{name}'", o.name));
@@ -184,7 +201,7 @@ impl Coordinator {
                 return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
             }
             for (si, (id, c)) in o.stripes.iter().zip(&crcs).enumerate() {
-                let mut s = t.stripe(*id)?.ok_or(format!("stripe {id} of upload {version} vanished"))?;
+                let mut s = t.stripe(*id)?.ok_or_else(|| WireError::bad_request(format!("stripe {id} of upload {version} vanished")))?;
                 if s.small {
                     // A small-size bucket piece: its own checksum.
                     let e = o.extents.iter().find(|e| e.stripe == si);
@@ -239,7 +256,7 @@ impl Coordinator {
     /// one transaction: their stripes become a new version of `name`, the parts' names go,
     /// and the version `name` had goes to garbage. No byte moves, so completing a multipart
     /// upload costs metadata only. Says whether the per-object index must hear of it.
-    pub(crate) fn compose(&self, name: &str, parts: &[(String, u64)], attrs: Attrs) -> Result<bool, String> {
+    pub(crate) fn compose(&self, name: &str, parts: &[(String, u64)], attrs: Attrs) -> Result<bool, WireError> {
         check_name_and_size(name, 0)?;
         check_attrs(&attrs)?;
         if parts.is_empty() || parts.len() > MAX_PARTS {
@@ -254,7 +271,10 @@ impl Coordinator {
                     return bad(format!("part '{p}' is named twice, or is the object itself"));
                 }
                 let Some(o) = t.object(p)?.filter(|o| o.version == *v) else {
-                    return bad(format!("{NO_PART} '{p}' at version {v}: it was replaced or deleted"));
+                    return Err(WireError::new(
+                        ErrorKind::InvalidPart,
+                        format!("no part '{p}' at version {v}: it was replaced or deleted"),
+                    ));
                 };
                 if o.shares_stripes() {
                     return bad(format!("part '{p}' has a {} layout; only Stripe layouts are composed", o.layout));
@@ -292,7 +312,7 @@ impl Coordinator {
     /// Deletes `name` (idempotent); says whether it existed, and whether the per-object
     /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
     /// retried delete whose tombstone may not have reached the index).
-    pub(crate) fn delete(&self, name: &str) -> Result<(bool, bool), String> {
+    pub(crate) fn delete(&self, name: &str) -> Result<(bool, bool), WireError> {
         let (mut existed, mut indexed) = (false, true);
         self.meta.update(&mut |t| {
             (existed, indexed) = (false, true);
@@ -308,7 +328,7 @@ impl Coordinator {
     }
 
     /// Abandons upload `version` of `name` (see `CoordRequest::AbortUpload`).
-    pub(crate) fn abort_upload(&self, name: &str, version: u64) -> Result<(), String> {
+    pub(crate) fn abort_upload(&self, name: &str, version: u64) -> Result<(), WireError> {
         self.meta.update(&mut |t| {
             match t.upload(version)? {
                 Some(u) if u.name == name => {
@@ -322,7 +342,7 @@ impl Coordinator {
     }
 
     /// Moves uploads older than the timeout to garbage.
-    fn reclaim_uploads(&self) -> Result<usize, String> {
+    fn reclaim_uploads(&self) -> Result<usize, WireError> {
         let cutoff = now_ms().saturating_sub(self.cfg.upload_timeout_ms);
         let stale: Vec<ObjectRecord> = self.meta.uploads()?.into_iter().filter(|u| u.created_ms < cutoff).collect();
         for u in &stale {
@@ -341,7 +361,7 @@ impl Coordinator {
 
     /// Deletes the chunks of garbage stripes past their grace period from every live node
     /// holding one; returns the chunks deleted.
-    pub(crate) async fn collect_garbage(&self) -> Result<usize, String> {
+    pub(crate) async fn collect_garbage(&self) -> Result<usize, WireError> {
         self.reclaim_uploads()?;
         let cutoff = now_ms().saturating_sub(self.cfg.gc_grace_ms);
         let alive = self.alive();
@@ -364,7 +384,7 @@ impl Coordinator {
         page: impl Iterator<Item = StripeRecord>,
         alive: &BTreeMap<NodeId, String>,
         members: &BTreeSet<NodeId>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, WireError> {
         let mut deleted = 0;
         for g in page {
             let mut done = Vec::new();

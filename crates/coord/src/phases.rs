@@ -13,6 +13,7 @@ use crate::straggler::{expectations, Key, PhaseWatch};
 use crate::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{Choice, Cluster, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{AutoChoice, RepairReport};
 use kintsugi_sim::auto::Candidate;
 use std::collections::{HashMap, HashSet};
@@ -34,7 +35,7 @@ impl Coordinator {
         parallel: usize,
         scheduler: Scheduler,
         ask: Option<RepairAsk>,
-    ) -> Result<(RepairReport, Option<HandOver>), String> {
+    ) -> Result<(RepairReport, Option<HandOver>), WireError> {
         let started = Instant::now();
         let mut total = RepairReport { method: label.to_string(), lost: todo.len(), ..Default::default() };
         // Postponed stragglers still running when their phase ended.

@@ -9,6 +9,7 @@ use crate::coordinator::Coordinator;
 use crate::meta::StripeRecord;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::RebalanceStatus;
+use kintsugi_proto::WireError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,8 +97,8 @@ pub(crate) fn plan_moves(
 
 impl Coordinator {
     /// Rebalances until the fill spread is within `rebalance_spread`, or no move helps.
-    pub(crate) async fn rebalance(self: &Arc<Self>) -> Result<RebalanceStatus, String> {
-        let Ok(_one) = self.rebalancing.try_lock() else { return Err("a rebalance is already running".into()) };
+    pub(crate) async fn rebalance(self: &Arc<Self>) -> Result<RebalanceStatus, WireError> {
+        let Ok(_one) = self.rebalancing.try_lock() else { return Err(WireError::bad_request("a rebalance is already running")) };
         let started = Instant::now();
         let mut done = RebalanceStatus { running: true, ..Default::default() };
         let target = self.cfg.rebalance_spread;
@@ -168,7 +169,7 @@ impl Coordinator {
 impl Coordinator {
     /// Stripes a round may move a chunk of: a few hundred movable ones with a chunk on each
     /// of the fuller half of the nodes (the donors), read from their chunk indexes.
-    fn move_candidates(&self, held: &BTreeMap<NodeId, u64>, capacity: &HashMap<NodeId, u64>) -> Result<Vec<StripeRecord>, String> {
+    fn move_candidates(&self, held: &BTreeMap<NodeId, u64>, capacity: &HashMap<NodeId, u64>) -> Result<Vec<StripeRecord>, WireError> {
         let fill = fills(held, capacity);
         let mut donors: Vec<(NodeId, f64)> = fill.into_iter().collect();
         donors.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -9,12 +9,13 @@ use crate::full_node_plan::GraphSlots;
 use crate::meta::{Change, PendingRepair, StripeRecord};
 use crate::straggler::{Running, Verdict};
 use crate::timeslot_reservation::Claim;
-use kintsugi_node::exec::request;
 use kintsugi_node::wire::job_to_wire;
 use kintsugi_node::Job;
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask, Shape};
+use kintsugi_proto::rpc::request;
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, NodeResponse, StoreSpec, READER};
+use kintsugi_proto::{ErrorKind, Fault, Scarce, Shortfall, WireError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,12 +38,12 @@ impl Coordinator {
         slice: u64,
         target: Target<'_>,
         avoid: &BTreeSet<NodeId>,
-    ) -> Result<Job, String> {
+    ) -> Result<Job, WireError> {
         let (dest, scheduled) = match target {
             Target::Reader => (Some(READER), None),
             Target::Rebuild(choice) => (None, choice),
         };
-        let code = s.code.build().map_err(|e| e.to_string())?;
+        let code = s.code.build().map_err(WireError::from)?;
         let alive = self.alive();
         // A filler (virtual zeros) is always there, wherever its node is.
         let avail: Vec<usize> = (0..s.nodes.len())
@@ -79,17 +80,28 @@ impl Coordinator {
         let dest = dest.or(in_place.then_some(holder)).or(scheduled.map(|c| c.destination));
         let helpers = match scheduled {
             Some(c) => c.helpers.clone(),
-            None => code.choose_helpers(index, &avail).map_err(|e| format!("chunk {}: {e}", ChunkId::new(s.id, index)))?,
+            None => code.choose_helpers(index, &avail).map_err(|e| {
+                let e = WireError::from(e).context(format_args!("chunk {}", ChunkId::new(s.id, index)));
+                // Too few helpers left: a shortfall of chunks, which callers say as such.
+                if e.is_retryable() {
+                    WireError {
+                        shortfall: Some(Shortfall { what: Scarce::Chunks, needed: code.k() as u64, available: avail.len() as u64 }),
+                        ..e
+                    }
+                } else {
+                    e
+                }
+            })?,
         };
-        let mut equation = code.repair_equation(index, &helpers).map_err(|e| e.to_string())?;
+        let mut equation = code.repair_equation(index, &helpers).map_err(WireError::from)?;
         // Fillers hold zeros: their terms add nothing.
         equation.terms.retain(|t| !s.is_filler(t.helper));
         let helper_nodes: Vec<NodeId> = equation.helpers().iter().map(|&h| s.nodes[h]).collect();
         let destination = match dest {
             Some(d) => d,
             None => self.spare_node(s.id, &s.nodes, s.chunk_len, avoid).map_err(|e| {
-                if e.starts_with(NO_ELIGIBLE) {
-                    format!("stripe {}: no eligible node; waiting for node {holder} or its replacement", s.id)
+                if e.is_short_of(Scarce::Nodes) {
+                    WireError { message: format!("stripe {}: no eligible node; waiting for node {holder} or its replacement", s.id), ..e }
                 } else {
                     e
                 }
@@ -102,7 +114,7 @@ impl Coordinator {
             Some(parents) => shapes::tree::from_parents(&task, parents),
             None => shapes::build(method, &task),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WireError::internal(e.to_string()))?;
         let mut peers = BTreeMap::new();
         for v in &graph.vertices {
             if v.node != READER {
@@ -133,25 +145,30 @@ impl Coordinator {
 
     /// A live node holding no chunk of stripe `id` (whose chunks are on `nodes`), with room
     /// for `chunk_len` bytes, least loaded first: where a rebuilt chunk goes.
-    pub(crate) fn spare_node(&self, id: u64, nodes: &[NodeId], chunk_len: u64, avoid: &BTreeSet<NodeId>) -> Result<NodeId, String> {
+    pub(crate) fn spare_node(&self, id: u64, nodes: &[NodeId], chunk_len: u64, avoid: &BTreeSet<NodeId>) -> Result<NodeId, WireError> {
         let load: HashMap<NodeId, u64> = self.meta.spread()?.into_iter().filter(|((a, b), _)| a == b).map(|((a, _), v)| (a, v)).collect();
         let outside: Vec<NodeId> = self.placeable()?.keys().copied().filter(|n| !nodes.contains(n) && !avoid.contains(n)).collect();
         if outside.is_empty() {
-            return bad(format!("{NO_ELIGIBLE} {id}"));
+            // None at all (a cluster of exactly k + m nodes with one down), as opposed to
+            // none with room.
+            let live = self.placeable()?.len() as u64;
+            return Err(WireError::shortfall(Scarce::Nodes, nodes.len() as u64 + 1, live, format!("no live node is outside stripe {id}")));
         }
         outside
             .into_iter()
             .filter(|n| self.has_room(*n, chunk_len, self.cfg.backfillfull_ratio))
             .min_by_key(|n| (load.get(n).copied().unwrap_or(0), (*n as u64 + id) % 7919))
-            .ok_or(format!(
+            .ok_or_else(|| {
+                WireError::bad_request(format!(
                 "no live node outside stripe {id} with room ({chunk_len} bytes below the backfillfull ratio {}) to rebuild its chunk on",
                 self.cfg.backfillfull_ratio
             ))
+            })
     }
 
     /// Runs a plan whose sink stores a chunk: dispatches it and waits until the chunk is
     /// durable on the destination; returns the stored chunk's checksum.
-    pub(crate) async fn store_rebuilt(&self, a: &Job) -> Result<u32, String> {
+    pub(crate) async fn store_rebuilt(&self, a: &Job) -> Result<u32, WireError> {
         let dest = a.graph.vertex(a.graph.sink).node;
         self.dispatch(a).await?;
         let limit = Duration::from_secs_f64((a.chunk_len as f64 / 1e6 * 10.0).max(60.0));
@@ -166,13 +183,13 @@ impl Coordinator {
                 tracing::debug!(repair = a.repair, "the sink has the chunk durable");
                 Ok(crc32c)
             }
-            NodeResponse::Error { message } => Err(message),
-            other => Err(format!("unexpected answer {other:?}")),
+            NodeResponse::Error(e) => Err(e.context(format_args!("node {dest}"))),
+            other => Err(WireError::bad_request(format!("unexpected answer {other:?}"))),
         }
     }
 
     /// Sends the plan to every node of the graph.
-    pub(crate) async fn dispatch(&self, a: &Job) -> Result<(), String> {
+    pub(crate) async fn dispatch(&self, a: &Job) -> Result<(), WireError> {
         let mut set = JoinSet::new();
         let wire: Box<Assignment> = Box::new(job_to_wire(a));
         for (&n, addr) in &a.peers {
@@ -181,33 +198,29 @@ impl Coordinator {
         }
         let mut errors = Vec::new();
         while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
+            match r.map_err(WireError::from)? {
                 (_, Ok(NodeResponse::Ok)) => {}
-                (n, Ok(NodeResponse::Error { message })) => errors.push(format!("node {n}: {message}")),
-                (n, Ok(other)) => errors.push(format!("node {n}: unexpected answer {other:?}")),
-                (n, Err(e)) => errors.push(format!("node {n} unreachable: {e}")),
+                (n, Ok(NodeResponse::Error(e))) => errors.push(e.context(format_args!("node {n}"))),
+                (n, Ok(other)) => errors.push(WireError::internal(format!("node {n}: unexpected answer {other:?}"))),
+                (n, Err(e)) => errors.push(e.with_fault(Fault::Unreachable { node: n }).context(format_args!("node {n} unreachable"))),
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        WireError::merge(errors).map_or(Ok(()), Err)
     }
 
     /// After a failed attempt: mark the helper chunks named corrupt or missing as bad, and
     /// nodes that do not answer as dead, so the next plan avoids them. Returns the nodes to
     /// avoid and whether anything was learnt that the plan did not know.
-    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Job, err: &str) -> (BTreeSet<NodeId>, bool) {
+    pub(crate) async fn diagnose(&self, s: &StripeRecord, a: &Job, err: &WireError) -> (BTreeSet<NodeId>, bool) {
         let mut learnt = false;
-        for (chunk, why) in kintsugi_client::graph_faults::bad_chunks_named(err, &a.term_chunks) {
+        for (chunk, why) in kintsugi_proto::graph_faults::bad_chunks_named(err, &a.term_chunks) {
             if let Some((_, j)) = chunk.parts().filter(|&(sid, j)| sid == s.id && j < s.nodes.len()) {
                 learnt |= !s.bad[j];
                 let _ = self.mark_bad(s.id, j, &why);
             }
         }
         let mut avoid = BTreeSet::new();
-        for n in kintsugi_client::graph_faults::unanswering(&a.peers).await {
+        for n in kintsugi_proto::graph_faults::unanswering(&a.peers).await {
             tracing::warn!("node {n} does not answer; marking it dead");
             self.mark_dead(n);
             avoid.insert(n);
@@ -227,13 +240,13 @@ impl Coordinator {
         slice: u64,
         avoid: Vec<NodeId>,
         range: Option<(u64, u64)>,
-    ) -> Result<Job, String> {
+    ) -> Result<Job, WireError> {
         let id = self.stripe_of(name, version, stripe)?;
         // Nodes the reader found hung are not helpers (the chunk's own node is not one either).
         let mut avoid: BTreeSet<NodeId> = avoid.into_iter().collect();
-        let mut last = String::new();
+        let mut last = WireError::internal("no attempt made");
         for _ in 0..self.cfg.repair_attempts.max(1) {
-            let s = self.meta.stripe(id)?.ok_or("stripe vanished")?;
+            let s = self.meta.stripe(id)?.ok_or_else(|| WireError::bad_request("stripe vanished"))?;
             if index >= s.nodes.len() {
                 return bad(format!("stripe has {} chunks", s.nodes.len()));
             }
@@ -242,7 +255,7 @@ impl Coordinator {
             }
             let mut a = match self.plan(&s, index, method, slice, Target::Reader, &avoid) {
                 Ok(a) => a,
-                Err(e) if e.contains("cannot recover") => return Err(self.unreadable(name, stripe, &s, index, &avoid)),
+                Err(e) if e.is_short_of(Scarce::Chunks) => return Err(self.unreadable(name, stripe, &s, index, &avoid)),
                 Err(e) => return Err(e),
             };
             if let Some((offset, len)) = range {
@@ -265,7 +278,7 @@ impl Coordinator {
                 }
             }
         }
-        bad(format!("could not plan a degraded read: {last}"))
+        Err(last.as_kind(ErrorKind::Unavailable).context("could not plan a degraded read"))
     }
 
     /// Rebuilds one lost chunk onto a new node; Ok(attempts used), Ok(0) when the chunk
@@ -278,9 +291,9 @@ impl Coordinator {
         scheduled: Option<Choice>,
         timeslots: Option<GraphSlots>,
         mut claim: Option<Claim>,
-    ) -> Result<(usize, Option<Ran>), String> {
+    ) -> Result<(usize, Option<Ran>), WireError> {
         let mut avoid = BTreeSet::new();
-        let mut last = String::new();
+        let mut last = WireError::internal("no attempt made");
         let key = (p.stripe, p.index);
         // ChameleonEC's straggler watch of this chunk's phase, if it has one.
         let sar = self.sar.lock().expect("sar lock").clone().filter(|w| w.covers(key));
@@ -308,7 +321,7 @@ impl Coordinator {
             }
             let mut a = match self.plan(&s, p.index, p.method, p.slice, Target::Rebuild(choice.as_ref()), &avoid) {
                 Ok(a) => a,
-                Err(e) if e.contains("cannot recover") => return Err(self.unrepairable(&s, &avoid)),
+                Err(e) if e.is_short_of(Scarce::Chunks) => return Err(self.unrepairable(&s, &avoid)),
                 Err(e) => return Err(e),
             };
             // The scheduler's timeslots hold for the graph it planned, on the first attempt.
@@ -334,7 +347,7 @@ impl Coordinator {
             tracing::debug!(repair = a.repair, chunk = %ChunkId::new(p.stripe, p.index), attempt, "dispatching");
             let outcome = match self.store_rebuilt(&a).await {
                 Ok(crc) if Some(crc) == s.crcs[p.index] => Ok(()),
-                Ok(crc) => Err(format!("rebuilt chunk has crc {crc:08x}")),
+                Ok(crc) => Err(WireError::bad_request(format!("rebuilt chunk has crc {crc:08x}"))),
                 Err(e) => Err(e),
             };
             choice = None;
@@ -400,7 +413,7 @@ impl Coordinator {
                 Err(e) => {
                     tracing::warn!("repair of {} (attempt {attempt}) failed: {e}", ChunkId::new(p.stripe, p.index));
                     last = e;
-                    let s = self.meta.stripe(p.stripe)?.ok_or("stripe vanished")?;
+                    let s = self.meta.stripe(p.stripe)?.ok_or_else(|| WireError::bad_request("stripe vanished"))?;
                     let (gone, learnt) = self.diagnose(&s, &a, &last).await;
                     avoid.extend(gone);
                     avoid.insert(dest);
@@ -414,13 +427,9 @@ impl Coordinator {
                 }
             }
         }
-        bad(format!("chunk {}: {last}", ChunkId::new(p.stripe, p.index)))
+        Err(last.context(ChunkId::new(p.stripe, p.index)))
     }
 }
-
-/// The start of [`Coordinator::spare_node`]'s error when no live node is outside a stripe
-/// at all (a cluster of exactly k + m nodes with one down), as opposed to none with room.
-pub(crate) const NO_ELIGIBLE: &str = "no live node is outside stripe";
 
 /// Where a planned repair sends the rebuilt chunk.
 pub(crate) enum Target<'a> {

@@ -15,6 +15,7 @@ use crate::full_node_plan::TimeslotGating;
 use crate::meta::PendingRepair;
 use kintsugi_plan::schedule::{LostChunk, Scheduler};
 use kintsugi_plan::{NodeId, Pick, RepairGraph, Shape};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{AutoChoice, AutoPrediction};
 use kintsugi_sim::auto::{self, Candidate};
 use kintsugi_sim::chameleon_phases::PhaseOptions;
@@ -64,13 +65,14 @@ impl Coordinator {
     /// Predicts every candidate `ask` allows for `todo` and picks the fastest; `phase` is
     /// the ChameleonEC phase it is made before (0: the start). CPU-bound: call it off the
     /// async runtime.
-    pub(crate) fn decide_auto(&self, todo: &[PendingRepair], ask: RepairAsk, phase: usize) -> Result<(Candidate, AutoChoice), String> {
+    pub(crate) fn decide_auto(&self, todo: &[PendingRepair], ask: RepairAsk, phase: usize) -> Result<(Candidate, AutoChoice), WireError> {
         let (scenario, net, history) = self.prediction_input(todo)?;
         let cands = auto::candidates(ask.method, ask.scheduler);
         // The fluid model: one flow per pipelined repair, fast enough to run every
         // candidate on a thousand chunks in a small share of a phase.
         let opts = SimOptions { model: Model::Fluid, ..Default::default() };
-        let d = auto::decide(&scenario, &net, &history, &opts, self.phase_options(), &cands).map_err(|e| format!("auto: {e}"))?;
+        let d = auto::decide(&scenario, &net, &history, &opts, self.phase_options(), &cands)
+            .map_err(|e| WireError::bad_request(format!("auto: {e}")))?;
         let choice = AutoChoice {
             phase,
             chunks: todo.len(),
@@ -109,17 +111,17 @@ impl Coordinator {
         todo: &[PendingRepair],
         ask: RepairAsk,
         phase: usize,
-    ) -> Result<(Candidate, AutoChoice), String> {
+    ) -> Result<(Candidate, AutoChoice), WireError> {
         let (me, todo) = (self.clone(), todo.to_vec());
         tokio::task::spawn_blocking(move || me.decide_auto(&todo, ask, phase))
             .await
-            .map_err(|e| format!("auto: the prediction failed: {e}"))?
+            .map_err(|e| WireError::bad_request(format!("auto: the prediction failed: {e}")))?
     }
 
     /// The simulator's view of this repair: the lost chunks of `todo` (of its most common
     /// code, where stripes of several codes lost chunks: one prediction per run), the live
     /// nodes, each node's links as reported, and its foreground now and over the last minute.
-    fn prediction_input(&self, todo: &[PendingRepair]) -> Result<(FullNode, Network, auto::History), String> {
+    fn prediction_input(&self, todo: &[PendingRepair]) -> Result<(FullNode, Network, auto::History), WireError> {
         let failed = self.failed_nodes()?;
         let live: BTreeSet<NodeId> = self.alive().into_keys().filter(|n| !failed.contains(n)).collect();
         let mut by_code: BTreeMap<String, Vec<(PendingRepair, crate::meta::StripeRecord)>> = BTreeMap::new();
@@ -129,7 +131,7 @@ impl Coordinator {
             }
         }
         let Some((code, chunks)) = by_code.into_iter().max_by_key(|(_, v)| v.len()) else {
-            return Err("auto: no lost chunk to predict a repair for".into());
+            return Err(WireError::bad_request("auto: no lost chunk to predict a repair for"));
         };
         // The simulator's nodes are 0..N: every live node and every node a stripe names.
         let mut all: BTreeSet<NodeId> = live.clone();
@@ -181,7 +183,7 @@ impl Coordinator {
         let scenario = FullNode {
             nodes: all.len(),
             chunks: lost.len(),
-            code: code.parse().map_err(|e| format!("auto: code {code}: {e}"))?,
+            code: code.parse().map_err(|e| WireError::bad_request(format!("auto: code {code}: {e}")))?,
             method: Shape::Ecpipe,
             link,
             chunk,

@@ -12,6 +12,7 @@ use crate::timeslot_reservation::Claim;
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;
+use kintsugi_proto::WireError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ impl Coordinator {
         parallel: usize,
         choices: HashMap<(u64, usize), Choice>,
         timeslots: HashMap<(u64, usize), GraphSlots>,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         self.run_repairs_recorded(todo, method, parallel, choices, timeslots, None).await
     }
 
@@ -39,7 +40,7 @@ impl Coordinator {
         choices: HashMap<(u64, usize), Choice>,
         timeslots: HashMap<(u64, usize), GraphSlots>,
         record: Option<&mut Vec<(f64, RepairGraph)>>,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         Ok(self.run_repairs_watched(todo, method, parallel, choices, timeslots, record, None).await?.0)
     }
 
@@ -56,7 +57,7 @@ impl Coordinator {
         mut timeslots: HashMap<(u64, usize), GraphSlots>,
         record: Option<&mut Vec<(f64, RepairGraph)>>,
         watch: Option<&PhaseWatch>,
-    ) -> Result<(RepairReport, Repairs), String> {
+    ) -> Result<(RepairReport, Repairs), WireError> {
         let started = Instant::now();
         let lost = todo.len();
         let sem = Arc::new(tokio::sync::Semaphore::new(parallel.max(1)));
@@ -133,7 +134,7 @@ impl Coordinator {
         report: &mut RepairReport,
         mut record: Option<&mut Vec<(f64, RepairGraph)>>,
         watch: Option<&PhaseWatch>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WireError> {
         let mut graph_bytes = 0usize;
         let mut tick = tokio::time::interval(watch.map_or(Duration::from_secs(1), |w| w.period));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -156,7 +157,7 @@ impl Coordinator {
                 None => set.join_next().await,
             };
             let Some(r) = next else { break };
-            match r.map_err(|e| e.to_string())? {
+            match r.map_err(WireError::from)? {
                 // Cancelled to be planned in a later phase: counted there.
                 (key, Ok((0, _)), _, _) if watch.and_then(|w| w.verdict(key)) == Some(Verdict::Restart) => report.lost -= 1,
                 (_, Ok((0, _)), _, _) => {
@@ -185,7 +186,7 @@ impl Coordinator {
                     tracing::warn!("repair failed: {e}");
                     self.repair_counters.record(&report.method, "failed", 0);
                     report.failed += 1;
-                    report.errors.push(e);
+                    report.errors.push(e.to_string());
                 }
             }
         }
@@ -195,7 +196,7 @@ impl Coordinator {
 
 /// Repairs under way: each yields its chunk, its result, the chunk's length and when it
 /// finished (seconds from the start).
-pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<Ran>), String>, u64, f64)>;
+pub(crate) type Repairs = JoinSet<((u64, usize), Result<(usize, Option<Ran>), WireError>, u64, f64)>;
 
 /// Adds one round's report (a ChameleonEC phase, a RepairBoost sub-process) to the total.
 pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {

@@ -17,8 +17,9 @@ use crate::coordinator::{bad, Coordinator};
 use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
 use crate::objects::now_ms;
 use crate::small_bucket;
-use kintsugi_node::exec::request;
 use kintsugi_plan::{shapes, NodeId, RepairTask};
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Assignment, ChunkId, NodeRequest, StoreSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -30,7 +31,7 @@ use tokio::task::JoinSet;
 impl Coordinator {
     /// Seals the open stripes that are due (with `all`, every open stripe no put is writing
     /// into); returns how many it sealed.
-    pub(crate) async fn seal_due(self: &Arc<Self>, all: bool) -> Result<usize, String> {
+    pub(crate) async fn seal_due(self: &Arc<Self>, all: bool) -> Result<usize, WireError> {
         let _one_at_a_time = self.sealing.lock().await;
         // Cleared before the scan: a put opening a stripe meanwhile sets it again.
         if !self.maybe_open.swap(false, Ordering::SeqCst) {
@@ -43,7 +44,7 @@ impl Coordinator {
         }
         let mut due = Vec::new();
         for s in open {
-            let k = s.code.build().map_err(|e| e.to_string())?.k();
+            let k = s.code.build().map_err(WireError::from)?.k();
             let full = if s.small { small_bucket::full(&s, k) } else { s.owners[..k].iter().all(|&o| o != 0) };
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
             // A stripe whose every slot was freed (its puts abandoned) waits for new ones.
@@ -76,12 +77,12 @@ impl Coordinator {
     }
 
     /// Seals stripe `id`; false when it was not sealable (closed, or a put still writing).
-    async fn seal(self: &Arc<Self>, id: u64) -> Result<bool, String> {
+    async fn seal(self: &Arc<Self>, id: u64) -> Result<bool, WireError> {
         let mut reserved = None;
         self.meta.update(&mut |t| {
             reserved = None;
             let Some(mut s) = t.stripe(id)?.filter(|s| s.open) else { return Ok(()) };
-            let k = s.code.build().map_err(|e| e.to_string())?.k();
+            let k = s.code.build().map_err(WireError::from)?.k();
             if writing(&s, k) || s.owners[..k].iter().all(|&o| o == 0 || o == FILLER) {
                 return Ok(());
             }
@@ -96,7 +97,7 @@ impl Coordinator {
             Ok(())
         })?;
         let Some(s) = reserved else { return Ok(false) };
-        let code = s.code.build().map_err(|e| e.to_string())?;
+        let code = s.code.build().map_err(WireError::from)?;
         let (k, n) = (code.k(), code.n());
         let failed: BTreeSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
         let alive = self.alive();
@@ -146,23 +147,21 @@ impl Coordinator {
         let data: Vec<usize> = (0..k).collect();
         let mut set = JoinSet::new();
         for p in k..n {
-            let mut equation = code.repair_equation(p, &data).map_err(|e| e.to_string())?;
+            let mut equation = code.repair_equation(p, &data).map_err(WireError::from)?;
             equation.terms.retain(|t| !s.is_filler(t.helper));
             // A staging copy on the parity's own node is not used for it (a helper and the
             // sink on one node is no graph the shapes draw).
-            let source = |h: usize| -> Result<(NodeId, ChunkId), String> {
+            let source = |h: usize| -> Result<(NodeId, ChunkId), WireError> {
                 match copies.get(&h) {
                     None => Ok((nodes[h], ChunkId::new(id, h))),
-                    Some(live) => live
-                        .iter()
-                        .find(|(r, _)| *r != nodes[p])
-                        .cloned()
-                        .ok_or(format!("the only live copy of chunk {} is on parity {p}'s node", ChunkId::new(id, h))),
+                    Some(live) => live.iter().find(|(r, _)| *r != nodes[p]).cloned().ok_or_else(|| {
+                        WireError::bad_request(format!("the only live copy of chunk {} is on parity {p}'s node", ChunkId::new(id, h)))
+                    }),
                 }
             };
             let sources: Vec<(NodeId, ChunkId)> = equation.helpers().iter().map(|&h| source(h)).collect::<Result<_, _>>()?;
             let task = RepairTask { equation, helper_nodes: sources.iter().map(|x| x.0).collect(), destination: nodes[p] };
-            let graph = shapes::build(self.cfg.repair_shape(), &task).map_err(|e| e.to_string())?;
+            let graph = shapes::build(self.cfg.repair_shape(), &task).map_err(|e| WireError::internal(e.to_string()))?;
             let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
             let a = Assignment {
                 repair: self.repair_id()?,
@@ -181,7 +180,7 @@ impl Coordinator {
         }
         let mut errors = Vec::new();
         while let Some(r) = set.join_next().await {
-            match r.map_err(|e| e.to_string())? {
+            match r.map_err(WireError::from)? {
                 (p, Ok(crc)) => crcs[p] = Some(crc),
                 (p, Err(e)) => errors.push(format!("parity {p}: {e}")),
             }

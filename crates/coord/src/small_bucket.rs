@@ -15,8 +15,9 @@
 use crate::coordinator::{bad, Coordinator};
 use crate::meta::{zeros_crc, Piece, StripeRecord, Txn, FILLER, PIECES};
 use crate::objects::now_ms;
-use kintsugi_node::exec::request;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, NodeRequest, NodeResponse};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,13 +31,13 @@ const FULL_EIGHTHS: u64 = 7;
 pub(crate) fn reserve_piece(
     t: &mut dyn Txn,
     candidates: &[u64],
-    fresh: &mut dyn FnMut(&mut dyn Txn) -> Result<StripeRecord, String>,
+    fresh: &mut dyn FnMut(&mut dyn Txn) -> Result<StripeRecord, WireError>,
     home: NodeId,
     k: usize,
     version: u64,
     len: u64,
     copies: usize,
-) -> Result<(StripeRecord, usize, u64), String> {
+) -> Result<(StripeRecord, usize, u64), WireError> {
     let mut found = None;
     for &id in candidates {
         if let Some(s) = t.stripe(id)?.filter(|s| s.open && s.small && !s.sealing) {
@@ -63,14 +64,14 @@ pub(crate) fn reserve_piece(
 
 /// The checksum of a data slot assembled from its pieces: each piece's own, zeros between
 /// and after, combined without reading a byte.
-pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, String> {
+pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, WireError> {
     let mut sorted: Vec<&Piece> = pieces.iter().collect();
     sorted.sort_by_key(|p| p.offset);
     let (mut crc, mut at) = (0u32, 0u64);
     for p in sorted {
-        let Some(c) = p.crc else { return Err(format!("the piece at {} is not committed", p.offset)) };
+        let Some(c) = p.crc else { return Err(WireError::bad_request(format!("the piece at {} is not committed", p.offset))) };
         if p.offset < at {
-            return Err(format!("the piece at {} overlaps the one before", p.offset));
+            return Err(WireError::bad_request(format!("the piece at {} overlaps the one before", p.offset)));
         }
         let gap = p.offset - at;
         crc = kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(gap), gap);
@@ -78,7 +79,7 @@ pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, String> {
         at = p.offset + p.len;
     }
     if at > len {
-        return Err(format!("pieces end at {at}, past the slot's {len} bytes"));
+        return Err(WireError::bad_request(format!("pieces end at {at}, past the slot's {len} bytes")));
     }
     Ok(kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(len - at), len - at))
 }
@@ -117,7 +118,7 @@ impl Coordinator {
         s: &StripeRecord,
         k: usize,
         up: &(dyn Fn(&NodeId) -> bool + Sync),
-    ) -> Result<(BTreeMap<usize, u32>, Vec<(usize, Vec<(NodeId, ChunkId)>)>), String> {
+    ) -> Result<(BTreeMap<usize, u32>, Vec<(usize, Vec<(NodeId, ChunkId)>)>), WireError> {
         let mut crcs = BTreeMap::new();
         let mut copies_only = Vec::new();
         let t = Duration::from_secs(60);
@@ -135,8 +136,8 @@ impl Coordinator {
                 async move {
                     match request(&addr, &req, t).await {
                         Ok(NodeResponse::Ok) => Ok(()),
-                        Ok(NodeResponse::Error { message }) => Err(message),
-                        Ok(other) => Err(format!("unexpected answer {other:?}")),
+                        Ok(NodeResponse::Error(e)) => Err(e),
+                        Ok(other) => Err(WireError::bad_request(format!("unexpected answer {other:?}"))),
                         Err(e) => Err(e),
                     }
                 }

@@ -19,9 +19,9 @@
 //!   rest (the paper's "restarts in later phases"); one further along finishes where it is.
 
 use crate::coordinator::Coordinator;
-use kintsugi_node::exec::request;
 use kintsugi_plan::schedule::{Choice, Cluster};
 use kintsugi_plan::{NodeId, RepairGraph};
+use kintsugi_proto::rpc::request;
 use kintsugi_proto::{NodeRequest, NodeResponse};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;

@@ -6,6 +6,7 @@
 use kintsugi_client::Client;
 use kintsugi_node::Shaper;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, ChunkLoc, NodeRequest};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub struct Straggler {
 impl Straggler {
     /// Starts `readers` loops, each reading every chunk `node` holds, in turn, forever.
     /// Fails when the node holds no committed chunk.
-    pub async fn start(client: &Client, node: NodeId, readers: usize) -> Result<Straggler, String> {
+    pub async fn start(client: &Client, node: NodeId, readers: usize) -> Result<Straggler, WireError> {
         let mut chunks: Vec<(ChunkLoc, u64)> = Vec::new();
         for o in client.list().await? {
             let layout = client.stat(&o.name).await?;
@@ -33,7 +34,7 @@ impl Straggler {
             }
         }
         if chunks.is_empty() {
-            return Err(format!("node {node} holds no committed chunk to read"));
+            return Err(WireError::bad_request(format!("node {node} holds no committed chunk to read")));
         }
         let (stop, rx) = watch::channel(false);
         let bytes = Arc::new(AtomicU64::new(0));
@@ -64,9 +65,9 @@ impl Straggler {
     /// Starts `writers` loops, each writing a scratch chunk of `len` bytes to `node` again
     /// and again (ids no stripe uses; they are deleted when stopped, and a coordinator
     /// would collect them as orphans otherwise).
-    pub async fn start_writes(client: &Client, node: NodeId, writers: usize, len: usize) -> Result<Straggler, String> {
+    pub async fn start_writes(client: &Client, node: NodeId, writers: usize, len: usize) -> Result<Straggler, WireError> {
         let addr = client.status().await?.nodes.into_iter().find(|n| n.id == node && n.alive).map(|n| n.addr);
-        let addr = addr.ok_or(format!("node {node} is not alive"))?;
+        let addr = addr.ok_or_else(|| WireError::bad_request(format!("node {node} is not alive")))?;
         let (stop, rx) = watch::channel(false);
         let bytes = Arc::new(AtomicU64::new(0));
         let data: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 31 + 7) as u8).collect());
@@ -92,7 +93,7 @@ impl Straggler {
                         },
                     }
                 }
-                let _ = kintsugi_node::exec::request(&loc.addr, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }, t).await;
+                let _ = kintsugi_proto::rpc::request(&loc.addr, &NodeRequest::DeleteChunk { chunk: loc.chunk.clone() }, t).await;
             });
         }
         Ok(Straggler { stop, tasks, bytes })

@@ -6,6 +6,7 @@ use crate::coordinator::Coordinator;
 use crate::meta::StripeRecord;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, UnrepairableStripe};
+use kintsugi_proto::{Scarce, WireError};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One chunk of a stripe, as a planner may use it.
@@ -87,7 +88,7 @@ fn shortfall(s: &StripeRecord, health: &[ChunkHealth]) -> String {
 impl Coordinator {
     /// Why chunk `index` of stripe ordinal `stripe` of object `name` cannot be read: the
     /// error a degraded read ends with once fewer than k healthy chunks remain.
-    pub(crate) fn unreadable(&self, name: &str, stripe: usize, s: &StripeRecord, index: usize, avoid: &BTreeSet<NodeId>) -> String {
+    pub(crate) fn unreadable(&self, name: &str, stripe: usize, s: &StripeRecord, index: usize, avoid: &BTreeSet<NodeId>) -> WireError {
         let failed = self.failed_nodes().unwrap_or_default();
         let health = chunk_health(s, &self.alive(), &failed, avoid);
         let (mut healthy, mut words) = unhealthy_words(s, &health);
@@ -97,19 +98,24 @@ impl Coordinator {
             words = format!("{} not served to the reader; {words}", ChunkId::new(s.id, index));
         }
         let k = s.code.build().map(|c| c.k()).unwrap_or(0);
-        format!(
+        let message = format!(
             "object '{name}' is unreadable: stripe {stripe} (id {}) has {healthy} healthy chunk(s), and {} needs {k} to rebuild \
              chunk {}: {words}",
             s.id,
             s.code,
             ChunkId::new(s.id, index)
-        )
+        );
+        WireError::shortfall(Scarce::Chunks, k as u64, healthy as u64, message)
     }
 
     /// Why a chunk of stripe `s` cannot be rebuilt: fewer healthy chunks than the code needs.
-    pub(crate) fn unrepairable(&self, s: &StripeRecord, avoid: &BTreeSet<NodeId>) -> String {
+    pub(crate) fn unrepairable(&self, s: &StripeRecord, avoid: &BTreeSet<NodeId>) -> WireError {
         let failed = self.failed_nodes().unwrap_or_default();
-        format!("stripe {} is unrepairable: {}", s.id, shortfall(s, &chunk_health(s, &self.alive(), &failed, avoid)))
+        let health = chunk_health(s, &self.alive(), &failed, avoid);
+        let healthy = health.iter().filter(|h| **h == ChunkHealth::Healthy).count();
+        let k = s.code.build().map(|c| c.k()).unwrap_or(0);
+        let message = format!("stripe {} is unrepairable: {}", s.id, shortfall(s, &health));
+        WireError::shortfall(Scarce::Chunks, k as u64, healthy as u64, message)
     }
 }
 
@@ -127,7 +133,7 @@ impl Coordinator {
     /// chunks' index entries, and the records of only the stripes that lost two or more
     /// chunks (one lost chunk is always rebuildable) and of a few others, to tell which wait
     /// for a node to rebuild on.
-    pub(crate) fn health_summary(&self) -> Result<HealthSummary, String> {
+    pub(crate) fn health_summary(&self) -> Result<HealthSummary, WireError> {
         let (alive, failed, none) = (self.alive(), self.failed_nodes()?, BTreeSet::new());
         let lost = self.lost_with_holders(&|_, _| true)?;
         let mut sum = HealthSummary { bad: 0, on_down_nodes: 0, unrepairable: Vec::new(), waiting: Vec::new() };

@@ -15,6 +15,7 @@ use crate::meta::PendingRepair;
 use kintsugi_plan::schedule::{Cluster, Scheduler};
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;
+use kintsugi_proto::WireError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -97,7 +98,7 @@ impl Coordinator {
         parallel: usize,
         scheduler: Scheduler,
         size: usize,
-    ) -> Result<RepairReport, String> {
+    ) -> Result<RepairReport, WireError> {
         let started = Instant::now();
         let mut total = RepairReport { method: label.to_string(), lost: todo.len(), ..Default::default() };
         let mut speed = NodeSpeed::default();

@@ -6,6 +6,7 @@ use crate::coordinator::{bad, Coordinator};
 use crate::meta::Change;
 use crate::objects::now_ms;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, ChunkLoc};
 use std::collections::BTreeSet;
 
@@ -20,19 +21,24 @@ impl Coordinator {
         stripe: usize,
         index: usize,
         avoid: &BTreeSet<NodeId>,
-    ) -> Result<ChunkLoc, String> {
+    ) -> Result<ChunkLoc, WireError> {
         let alive = self.placeable()?;
         let mut moved = None;
         self.meta.update(&mut |t| {
-            let o = t.upload(version)?.ok_or(format!("no upload {version} of '{name}': it was committed or abandoned"))?;
+            let o = t
+                .upload(version)?
+                .ok_or_else(|| WireError::bad_request(format!("no upload {version} of '{name}': it was committed or abandoned")))?;
             if o.name != name {
                 return bad(format!("upload {version} is of '{}', not '{name}'", o.name));
             }
             if o.shares_stripes() || !o.extents.is_empty() {
                 return bad(format!("'{name}' is stored in the {:?} layout, whose chunks are not moved mid-put", o.layout));
             }
-            let id = *o.stripes.get(stripe).ok_or(format!("upload {version} has {} stripes", o.stripes.len()))?;
-            let mut s = t.stripe(id)?.ok_or(format!("stripe {id} of upload {version} vanished"))?;
+            let id = *o
+                .stripes
+                .get(stripe)
+                .ok_or_else(|| WireError::bad_request(format!("upload {version} has {} stripes", o.stripes.len())))?;
+            let mut s = t.stripe(id)?.ok_or_else(|| WireError::bad_request(format!("stripe {id} of upload {version} vanished")))?;
             if index >= s.nodes.len() {
                 return bad(format!("stripe {id} has {} chunks", s.nodes.len()));
             }

@@ -178,7 +178,8 @@ async fn geo_objects_survive_a_lost_node_before_and_after_sealing() {
     // A Clay chunk's bytes are not combinations of the same bytes of others: no ranges.
     let big = l.extents.last().unwrap();
     let err = c.client.degraded_read_range("geo-6", 0, big.stripe, big.index, Some((0, 100)), Shape::Cr, 1024, vec![]).await.unwrap_err();
-    assert!(err.contains("one sub-chunk"), "{err}");
+    assert_eq!(err.kind(), kintsugi_proto::ErrorKind::BadRequest, "{err}");
+    assert!(err.message().contains("one sub-chunk"), "{err}");
     let lost = c.client.status().await.unwrap().lost_chunks;
     assert!(lost > 0);
     let r = c.client.repair(Shape::Ppr, 8192, 4, Scheduler::Repairboost).await.unwrap();

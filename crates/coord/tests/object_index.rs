@@ -55,7 +55,7 @@ async fn records(c: &Client, name: &str, n: usize) -> Vec<Option<(u64, Option<Ve
     let mut out = Vec::new();
     for h in the_holders(name, n) {
         let req = NodeRequest::IndexGet { pg, name: name.to_string() };
-        out.push(match kintsugi_node::exec::request(&map.nodes[&h], &req, Duration::from_millis(500)).await {
+        out.push(match kintsugi_proto::rpc::request(&map.nodes[&h], &req, Duration::from_millis(500)).await {
             Ok(NodeResponse::IndexEntry { seq, record }) => Some((seq, record)),
             _ => None,
         });

@@ -87,7 +87,7 @@ async fn auto_with_too_few_live_nodes_says_what_it_needs() {
     c.kill(0).await;
     c.wait_alive(5).await;
     let e = c.client.repair_limited(Pick::Auto, 4096, 8, Pick::Auto, None).await.unwrap_err();
-    assert!(e.contains("needs 6 live nodes") && e.contains("5 are up"), "{e}");
+    assert!(e.message().contains("needs 6 live nodes") && e.message().contains("5 are up"), "{e}");
     for (name, len) in OBJECTS {
         let (got, _) = c.client.get(name, Shape::Cr, 4096).await.unwrap();
         assert_eq!(got, data(len, len as u64 + 3), "{name}");

@@ -413,7 +413,7 @@ pub(crate) async fn write_and_fail(
 async fn node_stats(c: &Client) -> Result<std::collections::BTreeMap<u32, (u64, u64)>> {
     let mut m = std::collections::BTreeMap::new();
     for n in c.status().await.map_err(|e| anyhow!(e))?.nodes.into_iter().filter(|n| n.alive) {
-        let r = kintsugi_node::exec::request(&n.addr, &kintsugi_proto::NodeRequest::Stat, c.io_timeout).await.map_err(|e| anyhow!(e))?;
+        let r = kintsugi_proto::rpc::request(&n.addr, &kintsugi_proto::NodeRequest::Stat, c.io_timeout).await.map_err(|e| anyhow!(e))?;
         if let kintsugi_proto::NodeResponse::Stat(s) = r {
             m.insert(n.id, (s.repair_sent, s.repair_received));
         }

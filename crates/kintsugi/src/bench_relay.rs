@@ -23,7 +23,6 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use kintsugi_codes::{Code, CodeSpec};
-use kintsugi_node::exec;
 use kintsugi_node::ChunkStore;
 use kintsugi_plan::{shapes, RepairTask, Shape};
 use kintsugi_proto::secure::Protection;
@@ -465,11 +464,12 @@ impl NodeProcs {
                 term_offset: None,
             };
             for addr in self.peers.values() {
-                let r =
-                    exec::request(addr, &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, t).await.map_err(|e| anyhow!(e))?;
+                let r = kintsugi_proto::rpc::request(addr, &NodeRequest::RunRepair { assignment: Box::new(a.clone()) }, t)
+                    .await
+                    .map_err(|e| anyhow!(e))?;
                 anyhow::ensure!(r == NodeResponse::Ok, "a node refused the plan: {r:?}");
             }
-            let r = exec::request(&self.peers[&2], &NodeRequest::WaitRepair { repair, timeout_ms: 120_000 }, t)
+            let r = kintsugi_proto::rpc::request(&self.peers[&2], &NodeRequest::WaitRepair { repair, timeout_ms: 120_000 }, t)
                 .await
                 .map_err(|e| anyhow!(e))?;
             anyhow::ensure!(r == NodeResponse::RepairDone { crc32c: want }, "repair {repair} rebuilt the wrong bytes: {r:?}");
@@ -481,7 +481,7 @@ impl NodeProcs {
     /// Deletes rebuilt chunks from node 2.
     pub(crate) async fn delete(&self, rebuilt: Vec<ChunkId>) -> Result<()> {
         for chunk in rebuilt {
-            let r = exec::request(&self.peers[&2], &NodeRequest::DeleteChunk { chunk }, Duration::from_secs(120))
+            let r = kintsugi_proto::rpc::request(&self.peers[&2], &NodeRequest::DeleteChunk { chunk }, Duration::from_secs(120))
                 .await
                 .map_err(|e| anyhow!(e))?;
             anyhow::ensure!(r == NodeResponse::Ok, "cannot delete the rebuilt chunk: {r:?}");

@@ -124,12 +124,12 @@ fn fill(buf: &mut [u8], seed: &mut u64) {
 struct Crc(u32, u64);
 
 impl ObjectSink for Crc {
-    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, data: &[u8]) -> Result<(), kintsugi_client::Error> {
         self.0 = kintsugi_proto::crc::crc32c_append(self.0, data);
         self.1 += data.len() as u64;
         Ok(())
     }
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), kintsugi_client::Error> {
         *self = Crc::default();
         Ok(())
     }

@@ -176,32 +176,37 @@ enum GetSink {
     Stdout(std::io::Stdout, u64),
 }
 
+/// The output of a `get` failed: the caller's own I/O, not the cluster.
+fn output_error(m: String) -> kintsugi_client::Error {
+    kintsugi_client::Error::new(kintsugi_client::ErrorKind::Input, m)
+}
+
 impl ObjectSink for GetSink {
-    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, data: &[u8]) -> Result<(), kintsugi_client::Error> {
         use std::io::Write;
         match self {
             GetSink::File(f, n) => {
-                f.file().write_all(data).map_err(|e| format!("cannot write the output: {e}"))?;
+                f.file().write_all(data).map_err(|e| output_error(format!("cannot write the output: {e}")))?;
                 *n += data.len() as u64;
             }
             GetSink::Stdout(o, n) => {
-                o.write_all(data).map_err(|e| format!("cannot write to standard output: {e}"))?;
+                o.write_all(data).map_err(|e| output_error(format!("cannot write to standard output: {e}")))?;
                 *n += data.len() as u64;
             }
         }
         Ok(())
     }
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), kintsugi_client::Error> {
         use std::io::Seek;
         match self {
             GetSink::File(f, n) => {
-                f.file().set_len(0).map_err(|e| e.to_string())?;
-                f.file().seek(std::io::SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+                f.file().set_len(0).map_err(|e| output_error(e.to_string()))?;
+                f.file().seek(std::io::SeekFrom::Start(0)).map_err(|e| output_error(e.to_string()))?;
                 *n = 0;
                 Ok(())
             }
             GetSink::Stdout(_, 0) => Ok(()),
-            GetSink::Stdout(..) => Err("part of the old version was already written to standard output".into()),
+            GetSink::Stdout(..) => Err(output_error("part of the old version was already written to standard output".into())),
         }
     }
 }

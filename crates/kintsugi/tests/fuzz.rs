@@ -167,7 +167,10 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     for r in [
         NodeResponse::Ok,
-        NodeResponse::Error { message: "e".into() },
+        NodeResponse::Error(
+            kintsugi_proto::WireError::unreachable(3, "e")
+                .with_fault(kintsugi_proto::Fault::CorruptChunk { chunk: kintsugi_proto::ChunkId::new(1, 2) }),
+        ),
         NodeResponse::Chunk { len: 4, crc32c: 1 },
         NodeResponse::Progress { bytes: 3, done: false },
     ] {

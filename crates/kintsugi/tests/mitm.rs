@@ -144,17 +144,17 @@ async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) -> Result<(), String> {
     }
 }
 
-async fn request(addr: &str, req: &NodeRequest) -> Result<NodeResponse, String> {
-    kintsugi_node::exec::request(addr, req, T).await
+async fn request(addr: &str, req: &NodeRequest) -> Result<NodeResponse, kintsugi_proto::WireError> {
+    kintsugi_proto::rpc::request(addr, req, T).await
 }
 
 /// Whether a request failed: no answer, or the node's word that a record failed its check
 /// (sealed under the connection's keys before it closes it).
-fn refused(r: Result<NodeResponse, String>) -> bool {
+fn refused(r: Result<NodeResponse, kintsugi_proto::WireError>) -> bool {
     match r {
         Err(_) => true,
-        Ok(NodeResponse::Error { message }) => {
-            assert!(message.contains("record"), "{message}");
+        Ok(NodeResponse::Error(e)) => {
+            assert!(e.message().contains("record"), "{e}");
             true
         }
         Ok(_) => false,
@@ -234,7 +234,7 @@ async fn tampering_replaying_and_injecting_close_the_connection_and_change_nothi
     let mut s = connect(&p, T).await.unwrap();
     send(&mut s, &NodeRequest::Ping).await.unwrap();
     assert!(matches!(recv::<_, NodeResponse>(&mut s).await, Ok(NodeResponse::Pong { .. })));
-    let second = tokio::time::timeout(T, recv::<_, NodeResponse>(&mut s)).await.unwrap().map_err(|e| e.to_string());
+    let second = tokio::time::timeout(T, recv::<_, NodeResponse>(&mut s)).await.unwrap().map_err(kintsugi_proto::WireError::from);
     assert!(refused(second), "the replayed record was served");
     assert!(recv::<_, NodeResponse>(&mut s).await.is_err(), "the connection stays closed");
 

@@ -4,6 +4,7 @@
 //! the stripe's parity can be computed over it like over any chunk.
 
 use crate::store::ChunkStore;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{BucketSlot, ChunkId};
 
 /// Bytes copied at a time (memory stays at one of these whatever the pieces' sizes).
@@ -19,35 +20,35 @@ pub fn assemble(
     pieces: &[(ChunkId, u64)],
     crc: u32,
     bucket: Option<BucketSlot>,
-) -> Result<u32, String> {
+) -> Result<u32, WireError> {
     let block = crate::store::block_for(len, sub_chunks);
-    let mut w = store.writer_in(chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
+    let mut w = store.writer_in(chunk, bucket).map_err(WireError::from)?.with_block(block);
     let zeros = vec![0u8; COPY as usize];
-    let pad = |w: &mut crate::store::ChunkWriter, to: u64| -> Result<(), String> {
+    let pad = |w: &mut crate::store::ChunkWriter, to: u64| -> Result<(), WireError> {
         while w.len() < to {
             let n = (to - w.len()).min(COPY);
-            w.write(&zeros[..n as usize]).map_err(|e| e.to_string())?;
+            w.write(&zeros[..n as usize]).map_err(WireError::from)?;
         }
         Ok(())
     };
     for (piece, offset) in pieces {
         if *offset < w.len() {
-            return Err(format!("piece {piece} at {offset} overlaps the one before (which ends at {})", w.len()));
+            return Err(WireError::internal(format!("piece {piece} at {offset} overlaps the one before (which ends at {})", w.len())));
         }
-        let r = store.reader(piece).map_err(|e| e.to_string())?;
+        let r = store.reader(piece).map_err(WireError::from)?;
         if offset.checked_add(r.len()).is_none_or(|end| end > len) {
-            return Err(format!("piece {piece} ({} bytes at {offset}) does not fit a chunk of {len} bytes", r.len()));
+            return Err(WireError::internal(format!("piece {piece} ({} bytes at {offset}) does not fit a chunk of {len} bytes", r.len())));
         }
         pad(&mut w, *offset)?;
         let mut at = 0;
         while at < r.len() {
             let n = (r.len() - at).min(COPY);
-            w.write(&r.read(at, n).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+            w.write(&r.read(at, n).map_err(WireError::from)?).map_err(WireError::from)?;
             at += n;
         }
     }
     pad(&mut w, len)?;
-    w.finish(Some(crc)).map_err(|e| e.to_string())
+    w.finish(Some(crc)).map_err(WireError::from)
 }
 
 #[cfg(test)]
@@ -75,8 +76,11 @@ mod tests {
         let pieces = vec![(pa.clone(), 0), (pb.clone(), 5000)];
         assert!(assemble(&store, &out, (len, 1), &pieces, crc ^ 1, slot).is_err());
         assert!(store.reader(&out).is_err(), "a wrong checksum stores nothing");
-        assert!(assemble(&store, &out, (len, 1), &[(pa.clone(), 0), (pb.clone(), 2000)], crc, slot).unwrap_err().contains("overlaps"));
-        assert!(assemble(&store, &out, (len - 1000, 1), &pieces, crc, slot).unwrap_err().contains("does not fit"));
+        assert!(assemble(&store, &out, (len, 1), &[(pa.clone(), 0), (pb.clone(), 2000)], crc, slot)
+            .unwrap_err()
+            .message()
+            .contains("overlaps"));
+        assert!(assemble(&store, &out, (len - 1000, 1), &pieces, crc, slot).unwrap_err().message().contains("does not fit"));
         let missing = vec![(pa.clone(), 0), (ChunkId::piece(5, 1, 9, 0), 5000)];
         assert!(assemble(&store, &out, (len, 1), &missing, crc, slot).is_err());
         assert!(store.reader(&out).is_err());

@@ -15,6 +15,7 @@ use crate::shaper::Shaper;
 use crate::store::{ChunkStore, ReadCache};
 use crate::wire::{graph_from_wire, Job};
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Assignment, READER};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -49,7 +50,7 @@ pub struct Unit {
     pub slot: Option<u64>,
 }
 
-pub(crate) type UnitResult = Result<Unit, String>;
+pub(crate) type UnitResult = Result<Unit, WireError>;
 pub use crate::input::{InputGate, InputStream, Opening};
 use crate::output::{Output, OutputEnd};
 pub use crate::sink::run_sink;
@@ -70,7 +71,7 @@ pub struct Run {
     /// The sink's result. Set with `send_replace`: a plain `send` is dropped while nobody
     /// waits yet, and a sink that finished before `WaitRepair` arrived would be waited for
     /// until the time limit.
-    done: watch::Sender<Option<Result<u32, String>>>,
+    done: watch::Sender<Option<Result<u32, WireError>>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Read caches of the helper chunks this node reads, by term.
     pub(crate) caches: Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
@@ -137,21 +138,25 @@ impl Executor {
     }
 
     /// Refuses a new chunk of `len` bytes that would not fit.
-    pub fn check_space(&self, len: u64) -> Result<(), String> {
+    pub fn check_space(&self, len: u64) -> Result<(), WireError> {
         let used = self.store.usage().1;
         let cap = self.capacity(used);
         if used.saturating_add(len) > cap {
-            return Err(format!("node {} is full: {used} of {cap} bytes used, a chunk of {len} does not fit", self.node));
+            // Unavailable, not refused: another node may take the chunk, or collection free room.
+            return Err(WireError::unavailable(format!(
+                "node {} is full: {used} of {cap} bytes used, a chunk of {len} does not fit",
+                self.node
+            )));
         }
         Ok(())
     }
 
     /// Registers a repair and starts this node's vertices.
-    pub fn start(self: &Arc<Self>, a: Assignment) -> Result<(), String> {
+    pub fn start(self: &Arc<Self>, a: Assignment) -> Result<(), WireError> {
         let (a, units) = check_assignment(a)?;
         let g = &a.graph;
         if !g.vertices.iter().any(|v| v.node == self.node) {
-            return Err(format!("node {} holds no vertex of repair {}", self.node, a.repair));
+            return Err(WireError::internal(format!("node {} holds no vertex of repair {}", self.node, a.repair)));
         }
         let mut pending = BTreeSet::new();
         for (v, rule) in g.slots.iter().enumerate() {
@@ -207,7 +212,7 @@ impl Executor {
         {
             let mut runs = self.runs.lock().expect("runs lock");
             if runs.contains_key(&run.assignment.repair) {
-                return Err(format!("repair {} is already running here", run.assignment.repair));
+                return Err(WireError::internal(format!("repair {} is already running here", run.assignment.repair)));
             }
             runs.insert(run.assignment.repair, run.clone());
         }
@@ -260,7 +265,8 @@ impl Executor {
                 for h in run2.tasks.lock().expect("tasks lock").iter() {
                     h.abort();
                 }
-                run2.done.send_replace(Some(Err(format!("repair {} timed out after {limit:?}", run2.assignment.repair))));
+                run2.done
+                    .send_replace(Some(Err(WireError::internal(format!("repair {} timed out after {limit:?}", run2.assignment.repair)))));
             }
             // The helper chunks' read windows go now: nothing reads them any more. Kept with
             // the run, they held memory for io_timeout, and a later repair or degraded read
@@ -330,7 +336,7 @@ impl Executor {
     }
 
     /// The output of a vertex, once (waits for the repair to be registered).
-    pub async fn take_output(&self, repair: u64, vertex: u32) -> Result<(Arc<Run>, OutputEnd), String> {
+    pub async fn take_output(&self, repair: u64, vertex: u32) -> Result<(Arc<Run>, OutputEnd), WireError> {
         let deadline = tokio::time::Instant::now() + self.io_timeout;
         loop {
             let notified = self.registered.notified();
@@ -340,30 +346,33 @@ impl Executor {
                 let rx = run.outputs.lock().expect("outputs lock").remove(&vertex);
                 return match rx {
                     Some(rx) => Ok((run, rx)),
-                    None => Err(format!("vertex {vertex} of repair {repair} is not on node {} or was already pulled", self.node)),
+                    None => Err(WireError::internal(format!(
+                        "vertex {vertex} of repair {repair} is not on node {} or was already pulled",
+                        self.node
+                    ))),
                 };
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(format!("repair {repair} is not registered on node {}", self.node));
+                return Err(WireError::internal(format!("repair {repair} is not registered on node {}", self.node)));
             }
         }
     }
 
     /// Waits for this node's sink of `repair` to store the chunk.
-    pub async fn wait(&self, repair: u64, limit: Duration) -> Result<u32, String> {
+    pub async fn wait(&self, repair: u64, limit: Duration) -> Result<u32, WireError> {
         let run = self
             .runs
             .lock()
             .expect("runs lock")
             .get(&repair)
             .cloned()
-            .ok_or(format!("repair {repair} is not known on node {}", self.node))?;
+            .ok_or_else(|| WireError::not_found(format!("repair {repair} is not known on node {}", self.node)))?;
         let mut rx = run.done.subscribe();
         let r = tokio::time::timeout(limit, rx.wait_for(|d| d.is_some())).await;
         match r {
             Ok(Ok(v)) => v.clone().expect("waited for some"),
-            Ok(Err(_)) => Err("repair ended without a result".into()),
-            Err(_) => Err(format!("repair {repair} did not finish within {limit:?}")),
+            Ok(Err(_)) => Err(WireError::internal("repair ended without a result")),
+            Err(_) => Err(WireError::internal(format!("repair {repair} did not finish within {limit:?}"))),
         }
     }
 
@@ -385,7 +394,7 @@ impl Executor {
             h.abort();
         }
         if let Some(gate) = &run.gate {
-            gate.fail("cancelled");
+            gate.fail(&WireError::internal("cancelled"));
         }
         if let Some(t) = &run.ticket {
             t.release();
@@ -393,7 +402,7 @@ impl Executor {
         run.done.send_if_modified(|d| {
             let fresh = d.is_none();
             if fresh {
-                *d = Some(Err(format!("repair {repair} was cancelled by the coordinator")));
+                *d = Some(Err(WireError::internal(format!("repair {repair} was cancelled by the coordinator"))));
             }
             fresh
         });
@@ -410,7 +419,7 @@ impl Executor {
         }
     }
 
-    async fn vertex(&self, run: &Run, v: VertexId, out: &mut Output) -> Result<(), String> {
+    async fn vertex(&self, run: &Run, v: VertexId, out: &mut Output) -> Result<(), WireError> {
         let a = &run.assignment;
         let g = &a.graph;
         let vx = g.vertex(v);
@@ -486,47 +495,47 @@ pub type LaneUnits = Vec<Vec<Vec<Range<usize>>>>;
 
 /// Turns a plan from the network into a job and checks it before anything is allocated
 /// for it.
-pub fn check_assignment(a: Assignment) -> Result<(Job, LaneUnits), String> {
-    let a = a.map_graph(graph_from_wire)?;
+pub fn check_assignment(a: Assignment) -> Result<(Job, LaneUnits), WireError> {
+    let a = a.map_graph(|g| graph_from_wire(g).map_err(WireError::bad_request))?;
     let units = check_job(&a)?;
     Ok((a, units))
 }
 
 /// Checks a job (a plan already in the planner's types) as [`check_assignment`] does.
-pub fn check_job(a: &Job) -> Result<LaneUnits, String> {
+pub fn check_job(a: &Job) -> Result<LaneUnits, WireError> {
     let g: &RepairGraph = &a.graph;
-    g.validate().map_err(|e| e.to_string())?;
+    g.validate().map_err(|e| WireError::bad_request(e.to_string()))?;
     if a.term_chunks.len() != g.equation.terms.len() {
-        return Err(format!("{} chunk names for {} equation terms", a.term_chunks.len(), g.equation.terms.len()));
+        return Err(WireError::bad_request(format!("{} chunk names for {} equation terms", a.term_chunks.len(), g.equation.terms.len())));
     }
     if a.chunk_len == 0 || a.slice_len == 0 || a.chunk_len > MAX_CHUNK {
-        return Err(format!(
+        return Err(WireError::bad_request(format!(
             "chunk length {} and slice length {} must be positive (and the chunk at most {MAX_CHUNK} bytes)",
             a.chunk_len, a.slice_len
-        ));
+        )));
     }
     if let Some(off) = a.term_offset.filter(|_| g.equation.sub_chunks != 1 || a.store.is_some()) {
-        return Err(format!("a ranged repair (from byte {off}) needs a code of one sub-chunk and goes to a reader"));
+        return Err(WireError::bad_request(format!(
+            "a ranged repair (from byte {off}) needs a code of one sub-chunk and goes to a reader"
+        )));
     }
     if !a.timeslots.is_empty() && a.timeslots.len() != g.vertices.len() {
-        return Err(format!("{} timeslots for {} vertices", a.timeslots.len(), g.vertices.len()));
+        return Err(WireError::bad_request(format!("{} timeslots for {} vertices", a.timeslots.len(), g.vertices.len())));
     }
     for v in &g.vertices {
         if v.node != READER && !a.peers.contains_key(&v.node) {
-            return Err(format!("the plan has no address for node {}", v.node));
+            return Err(WireError::bad_request(format!("the plan has no address for node {}", v.node)));
         }
     }
-    let sub = kintsugi_codes::sub_len(g.equation.sub_chunks, a.chunk_len as usize).map_err(|e| e.to_string())?;
+    let sub = kintsugi_codes::sub_len(g.equation.sub_chunks, a.chunk_len as usize).map_err(|e| WireError::bad_request(e.to_string()))?;
     let units = sub.div_ceil(a.slice_len as usize);
     if units > MAX_UNITS {
-        return Err(format!("{units} slices per chunk exceed the limit of {MAX_UNITS}; use larger slices"));
+        return Err(WireError::bad_request(format!("{units} slices per chunk exceed the limit of {MAX_UNITS}; use larger slices")));
     }
-    g.lane_units(a.chunk_len as usize, a.slice_len as usize).map_err(|e| e.to_string())
+    g.lane_units(a.chunk_len as usize, a.slice_len as usize).map_err(|e| WireError::bad_request(e.to_string()))
 }
 
 /// Bytes of each unit when every window carries `width` sub-chunk windows.
 pub(crate) fn unit_sizes(units: &[Vec<Range<usize>>], width: usize) -> Vec<usize> {
     units.iter().map(|ws| width * ws.iter().map(|w| w.len()).sum::<usize>()).collect()
 }
-
-pub use crate::requests::request;

@@ -7,6 +7,7 @@ use crate::timeslot_gate::{Side, Ticket};
 use crate::wire::Job;
 use kintsugi_plan::{NodeId, VertexId};
 use kintsugi_proto::frame::{read_body, read_head};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{send, Kind, NodeRequest, NodeResponse};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,15 +16,15 @@ use tokio::sync::mpsc;
 /// A stream of units pulled from one input vertex: either a task reads the socket and
 /// hands units over a queue, or the consuming vertex reads the socket itself ([`Inline`]).
 pub enum InputStream {
-    Task(mpsc::Receiver<Result<Vec<u8>, String>>),
+    Task(mpsc::Receiver<Result<Vec<u8>, WireError>>),
     Inline(Box<Inline>),
 }
 
 impl InputStream {
     /// The next unit, or why there is none.
-    pub async fn next_unit(&mut self) -> Result<Vec<u8>, String> {
+    pub async fn next_unit(&mut self) -> Result<Vec<u8>, WireError> {
         match self {
-            InputStream::Task(rx) => rx.recv().await.ok_or("an input stream ended early")?,
+            InputStream::Task(rx) => rx.recv().await.ok_or_else(|| WireError::internal("an input stream ended early"))?,
             InputStream::Inline(i) => i.next_unit().await,
         }
     }
@@ -43,7 +44,7 @@ pub struct InputGate {
 /// Reads the next data frame from an upstream vertex onto the end of `data`, refusing one
 /// longer than `room`; returns its length. `Working` frames say the upstream is alive and
 /// waiting on its own inputs: waited through, up to ten I/O timeouts without data.
-async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: &mut Vec<u8>, room: usize) -> Result<usize, String> {
+async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: &mut Vec<u8>, room: usize) -> Result<usize, WireError> {
     let started = tokio::time::Instant::now();
     loop {
         let read = async {
@@ -61,8 +62,8 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
             Ok::<_, kintsugi_proto::FrameError>(Err(body))
         };
         let control = match tokio::time::timeout(io_timeout, read).await {
-            Err(_) => return Err(format!("node {node} sent nothing for {io_timeout:?}")),
-            Ok(Err(e)) => return Err(format!("node {node}: {e}")),
+            Err(_) => return Err(WireError::silent(node, format!("node {node} sent nothing for {io_timeout:?}"))),
+            Ok(Err(e)) => return Err(WireError::unreachable(node, format!("node {node}: {e}"))),
             Ok(Ok(Ok(n))) => return Ok(n),
             Ok(Ok(Err(c))) => c,
         };
@@ -70,10 +71,15 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
             Ok(NodeResponse::Working) if started.elapsed() < io_timeout * 10 => continue,
             // Waiting for its node's earlier timeslots: bounded by the repair's time limit.
             Ok(NodeResponse::Gated) => continue,
-            Ok(NodeResponse::Working) => return Err(format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)),
-            Ok(NodeResponse::Error { message }) => return Err(format!("node {node}: {message}")),
-            Ok(other) => return Err(format!("node {node} sent a control message instead of data: {other:?}")),
-            Err(e) => return Err(format!("node {node} sent a control message instead of data, and an unreadable one: {e}")),
+            Ok(NodeResponse::Working) => {
+                return Err(WireError::silent(node, format!("node {node} kept waiting on its inputs for {:?}", io_timeout * 10)))
+            }
+            // The upstream's own error, its faults (a relay chain's corrupt helper) kept.
+            Ok(NodeResponse::Error(e)) => return Err(e.context(format_args!("node {node}"))),
+            Ok(other) => return Err(WireError::internal(format!("node {node} sent a control message instead of data: {other:?}"))),
+            Err(e) => {
+                return Err(WireError::internal(format!("node {node} sent a control message instead of data, and an unreadable one: {e}")))
+            }
         }
     }
 }
@@ -83,12 +89,12 @@ async fn next_piece(s: &mut Upstream, node: NodeId, io_timeout: Duration, data: 
 /// front of it (tokio's `BufReader`) would copy every byte once more.
 type Upstream = kintsugi_proto::secure::Conn;
 
-async fn connect(addr: &str, node: NodeId, io_timeout: Duration) -> Result<Upstream, String> {
-    kintsugi_proto::auth::connect(addr, io_timeout).await.map_err(|e| format!("node {node} unreachable: {e}"))
+async fn connect(addr: &str, node: NodeId, io_timeout: Duration) -> Result<Upstream, WireError> {
+    kintsugi_proto::auth::connect(addr, io_timeout).await.map_err(|e| WireError::unreachable(node, format!("node {node} unreachable: {e}")))
 }
 
-async fn pull(s: &mut Upstream, repair: u64, from: VertexId, node: NodeId) -> Result<(), String> {
-    send(s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| format!("node {node}: {e}"))
+async fn pull(s: &mut Upstream, repair: u64, from: VertexId, node: NodeId) -> Result<(), WireError> {
+    send(s, &NodeRequest::Pull { repair, vertex: from.0 }).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))
 }
 
 /// Where an input's units come from, and what receiving them is charged to.
@@ -111,24 +117,24 @@ impl Feed {
         Feed { repair: a.repair, from, node, addr, shaper, counters, io_timeout, degraded: a.store.is_none() }
     }
 
-    async fn connect(&self) -> Result<Upstream, String> {
+    async fn connect(&self) -> Result<Upstream, WireError> {
         connect(&self.addr, self.node, self.io_timeout).await
     }
 
-    async fn pull(&self, s: &mut Upstream) -> Result<(), String> {
+    async fn pull(&self, s: &mut Upstream) -> Result<(), WireError> {
         pull(s, self.repair, self.from, self.node).await
     }
 
     /// Reads unit `u` of `size` bytes. A unit may come in frames of any size (a
     /// store-and-forward sender sends its lane as it computes it); none may run past the
     /// unit's end. `gated` names the input's timeslot, for the trace of its first bytes.
-    async fn read_unit(&self, s: &mut Upstream, u: usize, size: usize, gated: Option<u32>) -> Result<Vec<u8>, String> {
+    async fn read_unit(&self, s: &mut Upstream, u: usize, size: usize, gated: Option<u32>) -> Result<Vec<u8>, WireError> {
         let mut data = crate::pool::take(size);
         loop {
             let room = size - data.len();
             let n = next_piece(s, self.node, self.io_timeout, &mut data, room).await?;
             if n == 0 && data.len() < size {
-                return Err(format!("node {} sent an empty frame inside unit {u} (expected {size} bytes)", self.node));
+                return Err(WireError::internal(format!("node {} sent an empty frame inside unit {u} (expected {size} bytes)", self.node)));
             }
             if let (Some(slot), 0, true) = (gated, u, data.len() == n) {
                 tracing::debug!(repair = self.repair, from = self.node, vertex = self.from.0, slot, "gated input's first bytes in");
@@ -155,17 +161,18 @@ pub struct Inline {
     conn: Option<Upstream>,
     /// Connecting and pulling, started when the input is opened so that every input of a
     /// vertex (every subtree of a PPR tree) starts at once.
-    connecting: Option<tokio::task::JoinHandle<Result<Upstream, String>>>,
+    connecting: Option<tokio::task::JoinHandle<Result<Upstream, WireError>>>,
 }
 
 impl Inline {
-    async fn next_unit(&mut self) -> Result<Vec<u8>, String> {
+    async fn next_unit(&mut self) -> Result<Vec<u8>, WireError> {
         if self.conn.is_none() {
-            let h = self.connecting.take().ok_or("the input's connection failed before")?;
-            self.conn = Some(h.await.map_err(|e| format!("connecting to node {}: {e}", self.feed.node))??);
+            let h = self.connecting.take().ok_or_else(|| WireError::internal("the input's connection failed before"))?;
+            self.conn = Some(h.await.map_err(|e| WireError::internal(format!("connecting to node {}: {e}", self.feed.node)))??);
         }
         let u = self.next;
-        let size = *self.sizes.get(u).ok_or_else(|| format!("unit {u} asked of an input of {} units", self.sizes.len()))?;
+        let size =
+            *self.sizes.get(u).ok_or_else(|| WireError::internal(format!("unit {u} asked of an input of {} units", self.sizes.len())))?;
         let s = self.conn.as_mut().expect("connected above");
         let data = self.feed.read_unit(s, u, size, None).await?;
         self.next += 1;
@@ -225,7 +232,7 @@ fn open_task(feed: Feed, sizes: Vec<usize>, gate: Option<InputGate>) -> InputStr
     let (tx, rx) = mpsc::channel(if gate.is_some() { sizes.len().max(1) } else { INPUT_AHEAD });
     tokio::spawn(async move {
         let (repair, node, from) = (feed.repair, feed.node, feed.from);
-        let result: Result<(), String> = async {
+        let result: Result<(), WireError> = async {
             // Connected and authenticated before the gate (four round trips under load):
             // once it opens, only the `Pull` and the first byte are left on the critical
             // path, where the simulator's gated transfer starts at once.

@@ -25,7 +25,6 @@ mod output;
 pub mod pool;
 mod pull;
 mod read_window;
-pub mod requests;
 pub mod server;
 pub mod shaper;
 mod sink;

@@ -10,6 +10,7 @@ use crate::exec::{UnitResult, WIRE_PIECE};
 use crate::shaper::Shaper;
 use crate::slot_gate::SlotGate;
 use kintsugi_proto::secure::Conn;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{send, NodeResponse};
 use std::future::Future;
 use std::sync::Arc;
@@ -54,9 +55,9 @@ pub(crate) struct Pulled {
 
 /// The connection, waiting for the downstream's `Pull` first if it has not come yet. The
 /// receiver is never polled again once it gave the connection.
-async fn pulled<'a>(waiting: &mut oneshot::Receiver<PulledConn>, conn: &'a mut Option<PulledConn>) -> Result<&'a mut Conn, String> {
+async fn pulled<'a>(waiting: &mut oneshot::Receiver<PulledConn>, conn: &'a mut Option<PulledConn>) -> Result<&'a mut Conn, WireError> {
     if conn.is_none() {
-        *conn = Some(waiting.await.map_err(|_| "nobody pulled the output".to_string())?);
+        *conn = Some(waiting.await.map_err(|_| WireError::unavailable("nobody pulled the output"))?);
     }
     Ok(&mut conn.as_mut().expect("set above").conn)
 }
@@ -89,9 +90,9 @@ impl Output {
         (Output::Pulled(Box::new(p)), OutputEnd::Pulled(tx))
     }
 
-    pub async fn send(&mut self, unit: crate::exec::Unit) -> Result<(), String> {
+    pub async fn send(&mut self, unit: crate::exec::Unit) -> Result<(), WireError> {
         match self {
-            Output::Queue(tx) => tx.send(Ok(unit)).await.map_err(|_| "nobody pulled the output".to_string()),
+            Output::Queue(tx) => tx.send(Ok(unit)).await.map_err(|_| WireError::unavailable("nobody pulled the output")),
             Output::Pulled(p) => {
                 let slotted = p.gate.clone().zip(unit.slot);
                 if let Some((gate, slot)) = &slotted {
@@ -100,7 +101,9 @@ impl Output {
                 }
                 let mut bytes = unit.bytes;
                 let sock = pulled(&mut p.waiting, &mut p.conn).await?;
-                let sent = write_unit(sock, &mut bytes, &p.shaper).await.map_err(|e| format!("sending to the next hop: {e}"));
+                let sent = write_unit(sock, &mut bytes, &p.shaper)
+                    .await
+                    .map_err(|e| WireError::unavailable(format!("sending to the next hop: {e}")));
                 if let Some((gate, slot)) = &slotted {
                     gate.end(*slot, &sent);
                 }
@@ -114,7 +117,7 @@ impl Output {
 
     /// Runs `f` (the vertex waiting on its inputs); a pulled output meanwhile tells its
     /// downstream every `keepalive` that this vertex is working, as the queue's server does.
-    pub async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, String> {
+    pub async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, WireError> {
         match self {
             Output::Queue(_) => Ok(f.await),
             Output::Pulled(p) => p.alive(f).await,
@@ -123,17 +126,17 @@ impl Output {
 
     /// Tells the downstream why this vertex failed (waiting up to the I/O timeout for it
     /// to pull, if it has not yet).
-    pub async fn fail(&mut self, message: String) {
+    pub async fn fail(&mut self, error: WireError) {
         match self {
             Output::Queue(tx) => {
-                let _ = tx.send(Err(message)).await;
+                let _ = tx.send(Err(error)).await;
             }
             Output::Pulled(p) => {
                 let io_timeout = p.io_timeout;
                 if let Ok(Ok(sock)) = tokio::time::timeout(io_timeout, pulled(&mut p.waiting, &mut p.conn)).await {
                     // Sent in full before the connection closes: the reader learns from
                     // it which helper chunk is corrupt or missing.
-                    let _ = send(sock, &NodeResponse::Error { message }).await;
+                    let _ = send(sock, &NodeResponse::Error(error)).await;
                     let _ = sock.shutdown().await;
                 }
             }
@@ -145,11 +148,11 @@ impl Output {
     /// fewer slices than lanes) does not wait for its pull: its downstream reads nothing
     /// from it and may have ended before it pulled, which left this vertex, and the read
     /// windows it holds, waiting until the repair's time limit.
-    pub async fn finish(&mut self) -> Result<(), String> {
+    pub async fn finish(&mut self) -> Result<(), WireError> {
         if let Output::Pulled(p) = self {
             let Some(c) = p.conn.as_mut() else { return Ok(()) };
             let sock = &mut c.conn;
-            sock.flush().await.map_err(|e| format!("sending to the next hop: {e}"))?;
+            sock.flush().await.map_err(|e| WireError::unavailable(format!("sending to the next hop: {e}")))?;
             let _ = sock.shutdown().await;
         }
         Ok(())
@@ -159,7 +162,7 @@ impl Output {
 impl Pulled {
     /// Runs `f`, telling the downstream every `keepalive` meanwhile that this vertex is
     /// working (once it has pulled).
-    async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, String> {
+    async fn alive<F: Future>(&mut self, f: F) -> Result<F::Output, WireError> {
         tokio::pin!(f);
         // Most units are in the socket already: no timer for them.
         if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx))).await {
@@ -169,11 +172,11 @@ impl Pulled {
             match &mut self.conn {
                 None => tokio::select! {
                     r = &mut f => return Ok(r),
-                    c = &mut self.waiting => self.conn = Some(c.map_err(|_| "nobody pulled the output".to_string())?),
+                    c = &mut self.waiting => self.conn = Some(c.map_err(|_| WireError::unavailable("nobody pulled the output"))?),
                 },
                 Some(c) => tokio::select! {
                     r = &mut f => return Ok(r),
-                    _ = tokio::time::sleep(self.keepalive) => send(&mut c.conn, &NodeResponse::Working).await.map_err(|e| e.to_string())?,
+                    _ = tokio::time::sleep(self.keepalive) => send(&mut c.conn, &NodeResponse::Working).await.map_err(WireError::from)?,
                 },
             }
         }

@@ -7,6 +7,7 @@ use crate::exec::{Executor, Run, Unit, UnitResult};
 use crate::output::{write_unit, OutputEnd, PulledConn};
 use crate::timeslot_gate::Side;
 use kintsugi_proto::secure::Conn;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{send, NodeResponse};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 pub(crate) async fn serve(mut sock: Conn, open: OpenConnection, exec: &Executor, repair: u64, vertex: u32) {
     let (run, end) = match exec.take_output(repair, vertex).await {
         Ok(taken) => taken,
-        Err(message) => return refuse(sock, message).await,
+        Err(e) => return refuse(sock, e).await,
     };
     // A repair's bytes (it has a chunk to store; a degraded read has a reader) go out in
     // the repair class, so the network can put users' traffic first.
@@ -28,21 +29,21 @@ pub(crate) async fn serve(mut sock: Conn, open: OpenConnection, exec: &Executor,
     match end {
         OutputEnd::Pulled(to_vertex) => {
             if let Err(back) = to_vertex.send(PulledConn { conn: sock, open }) {
-                refuse(back.conn, format!("vertex {vertex} of repair {repair} has ended")).await;
+                refuse(back.conn, WireError::not_found(format!("vertex {vertex} of repair {repair} has ended"))).await;
             }
         }
         OutputEnd::Queue(rx) => match queued(&mut sock, exec, &run, repair, vertex, rx).await {
             Ok(()) => {
                 let _ = sock.shutdown().await;
             }
-            Err(message) => refuse(sock, message).await,
+            Err(e) => refuse(sock, e).await,
         },
     }
 }
 
 /// Tells the puller why there is nothing (more) to pull, and closes the connection.
-async fn refuse(mut sock: Conn, message: String) {
-    let _ = send(&mut sock, &NodeResponse::Error { message }).await;
+async fn refuse(mut sock: Conn, error: WireError) {
+    let _ = send(&mut sock, &NodeResponse::Error(error)).await;
     let _ = sock.shutdown().await;
 }
 
@@ -54,8 +55,8 @@ async fn queued(
     repair: u64,
     vertex: u32,
     mut rx: mpsc::Receiver<UnitResult>,
-) -> Result<(), String> {
-    let io = |e: kintsugi_proto::FrameError| e.to_string();
+) -> Result<(), WireError> {
+    let io = |e: kintsugi_proto::FrameError| WireError::unavailable(format!("sending to the next hop: {e}"));
     let keepalive = (exec.io_timeout / 4).max(Duration::from_millis(50));
     // RepairBoost's timeslot: no send of an earlier slot outstanding on this node.
     let timeslot = run.ticket.clone().zip(run.assignment.timeslots.get(vertex as usize).copied().flatten());
@@ -72,7 +73,7 @@ async fn queued(
                 _ = tokio::time::sleep(keepalive) => {
                     if let Err(e) = send(sock, &NodeResponse::Gated).await {
                         ticket.release();
-                        return Err(e.to_string());
+                        return Err(e.into());
                     }
                 }
             }
@@ -117,7 +118,7 @@ async fn queued(
         let len = bytes.len() as u64;
         let sent = write_unit(sock, &mut bytes, &exec.shaper).await;
         if let (Some(gate), Some(slot)) = (&run.gate, slot) {
-            gate.end(slot, &sent.as_ref().map_err(|e| format!("sending to the next hop: {e}")));
+            gate.end(slot, &sent.as_ref().map_err(|e| WireError::unavailable(format!("sending to the next hop: {e}"))));
         }
         if let (Err(_), Some((ticket, _))) = (&sent, &timeslot) {
             ticket.release();
@@ -126,7 +127,7 @@ async fn queued(
         exec.counters.repair_sent(len, run.assignment.store.is_none());
         crate::pool::give(bytes);
     }
-    sock.flush().await.map_err(|e| e.to_string())?;
+    sock.flush().await.map_err(|e| WireError::unavailable(format!("sending to the next hop: {e}")))?;
     if let Some((ticket, slot)) = timeslot {
         // The uplink's slot ends once the last byte has left the socket for the
         // link: bytes still in the socket's buffer would share the uplink with the

@@ -9,6 +9,7 @@ use crate::shaper::Shaper;
 use crate::store::ChunkStore;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::secure::Conn;
+use kintsugi_proto::WireError;
 use kintsugi_proto::{
     read_frame_timeout, recv, send, write_frame, CoordRequest, Frame, FrameError, Kind, NodeRequest, NodeResponse, NodeStat,
 };
@@ -246,7 +247,7 @@ async fn heartbeats(
                 Err(_) => None,
             };
             match answer {
-                Some(kintsugi_proto::CoordResponse::Error { message }) => {
+                Some(kintsugi_proto::CoordResponse::Error(message)) => {
                     if !complained {
                         tracing::error!("node {}: the coordinator refuses this node: {message}", exec.node);
                         complained = true;
@@ -296,18 +297,18 @@ async fn connection(tcp: TcpStream, open: OpenConnection, exec: Arc<Executor>, s
             Ok(Frame::Control(body)) => match kintsugi_proto::frame::decode_control::<NodeRequest>(&body) {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = send(&mut sock, &NodeResponse::Error { message: format!("bad request: {e}") }).await;
+                    let _ = send(&mut sock, &NodeResponse::Error(WireError::bad_request(format!("bad request: {e}")))).await;
                     return;
                 }
             },
             Ok(Frame::Data(_)) => {
-                let _ = send(&mut sock, &NodeResponse::Error { message: "unexpected data frame: send a request first".into() }).await;
+                let _ = send(&mut sock, &NodeResponse::Error(WireError::bad_request("unexpected data frame: send a request first"))).await;
                 return;
             }
             Err(FrameError::Closed) => return,
             Err(e) => {
                 tracing::debug!("node {}: dropping connection: {e}", exec.node);
-                let _ = send(&mut sock, &NodeResponse::Error { message: format!("bad frame: {e}") }).await;
+                let _ = send(&mut sock, &NodeResponse::Error(WireError::bad_request(format!("bad frame: {e}")))).await;
                 return;
             }
         };
@@ -317,8 +318,8 @@ async fn connection(tcp: TcpStream, open: OpenConnection, exec: Arc<Executor>, s
         }
         let keep = match handle(&mut sock, &exec, req, &stop).await {
             Ok(keep) => keep,
-            Err(message) => {
-                let _ = send(&mut sock, &NodeResponse::Error { message }).await;
+            Err(e) => {
+                let _ = send(&mut sock, &NodeResponse::Error(e)).await;
                 false
             }
         };
@@ -330,39 +331,41 @@ async fn connection(tcp: TcpStream, open: OpenConnection, exec: Arc<Executor>, s
 }
 
 /// Handles one request; Ok(true) keeps the connection open for another.
-async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &watch::Sender<bool>) -> Result<bool, String> {
-    let io = |e: FrameError| e.to_string();
+async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &watch::Sender<bool>) -> Result<bool, WireError> {
+    let io = WireError::from;
     match req {
         NodeRequest::Ping => send(sock, &NodeResponse::Pong { node: exec.node }).await.map_err(io)?,
         NodeRequest::Stat => send(sock, &NodeResponse::Stat(stat(exec))).await.map_err(io)?,
         NodeRequest::PutChunk { chunk, len, crc32c, bucket, sub_chunks } => {
             exec.check_space(len)?;
             let block = crate::store::block_for(len, sub_chunks);
-            let mut w = exec.store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
+            let mut w = exec.store.writer_in(&chunk, bucket)?.with_block(block);
             while w.len() < len {
                 let data = match read_frame_timeout(sock, exec.io_timeout).await.map_err(io)? {
                     Frame::Data(d) => d,
-                    Frame::Control(_) => return Err("expected chunk data".into()),
+                    Frame::Control(_) => return Err(WireError::bad_request("expected chunk data")),
                 };
                 if w.len() + data.len() as u64 > len {
-                    return Err(format!("more than the announced {len} bytes"));
+                    return Err(WireError::bad_request(format!("more than the announced {len} bytes")));
                 }
                 exec.shaper.recv(data.len()).await;
                 exec.counters.fg_received.fetch_add(data.len() as u64, Ordering::Relaxed);
-                w.write(&data).map_err(|e| e.to_string())?;
+                w.write(&data)?;
             }
             // The fsync and rename block: off the async runtime.
-            tokio::task::spawn_blocking(move || w.finish(Some(crc32c))).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+            tokio::task::spawn_blocking(move || w.finish(Some(crc32c))).await.map_err(|e| WireError::internal(e.to_string()))??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::GetChunk { chunk, range } => {
-            let r = exec.store.reader(&chunk).map_err(|e| e.to_string())?;
+            let r = exec.store.reader(&chunk)?;
             // A range read (an object's range GET) reads and verifies only the blocks it
             // covers.
             let (start, end) = match range {
                 None => (0, r.len()),
                 Some((off, len)) if off.checked_add(len).is_some_and(|e| e <= r.len()) => (off, off + len),
-                Some((off, len)) => return Err(format!("range {off}+{len} is outside chunk {chunk} ({} bytes)", r.len())),
+                Some((off, len)) => {
+                    return Err(WireError::bad_request(format!("range {off}+{len} is outside chunk {chunk} ({} bytes)", r.len())))
+                }
             };
             // Streamed piece by piece out of a verified read window (memory: one window);
             // a corrupt block found mid-way ends the stream with an error frame, and the
@@ -371,7 +374,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             // A short range reads no more than its own blocks.
             let mut window = crate::store::Window::new((1 << 20).min((end - start) as usize + crate::store::BLOCK));
             if end > start {
-                window.get(&r, start, PIECE.min(end - start) as usize).map_err(|e| e.to_string())?;
+                window.get(&r, start, PIECE.min(end - start) as usize)?;
             }
             crate::disk_emulation::settle().await;
             send(sock, &NodeResponse::Chunk { len: end - start, crc32c: r.crc32c() }).await.map_err(io)?;
@@ -381,7 +384,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
                 let piece = match window.get(&r, off, n as usize) {
                     Ok(p) => p,
                     Err(e) => {
-                        send(sock, &NodeResponse::Error { message: e.to_string() }).await.map_err(io)?;
+                        send(sock, &NodeResponse::Error(e.into())).await.map_err(io)?;
                         return Ok(false);
                     }
                 };
@@ -391,38 +394,44 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
                 exec.counters.fg_sent.fetch_add(n, Ordering::Relaxed);
                 off += n;
             }
-            sock.flush().await.map_err(|e| e.to_string())?;
+            sock.flush().await.map_err(|e| WireError::unavailable(e.to_string()))?;
         }
         NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket, sub_chunks } => {
             if len > kintsugi_proto::BucketSlot::MAX_CLASS {
-                return Err(format!("a slot of {len} bytes is larger than any bucket's"));
+                return Err(WireError::bad_request(format!("a slot of {len} bytes is larger than any bucket's")));
             }
             exec.check_space(len)?;
             let store = exec.store.clone();
             tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, (len, sub_chunks), &pieces, crc32c, bucket))
                 .await
-                .map_err(|e| e.to_string())??;
+                .map_err(|e| WireError::internal(e.to_string()))??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::IndexPut { pg, name, seq, record } => {
             let ix = exec.store.objects.clone();
-            tokio::task::spawn_blocking(move || ix.put(pg, &name, seq, record.as_deref())).await.map_err(|e| e.to_string())??;
+            tokio::task::spawn_blocking(move || ix.put(pg, &name, seq, record.as_deref()))
+                .await
+                .map_err(|e| WireError::internal(e.to_string()))?
+                .map_err(WireError::bad_request)?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::IndexGet { pg, name } => {
             let ix = exec.store.objects.clone();
-            let (seq, record) = tokio::task::spawn_blocking(move || ix.get(pg, &name)).await.map_err(|e| e.to_string())??;
+            let (seq, record) = tokio::task::spawn_blocking(move || ix.get(pg, &name))
+                .await
+                .map_err(|e| WireError::internal(e.to_string()))?
+                .map_err(WireError::internal)?;
             send(sock, &NodeResponse::IndexEntry { seq, record }).await.map_err(io)?;
         }
         NodeRequest::DeleteChunk { chunk } => {
-            exec.store.delete(&chunk).map_err(|e| e.to_string())?;
+            exec.store.delete(&chunk)?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::RunRepair { assignment } => {
             exec.start(*assignment)?;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
-        NodeRequest::Pull { .. } => return Err("a pull is served by `pull::serve`".into()),
+        NodeRequest::Pull { .. } => return Err(WireError::internal("a pull is served by `pull::serve`")),
         NodeRequest::WaitRepair { repair, timeout_ms } => {
             let crc = exec.wait(repair, Duration::from_millis(timeout_ms)).await?;
             send(sock, &NodeResponse::RepairDone { crc32c: crc }).await.map_err(io)?;
@@ -430,7 +439,7 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
         NodeRequest::Progress { repair } => {
             let r = match exec.progress(repair) {
                 Some((bytes, done)) => NodeResponse::Progress { bytes, done },
-                None => NodeResponse::Error { message: format!("repair {repair} is not known on node {}", exec.node) },
+                None => NodeResponse::Error(WireError::not_found(format!("repair {repair} is not known on node {}", exec.node))),
             };
             send(sock, &r).await.map_err(io)?;
         }

@@ -9,6 +9,7 @@ use crate::structured_repair::StructuredRepair;
 use crate::terms::{add_input, sum_inputs, LocalTerm, RawInput};
 use crate::wire::Job;
 use kintsugi_plan::{RepairGraph, VertexId};
+use kintsugi_proto::WireError;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub(crate) async fn store_and_forward(
     local: Option<&LocalTerm>,
     raw_out: bool,
     out: &mut Output,
-) -> Result<(), String> {
+) -> Result<(), WireError> {
     for windows in units {
         let mut datas = Vec::with_capacity(inputs.len());
         for (rx, _) in inputs.iter_mut() {
@@ -59,7 +60,9 @@ pub(crate) async fn store_and_forward(
                     let mut acc = crate::pool::zeroed(alpha * span);
                     for (j, ((_, raw), data)) in inputs.iter().zip(&datas).enumerate() {
                         let n = widths[j] * span;
-                        let part = data.get(offs[j]..offs[j] + n).ok_or("an input unit is shorter than its windows")?;
+                        let part = data
+                            .get(offs[j]..offs[j] + n)
+                            .ok_or_else(|| WireError::internal("an input unit is shorter than its windows"))?;
                         add_input(raw.as_ref(), group, alpha, part, &mut acc)?;
                         offs[j] += n;
                     }
@@ -77,9 +80,12 @@ pub(crate) async fn store_and_forward(
     out.finish().await
 }
 
-/// A writer error other than the one an early end of the units causes.
-pub(crate) fn tx_closed_early(written: &Result<u32, String>) -> bool {
-    written.as_ref().is_err_and(|e| !e.starts_with("the rebuilt chunk ended after"))
+/// Why the chunk writer stopped short of a durable chunk.
+enum WriterError {
+    /// The units stopped coming: the sink's own error says why.
+    EndedEarly(WireError),
+    /// The writer itself failed (a full disk, an I/O error, a checksum that does not match).
+    Failed(WireError),
 }
 
 /// Where a sink's rebuilt units go.
@@ -153,7 +159,7 @@ async fn structured_unit(
     local: Option<&LocalTerm>,
     windows: &[Range<usize>],
     size: usize,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, WireError> {
     let mut datas = Vec::with_capacity(inputs.len());
     for (rx, _) in inputs.iter_mut() {
         datas.push(rx.next_unit().await?);
@@ -190,7 +196,7 @@ pub async fn run_sink(
     shaper: Arc<Shaper>,
     counters: Arc<Counters>,
     io_timeout: Duration,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, WireError> {
     let mut out = vec![0u8; a.chunk_len as usize];
     sink_units(a, units, &|_| Opening::Task(None), local, shaper, counters, io_timeout, SinkOutput::Buffer(&mut out)).await?;
     Ok(out)
@@ -207,7 +213,7 @@ pub(crate) async fn sink_units(
     counters: Arc<Counters>,
     io_timeout: Duration,
     mut out: SinkOutput<'_>,
-) -> Result<(), String> {
+) -> Result<(), WireError> {
     let g = &a.graph;
     let sink = g.vertex(g.sink);
     let alpha = g.equation.sub_chunks;
@@ -248,7 +254,7 @@ pub(crate) async fn sink_units(
                 batched += acc.len();
                 batch.push(acc);
                 if batched >= WRITE_BATCH {
-                    tx.send(std::mem::take(&mut batch)).await.map_err(|_| "the chunk writer stopped".to_string())?;
+                    tx.send(std::mem::take(&mut batch)).await.map_err(|_| WireError::internal("the chunk writer stopped"))?;
                     batched = 0;
                 }
             }
@@ -266,16 +272,17 @@ pub(crate) async fn sink_units(
         }
     }
     if let (SinkOutput::Stream(tx), false) = (&out, batch.is_empty()) {
-        tx.send(batch).await.map_err(|_| "the chunk writer stopped".to_string())?;
+        tx.send(batch).await.map_err(|_| WireError::internal("the chunk writer stopped"))?;
     }
     Ok(())
 }
 
 impl Executor {
     /// Rebuilds the chunk this node stores (a full-node repair's sink) and makes it durable.
-    pub(crate) async fn store_sink(&self, run: &Run) -> Result<u32, String> {
+    pub(crate) async fn store_sink(&self, run: &Run) -> Result<u32, WireError> {
         let a = &run.assignment;
-        let spec = a.store.as_ref().ok_or("the sink is on this node but the plan says nothing about storing")?;
+        let spec =
+            a.store.as_ref().ok_or_else(|| WireError::bad_request("the sink is on this node but the plan says nothing about storing"))?;
         self.check_space(a.chunk_len)?;
         let local = match a.graph.vertex(a.graph.sink).local {
             Some(t) => Some(LocalTerm::open(&self.store, a, t, self.counters.clone(), &run.caches, &self.shared_reads, self.node)?),
@@ -301,8 +308,8 @@ impl Executor {
                 Ok::<u32, crate::store::StoreError>(crc)
             })
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string());
+            .map_err(|e| WireError::internal(e.to_string()))?
+            .map_err(WireError::from);
         }
         // Units come in chunk order: a writer thread appends each as it is rebuilt, so the
         // file is written while the rest still arrives and no chunk-sized buffer is held.
@@ -312,21 +319,25 @@ impl Executor {
         let (tx, mut rx) = mpsc::channel::<Vec<Vec<u8>>>(2);
         let written = run.written.clone();
         let counters = self.counters.clone();
-        let writer = tokio::task::spawn_blocking(move || -> Result<u32, String> {
+        let writer = tokio::task::spawn_blocking(move || -> Result<u32, WriterError> {
             let chunk_name = chunk.clone();
-            let mut w = store.writer_in(&chunk, bucket).map_err(|e| e.to_string())?.with_block(block);
+            let failed = |e: crate::store::StoreError| WriterError::Failed(e.into());
+            let mut w = store.writer_in(&chunk, bucket).map_err(failed)?.with_block(block);
             while let Some(batch) = rx.blocking_recv() {
                 for buf in batch {
-                    w.write(&buf).map_err(|e| e.to_string())?;
+                    w.write(&buf).map_err(failed)?;
                     written.fetch_add(buf.len() as u64, Ordering::Relaxed);
                     crate::pool::give(buf);
                 }
             }
             if w.len() != len {
-                return Err(format!("the rebuilt chunk ended after {} of {len} bytes", w.len()));
+                return Err(WriterError::EndedEarly(WireError::internal(format!(
+                    "the rebuilt chunk ended after {} of {len} bytes",
+                    w.len()
+                ))));
             }
             let t = std::time::Instant::now();
-            let crc = w.finish(crc).map_err(|e| e.to_string())?;
+            let crc = w.finish(crc).map_err(failed)?;
             tracing::debug!(chunk = %chunk_name, ms = t.elapsed().as_secs_f64() * 1e3, "rebuilt chunk synced and renamed");
             counters.written.fetch_add(len, Ordering::Relaxed);
             Ok(crc)
@@ -336,12 +347,13 @@ impl Executor {
         let r = sink_units(a, &run.units, &opening, local.as_ref(), self.shaper.clone(), self.counters.clone(), self.io_timeout, out).await;
         tracing::debug!(node = self.node, repair = a.repair, "sink has every unit");
         drop(tx);
-        let written = writer.await.map_err(|e| e.to_string())?;
-        match r {
+        let written = writer.await.map_err(|e| WireError::internal(e.to_string()))?;
+        match (r, written) {
             // The writer's own error says why it stopped taking units.
-            Err(_) if written.is_err() && tx_closed_early(&written) => written,
-            Err(e) => Err(e),
-            Ok(()) => written,
+            (_, Err(WriterError::Failed(e))) => Err(e),
+            (Err(e), _) => Err(e),
+            (Ok(()), Err(WriterError::EndedEarly(e))) => Err(e),
+            (Ok(()), Ok(crc)) => Ok(crc),
         }
     }
 }

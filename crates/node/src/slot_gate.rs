@@ -1,6 +1,7 @@
 //! Send slots: a node whose graph carries a timestep schedule (ECPipe cyclic) starts its
 //! units' sends in slot order across all its vertices, with a slack of one period.
 
+use kintsugi_proto::WireError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -22,9 +23,9 @@ use tokio::sync::Notify;
 pub struct SlotGate {
     state: Mutex<GateState>,
     failed: std::sync::atomic::AtomicBool,
-    /// The first failure's words, passed on to every waiter: a reader learns which helper
-    /// failed the repair (a corrupt chunk), not only that something did.
-    why: Mutex<Option<String>>,
+    /// The first failure, passed on to every waiter: a reader learns which helper failed
+    /// the repair (a corrupt chunk), not only that something did.
+    why: Mutex<Option<WireError>>,
 }
 
 struct GateState {
@@ -44,13 +45,13 @@ impl SlotGate {
 
     /// Waits until `slot` is at most `slack` slots after the earliest unsent slot of this
     /// node.
-    pub async fn turn(&self, slot: u64) -> Result<(), String> {
+    pub async fn turn(&self, slot: u64) -> Result<(), WireError> {
         loop {
             let wake = {
                 let mut st = self.state.lock().expect("gate lock");
                 if self.failed.load(Ordering::Acquire) {
-                    let why = self.why.lock().expect("why lock").clone().unwrap_or_else(|| "cancelled".into());
-                    return Err(format!("another part of this repair failed on this node: {why}"));
+                    let why = self.why.lock().expect("why lock").clone().unwrap_or_else(|| WireError::internal("cancelled"));
+                    return Err(why.context("another part of this repair failed on this node"));
                 }
                 if st.pending.first().is_none_or(|&first| slot <= first.saturating_add(st.slack)) {
                     return Ok(());
@@ -81,15 +82,15 @@ impl SlotGate {
 
     /// Ends `slot`'s send as `sent` says: done, or the gate failed with its error (the
     /// later slots would wait for it in vain).
-    pub fn end<T, E: std::fmt::Display>(&self, slot: u64, sent: &Result<T, E>) {
+    pub fn end<T>(&self, slot: u64, sent: &Result<T, WireError>) {
         match sent {
             Ok(_) => self.done(slot),
-            Err(e) => self.fail(&e.to_string()),
+            Err(e) => self.fail(e),
         }
     }
 
-    pub fn fail(&self, why: &str) {
-        self.why.lock().expect("why lock").get_or_insert_with(|| why.to_string());
+    pub fn fail(&self, why: &WireError) {
+        self.why.lock().expect("why lock").get_or_insert_with(|| why.clone());
         self.failed.store(true, Ordering::Release);
         let mut st = self.state.lock().expect("gate lock");
         for (_, ws) in std::mem::take(&mut st.waiters) {
@@ -103,6 +104,7 @@ impl SlotGate {
 #[cfg(test)]
 mod tests {
     use super::SlotGate;
+    use kintsugi_proto::{ErrorKind, Fault, WireError};
     use std::time::Duration;
 
     fn gate(slots: std::ops::Range<u64>, slack: u64) -> std::sync::Arc<SlotGate> {
@@ -145,7 +147,7 @@ mod tests {
         assert!(waits(&g, 6).await);
     }
 
-    /// A failure reaches every waiter, with its words.
+    /// A failure reaches every waiter, with the chunk it names.
     #[tokio::test]
     async fn a_failure_ends_every_wait_with_its_reason() {
         let g = gate(0..4, 1);
@@ -154,9 +156,11 @@ mod tests {
             tokio::spawn(async move { g.turn(3).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
-        g.fail("helper 4's chunk is corrupt");
+        let chunk = kintsugi_proto::ChunkId::new(7, 4);
+        g.fail(&WireError::new(ErrorKind::Corrupt, "helper 4's chunk is corrupt").with_fault(Fault::CorruptChunk { chunk: chunk.clone() }));
         let r = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken").expect("task");
-        assert!(r.unwrap_err().contains("helper 4's chunk is corrupt"));
+        let err = r.unwrap_err();
+        assert_eq!((err.kind(), err.bad_chunks().collect::<Vec<_>>()), (ErrorKind::Corrupt, vec![&chunk]));
         assert!(g.turn(0).await.is_err(), "no slot goes after a failure");
     }
 
@@ -166,11 +170,11 @@ mod tests {
     async fn end_closes_a_slot_as_its_write_went() {
         let g = gate(0..3, 0);
         assert!(waits(&g, 1).await);
-        g.end(0, &Ok::<(), String>(()));
+        g.end(0, &Ok::<(), WireError>(()));
         let next = tokio::time::timeout(Duration::from_secs(5), g.turn(1)).await.expect("slot 1 let in");
         assert!(next.is_ok(), "slot 0's write went: slot 1 may go, and the gate has not failed");
-        g.end(1, &Err::<(), _>("sending to the next hop: connection reset"));
+        g.end(1, &Err::<(), _>(WireError::unreachable(3, "sending to the next hop: connection reset")));
         let err = g.turn(2).await.unwrap_err();
-        assert!(err.contains("connection reset"), "{err}");
+        assert_eq!(err.bad_nodes().collect::<Vec<_>>(), vec![3], "{err}");
     }
 }

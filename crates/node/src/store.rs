@@ -41,7 +41,6 @@ const MAX_FOOTER: u32 = 64 << 20;
 pub enum StoreError {
     #[error("chunk {0} not found")]
     NotFound(ChunkId),
-    /// The marker `corrupt chunk` is what the coordinator looks for to mark a chunk lost.
     #[error("corrupt chunk {chunk}: {detail}")]
     Corrupt { chunk: ChunkId, detail: String },
     #[error("range {off}+{len} is outside chunk {chunk} of {size} bytes")]
@@ -52,6 +51,27 @@ pub enum StoreError {
     Io { path: String, err: std::io::Error },
     #[error("{0}")]
     BadBucket(String),
+}
+
+/// A store error as it leaves the node: a missing or corrupt chunk is named as the fault,
+/// so whoever planned the read marks that chunk lost.
+impl From<StoreError> for kintsugi_proto::WireError {
+    fn from(e: StoreError) -> Self {
+        use kintsugi_proto::{ErrorKind, Fault, WireError};
+        let message = e.to_string();
+        match e {
+            StoreError::NotFound(chunk) => WireError::new(ErrorKind::NotFound, message).with_fault(Fault::MissingChunk { chunk }),
+            StoreError::Corrupt { chunk, .. } => WireError::new(ErrorKind::Corrupt, message).with_fault(Fault::CorruptChunk { chunk }),
+            StoreError::OutOfRange { .. } | StoreError::Mismatch { .. } => WireError::bad_request(message),
+            StoreError::Io { err, .. } if err.raw_os_error() == Some(libc_enospc()) => WireError::unavailable(message),
+            StoreError::Io { .. } | StoreError::BadBucket(_) => WireError::internal(message),
+        }
+    }
+}
+
+/// ENOSPC: a full disk is a condition that passes (collection, rebalancing), not a bug.
+const fn libc_enospc() -> i32 {
+    28
 }
 
 pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {

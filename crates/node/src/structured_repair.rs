@@ -15,6 +15,7 @@
 
 use kintsugi_codes::clay::geometry::Geometry;
 use kintsugi_codes::{ClayCode, Code, CodeSpec, RepairEquation};
+use kintsugi_proto::WireError;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -95,20 +96,24 @@ impl StructuredRepair {
     /// Rebuilds a unit's windows into `out` (for each window, that window of every
     /// sub-chunk in order: the payload layout of `RepairGraph::lane_units`). `raw[t]` is
     /// term t's raw reads for the unit: for each window, its beta sub-chunks' windows.
-    pub fn rebuild(&self, windows: &[Range<usize>], raw: &[&[u8]], out: &mut [u8]) -> Result<(), String> {
+    pub fn rebuild(&self, windows: &[Range<usize>], raw: &[&[u8]], out: &mut [u8]) -> Result<(), WireError> {
         if raw.len() != self.helpers.len() {
-            return Err(format!("a structured repair needs {} helpers' reads, got {}", self.helpers.len(), raw.len()));
+            return Err(WireError::internal(format!("a structured repair needs {} helpers' reads, got {}", self.helpers.len(), raw.len())));
         }
         let (mut pos_in, mut pos_out) = (0, 0);
         for w in windows {
             let n = w.len();
             let reads: Vec<&[u8]> = raw
                 .iter()
-                .map(|r| r.get(pos_in..pos_in + self.beta * n).ok_or("a helper's unit is shorter than its windows"))
+                .map(|r| {
+                    r.get(pos_in..pos_in + self.beta * n).ok_or_else(|| WireError::internal("a helper's unit is shorter than its windows"))
+                })
                 .collect::<Result<_, _>>()?;
-            let dst = out.get_mut(pos_out..pos_out + self.alpha * n).ok_or("the rebuilt unit is shorter than its windows")?;
+            let dst = out
+                .get_mut(pos_out..pos_out + self.alpha * n)
+                .ok_or_else(|| WireError::internal("the rebuilt unit is shorter than its windows"))?;
             if n > 0 {
-                self.code.repair(self.lost, &self.helpers, &reads, dst).map_err(|e| e.to_string())?;
+                self.code.repair(self.lost, &self.helpers, &reads, dst).map_err(|e| WireError::internal(e.to_string()))?;
             }
             pos_in += self.beta * n;
             pos_out += self.alpha * n;

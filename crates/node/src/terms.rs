@@ -9,6 +9,7 @@ use kintsugi_codes::TermMatrix;
 use kintsugi_gf::mul_add;
 use kintsugi_plan::{NodeId, RepairGraph, VertexId};
 use kintsugi_proto::ChunkId;
+use kintsugi_proto::WireError;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
@@ -29,7 +30,13 @@ impl RawInput {
 
 /// Adds one input's unit into `acc` (alpha windows per unit window): summed as it is, or
 /// multiplied by the sender's coefficients when it carries raw reads.
-pub(crate) fn add_input(raw: Option<&RawInput>, windows: &[Range<usize>], alpha: usize, data: &[u8], acc: &mut [u8]) -> Result<(), String> {
+pub(crate) fn add_input(
+    raw: Option<&RawInput>,
+    windows: &[Range<usize>],
+    alpha: usize,
+    data: &[u8],
+    acc: &mut [u8],
+) -> Result<(), WireError> {
     let Some(raw) = raw else {
         mul_add(1, data, acc);
         return Ok(());
@@ -57,7 +64,7 @@ pub(crate) async fn sum_inputs(
     alpha: usize,
     size: usize,
     start: Option<Vec<u8>>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, WireError> {
     let mut acc = start;
     for (rx, raw) in inputs.iter_mut() {
         let data = rx.next_unit().await?;
@@ -156,27 +163,27 @@ impl LocalTerm {
         shared: &Mutex<HashMap<usize, Arc<Mutex<ReadCache>>>>,
         across: &SharedReads,
         node: NodeId,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, WireError> {
         let term = a.graph.equation.terms[t].clone();
         let alpha = a.graph.equation.sub_chunks;
         let reads = term.read_count().max(1);
         let cache = match shared.lock().expect("cache lock").entry(t) {
             std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                let reader = store.reader(&a.term_chunks[t]).map_err(|e| e.to_string())?;
+                let reader = store.reader(&a.term_chunks[t]).map_err(WireError::from)?;
                 // A ranged repair reads `chunk_len` bytes from `term_offset` on.
                 let fits = match a.term_offset {
                     None => reader.len() == a.chunk_len,
                     Some(off) => off.checked_add(a.chunk_len).is_some_and(|end| end <= reader.len()),
                 };
                 if !fits {
-                    return Err(format!(
+                    return Err(WireError::internal(format!(
                         "chunk {} is {} bytes, the plan reads {} from byte {}",
                         a.term_chunks[t],
                         reader.len(),
                         a.chunk_len,
                         a.term_offset.unwrap_or(0)
-                    ));
+                    )));
                 }
                 if let Some(c) = across.get(&reader) {
                     e.insert(c.clone());
@@ -205,7 +212,7 @@ impl LocalTerm {
         a: &Job,
         counters: Arc<Counters>,
         cache: Arc<Mutex<ReadCache>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, WireError> {
         Ok(LocalTerm {
             matrix: term.matrix(alpha),
             term,
@@ -231,16 +238,16 @@ impl LocalTerm {
     /// 16 MiB Clay chunk's 64 runs through their gaps read the whole chunk, 4x the runs,
     /// once per slice window); elsewhere only touching ranges are merged, so nothing is
     /// read that is not needed.
-    fn prefetch_runs(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), String> {
+    fn prefetch_runs(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), WireError> {
         if reads.len() < 2 || n == 0 {
             return Ok(());
         }
         let mut sorted = reads.to_vec();
         sorted.sort_unstable();
         let (mut lo, mut hi, mut until, mut count) = (sorted[0].0, sorted[0].0 + n as u64, sorted[0].1, 1);
-        let flush = |lo: u64, hi: u64, until: u64, count: usize, cache: &mut ReadCache| -> Result<(), String> {
+        let flush = |lo: u64, hi: u64, until: u64, count: usize, cache: &mut ReadCache| -> Result<(), WireError> {
             if count > 1 {
-                cache.fetch_until(lo, (hi - lo) as usize, until).map_err(|e| e.to_string())?;
+                cache.fetch_until(lo, (hi - lo) as usize, until).map_err(WireError::from)?;
             }
             Ok(())
         };
@@ -268,11 +275,11 @@ impl LocalTerm {
 
     /// Fetches `reads` (each `n` bytes) into the cache, and counts the bytes that took
     /// from the chunk's file.
-    fn fetch(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), String> {
+    fn fetch(&self, cache: &mut ReadCache, reads: &[(u64, u64)], n: usize) -> Result<(), WireError> {
         let before = cache.file_bytes();
         self.prefetch_runs(cache, reads, n)?;
         for &(off, until) in reads {
-            cache.fetch_until(off, n, until).map_err(|e| e.to_string())?;
+            cache.fetch_until(off, n, until).map_err(WireError::from)?;
         }
         self.counters.helper_file_read(cache.file_bytes() - before);
         Ok(())
@@ -280,7 +287,7 @@ impl LocalTerm {
 
     /// The unit's windows of the sub-chunks this term reads, unmultiplied, window by
     /// window (what a raw sender sends).
-    pub(crate) fn raw(&self, windows: &[Range<usize>]) -> Result<Vec<u8>, String> {
+    pub(crate) fn raw(&self, windows: &[Range<usize>]) -> Result<Vec<u8>, WireError> {
         let mut out = crate::pool::take(self.term.read_count() * windows.iter().map(|w| w.len()).sum::<usize>());
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {
@@ -288,7 +295,7 @@ impl LocalTerm {
             let before = cache.file_bytes();
             self.prefetch_runs(&mut cache, &reads, w.len())?;
             for (off, until) in reads {
-                cache.fetch_until(off, w.len(), until).map_err(|e| e.to_string())?;
+                cache.fetch_until(off, w.len(), until).map_err(WireError::from)?;
                 out.extend_from_slice(cache.peek(off, w.len()));
             }
             self.counters.helper_file_read(cache.file_bytes() - before);
@@ -299,18 +306,18 @@ impl LocalTerm {
 
     /// Adds this term's contribution for the unit's windows into `acc` (payload layout of
     /// `RepairGraph::lane_units`), multiplying straight out of the verified read windows.
-    pub(crate) fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
+    pub(crate) fn add(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), WireError> {
         self.combine::<true>(windows, alpha, acc)
     }
 
     /// This term's contribution alone, written over `out`'s bytes (a vertex with no
     /// inputs: no zeroed buffer, no pass to zero it).
-    pub(crate) fn put(&self, windows: &[Range<usize>], alpha: usize, out: &mut [u8]) -> Result<(), String> {
+    pub(crate) fn put(&self, windows: &[Range<usize>], alpha: usize, out: &mut [u8]) -> Result<(), WireError> {
         self.combine::<false>(windows, alpha, out)
     }
 
     /// [`LocalTerm::add`] when `ADD`, else [`LocalTerm::put`].
-    fn combine<const ADD: bool>(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), String> {
+    fn combine<const ADD: bool>(&self, windows: &[Range<usize>], alpha: usize, acc: &mut [u8]) -> Result<(), WireError> {
         let mut pos = 0;
         let mut cache = self.cache.lock().expect("cache lock");
         for w in windows {

@@ -5,7 +5,7 @@
 use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::{exec, start, NodeConfig, NodeHandle, Shaper};
 use kintsugi_plan::{shapes, RepairTask, Shape, ALL_SHAPES};
-use kintsugi_proto::{send, write_frame, Assignment, ChunkId, Kind, NodeRequest, NodeResponse, StoreSpec, READER};
+use kintsugi_proto::{send, write_frame, Assignment, ChunkId, ErrorKind, Fault, Kind, NodeRequest, NodeResponse, StoreSpec, READER};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -66,7 +66,7 @@ async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) {
 async fn dispatch(a: &kintsugi_node::Job) {
     let wire = Box::new(kintsugi_node::wire::job_to_wire(a));
     for n in a.graph.vertices.iter().map(|v| v.node).filter(|&n| n != READER).collect::<std::collections::BTreeSet<_>>() {
-        let r = exec::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: wire.clone() }, T).await.unwrap();
+        let r = kintsugi_proto::rpc::request(&a.peers[&n], &NodeRequest::RunRepair { assignment: wire.clone() }, T).await.unwrap();
         assert_eq!(r, NodeResponse::Ok, "plan {} on node {n}", a.repair);
     }
 }
@@ -140,7 +140,9 @@ async fn every_shape_over_tcp() {
             };
             repair += 1;
             dispatch(&a).await;
-            let r = exec::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T).await.unwrap();
+            let r = kintsugi_proto::rpc::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T)
+                .await
+                .unwrap();
             assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "{spec} {shape} stored");
             let r = nodes[dest as usize].exec.store.reader(&target).unwrap();
             assert_eq!(r.read(0, len as u64).unwrap(), shards[lost]);
@@ -201,7 +203,9 @@ async fn clay_star_sinks_run_the_structured_repair() {
             repair += 1;
             let before = structured(&nodes[dest as usize]);
             dispatch(&a).await;
-            let r = exec::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T).await.unwrap();
+            let r = kintsugi_proto::rpc::request(&peers[&dest], &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 10_000 }, T)
+                .await
+                .unwrap();
             assert_eq!(r, NodeResponse::RepairDone { crc32c: crc32c::crc32c(&shards[lost]) }, "lost {lost} stored on node {dest}");
             assert_eq!(nodes[dest as usize].exec.store.reader(&target).unwrap().read(0, len as u64).unwrap(), shards[lost]);
             assert_eq!(structured(&nodes[dest as usize]) - before, len as u64, "lost {lost}: node {dest} ran the structured repair");
@@ -359,16 +363,18 @@ async fn malformed_frames_fail_one_connection_only() {
     send(&mut s, &bad_put).await.unwrap();
     write_frame(&mut s, Kind::Data, b"12345").await.unwrap();
     let r: NodeResponse = kintsugi_proto::recv(&mut s).await.unwrap();
-    assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("checksum")), "{r:?}");
-    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(9, 9), range: None }, T).await.unwrap();
-    assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("not found")), "{r:?}");
+    assert!(matches!(r, NodeResponse::Error(ref e) if e.kind() == ErrorKind::BadRequest && e.faults.is_empty()), "{r:?}");
+    let r = kintsugi_proto::rpc::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(9, 9), range: None }, T).await.unwrap();
+    let missing = Fault::MissingChunk { chunk: ChunkId::new(9, 9) };
+    assert!(matches!(r, NodeResponse::Error(ref e) if e.kind() == ErrorKind::NotFound && e.faults == [missing.clone()]), "{r:?}");
     // Ranges past a chunk's end (or overflowing) are refused.
     put(&addr, &ChunkId::new(2, 2), &[7u8; 1000]).await;
     for range in [(900, 200), (u64::MAX, 2), (1001, 0)] {
-        let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(2, 2), range: Some(range) }, T).await.unwrap();
-        assert!(matches!(r, NodeResponse::Error { ref message } if message.contains("outside")), "{range:?}: {r:?}");
+        let r =
+            kintsugi_proto::rpc::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(2, 2), range: Some(range) }, T).await.unwrap();
+        assert!(matches!(r, NodeResponse::Error(ref e) if e.kind() == ErrorKind::BadRequest), "{range:?}: {r:?}");
     }
-    let r = exec::request(&addr, &NodeRequest::Pull { repair: 77, vertex: 0 }, Duration::from_secs(15)).await.unwrap();
+    let r = kintsugi_proto::rpc::request(&addr, &NodeRequest::Pull { repair: 77, vertex: 0 }, Duration::from_secs(15)).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
     // Hostile repair plans are refused before anything is allocated for them.
     let code = "rs:3,2".parse::<CodeSpec>().unwrap().build().unwrap();
@@ -395,13 +401,17 @@ async fn malformed_frames_fail_one_connection_only() {
     let mut slices = good.clone();
     slices.slice_len = 0;
     for (what, bad) in [("lanes", lanes), ("coefficients", coefs), ("chunk length", huge), ("slice", slices)] {
-        let r = exec::request(&addr, &NodeRequest::RunRepair { assignment: Box::new(kintsugi_node::wire::job_to_wire(&bad)) }, T)
-            .await
-            .unwrap();
+        let r = kintsugi_proto::rpc::request(
+            &addr,
+            &NodeRequest::RunRepair { assignment: Box::new(kintsugi_node::wire::job_to_wire(&bad)) },
+            T,
+        )
+        .await
+        .unwrap();
         assert!(matches!(r, NodeResponse::Error { .. }), "{what}: {r:?}");
     }
     // Still serving.
-    assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+    assert_eq!(kintsugi_proto::rpc::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
     for n in nodes {
         n.stop().await;
     }
@@ -450,7 +460,12 @@ async fn a_slow_receiver_does_not_hold_its_senders_next_timeslot() {
         dispatch(&a).await;
         let addr = peers[&dest].clone();
         waits.push(tokio::spawn(async move {
-            let r = exec::request(&addr, &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 20_000 }, Duration::from_secs(30)).await;
+            let r = kintsugi_proto::rpc::request(
+                &addr,
+                &NodeRequest::WaitRepair { repair: a.repair, timeout_ms: 20_000 },
+                Duration::from_secs(30),
+            )
+            .await;
             (r, started.elapsed().as_secs_f64())
         }));
     }
@@ -537,28 +552,28 @@ async fn concurrent_repairs_read_a_shared_helper_chunk_once() {
 /// node restarted on its address) is replaced by a new one without failing the request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_reuse_connections_and_survive_a_closed_one() {
-    use kintsugi_node::requests::idle_to;
+    use kintsugi_proto::rpc::idle_to;
     let dir = tempfile::tempdir().unwrap();
     let cfg = |listen: String| NodeConfig { id: 0, data_dir: dir.path().join("n0"), listen, ..Default::default() };
     let node = start(cfg("127.0.0.1:0".into())).await.unwrap();
     let addr = node.addr.to_string();
     assert_eq!(idle_to(&addr), 0);
     for _ in 0..3 {
-        assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+        assert_eq!(kintsugi_proto::rpc::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
     }
     assert_eq!(idle_to(&addr), 1, "one connection served all three");
-    let r = exec::request(&addr, &NodeRequest::Progress { repair: 12_345 }, T).await.unwrap();
+    let r = kintsugi_proto::rpc::request(&addr, &NodeRequest::Progress { repair: 12_345 }, T).await.unwrap();
     assert!(matches!(r, NodeResponse::Error { .. }), "{r:?}");
     assert_eq!(idle_to(&addr), 0, "an error answer gives no connection back");
     put(&addr, &ChunkId::new(1, 1), &[7u8; 1000]).await;
-    let r = exec::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(1, 1), range: None }, T).await.unwrap();
+    let r = kintsugi_proto::rpc::request(&addr, &NodeRequest::GetChunk { chunk: ChunkId::new(1, 1), range: None }, T).await.unwrap();
     assert!(matches!(r, NodeResponse::Chunk { len: 1000, .. }), "{r:?}");
     assert_eq!(idle_to(&addr), 0, "a chunk's data frames follow its answer: not reused");
-    assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+    assert_eq!(kintsugi_proto::rpc::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
     assert_eq!(idle_to(&addr), 1);
     node.stop().await;
     let node = start(cfg(addr.clone())).await.unwrap();
-    assert_eq!(exec::request(&addr, &NodeRequest::Stat, T).await.map(|r| matches!(r, NodeResponse::Stat(_))), Ok(true));
+    assert_eq!(kintsugi_proto::rpc::request(&addr, &NodeRequest::Stat, T).await.map(|r| matches!(r, NodeResponse::Stat(_))), Ok(true));
     assert_eq!(idle_to(&addr), 1);
     node.stop().await;
 }
@@ -567,7 +582,7 @@ async fn requests_reuse_connections_and_survive_a_closed_one() {
 /// drops runtimes): requests from a second runtime, after the first is gone, still work.
 #[test]
 fn requests_from_a_new_runtime_do_not_reuse_a_dead_runtimes_connections() {
-    use kintsugi_node::requests::idle_to;
+    use kintsugi_proto::rpc::idle_to;
     let dir = tempfile::tempdir().unwrap();
     let nodes_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let node = nodes_rt.block_on(start(NodeConfig { id: 0, data_dir: dir.path().join("n0"), ..Default::default() })).unwrap();
@@ -576,7 +591,7 @@ fn requests_from_a_new_runtime_do_not_reuse_a_dead_runtimes_connections() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             assert_eq!(idle_to(&addr), 0, "a fresh runtime starts with no idle connection");
-            assert_eq!(exec::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
+            assert_eq!(kintsugi_proto::rpc::request(&addr, &NodeRequest::Ping, T).await.unwrap(), NodeResponse::Pong { node: 0 });
             assert_eq!(idle_to(&addr), 1);
         });
     }

@@ -6,15 +6,18 @@ pub mod auth;
 pub mod chunk_id;
 pub mod crc;
 pub mod frame;
+pub mod graph_faults;
 pub mod handshake;
 pub mod layout;
 pub mod messages;
 pub mod object_index;
 pub mod placement;
+pub mod rpc;
 pub mod secure;
 mod spill_read;
 pub mod status;
 pub mod tcp;
+pub mod wire_error;
 pub mod wire_graph;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};

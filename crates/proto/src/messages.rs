@@ -10,25 +10,8 @@ pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectL
 pub use crate::status::{
     AutoChoice, AutoPrediction, ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe,
 };
+pub use crate::wire_error::{ErrorKind, Fault, Scarce, Shortfall, WireError};
 pub use crate::wire_graph::{NodeId, WireGraph, WireTerm, WireVertex};
-
-// The words by which the coordinator's errors say what kind they are: its messages are built
-// with them and the client library tells the kinds apart by them (`kintsugi_client::Error`).
-
-/// A stripe with fewer than k healthy chunks.
-pub const UNREADABLE: &str = " is unreadable: ";
-/// A part of a compose that is not (or no longer) there.
-pub const NO_PART: &str = "no part";
-/// An object that does not exist.
-pub const NO_OBJECT: &str = "no object named";
-/// A version that was replaced or deleted while it was being read.
-pub const REPLACED: &str = " was replaced";
-/// A name the cluster does not take.
-pub const BAD_NAME: &str = "object names are";
-/// An object larger than the cluster takes in one put.
-pub const TOO_LARGE: &str = " is too large";
-/// Too few nodes alive, or with room, for a put's code.
-pub const TOO_FEW_NODES: &str = "too few nodes: ";
 
 /// The node id of a client reading a chunk (the sink of a degraded read).
 pub const READER: NodeId = u32::MAX;
@@ -238,9 +221,7 @@ pub enum NodeRequest {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum NodeResponse {
     Ok,
-    Error {
-        message: String,
-    },
+    Error(WireError),
     Pong {
         node: NodeId,
     },
@@ -482,9 +463,7 @@ pub enum CoordRequest {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum CoordResponse {
     Ok,
-    Error {
-        message: String,
-    },
+    Error(WireError),
     Layout(ObjectLayout),
     Deleted {
         existed: bool,

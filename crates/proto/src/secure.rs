@@ -30,8 +30,9 @@ use tokio::net::TcpStream;
 
 /// The wire protocol's version. 1 was the HMAC challenge over JSON frames, nothing sealed;
 /// 2 sealed JSON control messages carrying the planner's own graph type; 3 carries
-/// MessagePack control messages and the wire's own graph type (`wire_graph`).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// MessagePack control messages and the wire's own graph type (`wire_graph`); 4 carries
+/// errors typed (`wire_error`), not as words.
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Bytes of the stream per record.
 pub const RECORD: usize = 64 << 10;
 const TAG: usize = 16;

@@ -104,17 +104,17 @@ struct Window {
 }
 
 impl ObjectSink for Window {
-    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+    fn write(&mut self, data: &[u8]) -> Result<(), kintsugi_client::Error> {
         self.write_owned(data.to_vec())
     }
-    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), String> {
+    fn write_owned(&mut self, data: Vec<u8>) -> Result<(), kintsugi_client::Error> {
         self.len += data.len();
         if !data.is_empty() {
             self.pieces.push(Bytes::from(data));
         }
         Ok(())
     }
-    fn restart(&mut self) -> Result<(), String> {
+    fn restart(&mut self) -> Result<(), kintsugi_client::Error> {
         *self = Window::default();
         Ok(())
     }

@@ -16,7 +16,8 @@ pub fn from_cluster(e: Error) -> S3Error {
         ErrorKind::Unavailable | ErrorKind::Replaced => S3ErrorCode::ServiceUnavailable,
         ErrorKind::BadRequest => S3ErrorCode::InvalidRequest,
         ErrorKind::Input => S3ErrorCode::IncompleteBody,
-        ErrorKind::Internal => {
+        // Stored bytes that fail their checksums where no other copy could stand in.
+        ErrorKind::Internal | ErrorKind::Corrupt => {
             tracing::warn!("S3 request failed: {e}");
             S3ErrorCode::InternalError
         }
@@ -41,8 +42,9 @@ mod tests {
         assert_eq!(code(ErrorKind::InvalidName), S3ErrorCode::KeyTooLongError);
         assert_eq!(code(ErrorKind::InvalidPart), S3ErrorCode::InvalidPart);
         assert_eq!(code(ErrorKind::Internal), S3ErrorCode::InternalError);
-        // As the coordinator words it, end to end.
-        let e = Error::of(format!("{}rs:6,3 needs 9 live nodes, 7 are alive", kintsugi_proto::TOO_FEW_NODES));
+        assert_eq!(code(ErrorKind::Corrupt), S3ErrorCode::InternalError);
+        // Too few nodes travels as a shortfall, whatever its words: retry later.
+        let e = Error::shortfall(kintsugi_proto::Scarce::Nodes, 9, 7, "anything");
         assert_eq!(from_cluster(e).code().clone(), S3ErrorCode::ServiceUnavailable);
     }
 }

@@ -56,13 +56,13 @@ impl Gateway {
         let mut digest_error = None;
         let mut attrs = || {
             if let Some(want) = content_md5 {
-                let got = hashed.base64()?;
+                let got = hashed.base64().map_err(kintsugi_client::Error::internal)?;
                 if want != got {
                     digest_error = Some(format!("Content-MD5 {want} does not match the body's {got}"));
-                    return Err("bad digest".to_string());
+                    return Err(kintsugi_client::Error::bad_request("bad digest"));
                 }
             }
-            meta.etag = hashed.hex()?;
+            meta.etag = hashed.hex().map_err(kintsugi_client::Error::internal)?;
             meta.mtime_ms = now_ms();
             Ok(meta.to_attrs())
         };

@@ -182,7 +182,7 @@ async fn another_protocol_version_is_refused_naming_both() {
     t.read_to_end(&mut answer).await.unwrap();
     assert_eq!(answer[0], 1);
     let text = String::from_utf8_lossy(&answer[3..]).to_string();
-    assert!(text.contains("protocol 3") && text.contains("protocol 7"), "{text}");
+    assert!(text.contains(&format!("protocol {PROTOCOL_VERSION}")) && text.contains("protocol 7"), "{text}");
     assert!(server.await.unwrap().is_err());
 }
 

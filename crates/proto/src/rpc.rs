@@ -6,8 +6,8 @@
 //! not what delayed them.) Connections come back only after an exchange that leaves nothing
 //! unread (no data frames follow, no error closed it).
 
-use kintsugi_proto::secure::Conn;
-use kintsugi_proto::{recv, send, FrameError, NodeRequest, NodeResponse};
+use crate::secure::Conn;
+use crate::{recv, send, FrameError, NodeRequest, NodeResponse, WireError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -86,8 +86,8 @@ fn reusable(req: &NodeRequest, resp: &NodeResponse) -> bool {
 enum Failure {
     /// The request did not get through, or the connection was closed before its answer
     /// started: an idle one the node had closed (it never saw the request).
-    Closed(String),
-    Other(String),
+    Closed(WireError),
+    Other(WireError),
 }
 
 async fn exchange(s: &mut Conn, addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, Failure> {
@@ -100,20 +100,21 @@ async fn exchange(s: &mut Conn, addr: &str, req: &NodeRequest, io_timeout: Durat
     };
     // A request that could not be sent was not served: the caller may try a new connection.
     if let Err(e) = send(s, req).await {
-        return Err(Failure::Closed(format!("{addr}: {e}")));
+        return Err(Failure::Closed(WireError::unavailable(format!("{addr}: {e}"))));
     }
     match tokio::time::timeout(io_timeout, recv(s)).await {
-        Err(_) => Err(Failure::Other(format!("{addr}: no answer within {io_timeout:?}"))),
-        Ok(Err(e)) if closed(&e) => Err(Failure::Closed(format!("{addr}: {e}"))),
-        Ok(Err(e)) => Err(Failure::Other(format!("{addr}: {e}"))),
+        Err(_) => Err(Failure::Other(WireError::unavailable(format!("{addr}: no answer within {io_timeout:?}")))),
+        Ok(Err(e)) if closed(&e) => Err(Failure::Closed(WireError::unavailable(format!("{addr}: {e}")))),
+        Ok(Err(e)) => Err(Failure::Other(WireError::unavailable(format!("{addr}: {e}")))),
         Ok(Ok(r)) => Ok(r),
     }
 }
 
 /// Sends `req` to the node at `addr` and reads its answer, on an idle connection to it if
 /// there is one (else a new one, authenticated), which goes back for the next exchange when
-/// the answer leaves it clean.
-pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, String> {
+/// the answer leaves it clean. Every failure to get an answer is `Unavailable`; the caller,
+/// who knows which node it asked, names it as a fault where that matters.
+pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, WireError> {
     if let Some(mut s) = take(addr) {
         match exchange(&mut s, addr, req, io_timeout).await {
             Ok(r) => {
@@ -127,7 +128,7 @@ pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Res
             Err(Failure::Other(e)) => return Err(e),
         }
     }
-    let mut s = kintsugi_proto::auth::connect(addr, io_timeout).await?;
+    let mut s = crate::auth::connect(addr, io_timeout).await.map_err(WireError::unavailable)?;
     match exchange(&mut s, addr, req, io_timeout).await {
         Ok(r) => {
             if reusable(req, &r) {
