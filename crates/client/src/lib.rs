@@ -8,6 +8,7 @@ pub mod error;
 pub mod geo_io;
 pub mod index_reads;
 mod object_io;
+pub mod straggler_injector;
 
 pub use client::{ping, Client, DegradedReadObserver, FAILOVER_WAIT};
 pub use error::{Error, ErrorKind};

@@ -32,9 +32,14 @@ pub struct HelperTerm {
 /// the 14 nodes of its graph for every repaired chunk; sparse, it takes a few KB. Arrays of
 /// numbers are still read.
 pub mod coef_wire {
+    use crate::error::CodeError;
     use serde::de::{self, SeqAccess, Visitor};
     use serde::{Deserializer, Serializer};
     use std::fmt;
+
+    fn bad(why: impl Into<String>) -> CodeError {
+        CodeError::BadCoefficients(why.into())
+    }
 
     /// The most coefficients one term may declare (a 2048 x 2048 matrix), so a short
     /// string cannot make a reader allocate without bound.
@@ -77,56 +82,56 @@ pub mod coef_wire {
     }
 
     /// `len` coefficients from what [`pack`] made.
-    pub fn unpack(sparse: bool, len: usize, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn unpack(sparse: bool, len: usize, bytes: &[u8]) -> Result<Vec<u8>, CodeError> {
         if len > MAX_COEFS {
-            return Err(format!("coefficients: {len} is more than {MAX_COEFS}"));
+            return Err(bad(format!("{len} is more than {MAX_COEFS}")));
         }
         if !sparse {
             if bytes.len() != len {
-                return Err(format!("coefficients: {} bytes for {len}", bytes.len()));
+                return Err(bad(format!("{} bytes for {len}", bytes.len())));
             }
             return Ok(bytes.to_vec());
         }
         from_pairs(len, bytes)
     }
 
-    pub fn decode(s: &str) -> Result<Vec<u8>, String> {
+    pub fn decode(s: &str) -> Result<Vec<u8>, CodeError> {
         if let Some(h) = s.strip_prefix('x') {
             if h.len() / 2 > MAX_COEFS {
-                return Err("too many coefficients".into());
+                return Err(bad("too many coefficients"));
             }
-            return hex::decode(h).map_err(|e| format!("coefficients: {e}"));
+            return hex::decode(h).map_err(|e| bad(format!("{e}")));
         }
-        let (len, h) = s.strip_prefix('z').and_then(|r| r.split_once(':')).ok_or("coefficients: neither x nor z form")?;
-        let len: usize = len.parse().map_err(|_| "coefficients: bad length")?;
+        let (len, h) = s.strip_prefix('z').and_then(|r| r.split_once(':')).ok_or_else(|| bad("neither x nor z form"))?;
+        let len: usize = len.parse().map_err(|_| bad("bad length"))?;
         if len > MAX_COEFS {
-            return Err(format!("coefficients: {len} is more than {MAX_COEFS}"));
+            return Err(bad(format!("{len} is more than {MAX_COEFS}")));
         }
-        let pairs = hex::decode(h).map_err(|e| format!("coefficients: {e}"))?;
+        let pairs = hex::decode(h).map_err(|e| bad(format!("{e}")))?;
         from_pairs(len, &pairs)
     }
 
-    fn from_pairs(len: usize, pairs: &[u8]) -> Result<Vec<u8>, String> {
+    fn from_pairs(len: usize, pairs: &[u8]) -> Result<Vec<u8>, CodeError> {
         let mut out = vec![0u8; len];
         let (mut at, mut i, mut first) = (0usize, 0usize, true);
         while i < pairs.len() {
             let mut gap = 0usize;
             let mut shift = 0;
             loop {
-                let b = *pairs.get(i).ok_or("coefficients: truncated gap")?;
+                let b = *pairs.get(i).ok_or_else(|| bad("truncated gap"))?;
                 i += 1;
-                gap |= ((b & 0x7f) as usize).checked_shl(shift).filter(|_| shift < 28).ok_or("coefficients: gap too large")?;
+                gap |= ((b & 0x7f) as usize).checked_shl(shift).filter(|_| shift < 28).ok_or_else(|| bad("gap too large"))?;
                 shift += 7;
                 if b & 0x80 == 0 {
                     break;
                 }
             }
             if !first && gap == 0 {
-                return Err("coefficients: repeated index".into());
+                return Err(bad("repeated index"));
             }
             first = false;
-            at = at.checked_add(gap).filter(|&a| a < len).ok_or("coefficients: index past the length")?;
-            let v = *pairs.get(i).ok_or("coefficients: truncated value")?;
+            at = at.checked_add(gap).filter(|&a| a < len).ok_or_else(|| bad("index past the length"))?;
+            let v = *pairs.get(i).ok_or_else(|| bad("truncated value"))?;
             i += 1;
             out[at] = v;
         }

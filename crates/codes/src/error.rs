@@ -19,6 +19,8 @@ pub enum CodeError {
     Unrecoverable { erased: Vec<usize>, available: usize, tolerance: usize },
     #[error("helpers {helpers:?} cannot rebuild shard {lost}")]
     HelpersInsufficient { lost: usize, helpers: Vec<usize> },
+    #[error("coefficients: {0}")]
+    BadCoefficients(String),
     #[error("chunk length {len} is not a multiple of the code's {sub_chunks} sub-chunks")]
     BadChunkLength { len: usize, sub_chunks: usize },
 }

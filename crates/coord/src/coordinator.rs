@@ -449,7 +449,7 @@ impl Coordinator {
                 Ok(CoordResponse::Objects { objects, prefixes: page.prefixes, next: page.next })
             }
             CoordRequest::DegradedRead { name, stripe, index, method, slice, version, avoid, range } => {
-                let method = method_from_wire(&method).map_err(WireError::bad_request)?;
+                let method = method_from_wire(&method)?;
                 let a = self.degraded_plan(&name, version, stripe, index, method, slice, avoid, range).await?;
                 Ok(CoordResponse::Plan { assignment: Box::new(job_to_wire(&a)) })
             }
@@ -463,10 +463,7 @@ impl Coordinator {
             }
             CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
                 // Either may be `auto` (`repair_auto`).
-                let ask = crate::RepairAsk {
-                    method: pick_method_from_wire(&method).map_err(WireError::bad_request)?,
-                    scheduler: scheduler_from_wire(&scheduler).map_err(WireError::bad_request)?,
-                };
+                let ask = crate::RepairAsk { method: pick_method_from_wire(&method)?, scheduler: scheduler_from_wire(&scheduler)? };
                 let report = self.repair(ask, slice, parallel, max_active_per_destination).await?;
                 self.sync_index_now().await;
                 Ok(CoordResponse::Repaired(report))

@@ -36,7 +36,6 @@ mod seal;
 mod small_bucket;
 pub mod status_page;
 mod straggler;
-pub mod straggler_injector;
 mod stripe_health;
 mod stripe_placement;
 mod subprocess;

@@ -87,6 +87,7 @@ async fn run(dir: &Path, protection: Protection, marker: &[u8; 32]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn encrypted_traffic_carries_none_of_the_objects_bytes() {
+    // SAFETY: geteuid takes nothing and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let tcpdump = Command::new("tcpdump").arg("--version").output().is_ok();
     if !(root && tcpdump) {

@@ -2,7 +2,7 @@
 //! straggler-aware re-scheduling against a node whose uplink readers take mid-phase.
 //! Every object is read back byte for byte.
 
-use kintsugi_coord::straggler_injector::Straggler;
+use kintsugi_client::straggler_injector::Straggler;
 use kintsugi_coord::CoordConfig;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;

@@ -8,10 +8,10 @@
 //! (one disk, a seek per chunk) is the baseline. Decode and repair run at fixed rates
 //! (the paper's codec: 18.5 GB/s decode, 5.0 GB/s regenerate, 12 cores).
 
-use crate::disk::HddModel;
 use crate::layout::{clay_runs, Layout, Scheme, BATCH, K};
 use crate::partition::{partition, DEFAULT_MAX_CHUNK};
 use kintsugi_codes::clay::geometry::Geometry;
+use kintsugi_hdd::HddModel;
 use rand::Rng;
 
 #[derive(Clone, Copy, Debug)]

@@ -11,11 +11,11 @@
 //! - [`recovery`]: recovery of a lost disk simulated on HDD models.
 //! - [`degraded`]: degraded (and range) reads pipelined chunk by chunk, per layout.
 //! - [`tension`]: the chunk-size tension of Figure 4 (recovery reads against degraded reads).
-//! - [`disk`]: the HDD model (positioning cost plus sequential bandwidth) that the node
-//!   store's emulation and the simulator share.
+//!
+//! The HDD model (positioning cost plus sequential bandwidth) that the node store's
+//! emulation and these simulations share is `kintsugi_hdd`'s, re-exported here.
 
 pub mod degraded;
-pub mod disk;
 pub mod layout;
 pub mod partition;
 pub mod recovery;
@@ -23,5 +23,5 @@ pub mod tension;
 pub mod trace;
 pub mod workload;
 
-pub use disk::HddModel;
+pub use kintsugi_hdd::HddModel;
 pub use partition::{partition, Partition, PartitionError, DEFAULT_MAX_CHUNK};

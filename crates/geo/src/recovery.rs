@@ -5,8 +5,8 @@
 //! random surviving disk. Disks serve one request at a time ([`HddModel`]); the network is
 //! not modelled (the paper's 56 Gbps links were far from saturated, Table 3).
 
-use crate::disk::HddModel;
 use crate::layout::{Unit, N};
+use kintsugi_hdd::HddModel;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::Serialize;

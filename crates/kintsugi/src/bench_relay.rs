@@ -331,6 +331,7 @@ pub(crate) fn process_cpu(pid: u32) -> Result<f64> {
 /// nanosecond count. With `getrusage(RUSAGE_THREAD)`, one CI run read an equal-work source of
 /// some 3 ms as none (not seen here); this clock is the count itself, not a split of it.
 pub(crate) fn thread_cpu() -> f64 {
+    // SAFETY: timespec is plain old data, for which all zeros is a valid value.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: a timespec the call fills in; this clock exists on every Linux we run on.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };

@@ -113,6 +113,7 @@ fn processes_put_get_kill_repair() {
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let out5 = d.join("out5.bin");
     let got = ok_json(&coord, &["get", "obj", "--out", out5.to_str().unwrap()]);
+    // SAFETY: signalling a child process this test started.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     assert!(same(&file, &out5), "read with a hung node");
     assert!(!got["degraded_reads"].as_array().unwrap().is_empty(), "the hung node's chunks came from degraded reads");

@@ -64,7 +64,7 @@ impl BucketIndex {
 
     /// The database, created when `create` (a bucket write); None while there is none.
     fn db(&self, create: bool) -> Result<Option<&Arc<Database>>, StoreError> {
-        self.db.get(create).map_err(err(&self.path))
+        self.db.get(create).map_err(|e| err(&self.path)(e.to_string()))
     }
 
     /// The entry of chunk `id`, if it is in a bucket.

@@ -11,7 +11,7 @@
 //! runs every node on one runtime, so sleeping there would stall other nodes), or
 //! [`settle_blocking`] on a blocking thread. The wait is kept per thread between the two.
 
-use kintsugi_geo::HddModel;
+use kintsugi_hdd::HddModel;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -496,7 +496,7 @@ pub type LaneUnits = Vec<Vec<Vec<Range<usize>>>>;
 /// Turns a plan from the network into a job and checks it before anything is allocated
 /// for it.
 pub fn check_assignment(a: Assignment) -> Result<(Job, LaneUnits), WireError> {
-    let a = a.map_graph(|g| graph_from_wire(g).map_err(WireError::bad_request))?;
+    let a = a.map_graph(graph_from_wire)?;
     let units = check_job(&a)?;
     Ok((a, units))
 }

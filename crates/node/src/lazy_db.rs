@@ -22,15 +22,15 @@ fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<Database>>> {
 
 /// The database at `path`, created with `table` if need be: the one this process has open
 /// already, else a new open.
-fn open_shared(path: &Path, table: TableDefinition<&str, &[u8]>) -> Result<Arc<Database>, String> {
+fn open_shared(path: &Path, table: TableDefinition<&str, &[u8]>) -> Result<Arc<Database>, redb::Error> {
     let mut open = registry().lock().expect("database registry");
     if let Some(db) = open.get(path).and_then(Weak::upgrade) {
         return Ok(db);
     }
-    let db = Database::create(path).map_err(|x| x.to_string())?;
-    let w = db.begin_write().map_err(|x| x.to_string())?;
-    w.open_table(table).map_err(|x| x.to_string())?;
-    w.commit().map_err(|x| x.to_string())?;
+    let db = Database::create(path)?;
+    let w = db.begin_write()?;
+    w.open_table(table)?;
+    w.commit()?;
     let db = Arc::new(db);
     open.retain(|_, w| w.strong_count() > 0);
     open.insert(path.to_path_buf(), Arc::downgrade(&db));
@@ -49,15 +49,16 @@ impl LazyDb {
         LazyDb { path: dir.join(file), table, db: OnceLock::new() }
     }
 
-    /// The database, created when `create`; None while there is none.
-    pub fn get(&self, create: bool) -> Result<Option<&Arc<Database>>, String> {
+    /// The database, created when `create`; None while there is none. Errors are the
+    /// database's; the caller says which file.
+    pub fn get(&self, create: bool) -> Result<Option<&Arc<Database>>, redb::Error> {
         if let Some(db) = self.db.get() {
             return Ok(Some(db));
         }
         if !create && !self.path.exists() {
             return Ok(None);
         }
-        let db = open_shared(&self.path, self.table).map_err(|x| format!("{}: {x}", self.path.display()))?;
+        let db = open_shared(&self.path, self.table)?;
         Ok(Some(self.db.get_or_init(|| db)))
     }
 }

@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn users_disk_io_is_busy_time_less_repairs() {
         let c = Counters::default();
-        let d = DiskEmulation::new(kintsugi_geo::HddModel::new(0.0, 100e6).unwrap());
+        let d = DiskEmulation::new(kintsugi_hdd::HddModel::new(0.0, 100e6).unwrap());
         let mut m = Monitor::new((0.0, 0.0));
         m.report(&c, Some(&d));
         let t = Instant::now();

@@ -9,6 +9,7 @@
 //! acknowledged survives a crash.
 
 use crate::lazy_db::LazyDb;
+use kintsugi_proto::WireError;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::Path;
 use std::sync::Arc;
@@ -38,9 +39,9 @@ fn entry(seq: u64, record: Option<&[u8]>) -> Vec<u8> {
     v
 }
 
-fn parse(v: &[u8]) -> Result<(u64, Option<Vec<u8>>), String> {
+fn parse(v: &[u8]) -> Result<(u64, Option<Vec<u8>>), WireError> {
     if v.len() < 9 || v[8] > 1 || (v[8] == 0 && v.len() > 9) {
-        return Err("a damaged index entry".into());
+        return Err(WireError::internal("a damaged index entry"));
     }
     let seq = u64::from_le_bytes(v[..8].try_into().expect("8 bytes"));
     Ok((seq, (v[8] == 1).then(|| v[9..].to_vec())))
@@ -51,29 +52,29 @@ impl ObjectIndex {
         ObjectIndex { db: LazyDb::new(dir, INDEX_FILE, RECORDS) }
     }
 
-    fn db(&self, create: bool) -> Result<Option<&Arc<Database>>, String> {
-        self.db.get(create)
+    fn db(&self, create: bool) -> Result<Option<&Arc<Database>>, WireError> {
+        self.db.get(create).map_err(|x| WireError::internal(format!("{}: {x}", self.db.path.display())))
     }
 
-    fn check(name: &str, record: Option<&[u8]>) -> Result<(), String> {
+    fn check(name: &str, record: Option<&[u8]>) -> Result<(), WireError> {
         if name.is_empty() || name.len() > MAX_NAME {
-            return Err(format!("an object name of {} bytes (1 to {MAX_NAME})", name.len()));
+            return Err(WireError::bad_request(format!("an object name of {} bytes (1 to {MAX_NAME})", name.len())));
         }
         if record.is_some_and(|r| r.len() > kintsugi_proto::object_index::MAX_RECORD) {
-            return Err(format!("an index record longer than {} bytes", kintsugi_proto::object_index::MAX_RECORD));
+            return Err(WireError::bad_request(format!("an index record longer than {} bytes", kintsugi_proto::object_index::MAX_RECORD)));
         }
         Ok(())
     }
 
     /// Keeps `record` (None: a tombstone) as object `name`'s in group `pg` unless a record of
     /// a later or equal `seq` is kept already; returns whether it was kept. Durable on return.
-    pub fn put(&self, pg: u32, name: &str, seq: u64, record: Option<&[u8]>) -> Result<bool, String> {
+    pub fn put(&self, pg: u32, name: &str, seq: u64, record: Option<&[u8]>) -> Result<bool, WireError> {
         Self::check(name, record)?;
         if seq == 0 {
-            return Err("index sequence numbers start at 1".into());
+            return Err(WireError::bad_request("index sequence numbers start at 1"));
         }
         let db = self.db(true)?.expect("created");
-        let e = |x: redb::Error| format!("{}: {x}", self.db.path.display());
+        let e = |x: redb::Error| WireError::internal(format!("{}: {x}", self.db.path.display()));
         let w = db.begin_write().map_err(|x| e(x.into()))?;
         let kept = {
             let mut t = w.open_table(RECORDS).map_err(|x| e(x.into()))?;
@@ -92,10 +93,10 @@ impl ObjectIndex {
     }
 
     /// Object `name`'s record in group `pg`: (0, None) when there is none.
-    pub fn get(&self, pg: u32, name: &str) -> Result<(u64, Option<Vec<u8>>), String> {
+    pub fn get(&self, pg: u32, name: &str) -> Result<(u64, Option<Vec<u8>>), WireError> {
         Self::check(name, None)?;
         let Some(db) = self.db(false)? else { return Ok((0, None)) };
-        let e = |x: redb::Error| format!("{}: {x}", self.db.path.display());
+        let e = |x: redb::Error| WireError::internal(format!("{}: {x}", self.db.path.display()));
         let r = db.begin_read().map_err(|x| e(x.into()))?;
         let t = r.open_table(RECORDS).map_err(|x| e(x.into()))?;
         match t.get(key(pg, name).as_str()).map_err(|x| e(x.into()))? {

@@ -92,8 +92,9 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
     let store = match (cfg.hdd_seek_ms, cfg.hdd_bandwidth) {
         (None, None) => ChunkStore::open(&cfg.data_dir),
         (seek, bw) => {
-            let d = kintsugi_geo::HddModel::default();
-            let hdd = kintsugi_geo::HddModel::new(seek.map(|ms| ms / 1e3).unwrap_or(d.seek), bw.unwrap_or(d.bandwidth))?;
+            let d = kintsugi_hdd::HddModel::default();
+            let hdd = kintsugi_hdd::HddModel::new(seek.map(|ms| ms / 1e3).unwrap_or(d.seek), bw.unwrap_or(d.bandwidth))
+                .map_err(|e| e.to_string())?;
             tracing::info!(seek_ms = hdd.seek * 1e3, bandwidth = hdd.bandwidth, "chunk store on an emulated HDD");
             ChunkStore::open_emulating(&cfg.data_dir, hdd)
         }
@@ -409,18 +410,12 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
         }
         NodeRequest::IndexPut { pg, name, seq, record } => {
             let ix = exec.store.objects.clone();
-            tokio::task::spawn_blocking(move || ix.put(pg, &name, seq, record.as_deref()))
-                .await
-                .map_err(|e| WireError::internal(e.to_string()))?
-                .map_err(WireError::bad_request)?;
+            tokio::task::spawn_blocking(move || ix.put(pg, &name, seq, record.as_deref())).await??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::IndexGet { pg, name } => {
             let ix = exec.store.objects.clone();
-            let (seq, record) = tokio::task::spawn_blocking(move || ix.get(pg, &name))
-                .await
-                .map_err(|e| WireError::internal(e.to_string()))?
-                .map_err(WireError::internal)?;
+            let (seq, record) = tokio::task::spawn_blocking(move || ix.get(pg, &name)).await??;
             send(sock, &NodeResponse::IndexEntry { seq, record }).await.map_err(io)?;
         }
         NodeRequest::DeleteChunk { chunk } => {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::disk_emulation::{file_key, DiskEmulation};
-use kintsugi_geo::HddModel;
+use kintsugi_hdd::HddModel;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -318,6 +318,7 @@ impl ChunkStore {
     pub fn fs_free(&self) -> Option<u64> {
         use std::os::unix::ffi::OsStrExt;
         let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs is plain old data, for which all zeros is a valid value.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: a valid NUL-terminated path and a statvfs the call fills in.
         let r = unsafe { libc::statvfs(path.as_ptr(), &mut st) };

@@ -5,6 +5,7 @@
 use kintsugi_codes::{coef_wire, CodeSpec, HelperTerm, RepairEquation};
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Pick, RepairGraph, Shape, SlotRule, Vertex, VertexId};
+use kintsugi_proto::WireError;
 use kintsugi_proto::{Assignment, WireGraph, WireTerm, WireVertex};
 
 /// An assignment over the planner's graph: what a coordinator builds and a node runs.
@@ -53,19 +54,19 @@ pub fn graph_to_wire(g: &RepairGraph) -> WireGraph {
 
 /// The graph a peer sent, as the planner's type. Only the shape of the data is checked
 /// here; [`RepairGraph::validate`] checks that it is a graph that can run.
-pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, String> {
-    let shape = Shape::from_name(&w.shape).ok_or_else(|| format!("unknown repair shape '{}'", w.shape))?;
+pub fn graph_from_wire(w: WireGraph) -> Result<RepairGraph, WireError> {
+    let shape = Shape::from_name(&w.shape).ok_or_else(|| WireError::bad_request(format!("unknown repair shape '{}'", w.shape)))?;
     let u = |x: u32| x as usize;
     let terms = w
         .terms
         .into_iter()
         .map(|t| {
-            let coefs = coef_wire::unpack(t.sparse, u(t.coefs_len), &t.coefs)?;
+            let coefs = coef_wire::unpack(t.sparse, u(t.coefs_len), &t.coefs).map_err(|e| WireError::bad_request(e.to_string()))?;
             Ok(HelperTerm { helper: u(t.helper), reads: t.reads.iter().map(|&(a, b)| u(a)..u(b)).collect(), coefs })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, WireError>>()?;
     let structured = match &w.structured {
-        Some(s) => Some(s.parse::<CodeSpec>().map_err(|e| format!("bad structured-repair code '{s}': {e}"))?),
+        Some(s) => Some(s.parse::<CodeSpec>().map_err(|e| WireError::bad_request(format!("bad structured-repair code '{s}': {e}")))?),
         None => None,
     };
     Ok(RepairGraph {
@@ -96,21 +97,21 @@ pub fn job_to_wire(j: &Job) -> Assignment {
 
 /// The scheduler a repair request names: empty is the default (`index`), `auto` lets the
 /// coordinator choose (`coord::repair_auto`).
-pub fn scheduler_from_wire(name: &str) -> Result<Pick<Scheduler>, String> {
+pub fn scheduler_from_wire(name: &str) -> Result<Pick<Scheduler>, WireError> {
     if name.is_empty() {
         return Ok(Pick::Fixed(Scheduler::default()));
     }
-    name.parse::<Pick<Scheduler>>().map_err(|e| format!("{e} (or auto)"))
+    name.parse::<Pick<Scheduler>>().map_err(|e| WireError::bad_request(format!("{e} (or auto)")))
 }
 
 /// The method a request names.
-pub fn method_from_wire(name: &str) -> Result<Shape, String> {
-    name.parse::<Shape>().map_err(|e| e.to_string())
+pub fn method_from_wire(name: &str) -> Result<Shape, WireError> {
+    name.parse::<Shape>().map_err(|e| WireError::bad_request(e.to_string()))
 }
 
 /// The method a repair request names, which may be `auto`.
-pub fn pick_method_from_wire(name: &str) -> Result<Pick<Shape>, String> {
-    name.parse::<Pick<Shape>>().map_err(|e| format!("{e} (or auto)"))
+pub fn pick_method_from_wire(name: &str) -> Result<Pick<Shape>, WireError> {
+    name.parse::<Pick<Shape>>().map_err(|e| WireError::bad_request(format!("{e} (or auto)")))
 }
 
 #[cfg(test)]
@@ -176,10 +177,10 @@ mod tests {
             pipelined: true,
             structured: None,
         };
-        assert!(graph_from_wire(w.clone()).unwrap_err().contains("teleport"));
+        assert!(graph_from_wire(w.clone()).unwrap_err().message().contains("teleport"));
         w.shape = "tree".into();
         w.structured = Some("clay:10,4".into());
-        assert!(graph_from_wire(w.clone()).unwrap_err().contains("structured-repair code 'clay:10,4'"));
+        assert!(graph_from_wire(w.clone()).unwrap_err().message().contains("structured-repair code 'clay:10,4'"));
         w.structured = None;
         assert!(graph_from_wire(w).is_ok());
         assert!(method_from_wire("warp").is_err());
@@ -187,7 +188,7 @@ mod tests {
         assert_eq!(scheduler_from_wire("").unwrap(), Pick::Fixed(Scheduler::default()));
         assert_eq!(scheduler_from_wire("auto").unwrap(), Pick::Auto);
         assert_eq!(scheduler_from_wire("repairboost").unwrap(), Pick::Fixed(Scheduler::Repairboost));
-        assert!(scheduler_from_wire("chaos").unwrap_err().contains("or auto"));
+        assert!(scheduler_from_wire("chaos").unwrap_err().message().contains("or auto"));
         assert_eq!(pick_method_from_wire("auto").unwrap(), Pick::Auto);
         assert_eq!(pick_method_from_wire("ecpipe").unwrap(), Pick::Fixed(Shape::Ecpipe));
         assert!(pick_method_from_wire("").is_err());

@@ -48,6 +48,8 @@ pub(crate) fn poll_read(tcp: &mut TcpStream, spill: &mut Spill, cx: &mut Context
         ready!(tcp.poll_read_ready(cx))?;
         // Raw pointers, not slices: the caller's room may be uninitialized, which the
         // kernel may write but Rust may not reference as bytes.
+        // SAFETY: nothing here reads the uninitialized bytes; the kernel only writes them,
+        // and only what it reports written is marked filled.
         let unfilled = unsafe { buf.unfilled_mut() };
         let iov = [
             libc::iovec { iov_base: unfilled.as_mut_ptr().cast(), iov_len: direct },

@@ -3,7 +3,7 @@
 //! foreground, and which its link shaping charges like any other send); or writers pushing
 //! scratch chunks to it, so its downlink is.
 
-use kintsugi_client::Client;
+use crate::Client;
 use kintsugi_node::Shaper;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
@@ -49,7 +49,7 @@ impl Straggler {
                     let (loc, len) = &chunks[i % chunks.len()];
                     tokio::select! {
                         _ = rx.changed() => return,
-                        got = kintsugi_client::client::get_chunk(loc, *len, t, &unshaped) => match got {
+                        got = crate::client::get_chunk(loc, *len, t, &unshaped) => match got {
                             Ok(data) => { bytes.fetch_add(data.len() as u64, Ordering::Relaxed); }
                             // The node may be busy or gone: try again shortly.
                             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -87,7 +87,7 @@ impl Straggler {
                 loop {
                     tokio::select! {
                         _ = rx.changed() => break,
-                        put = kintsugi_client::client::put_chunk(&loc, &data, 1, t) => match put {
+                        put = crate::client::put_chunk(&loc, &data, 1, t) => match put {
                             Ok(()) => { bytes.fetch_add(data.len() as u64, Ordering::Relaxed); }
                             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
                         },

@@ -11,6 +11,15 @@
 use serde::Serialize;
 use std::ops::Range;
 
+/// A model that cannot be: what was wrong with it.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum BadModel {
+    #[error("disk positioning time must be >= 0 seconds, got {0}")]
+    Seek(f64),
+    #[error("disk bandwidth must be > 0 bytes/s, got {0}")]
+    Bandwidth(f64),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct HddModel {
     /// Seconds of positioning before a request (and at most that for a gap inside one).
@@ -27,12 +36,12 @@ impl Default for HddModel {
 }
 
 impl HddModel {
-    pub fn new(seek: f64, bandwidth: f64) -> Result<Self, String> {
+    pub fn new(seek: f64, bandwidth: f64) -> Result<Self, BadModel> {
         if !(seek >= 0.0 && seek.is_finite()) {
-            return Err(format!("disk positioning time must be >= 0 seconds, got {seek}"));
+            return Err(BadModel::Seek(seek));
         }
         if !(bandwidth > 0.0 && bandwidth.is_finite()) {
-            return Err(format!("disk bandwidth must be > 0 bytes/s, got {bandwidth}"));
+            return Err(BadModel::Bandwidth(bandwidth));
         }
         Ok(HddModel { seek, bandwidth })
     }
