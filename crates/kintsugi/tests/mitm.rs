@@ -130,7 +130,7 @@ async fn proxy(node: String, attack: Attack, sent: Arc<Mutex<Vec<u8>>>) -> Strin
 }
 
 async fn put(addr: &str, chunk: &ChunkId, data: &[u8]) -> Result<(), String> {
-    let mut s = connect(addr, T).await?;
+    let mut s = connect(addr, T).await.map_err(|e| e.to_string())?;
     let req =
         NodeRequest::PutChunk { chunk: chunk.clone(), len: data.len() as u64, crc32c: crc32c::crc32c(data), bucket: None, sub_chunks: 0 };
     send(&mut s, &req).await.map_err(|e| e.to_string())?;

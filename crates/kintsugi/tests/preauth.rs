@@ -22,7 +22,7 @@ fn rss_mib(pid: u32) -> f64 {
 
 /// A member's connection, checked with a ping.
 async fn ping_on_new_connection(addr: &str) -> Result<kintsugi_proto::secure::Conn, String> {
-    let mut s = kintsugi_proto::auth::connect(addr, Duration::from_secs(10)).await?;
+    let mut s = kintsugi_proto::auth::connect(addr, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
     kintsugi_proto::send(&mut s, &NodeRequest::Ping).await.map_err(|e| e.to_string())?;
     match kintsugi_proto::recv::<_, NodeResponse>(&mut s).await.map_err(|e| e.to_string())? {
         NodeResponse::Pong { .. } => Ok(s),

@@ -14,11 +14,11 @@ use tokio::sync::watch;
 /// Chunk ids per inventory message (well under the control-frame limit).
 const PAGE: usize = 100_000;
 
-async fn call(coord: &str, req: &CoordRequest) -> Result<CoordResponse, String> {
+async fn call(coord: &str, req: &CoordRequest) -> Result<CoordResponse, kintsugi_proto::WireError> {
     let t = Duration::from_secs(10);
     let mut s = kintsugi_proto::auth::connect(coord, t).await?;
-    send(&mut s, req).await.map_err(|e| e.to_string())?;
-    tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| "no answer".to_string())?.map_err(|e| e.to_string())
+    send(&mut s, req).await?;
+    Ok(tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| kintsugi_proto::WireError::unavailable("no answer"))??)
 }
 
 /// Sleeps `d`, or returns true when the node is stopping.
@@ -85,17 +85,17 @@ pub async fn scrub(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop
             let store = exec.store.clone();
             let chunk = id.clone();
             // Disk reads run off the async runtime, so heartbeats are never starved.
-            let checked = tokio::task::spawn_blocking(move || -> Result<u64, String> {
+            let checked = tokio::task::spawn_blocking(move || -> Result<u64, crate::store::StoreError> {
                 let r = match store.reader(&chunk) {
                     Ok(r) => r,
                     Err(crate::store::StoreError::NotFound(_)) => return Ok(0), // deleted meanwhile
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(e),
                 };
                 let step = 1 << 20;
                 let mut off = 0;
                 while off < r.len() {
                     let n = step.min(r.len() - off);
-                    r.read(off, n).map_err(|e| e.to_string())?;
+                    r.read(off, n)?;
                     crate::disk_emulation::settle_blocking();
                     off += n;
                 }
@@ -104,7 +104,8 @@ pub async fn scrub(coord: String, exec: Arc<Executor>, cfg: NodeConfig, mut stop
             .await;
             let bytes = match checked {
                 Ok(Ok(b)) => b,
-                Ok(Err(reason)) => {
+                Ok(Err(e)) => {
+                    let reason = e.to_string();
                     tracing::warn!("scrub on node {}: {reason}", exec.node);
                     let req = CoordRequest::ReportChunk { node: exec.node, chunk: id, reason };
                     if let Err(e) = call(&coord, &req).await {

@@ -58,6 +58,42 @@ impl Secret {
 
 static SECRET: RwLock<Option<Secret>> = RwLock::new(None);
 
+/// Why no connection was made to an address.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectFailure {
+    #[error("{0}")]
+    Tcp(std::io::Error),
+    #[error("{0}")]
+    Handshake(#[from] crate::handshake::HandshakeError),
+    #[error("connect timed out")]
+    TimedOut,
+}
+
+/// Why none of the addresses tried took a connection: each with its failure.
+#[derive(Debug, thiserror::Error)]
+pub struct ConnectError(pub Vec<(String, ConnectFailure)>);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (addr, why)) in self.0.iter().enumerate() {
+            write!(f, "{}{addr}: {why}", if i > 0 { "; " } else { "" })?;
+        }
+        Ok(())
+    }
+}
+
+/// A connection refused before a handshake, or one whose handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// Too many connections or handshakes already (the words say which limit).
+    #[error("{0}: connection closed")]
+    Busy(String),
+    #[error("no handshake within {0:?}: connection closed")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Handshake(#[from] crate::handshake::HandshakeError),
+}
+
 /// Sets this process's cluster secret (None: an open cluster, no handshake).
 pub fn set_secret(s: Option<Secret>) {
     *SECRET.write().expect("secret lock") = s;
@@ -95,7 +131,7 @@ static PRE_AUTH: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(PRE_
 /// within `t` (a hung peer accepts connections in its kernel but never answers).
 /// Connects to `addr`, or to the first of a comma-separated list that accepts (coordinators
 /// of which one leads: the standbys do not listen), starting with the one that accepted last.
-pub async fn connect(addr: &str, t: Duration) -> Result<Conn, String> {
+pub async fn connect(addr: &str, t: Duration) -> Result<Conn, ConnectError> {
     if !addr.contains(',') {
         return connect_one(addr, t).await;
     }
@@ -110,20 +146,24 @@ pub async fn connect(addr: &str, t: Duration) -> Result<Conn, String> {
                 LAST.lock().expect("last lock").get_or_insert_with(Default::default).insert(addr.to_string(), i);
                 return Ok(s);
             }
-            Err(e) => errors.push(e),
+            Err(e) => errors.extend(e.0),
         }
     }
-    Err(errors.join("; "))
+    Err(ConnectError(errors))
 }
 
-async fn connect_one(addr: &str, t: Duration) -> Result<Conn, String> {
+async fn connect_one(addr: &str, t: Duration) -> Result<Conn, ConnectError> {
     let attempt = async {
-        let s = TcpStream::connect(addr).await.map_err(|e| format!("{addr}: {e}"))?;
+        let s = TcpStream::connect(addr).await.map_err(ConnectFailure::Tcp)?;
         crate::tcp::tune(&s);
         let key = secret();
-        secure::connect(s, key.as_ref(), protection()).await.map_err(|e| format!("{addr}: {e}"))
+        Ok(secure::connect(s, key.as_ref(), protection()).await?)
     };
-    tokio::time::timeout(t, attempt).await.map_err(|_| format!("{addr}: connect timed out"))?
+    match tokio::time::timeout(t, attempt).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(ConnectError(vec![(addr.to_string(), e)])),
+        Err(_) => Err(ConnectError(vec![(addr.to_string(), ConnectFailure::TimedOut)])),
+    }
 }
 
 /// Connections a process serves at once by default.
@@ -153,18 +193,18 @@ fn connection_slots() -> &'static (tokio::sync::Semaphore, usize) {
 /// Runs a new connection's handshake under this process's secret and protection, within
 /// [`secure::HANDSHAKE_LIMIT`], a free pre-authentication slot and a free connection slot
 /// (held by the connection until it is dropped).
-pub async fn accept(s: TcpStream) -> Result<Conn, String> {
+pub async fn accept(s: TcpStream) -> Result<Conn, AcceptError> {
     let (slots, max) = connection_slots();
     let Ok(conn_slot) = slots.try_acquire() else {
-        return Err(format!("{max} connections already open (KINTSUGI_MAX_CONNECTIONS): connection closed"));
+        return Err(AcceptError::Busy(format!("{max} connections already open (KINTSUGI_MAX_CONNECTIONS)")));
     };
     let Ok(_slot) = PRE_AUTH.try_acquire() else {
-        return Err(format!("{PRE_AUTH_SLOTS} handshakes already under way: connection closed"));
+        return Err(AcceptError::Busy(format!("{PRE_AUTH_SLOTS} handshakes already under way")));
     };
     let key = secret();
     match tokio::time::timeout(secure::HANDSHAKE_LIMIT, secure::accept(s, key.as_ref(), protection())).await {
-        Ok(r) => r.map(|c| c.holding(conn_slot)),
-        Err(_) => Err(format!("no handshake within {:?}: connection closed", secure::HANDSHAKE_LIMIT)),
+        Ok(r) => Ok(r?.holding(conn_slot)),
+        Err(_) => Err(AcceptError::TimedOut(secure::HANDSHAKE_LIMIT)),
     }
 }
 

@@ -128,7 +128,7 @@ pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Res
             Err(Failure::Other(e)) => return Err(e),
         }
     }
-    let mut s = crate::auth::connect(addr, io_timeout).await.map_err(WireError::unavailable)?;
+    let mut s = crate::auth::connect(addr, io_timeout).await?;
     match exchange(&mut s, addr, req, io_timeout).await {
         Ok(r) => {
             if reusable(req, &r) {

@@ -254,6 +254,13 @@ impl From<kintsugi_codes::CodeError> for WireError {
     }
 }
 
+/// No connection to a peer: not now (the caller names the node as a fault where it knows it).
+impl From<crate::auth::ConnectError> for WireError {
+    fn from(e: crate::auth::ConnectError) -> Self {
+        WireError::unavailable(e.to_string())
+    }
+}
+
 /// A task that panicked or was cancelled: a bug, or a shutdown.
 impl From<tokio::task::JoinError> for WireError {
     fn from(e: tokio::task::JoinError) -> Self {
