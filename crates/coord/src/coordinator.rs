@@ -334,7 +334,7 @@ pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, WireError> {
     Err(WireError::bad_request(m))
 }
 
-/// No object of that name (or no longer).
+/// The object `name` is not there (never put, or deleted).
 pub(crate) fn no_object(name: &str) -> WireError {
     WireError::not_found(format!("no object named '{name}'"))
 }

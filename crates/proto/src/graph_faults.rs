@@ -1,6 +1,6 @@
 //! What a failed repair graph teaches whoever ran it: the helper chunks a node found corrupt
 //! or missing (its error names them as faults, kept through a chain of relays), and the
-//! graph's nodes that no longer answer. A reader (degraded read) and the coordinator (repair)
+//! graph's nodes that do not answer a ping. A reader (degraded read) and the coordinator (repair)
 //! both re-plan around what they learnt, until fewer than k healthy chunks remain.
 
 use crate::rpc::request;
