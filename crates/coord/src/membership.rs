@@ -23,6 +23,12 @@ fn identity_refused(n: &NodeRecord, token: &str) -> Option<String> {
     })
 }
 
+/// Whether a heartbeat's token is the one node `n` is bound to (a node from before tokens,
+/// or one released by `node replace`, proves nothing).
+fn proves_identity(n: &NodeRecord, token: &str) -> bool {
+    !n.token.is_empty() && n.token == token
+}
+
 impl Coordinator {
     /// Nodes an operator failed (`fail`, a `node remove` of a node that was down).
     pub(crate) fn failed_nodes(&self) -> Result<BTreeSet<NodeId>, WireError> {
@@ -48,11 +54,17 @@ impl Coordinator {
             }
         }
         if let Some(k) = &known {
-            // Another process claims a node id that is live elsewhere: refused, so the id's
-            // address never flips between two processes.
             let live_elsewhere = self.alive().get(&node).is_some_and(|a| *a != addr);
             if !k.failed && k.boot != boot && live_elsewhere {
-                return bad(format!("node id {node} is already live at {}; refusing the node at {addr}", k.addr));
+                if proves_identity(k, token) {
+                    // The same data directory (a node locks its directory, so one process
+                    // serves it at a time), restarted at a new address: it moved.
+                    tracing::info!("node {node} restarted at {addr} (was {}): its address is updated", k.addr);
+                } else {
+                    // A process without the directory's token claims a node id that is live
+                    // elsewhere: refused, so the id's address never flips between two processes.
+                    return bad(format!("node id {node} is already live at {}; refusing the node at {addr}", k.addr));
+                }
             }
         }
         if known.as_ref().is_none_or(|n| n.addr != addr || n.failed || n.boot != boot || n.token != token) {

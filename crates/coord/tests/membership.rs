@@ -97,6 +97,38 @@ async fn a_second_process_under_a_nodes_id_is_refused_and_node_replace_rebuilds_
     c.stop().await;
 }
 
+/// A node restarted on its own directory at a new address is the same node: the
+/// coordinator takes the new address at its first heartbeat, long before it would have
+/// declared the old one dead, and reads go there; a second process on that directory is
+/// refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_at_a_new_address_is_the_same_node_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nodes are declared dead only after a minute: the move must not wait for that.
+    let mut c = cluster_nodes(CoordConfig { dead_after_ms: 60_000, ..conf(dir.path()) }, dir.path(), 6, |_, n| n).await;
+    let bytes = data(300_001, 9);
+    c.client.put("o", &bytes, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    let (old_addr, _) = node_addr(&c, 2).await;
+
+    let second = kintsugi_node::start(node_cfg(dir.path(), 2, &c.coord_addr)).await;
+    let refused = second.err().expect("a second process on node 2's directory is refused");
+    assert!(refused.contains("in use by another node process"), "{refused}");
+
+    c.kill(2).await;
+    c.restart(dir.path(), 2).await;
+    let new_addr = c.nodes[2].as_ref().unwrap().addr.to_string();
+    assert_ne!(new_addr, old_addr, "the restart binds a new port");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while node_addr(&c, 2).await != (new_addr.clone(), true) {
+        assert!(std::time::Instant::now() < deadline, "node 2 is still listed at {:?}, not {new_addr}", node_addr(&c, 2).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (got, rep) = c.client.get("o", Shape::Cr, 4096).await.unwrap();
+    assert!(got == bytes);
+    assert!(rep.degraded.is_empty(), "read from node 2 at its new address: {rep:?}");
+    c.stop().await;
+}
+
 /// A corrupt chunk on a live node: rebuilt in place, on the same node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_chunk_is_rebuilt_in_place() {

@@ -36,6 +36,35 @@ pub(crate) fn write_identity(dir: &std::path::Path, id: &Identity) -> Result<(),
     write().map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// An exclusive lock on a data directory, held while a process serves it: two processes on
+/// one directory would both claim its identity token, and the coordinator lets that token
+/// move a node to a new address.
+pub(crate) struct DirLock(#[allow(dead_code)] std::fs::File);
+
+/// Takes `dir`'s lock (`dir/lock`), or says that another process holds it.
+pub(crate) fn lock_data_dir(dir: &std::path::Path) -> Result<DirLock, String> {
+    use std::os::unix::io::AsRawFd;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a file descriptor this function owns; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.kind() == std::io::ErrorKind::WouldBlock {
+            format!("{} is in use by another node process (it holds {})", dir.display(), path.display())
+        } else {
+            format!("cannot lock {}: {e}", path.display())
+        });
+    }
+    Ok(DirLock(f))
+}
+
 /// Refuses a data directory that belongs to another node id; claims a new one. Returns its
 /// identity (a directory from before tokens is given one).
 pub(crate) fn claim_data_dir(cfg: &NodeConfig) -> Result<Identity, String> {

@@ -4,7 +4,7 @@
 pub use crate::config::NodeConfig;
 use crate::counters::OpenConnection;
 use crate::exec::Executor;
-use crate::identity::{claim_data_dir, write_identity, Identity};
+use crate::identity::{claim_data_dir, write_identity, DirLock, Identity};
 use crate::shaper::Shaper;
 use crate::store::ChunkStore;
 use kintsugi_plan::NodeId;
@@ -89,6 +89,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
             }
         }
     }
+    // Before anything in the directory is read: one process per directory.
+    let dir_lock = crate::identity::lock_data_dir(&cfg.data_dir)?;
     let store = match (cfg.hdd_seek_ms, cfg.hdd_bandwidth) {
         (None, None) => ChunkStore::open(&cfg.data_dir),
         (seek, bw) => {
@@ -135,7 +137,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, String> {
         }
         None => (None, None),
     };
-    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, identity));
+    let task = tokio::spawn(serve(listener, exec.clone(), stop_tx.clone(), stop_rx, cfg.clone(), advertise, (identity, dir_lock)));
     Ok(NodeHandle { id: cfg.id, addr, exec, stop: stop_tx, task, metrics_addr, metrics })
 }
 
@@ -146,8 +148,10 @@ async fn serve(
     mut stop: watch::Receiver<bool>,
     cfg: NodeConfig,
     advertise: String,
-    identity: Identity,
+    identity: (Identity, DirLock),
 ) {
+    // The directory stays locked until this task ends.
+    let (identity, _dir_lock) = identity;
     let mut conns = JoinSet::new();
     if let Some(coord) = cfg.coordinator.clone() {
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
