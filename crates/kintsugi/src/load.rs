@@ -484,7 +484,7 @@ impl Workload {
 
 /// The load phase's put rates per tenth of the records, and the run phase's report.
 async fn run_async(a: &LoadArgs) -> Result<(Vec<f64>, Option<LoadReport>)> {
-    let mut client = Client::new(&a.target.coordinator);
+    let mut client = Client::new(&a.target.address()?);
     client.io_timeout = Duration::from_secs(30);
     let w = Workload::of(a);
     let load = if a.no_load { Vec::new() } else { w.load(&client, true).await? };

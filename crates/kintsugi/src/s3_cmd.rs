@@ -106,8 +106,9 @@ pub struct ServeArgs {
     /// Address to serve S3 on.
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: String,
-    /// Code of new buckets [default: rs:K,2 with K = nodes - 2 up to 6, so that a node can be
-    /// lost; with fewer than 4 nodes, rs:1,(nodes - 1): replicas].
+    /// Code of new buckets [default: rs:K,2 with K = nodes - 3 up to 6, one node narrower
+    /// than the cluster, so that a lost node can be rebuilt on the spare; rs:2,1 on 4 nodes;
+    /// two replicas (rs:1,1) on 2 or 3].
     #[arg(long)]
     pub code: Option<CodeSpec>,
     /// Layout of new buckets: stripe, stripe-max, geo, geo:S0,Q[,CAP] or contiguous:CHUNK.
@@ -117,7 +118,7 @@ pub struct ServeArgs {
     pub read: ReadArgs,
 }
 
-/// `kintsugi s3`: serves until Ctrl-C.
+/// `kintsugi s3`: serves until Ctrl-C or SIGTERM.
 pub fn s3(a: S3Args) -> Result<()> {
     let keys = credentials::load(&a.credentials).map_err(|e| anyhow!(e))?;
     runtime()?.block_on(async {
@@ -137,14 +138,15 @@ pub fn s3(a: S3Args) -> Result<()> {
         if let Some(m) = h.metrics_addr {
             eprintln!("metrics on http://{m}/metrics");
         }
-        tokio::signal::ctrl_c().await.ok();
+        let why = crate::shutdown::requested().await;
+        eprintln!("{why}: stopping");
         h.stop().await;
         Ok(())
     })
 }
 
-fn gateway_of(t: &Target, defaults: BucketSettings) -> kintsugi_s3::Gateway {
-    kintsugi_s3::Gateway::new(client(t), defaults, Shape::Cr, 32 << 10)
+fn gateway_of(t: &Target, defaults: BucketSettings) -> Result<kintsugi_s3::Gateway> {
+    Ok(kintsugi_s3::Gateway::new(client(t)?, defaults, Shape::Cr, 32 << 10))
 }
 
 /// `kintsugi bucket ...`.
@@ -156,7 +158,7 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
                     bail!("'{name}' is not a bucket name: 3 to 63 lower-case letters, digits, dots and hyphens");
                 }
                 let s = defaults.settings();
-                gateway_of(&target, s).create_bucket_with(&name, s).await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                gateway_of(&target, s)?.create_bucket_with(&name, s).await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
                 if target.json {
                     println!("{}", serde_json::json!({ "bucket": name, "code": s.code.to_string(), "layout": layout_name(s.layout) }));
                 } else {
@@ -166,7 +168,7 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
             BucketCmd::Ls { target } => {
                 // Listing uses no defaults: each bucket's record holds its own settings.
                 let none = BucketSettings { code: CodeSpec::Rs { k: 1, m: 1 }, layout: Default::default(), chunk_size: 0 };
-                let buckets = gateway_of(&target, none).buckets().await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                let buckets = gateway_of(&target, none)?.buckets().await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
                 let rows: Vec<(String, BucketSettings)> = buckets.into_iter().map(|b| (b.name, b.settings)).collect();
                 if target.json {
                     let v: Vec<_> = rows
@@ -186,11 +188,13 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
     })
 }
 
-/// The code `serve` gives new buckets on `nodes` nodes.
+/// The code `serve` gives new buckets on `nodes` nodes: one node narrower than the cluster,
+/// so that a lost node's chunks can be rebuilt on the spare at once.
 fn default_code(nodes: u16) -> CodeSpec {
     match nodes {
-        0..=3 => CodeSpec::Rs { k: 1, m: (nodes as usize).max(2) - 1 },
-        n => CodeSpec::Rs { k: (n as usize - 2).min(6), m: 2 },
+        0..=3 => CodeSpec::Rs { k: 1, m: 1 },
+        4 => CodeSpec::Rs { k: 2, m: 1 },
+        n => CodeSpec::Rs { k: (n as usize - 3).min(6), m: 2 },
     }
 }
 
@@ -207,7 +211,7 @@ fn once(path: &Path, make: impl FnOnce() -> Vec<u8>) -> Result<(Vec<u8>, bool)> 
     Ok((bytes, true))
 }
 
-/// `kintsugi serve`: a store on this machine until Ctrl-C.
+/// `kintsugi serve`: a store on this machine until Ctrl-C or SIGTERM.
 pub fn serve(a: ServeArgs) -> Result<()> {
     let code = a.code.unwrap_or_else(|| default_code(a.nodes));
     let n = code.build().map_err(|e| anyhow!("{e}"))?.n();
@@ -223,9 +227,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         credentials::write(&creds, &credentials::generate()).map_err(|e| anyhow!(e))?;
     }
     let keys = credentials::load(&creds).map_err(|e| anyhow!(e))?;
+    let last = crate::serve_state::ServeState::load(&a.data_dir)?;
     runtime()?.block_on(async {
+        // The ports of the last start, so that nodes, clients and `--data-dir` find the
+        // restarted store where it was.
         let coord = kintsugi_coord::start(CoordConfig {
-            listen: "127.0.0.1:0".into(),
+            listen: crate::serve_state::reuse_or_fresh("the coordinator", last.as_ref().map(|l| l.coordinator.as_str())),
             data_dir: a.data_dir.join("coordinator"),
             ..Default::default()
         })
@@ -234,8 +241,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         let addr = coord.addr.to_string();
         let mut nodes = Vec::new();
         for i in 0..a.nodes as usize {
+            let was = last.as_ref().and_then(|l| l.nodes.get(i)).map(String::as_str);
             let cfg = NodeConfig {
                 id: i as u32,
+                listen: crate::serve_state::reuse_or_fresh(&format!("node {i}"), was),
                 data_dir: a.data_dir.join(format!("node{i:02}")),
                 coordinator: Some(addr.clone()),
                 ..Default::default()
@@ -267,6 +276,13 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             metrics_listen: None,
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
+        let state = crate::serve_state::ServeState {
+            coordinator: addr.clone(),
+            secret_file: std::path::absolute(a.data_dir.join("secret")).context("cannot name the secret file")?,
+            s3: s3.addr.to_string(),
+            nodes: nodes.iter().map(|h| h.addr.to_string()).collect(),
+        };
+        state.save(&a.data_dir)?;
         eprintln!(
             "kintsugi store in {}: {} nodes, new buckets {} in layout {}; S3 on http://{}",
             a.data_dir.display(),
@@ -282,8 +298,13 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         }
         eprintln!("  access key: {}\n  secret key: {}", keys[0].access_key, keys[0].secret_key);
         eprintln!("  e.g. AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{} s3 ls", keys[0].access_key, s3.addr);
-        tokio::signal::ctrl_c().await.ok();
-        eprintln!("stopping");
+        eprintln!(
+            "coordinator on {addr} (recorded in {}); e.g. kintsugi status --data-dir {}",
+            crate::serve_state::ServeState::path(&a.data_dir).display(),
+            a.data_dir.display()
+        );
+        let why = crate::shutdown::requested().await;
+        eprintln!("{why}: stopping (the gateway first, so no request is cut by a missing node)");
         s3.stop().await;
         coord.stop().await;
         for h in nodes {
@@ -298,11 +319,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn serve_picks_a_code_its_nodes_can_hold_with_a_node_lost() {
+    fn serve_picks_a_code_its_nodes_can_hold_and_heal_with_a_node_lost() {
         for n in 2..=20u16 {
             let c = default_code(n).build().unwrap();
-            assert!(c.n() <= n as usize && c.n() - c.k() >= 1, "{n}");
+            assert!(c.n() - c.k() >= 1, "{n}: survives a lost node");
+            // A spare node to rebuild on, from 3 nodes up (2 nodes hold 2 replicas).
+            assert!(c.n() < n as usize || n == 2, "{n}: {} leaves no spare node", default_code(n));
         }
-        assert_eq!(default_code(6), CodeSpec::Rs { k: 4, m: 2 });
+        assert_eq!(default_code(6), CodeSpec::Rs { k: 3, m: 2 });
+        assert_eq!(default_code(9), CodeSpec::Rs { k: 6, m: 2 });
     }
 }

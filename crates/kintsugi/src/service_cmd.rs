@@ -143,7 +143,7 @@ fn load_toml<T: serde::de::DeserializeOwned + Default>(path: Option<&Path>) -> R
 /// `kintsugi node remove ID`.
 fn remove_node(t: &Target, id: NodeId) -> Result<()> {
     runtime()?.block_on(async {
-        let r = match client(t).call(&CoordRequest::RemoveNode { node: id }, Duration::from_secs(24 * 3600)).await {
+        let r = match client(t)?.call(&CoordRequest::RemoveNode { node: id }, Duration::from_secs(24 * 3600)).await {
             Ok(CoordResponse::Repaired(r)) => r,
             Ok(other) => bail!("unexpected answer {other:?}"),
             Err(e) => bail!(e),
@@ -160,7 +160,7 @@ fn remove_node(t: &Target, id: NodeId) -> Result<()> {
 /// `kintsugi node replace ID`.
 fn replace_node(t: &Target, id: NodeId) -> Result<()> {
     runtime()?.block_on(async {
-        client(t).call(&CoordRequest::ReplaceNode { node: id }, Duration::from_secs(30)).await.map_err(|e| anyhow!(e))?;
+        client(t)?.call(&CoordRequest::ReplaceNode { node: id }, Duration::from_secs(30)).await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::json!({ "replaced": id }));
         } else {
@@ -221,7 +221,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
             eprintln!("metrics on http://{m}/metrics");
         }
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            why = crate::shutdown::requested() => { eprintln!("{why}: node {} stopping", cfg.id); }
             _ = h.stopped() => { eprintln!("node {} stopped", cfg.id); return Ok(()); }
         }
         h.stop().await;
@@ -327,7 +327,8 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
             eprintln!("status page on http://{m}/, metrics on http://{m}/metrics");
         }
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {
+            why = crate::shutdown::requested() => {
+                eprintln!("{why}: coordinator stopping");
                 h.stop().await;
                 Ok(())
             }
