@@ -48,7 +48,7 @@ pub struct S3Handle {
 }
 
 impl S3Handle {
-    /// Stops accepting connections (those open finish their requests).
+    /// Stops accepting connections; requests in flight finish, for up to [`DRAIN_DEADLINE`].
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         if let Some(m) = &self.metrics {
@@ -62,6 +62,9 @@ impl S3Handle {
         let _ = self.task.await;
     }
 }
+
+/// How long a stopping gateway lets requests in flight finish.
+pub const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(25);
 
 /// Binds `cfg.listen` and serves S3 on it.
 pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
@@ -98,10 +101,11 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let (stop, mut stopped) = watch::channel(false);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let task = tokio::spawn(async move {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         loop {
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => p.expect("never closed"),
-                _ = stopped.changed() => return,
+                _ = stopped.changed() => break,
             };
             let (stream, peer) = tokio::select! {
                 r = listener.accept() => match r {
@@ -112,7 +116,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                         continue;
                     }
                 },
-                _ = stopped.changed() => return,
+                _ = stopped.changed() => break,
             };
             let _ = stream.set_nodelay(true);
             let (service, counters) = (service.clone(), counters.clone());
@@ -126,13 +130,24 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                     r
                 }
             });
+            let conn = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), counted).into_owned();
+            let conn = graceful.watch(conn);
             tokio::spawn(async move {
-                let r = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), counted).await;
-                if let Err(e) = r {
+                if let Err(e) = conn.await {
                     tracing::debug!("S3 connection from {peer}: {e}");
                 }
                 drop(permit);
             });
+        }
+        // Stopped: no new connections; idle ones close now, requests in flight finish
+        // (their responses say `Connection: close`) unless they outlast the deadline.
+        drop(listener);
+        let open = graceful.count();
+        if open > 0 {
+            tracing::info!("S3 gateway stopping: {open} connection(s) finish their requests");
+        }
+        if tokio::time::timeout(DRAIN_DEADLINE, graceful.shutdown()).await.is_err() {
+            tracing::warn!("S3 gateway stopping: requests still running after {DRAIN_DEADLINE:?} are cut");
         }
     });
     tracing::info!("S3 gateway on {addr} for the cluster at {}", cfg.coordinator);
