@@ -30,14 +30,52 @@ impl Coordinator {
             return Ok(None);
         }
         let c = &self.cfg;
-        tracing::info!("automatic repair of {} lost chunks ({} with {})", lost.len(), c.repair_method, c.repair_scheduler);
+        tracing::debug!("automatic repair of {} lost chunks ({} with {})", lost.len(), c.repair_method, c.repair_scheduler);
         let r = self.repair_locked(lost, c.repair_ask(), c.repair_slice, c.repair_max_active.max(1), "auto").await?;
-        tracing::info!("automatic repair: {} repaired, {} skipped, {} failed in {:.1} s", r.repaired, r.skipped, r.failed, r.seconds);
+        if r.repaired + r.failed > 0 {
+            tracing::info!(
+                "automatic repair: {} repaired, {} skipped, {} failed, {} waiting in {:.1} s",
+                r.repaired,
+                r.skipped,
+                r.failed,
+                r.waiting,
+                r.seconds
+            );
+        }
+        if r.waiting > 0 && self.waiting_said.due() {
+            tracing::warn!(
+                "automatic repair: {} lost chunk(s) have no node to be rebuilt on ({}); they wait for their node to return or a node \
+                 to be added (said again in {} s at most)",
+                r.waiting,
+                r.errors.first().map_or("", String::as_str),
+                WAITING_SAID_EVERY.as_secs()
+            );
+        }
         self.sync_index_now().await;
         // `status` shows the counts, not the graphs.
         *self.last_auto.lock().expect("last auto lock") =
             Some(RepairReport { graphs: Vec::new(), graph_timeslots: Vec::new(), ..r.clone() });
         Ok(Some(r))
+    }
+}
+
+/// How often the chunks waiting for a node are logged (a count and an example), however
+/// often automatic repair looks at them.
+const WAITING_SAID_EVERY: Duration = Duration::from_secs(60);
+
+/// When something repeated was last logged: to say it at most once per period.
+#[derive(Default)]
+pub(crate) struct SaidAt(std::sync::Mutex<Option<std::time::Instant>>);
+
+impl SaidAt {
+    /// True (and the time noted) when it has not been said within the period.
+    fn due(&self) -> bool {
+        let mut at = self.0.lock().expect("said lock");
+        if at.is_some_and(|t| t.elapsed() < WAITING_SAID_EVERY) {
+            return false;
+        }
+        *at = Some(std::time::Instant::now());
+        true
     }
 }
 

@@ -18,8 +18,10 @@ impl Coordinator {
             .nodes()?
             .into_iter()
             .map(|n| {
-                let (used, cap) = self.space.lock().expect("space lock").get(&n.id).copied().unwrap_or((0, 0));
-                let over = |r: f64| cap > 0 && used as f64 > r * cap as f64;
+                let (used, cap) = self.space.node(n.id).unwrap_or((0, 0));
+                let fs = self.space.fs_of(n.id);
+                let over =
+                    |r: f64| (cap > 0 && used as f64 > r * cap as f64) || fs.as_ref().is_some_and(|f| f.used as f64 > r * f.size as f64);
                 let link = self.links.lock().expect("links lock").get(&n.id).cloned();
                 let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
                 NodeInfo {
@@ -34,6 +36,7 @@ impl Coordinator {
                     link,
                     residual_up: residual.map(|r| r.0),
                     residual_down: residual.map(|r| r.1),
+                    fs,
                 }
             })
             .collect();
@@ -48,6 +51,8 @@ impl Coordinator {
             chunks_on_down_nodes: health.on_down_nodes,
             unrepairable: health.unrepairable,
             waiting: health.waiting,
+            widest_code: self.code_widths.widest(),
+            cannot_heal: self.heal_warning(),
             rebalance: self.rebalance_status.lock().expect("rebalance lock").clone(),
             pending_repairs: counts.pending as usize,
             repairing: self.repairing.try_lock().is_err(),

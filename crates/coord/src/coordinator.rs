@@ -35,12 +35,16 @@ pub struct Coordinator {
     pub(crate) maybe_open: std::sync::atomic::AtomicBool,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
-    /// Each node's last reported (used, capacity) bytes.
-    pub(crate) space: Mutex<HashMap<NodeId, (u64, u64)>>,
+    /// The widest code stored: whether a lost node can be rebuilt.
+    pub(crate) code_widths: crate::heal_margin::CodeWidths,
+    /// Each node's and file system's space, as last reported.
+    pub(crate) space: crate::space::Space,
     /// Each node's latest traffic report (bandwidth monitoring).
     pub(crate) links: Mutex<HashMap<NodeId, kintsugi_proto::LinkReport>>,
     /// Inventories being received and orphans seen.
     pub(crate) inventories: crate::inventory::Inventories,
+    /// When automatic repair last logged the chunks waiting for a node.
+    pub(crate) waiting_said: crate::auto_repair::SaidAt,
     /// What the last automatic repair did, for `status`.
     pub(crate) last_auto: Mutex<Option<RepairReport>>,
     /// The running ChameleonEC phase's straggler watch, if any.
@@ -211,9 +215,11 @@ async fn serve_cluster(
         maybe_open: std::sync::atomic::AtomicBool::new(true),
         started: Instant::now(),
         inventories: Default::default(),
-        space: Mutex::new(HashMap::new()),
+        space: Default::default(),
+        code_widths: Default::default(),
         links: Mutex::new(HashMap::new()),
         last_auto: Mutex::new(None),
+        waiting_said: Default::default(),
         sar: Mutex::new(None),
         destinations: crate::destination_limit::DestinationLimit::new(per_destination),
         epoch,
@@ -233,6 +239,7 @@ async fn serve_cluster(
     tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::seal::sealer(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::object_index::sync(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::heal_margin::scan(coord.clone(), stop_rx.clone()));
     if coord.cfg.auto_repair {
         tokio::spawn(crate::auto_repair::run(coord.clone(), stop_rx));
     }
@@ -357,7 +364,7 @@ impl Coordinator {
     /// Serves one request.
     pub async fn handle(self: &Arc<Self>, req: CoordRequest) -> Result<CoordResponse, WireError> {
         match req {
-            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link, token } => {
+            CoordRequest::Heartbeat { node, addr, chunks: _, boot, used_bytes, capacity_bytes, cluster, link, token, fs } => {
                 if cluster != 0 && cluster != self.cluster_id {
                     return bad(format!(
                         "node {node}'s data directory belongs to cluster {cluster:016x}; this is cluster {:016x}",
@@ -369,9 +376,7 @@ impl Coordinator {
                 if self.heartbeat(node, addr, boot, &token)? && self.cfg.rebalance_on_join && self.meta.counts()?.objects > 0 {
                     self.rebalance_soon(format!("node {node} joined"));
                 }
-                if capacity_bytes > 0 {
-                    self.space.lock().expect("space lock").insert(node, (used_bytes, capacity_bytes));
-                }
+                self.space.record(node, used_bytes, capacity_bytes, fs);
                 if let Some(l) = link {
                     self.link_history.record(node, &l);
                     self.foreground_record.record(node, &l);

@@ -102,10 +102,7 @@ impl Coordinator {
         let pg = placement_group(&name, self.cfg.placement_groups);
         let members = pg_members(pg, &alive, n);
         // Home: the member with the least used capacity (ties: rendezvous order).
-        let home = {
-            let space = self.space.lock().expect("space lock");
-            (0..n).min_by_key(|&i| (space.get(&members[i]).map_or(0, |&(used, _)| used), i)).expect("n > 0")
-        };
+        let home = (0..n).min_by_key(|&i| (self.space.node(members[i]).map_or(0, |(used, _)| used), i)).expect("n > 0");
         let total: u64 = part.chunks.iter().sum();
         if !self.has_room(members[home], total, self.cfg.full_ratio) {
             return bad(format!("node {} (home of '{name}' in placement group {pg}) has no room for {total} bytes", members[home]));
@@ -201,11 +198,10 @@ impl Coordinator {
             Ok(())
         })?;
         let o = obj.expect("set by the transaction");
+        self.code_widths.observe(n);
         // Count what this put adds to its home until the node's next report says it: a burst
         // of puts would otherwise all pick the same "least used" member from stale reports.
-        if let Some((used, _)) = self.space.lock().expect("space lock").get_mut(&members[home]) {
-            *used += total;
-        }
+        self.space.add(members[home], total);
         self.maybe_open.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::debug!(
             "'{name}' ({size} bytes, {layout}): placement group {pg}, home node {}, {} chunk(s), remainder {} bytes",

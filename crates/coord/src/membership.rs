@@ -92,13 +92,11 @@ impl Coordinator {
         }
     }
 
-    /// Whether node `n` can take `bytes` more and stay at or below `ratio` of its capacity
-    /// (a node that has not reported its space yet is given the benefit of the doubt).
+    /// Whether node `n` can take `bytes` more and stay, with its file system, at or below
+    /// `ratio` of its capacity (a node that has not reported its space yet is given the
+    /// benefit of the doubt).
     pub(crate) fn has_room(&self, n: NodeId, bytes: u64, ratio: f64) -> bool {
-        match self.space.lock().expect("space lock").get(&n) {
-            Some(&(used, cap)) => (used.saturating_add(bytes)) as f64 <= ratio * cap as f64,
-            None => true,
-        }
+        self.space.has_room(n, bytes, ratio)
     }
 
     /// Nodes a new or rebuilt chunk may go to: up, not failed, not being drained.
@@ -175,7 +173,7 @@ impl Coordinator {
         }
         self.removed.lock().expect("removed lock").insert(node, rec.token.clone());
         self.meta.apply(vec![Change::DeleteNode(node)])?;
-        self.space.lock().expect("space lock").remove(&node);
+        self.space.forget(node);
         self.links.lock().expect("links lock").remove(&node);
         self.link_history.forget(node);
         self.foreground_record.forget(node);

@@ -30,6 +30,8 @@ pub struct RepairCounters {
     /// The same, summed over methods (the status page's progress and rate).
     pub(crate) repaired: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// Lost chunks with no node to be rebuilt on (see `RepairReport::waiting`).
+    pub(crate) waiting: AtomicU64,
     pub(crate) repaired_bytes: AtomicU64,
     /// The running (or last) repair run, for the status page.
     run: std::sync::Mutex<Option<Run>>,
@@ -44,7 +46,7 @@ pub struct Run {
     pub started_ms: u64,
     pub finished_ms: Option<u64>,
     #[serde(skip)]
-    base: (u64, u64, u64),
+    base: (u64, u64, u64, u64),
 }
 
 /// A run's progress: what it is, and what it has done so far.
@@ -54,6 +56,7 @@ pub struct RunProgress {
     pub run: Run,
     pub repaired: u64,
     pub failed: u64,
+    pub waiting: u64,
     pub bytes: u64,
 }
 
@@ -72,8 +75,12 @@ impl RepairCounters {
     /// A repair run of `total` lost chunks begins; `trigger` says who began it.
     pub(crate) fn start_run(&self, method: &str, total: usize, trigger: &'static str) {
         self.runs.get_or_create(&vec![("trigger", trigger)]).inc();
-        let base =
-            (self.repaired.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed), self.repaired_bytes.load(Ordering::Relaxed));
+        let base = (
+            self.repaired.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            self.repaired_bytes.load(Ordering::Relaxed),
+            self.waiting.load(Ordering::Relaxed),
+        );
         let run = Run { method: method.to_string(), total: total as u64, started_ms: now_ms(), finished_ms: None, base };
         *self.run.lock().expect("run lock") = Some(run);
     }
@@ -88,16 +95,17 @@ impl RepairCounters {
     /// The running or last run, with what it has done.
     pub fn progress(&self) -> Option<RunProgress> {
         let run = self.run.lock().expect("run lock").clone()?;
-        let (r, f, b) = run.base;
+        let (r, f, b, w) = run.base;
         Some(RunProgress {
             repaired: self.repaired.load(Ordering::Relaxed) - r,
             failed: self.failed.load(Ordering::Relaxed) - f,
+            waiting: self.waiting.load(Ordering::Relaxed) - w,
             bytes: self.repaired_bytes.load(Ordering::Relaxed) - b,
             run,
         })
     }
 
-    /// One lost chunk's repair ended: `outcome` is repaired, failed or skipped; `bytes` is
+    /// One lost chunk's repair ended: `outcome` is repaired, failed, waiting or skipped; `bytes` is
     /// the rebuilt chunk's length. `method` is a report's "method (scheduler)".
     pub(crate) fn record(&self, method: &str, outcome: &'static str, bytes: u64) {
         let mut labels = labels_of(method);
@@ -108,6 +116,9 @@ impl RepairCounters {
             }
             "failed" => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            "waiting" => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -190,14 +201,23 @@ impl Collector for StatusCollector {
         gauge(&mut e, "chunks_on_down_nodes", "Chunks on nodes that are down or failed", None, s.chunks_on_down_nodes as f64)?;
         gauge(&mut e, "unrepairable_stripes", "Stripes with too few healthy chunks to rebuild", None, s.unrepairable.len() as f64)?;
         gauge(&mut e, "repairs_pending", "Repairs recorded and not finished", None, s.pending_repairs as f64)?;
+        gauge(&mut e, "widest_code_chunks", "Chunks in the widest stripe stored", None, s.widest_code as f64)?;
+        gauge(
+            &mut e,
+            "cannot_heal",
+            "1 when the widest stripe spans every node that can take chunks: a lost node cannot be rebuilt until it returns or one is added",
+            None,
+            s.cannot_heal.is_some() as u8 as f64,
+        )?;
         gauge(&mut e, "repair_running", "1 while a full-node or automatic repair runs", None, s.repairing as u8 as f64)?;
         if let Some(p) = coord.repair_counters.progress() {
             gauges(
                 &mut e,
                 "repair_run_chunks",
-                "The running (or last) repair run's lost chunks: its total, and those repaired and failed so far",
+                "The running (or last) repair run's lost chunks: its total, and those repaired, failed and waiting for a node so far",
                 None,
-                [("total", p.run.total), ("repaired", p.repaired), ("failed", p.failed)].map(|(state, v)| ([("state", state)], v as f64)),
+                [("total", p.run.total), ("repaired", p.repaired), ("failed", p.failed), ("waiting", p.waiting)]
+                    .map(|(state, v)| ([("state", state)], v as f64)),
             )?;
             gauge(
                 &mut e,
@@ -207,10 +227,15 @@ impl Collector for StatusCollector {
                 p.run.started_ms as f64 / 1e3,
             )?;
         }
-        let used: u64 = s.nodes.iter().map(|n| n.used_bytes).sum();
-        let capacity: u64 = s.nodes.iter().map(|n| n.capacity_bytes).sum();
+        let (used, capacity) = s.space_totals();
         gauge(&mut e, "stored", "Bytes of chunks on the nodes, as last reported", Some(&Unit::Bytes), used as f64)?;
-        gauge(&mut e, "capacity", "Bytes the nodes may use, as last reported", Some(&Unit::Bytes), capacity as f64)?;
+        gauge(
+            &mut e,
+            "capacity",
+            "Bytes the nodes may use, as last reported, each file system counted once",
+            Some(&Unit::Bytes),
+            capacity as f64,
+        )?;
         let nodes = |f: &dyn Fn(&kintsugi_proto::NodeInfo) -> f64| -> Vec<(u32, f64)> { s.nodes.iter().map(|n| (n.id, f(n))).collect() };
         per_node(&mut e, "node_up", "1 while the node heartbeats", None, &nodes(&|n| n.alive as u8 as f64))?;
         per_node(&mut e, "node_reported_chunks", "Chunks the node holds, as it last reported", None, &nodes(&|n| n.chunks as f64))?;

@@ -73,7 +73,7 @@ impl Coordinator {
             self.removed.lock().expect("removed lock").insert(node, rec.token);
         }
         self.meta.apply(vec![Change::DeleteNode(node)])?;
-        self.space.lock().expect("space lock").remove(&node);
+        self.space.forget(node);
         self.links.lock().expect("links lock").remove(&node);
         self.link_history.forget(node);
         self.foreground_record.forget(node);

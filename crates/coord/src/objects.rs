@@ -16,7 +16,7 @@ use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
 use kintsugi_proto::{ErrorKind, Scarce, WireError};
-use std::collections::HashMap;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,24 +124,22 @@ impl Coordinator {
         let stripe_bytes = c.k() as u64 * chunk_size;
         // Space: no node is filled past the full ratio, counting what this put adds; a put
         // that does not fit fails here, before anything is written.
-        let room: HashMap<NodeId, Option<u64>> = {
-            let space = self.space.lock().expect("space lock");
-            alive.iter().map(|n| (*n, space.get(n).map(|&(used, cap)| ((full_ratio * cap as f64) as u64).saturating_sub(used)))).collect()
-        };
+        let room = self.space.room(&alive, full_ratio);
         let mut obj = None;
+        let mut placed = Vec::new();
         self.meta.update(&mut |t| {
             let version = t.next_id("version")?;
             let mut stripes = Vec::new();
             let mut spread = spread.clone();
             let mut room = room.clone();
+            placed.clear();
             let mut left = size;
             while left > 0 {
                 let data_len = left.min(stripe_bytes);
                 left -= data_len;
                 let id = t.next_id("stripe")?;
                 let chunk_len = data_len.div_ceil(c.k() as u64).next_multiple_of(alpha);
-                let fits: Vec<NodeId> =
-                    alive.iter().copied().filter(|n| room.get(n).copied().flatten().is_none_or(|r| r >= chunk_len)).collect();
+                let fits: Vec<NodeId> = alive.iter().copied().filter(|n| room.fits(*n, chunk_len)).collect();
                 let Some(nodes) = spread.choose(&fits, c.n(), id) else {
                     return Err(too_few_nodes(
                         c.n(),
@@ -155,9 +153,8 @@ impl Coordinator {
                 };
                 spread.add(&nodes);
                 for n in &nodes {
-                    if let Some(Some(r)) = room.get_mut(n) {
-                        *r -= chunk_len;
-                    }
+                    room.take(*n, chunk_len);
+                    placed.push((*n, chunk_len));
                 }
                 t.put(Change::PutStripe(StripeRecord { changed_ms: now_ms(), ..StripeRecord::new(id, code, data_len, chunk_len, nodes) }))?;
                 stripes.push(id);
@@ -178,6 +175,11 @@ impl Coordinator {
             obj = Some(o);
             Ok(())
         })?;
+        self.code_widths.observe(c.n());
+        // Counted until the nodes' next reports: puts in a burst see each other's chunks.
+        for (n, bytes) in placed {
+            self.space.add(n, bytes);
+        }
         self.layout(&obj.expect("set by the transaction"))
     }
 

@@ -108,7 +108,7 @@ impl Coordinator {
                 // Between repairs: a round of moves never runs beside a repair of the same stripes.
                 let _repair = self.repairing.lock().await;
                 let nodes: Vec<NodeId> = self.placeable()?.keys().copied().collect();
-                let capacity: HashMap<NodeId, u64> = self.space.lock().expect("space lock").iter().map(|(&n, &(_, c))| (n, c)).collect();
+                let capacity: HashMap<NodeId, u64> = self.space.capacities();
                 let all = self.meta.held_bytes()?;
                 let held: BTreeMap<NodeId, u64> = nodes.iter().map(|n| (*n, all.get(n).copied().unwrap_or(0))).collect();
                 let stripes = self.move_candidates(&held, &capacity)?;

@@ -12,7 +12,7 @@ use crate::timeslot_reservation::Claim;
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;
-use kintsugi_proto::WireError;
+use kintsugi_proto::{Scarce, WireError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,6 +182,16 @@ impl Coordinator {
                         report.graph_timeslots.push(r.timeslots);
                     }
                 }
+                // No node to rebuild on: not a failure of the repair, a state of the cluster,
+                // said once per run by its caller, not once per chunk.
+                (_, Err(e), _, _) if e.is_short_of(Scarce::Nodes) => {
+                    tracing::debug!("repair waits: {e}");
+                    self.repair_counters.record(&report.method, "waiting", 0);
+                    if report.waiting == 0 {
+                        report.errors.push(e.to_string());
+                    }
+                    report.waiting += 1;
+                }
                 (_, Err(e), _, _) => {
                     tracing::warn!("repair failed: {e}");
                     self.repair_counters.record(&report.method, "failed", 0);
@@ -203,6 +213,7 @@ pub(crate) fn absorb(total: &mut RepairReport, r: RepairReport) {
     total.repaired += r.repaired;
     total.skipped += r.skipped;
     total.failed += r.failed;
+    total.waiting += r.waiting;
     total.retries += r.retries;
     total.bytes += r.bytes;
     total.stragglers += r.stragglers;

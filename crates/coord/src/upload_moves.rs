@@ -54,7 +54,7 @@ impl Coordinator {
                 .filter(|n| self.has_room(*n, s.chunk_len, self.cfg.full_ratio))
                 .collect();
             let fill = |n: &NodeId| {
-                let (used, cap) = self.space.lock().expect("space lock").get(n).copied().unwrap_or((0, 0));
+                let (used, cap) = self.space.node(*n).unwrap_or((0, 0));
                 (used * 1000).checked_div(cap).unwrap_or(0)
             };
             let Some(to) = candidates.iter().copied().min_by_key(|n| (fill(n), (*n as u64 + id) % 7919)) else {

@@ -1,7 +1,8 @@
 //! Who a node is, and where rebuilt chunks go: a second process under a live or dead
 //! node's id is refused and changes nothing; `node replace` puts a new disk under an old id
 //! and rebuilds its chunks onto it; a corrupt chunk is rebuilt in place; with exactly k + m
-//! nodes, a dead node's chunks wait for it, and `status` says so in words.
+//! nodes, a dead node's chunks wait for it, and `status` says so in words; nodes sharing a
+//! file system share its capacity.
 
 use kintsugi_codes::CodeSpec;
 use kintsugi_coord::CoordConfig;
@@ -154,27 +155,67 @@ async fn a_corrupt_chunk_is_rebuilt_in_place() {
     c.stop().await;
 }
 
-/// Exactly k + m nodes, one down: nowhere to rebuild; `status` says what it waits for, a
-/// repair fails saying the same, and once the node is back nothing is lost.
+/// Exactly k + m nodes: `status` and a metric say before any loss that a lost node could
+/// not be rebuilt. One down: nowhere to rebuild; `status` says what it waits for, a repair
+/// counts the chunks as waiting (not failed) saying the same; a node added heals the
+/// stripes, and once the old node is back the cluster has a spare again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_exactly_k_plus_m_nodes_a_dead_nodes_chunks_wait_for_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
+    let conf = CoordConfig { metrics_listen: Some("127.0.0.1:0".into()), ..conf(dir.path()) };
+    let mut c = cluster_with(conf, dir.path(), 9, None).await;
+    let metrics = c.coord.as_ref().unwrap().metrics_addr.unwrap();
+    let scrape = move || ureq::get(&format!("http://{metrics}/metrics")).call().unwrap().into_string().unwrap();
+    assert_eq!(c.client.status().await.unwrap().cannot_heal, None, "nothing stored yet");
     let bytes = data(1_000_000, 9);
     c.client.put("o", &bytes, "rs:6,3".parse().unwrap(), 0).await.unwrap();
+    let s = c.client.status().await.unwrap();
+    assert_eq!(s.widest_code, 9);
+    let warning = s.cannot_heal.expect("rs:6,3 on 9 nodes cannot heal a lost node");
+    assert!(warning.contains("spans 9 nodes") && warning.contains("until it returns or a node is added"), "{warning}");
+    let text = tokio::task::spawn_blocking(scrape.clone()).await.unwrap();
+    assert_eq!(metric(&text, "kintsugi_cannot_heal"), Some(1.0), "{text}");
     c.kill(4).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let s = c.client.status().await.unwrap();
+    let s = wait_status(&c, |s| !s.waiting.is_empty()).await;
     assert!(s.chunks_on_down_nodes > 0);
-    assert!(!s.waiting.is_empty() && s.waiting.iter().all(|w| w.contains("no eligible node; waiting for node 4")), "{:?}", s.waiting);
+    assert!(s.waiting.iter().all(|w| w.contains("no eligible node; waiting for node 4")), "{:?}", s.waiting);
     let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Random).await.unwrap();
-    assert!(r.failed > 0 && r.errors.iter().all(|e| e.contains("waiting for node 4 or its replacement")), "{r:?}");
+    assert!(r.waiting > 0 && r.failed == 0 && r.repaired == 0, "{r:?}");
+    assert!(r.errors.len() == 1 && r.errors[0].contains("waiting for node 4 or its replacement"), "one example: {r:?}");
+    let text = tokio::task::spawn_blocking(scrape.clone()).await.unwrap();
+    assert!(metric(&text, "kintsugi_repair_run_chunks{state=\"waiting\"}").is_some_and(|v| v > 0.0), "{text}");
     assert!(c.client.get("o", Shape::Cr, 4096).await.unwrap().0 == bytes, "degraded reads meanwhile");
+    // A tenth node: somewhere to rebuild on.
+    c.nodes.push(Some(kintsugi_node::start(node_cfg(dir.path(), 9, &c.coord_addr)).await.unwrap()));
+    wait_status(&c, |s| s.nodes.iter().filter(|n| n.alive).count() == 9 && s.cannot_heal.is_some()).await;
+    let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Random).await.unwrap();
+    assert!(r.repaired > 0 && r.waiting == 0 && r.failed == 0, "{r:?}");
+    assert_eq!(c.client.status().await.unwrap().lost_chunks, 0);
     c.restart(dir.path(), 4).await;
-    c.wait_alive(9).await;
-    let s = c.client.status().await.unwrap();
-    assert_eq!((s.lost_chunks, s.waiting.len()), (0, 0), "{s:?}");
+    let s = wait_status(&c, |s| s.nodes.iter().filter(|n| n.alive).count() == 10).await;
+    assert_eq!((s.lost_chunks, s.waiting.len(), s.cannot_heal.as_deref()), (0, 0, None), "{s:?}");
+    let text = tokio::task::spawn_blocking(scrape).await.unwrap();
+    assert_eq!(metric(&text, "kintsugi_cannot_heal"), Some(0.0), "{text}");
+    assert!(c.client.get("o", Shape::Cr, 4096).await.unwrap().0 == bytes);
     c.stop().await;
+}
+
+/// The value of the sample `name` (with its labels) in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The cluster's status once `ok` holds (within 20 s).
+async fn wait_status(c: &Cluster, ok: impl Fn(&kintsugi_proto::ClusterStatus) -> bool) -> kintsugi_proto::ClusterStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = c.client.status().await.unwrap();
+        if ok(&s) {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "status never got there: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A put that makes the coordinator write 150,000 stripe records keeps it busy for longer
@@ -437,4 +478,64 @@ async fn a_node_that_joins_gets_its_share() {
     eprintln!("bytes held per node after: {held:?}");
     assert!((held[9] as f64 - others).abs() / others <= 0.1, "node 9 holds {} bytes, the others {others} on average", held[9]);
     c.stop().await;
+}
+
+/// A tmpfs of `mib` MiB mounted under `dir` for as long as it lives (needs root).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, mib: u64) -> Option<Tmpfs> {
+        let at = dir.join("tmpfs");
+        std::fs::create_dir_all(&at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "kintsugi-test"])
+            .arg(&at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(at))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Six nodes and the coordinator's metadata on one 64 MiB tmpfs: the cluster reports one
+/// tmpfs of capacity, not six, and a put that would fill the file system past the full
+/// ratio is refused before anything is written, though each node alone would have room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_on_one_file_system_share_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fs) = Tmpfs::mount(dir.path(), 64) else {
+        assert!(std::env::var("CI").is_err(), "CI runs as root and must mount a tmpfs");
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let on = fs.0.clone();
+    let mut c = cluster_nodes(conf(&on), &on, 6, |_, n| n).await;
+    let s = wait_status(&c, |s| s.nodes.iter().all(|n| n.fs.is_some() && n.capacity_bytes > 0)).await;
+    let ids: std::collections::BTreeSet<_> = s.nodes.iter().map(|n| n.fs.as_ref().unwrap().id.clone()).collect();
+    assert_eq!(ids.len(), 1, "one file system: {ids:?}");
+    let (_, capacity) = s.space_totals();
+    assert!(capacity <= 64 << 20 && capacity > 48 << 20, "one tmpfs of capacity, not six: {capacity}");
+    assert!(s.nodes.iter().map(|n| n.capacity_bytes).sum::<u64>() > 5 * (48 << 20), "each node alone sees the whole tmpfs");
+    // 16 MiB as rs:4,2 is 24 MiB of chunks: fits.
+    let first = data(16 << 20, 3);
+    c.client.put("first", &first, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    wait_status(&c, |s| s.nodes.iter().all(|n| n.fs.as_ref().is_some_and(|f| f.used >= 24 << 20))).await;
+    // 24 MiB more is 36 MiB of chunks: 6 MiB per node, which each node has, but 60 MiB
+    // on a 64 MiB file system is past 0.95 of it.
+    let files = c.chunk_files();
+    let e = c.client.put("second", &data(24 << 20, 4), "rs:4,2".parse().unwrap(), 0).await.unwrap_err();
+    assert!(e.to_string().contains("full ratio"), "{e}");
+    assert_eq!(c.chunk_files(), files, "nothing written");
+    assert!(c.client.get("first", Shape::Cr, 1 << 20).await.unwrap().0 == first);
+    for i in 0..6 {
+        c.kill(i).await;
+    }
+    c.stop().await;
+    drop(fs);
 }

@@ -274,6 +274,7 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
                 cluster: 0,
                 token: format!("bench-node-{node}"),
                 link: None,
+                fs: None,
             };
             client.call(&hb, Duration::from_secs(30)).await.map_err(|e| anyhow!(e))?;
         }

@@ -22,6 +22,10 @@ pub struct Target {
     /// the one leading answers; a failover is waited out for up to 20 s).
     #[arg(long, env = "KINTSUGI_COORDINATOR", default_value = "127.0.0.1:7400", global = true)]
     pub coordinator: String,
+    /// The data directory of a `kintsugi serve` store: its coordinator and secret are read
+    /// from DIR/cluster.toml (instead of --coordinator and --secret-file).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -132,8 +136,20 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
 }
 
-pub(crate) fn client(t: &Target) -> Client {
-    Client::new(&t.coordinator)
+impl Target {
+    /// The coordinator's address: `--data-dir`'s serve state (whose secret it also takes), or
+    /// `--coordinator`.
+    pub(crate) fn address(&self) -> Result<String> {
+        let Some(dir) = &self.data_dir else { return Ok(self.coordinator.clone()) };
+        let state = crate::serve_state::ServeState::require(dir)?;
+        let secret = kintsugi_proto::auth::Secret::from_file(&state.secret_file).map_err(|e| anyhow!(e))?;
+        kintsugi_proto::auth::set_secret(Some(secret));
+        Ok(state.coordinator)
+    }
+}
+
+pub(crate) fn client(t: &Target) -> Result<Client> {
+    Ok(Client::new(&t.address()?))
 }
 
 /// `kintsugi put`: streams the file stripe by stripe (memory: two stripes).
@@ -142,7 +158,7 @@ pub fn put(t: &Target, a: PutArgs) -> Result<()> {
         let mut file = tokio::fs::File::open(&a.file).await.with_context(|| format!("cannot read {}", a.file.display()))?;
         let size = file.metadata().await.with_context(|| format!("cannot read {}", a.file.display()))?.len();
         let progress = Progress::new(&format!("put {}", a.name), size);
-        let layout = client(t)
+        let layout = client(t)?
             .put_with_layout(&a.name, &mut file, size, a.code, a.chunk_size.unwrap_or(0) as u64, a.layout(), &|d| progress.set(d))
             .await
             .map_err(|e| anyhow!(e))?;
@@ -214,7 +230,7 @@ impl ObjectSink for GetSink {
 /// `kintsugi get`: streams the object stripe by stripe into the output.
 pub fn get(t: &Target, a: GetArgs) -> Result<()> {
     runtime()?.block_on(async {
-        let c = client(t);
+        let c = client(t)?;
         let size = c.stat(&a.name).await.map_err(|e| anyhow!(e))?.size;
         let to_stdout = a.out.as_os_str() == "-";
         let mut sink = if to_stdout { GetSink::Stdout(std::io::stdout(), 0) } else { GetSink::File(AtomicFile::create(&a.out)?, 0) };
@@ -266,7 +282,7 @@ pub fn get(t: &Target, a: GetArgs) -> Result<()> {
 /// `kintsugi ls`: page after page, printed as it comes (a table), or one JSON array.
 pub fn ls(t: &Target, prefix: &str, delimiter: &str) -> Result<()> {
     runtime()?.block_on(async {
-        let c = client(t);
+        let c = client(t)?;
         let (mut after, mut all, mut common) = (String::new(), Vec::new(), Vec::new());
         if !t.json {
             println!("{:<30} {:>12} {:>12} {:>8}", "name", "size", "code", "stripes");
@@ -307,7 +323,7 @@ pub fn ls(t: &Target, prefix: &str, delimiter: &str) -> Result<()> {
 
 pub fn stat(t: &Target, name: &str) -> Result<()> {
     runtime()?.block_on(async {
-        let l = client(t).stat(name).await.map_err(|e| anyhow!(e))?;
+        let l = client(t)?.stat(name).await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::to_string(&l)?);
         } else {
@@ -324,7 +340,7 @@ pub fn stat(t: &Target, name: &str) -> Result<()> {
 
 pub fn delete(t: &Target, name: &str) -> Result<()> {
     runtime()?.block_on(async {
-        let existed = client(t).delete(name).await.map_err(|e| anyhow!(e))?;
+        let existed = client(t)?.delete(name).await.map_err(|e| anyhow!(e))?;
         if existed {
             println!("deleted {name}; its chunks are removed from the nodes in the background");
         } else {
@@ -336,7 +352,7 @@ pub fn delete(t: &Target, name: &str) -> Result<()> {
 
 pub fn fail(t: &Target, node: NodeId) -> Result<()> {
     runtime()?.block_on(async {
-        client(t).fail(node).await.map_err(|e| anyhow!(e))?;
+        client(t)?.fail(node).await.map_err(|e| anyhow!(e))?;
         println!("node {node} stopped and marked failed");
         Ok(())
     })
@@ -347,7 +363,7 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
         bail!("--parallel must be at least 1");
     }
     runtime()?.block_on(async {
-        let c = client(t);
+        let c = client(t)?;
         // Progress while the coordinator works: the lost chunks left, from its status.
         let watcher = {
             let c = c.clone();
@@ -431,7 +447,7 @@ pub fn repair(t: &Target, a: RepairArgs) -> Result<()> {
 
 pub fn status(t: &Target) -> Result<()> {
     runtime()?.block_on(async {
-        let s = client(t).status().await.map_err(|e| anyhow!(e))?;
+        let s = client(t)?.status().await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::to_string(&s)?);
         } else {
@@ -439,6 +455,22 @@ pub fn status(t: &Target) -> Result<()> {
                 "{} object(s), {} stripe(s), {} lost chunk(s) ({} bad, {} on down nodes), {} repair(s) pending; connections {}",
                 s.objects, s.stripes, s.lost_chunks, s.bad_chunks, s.chunks_on_down_nodes, s.pending_repairs, s.protection
             );
+            let (used, capacity) = s.space_totals();
+            if capacity > 0 {
+                let shared = |id: &str| s.nodes.iter().filter(|n| n.fs.as_ref().is_some_and(|f| f.id == id)).count();
+                let fss: std::collections::BTreeSet<&str> = s.nodes.iter().filter_map(|n| n.fs.as_ref().map(|f| f.id.as_str())).collect();
+                let sharing = fss.iter().filter(|f| shared(f) > 1).count();
+                println!(
+                    "space: {} stored of {} the nodes may use{}",
+                    human_bytes(used),
+                    human_bytes(capacity),
+                    if sharing > 0 {
+                        format!(" ({sharing} file system(s) shared by several nodes, each counted once)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
             for u in &s.unrepairable {
                 println!("unrepairable: stripe {} of {}: {}", u.stripe, u.objects.join(", "), u.why);
             }
@@ -473,7 +505,7 @@ pub fn status(t: &Target) -> Result<()> {
                 "residual up/down"
             );
             let mb = |v: f64| format!("{:.1}", v / 1e6);
-            for n in s.nodes {
+            for n in &s.nodes {
                 let (fg, rep) = match &n.link {
                     Some(l) => (format!("{}/{}", mb(l.fg_up), mb(l.fg_down)), format!("{}/{}", mb(l.repair_up), mb(l.repair_down))),
                     None => ("-".into(), "-".into()),
@@ -498,10 +530,17 @@ pub fn status(t: &Target) -> Result<()> {
                 let space = match n.capacity_bytes {
                     0 => "not reported".to_string(),
                     cap => format!(
-                        "{}/{} {:.0}%{}",
+                        "{}/{} {:.0}%{}{}",
                         human_bytes(n.used_bytes),
                         human_bytes(cap),
                         100.0 * n.used_bytes as f64 / cap as f64,
+                        // Nodes sharing a file system fill it together: its fill is the guard.
+                        match &n.fs {
+                            Some(f) if s.nodes.iter().filter(|m| m.fs.as_ref().is_some_and(|g| g.id == f.id)).count() > 1 => {
+                                format!(" (shared fs {:.0}%)", 100.0 * f.used as f64 / f.size.max(1) as f64)
+                            }
+                            _ => String::new(),
+                        },
                         if n.full {
                             " full"
                         } else if n.nearfull {
@@ -538,7 +577,7 @@ pub fn status(t: &Target) -> Result<()> {
 /// `kintsugi rebalance`: evens out the nodes' fill, and says what moved.
 pub fn rebalance(t: &Target) -> Result<()> {
     runtime()?.block_on(async {
-        let r = match client(t)
+        let r = match client(t)?
             .call(&kintsugi_proto::CoordRequest::Rebalance, Duration::from_secs(7 * 24 * 3600))
             .await
             .map_err(|e| anyhow!(e))?
@@ -565,7 +604,7 @@ pub fn rebalance(t: &Target) -> Result<()> {
 /// `kintsugi seal`: seals every open Geo stripe now.
 pub fn seal(t: &Target) -> Result<()> {
     runtime()?.block_on(async {
-        let n = client(t).seal().await.map_err(|e| anyhow!(e))?;
+        let n = client(t)?.seal().await.map_err(|e| anyhow!(e))?;
         if t.json {
             println!("{}", serde_json::json!({ "sealed": n }));
         } else {

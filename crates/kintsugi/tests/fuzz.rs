@@ -127,6 +127,7 @@ fn seeds() -> Vec<Vec<u8>> {
             cluster: 0,
             link: Some(kintsugi_proto::LinkReport { period_ms: 500, fg_up: 1.0, capacity_up: 2.0, ..Default::default() }),
             token: "0f".repeat(16),
+            fs: Some(kintsugi_proto::FsReport { id: "host:64768".into(), used: 7, size: 20 }),
         },
         CoordRequest::CreateObject {
             name: "o".into(),

@@ -213,12 +213,12 @@ async fn heartbeats(
         // Listing the store touches the disk: off the async runtime, so a busy disk never
         // delays the heartbeat task's siblings.
         let e = exec.clone();
-        let (chunks, used_bytes, capacity_bytes) = tokio::task::spawn_blocking(move || {
+        let (chunks, used_bytes, capacity_bytes, fs) = tokio::task::spawn_blocking(move || {
             let (chunks, used) = e.store.usage();
-            (chunks, used, e.capacity(used))
+            (chunks, used, e.capacity(used), e.store.fs_report())
         })
         .await
-        .unwrap_or((0, 0, 0));
+        .unwrap_or((0, 0, 0, None));
         let link = Some(monitor.report(&exec.counters, exec.store.disk().map(|d| d.as_ref())));
         *exec.last_link.lock().expect("link lock") = link.clone();
         let msg = CoordRequest::Heartbeat {
@@ -231,6 +231,7 @@ async fn heartbeats(
             cluster: identity.cluster,
             link,
             token: identity.token.clone(),
+            fs,
         };
         if conn.is_none() {
             conn = match kintsugi_proto::auth::connect(&coord, every * 4).await {

@@ -314,6 +314,24 @@ impl ChunkStore {
         Ok(())
     }
 
+    /// The file system holding the store: its identity (host and device, so nodes sharing
+    /// it are told so) and space.
+    pub fn fs_report(&self) -> Option<kintsugi_proto::FsReport> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(&self.dir).ok()?.dev();
+        let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs is plain old data, for which all zeros is a valid value.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid NUL-terminated path and a statvfs the call fills in.
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let unit = st.f_frsize as u64;
+        let used = (st.f_blocks as u64).saturating_sub(st.f_bfree as u64) * unit;
+        Some(kintsugi_proto::FsReport { id: format!("{}:{dev}", host_id()), used, size: used + st.f_bavail as u64 * unit })
+    }
+
     /// Bytes still free on the file system holding the store.
     pub fn fs_free(&self) -> Option<u64> {
         use std::os::unix::ffi::OsStrExt;
@@ -345,6 +363,18 @@ impl ChunkStore {
         bytes += files.bytes;
         (n, bytes)
     }
+}
+
+/// This host, as stable as it gets: its machine id, else its boot id, else its name.
+fn host_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        ["/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id", "/etc/hostname"]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+            .unwrap_or_default()
+    })
+    .clone()
 }
 
 #[cfg(test)]

@@ -284,6 +284,7 @@ mod tests {
             cluster: 99,
             token: "t".repeat(32),
             link: None,
+            fs: Some(crate::FsReport { id: "m:2049".into(), used: 1 << 40, size: 1 << 42 }),
         };
         assert!(encode_control(&req).unwrap().len() * 10 < serde_json::to_vec(&req).unwrap().len() * 8);
         assert_eq!(decode_control::<CoordRequest>(&encode_control(&req).unwrap()).unwrap(), req);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 pub use crate::chunk_id::{BucketSlot, ChunkId};
 pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
 pub use crate::status::{
-    AutoChoice, AutoPrediction, ClusterStatus, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe,
+    AutoChoice, AutoPrediction, ClusterStatus, FsReport, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe,
 };
 pub use crate::wire_error::{ErrorKind, Fault, Scarce, Shortfall, WireError};
 pub use crate::wire_graph::{NodeId, WireGraph, WireTerm, WireVertex};
@@ -313,6 +313,9 @@ pub enum CoordRequest {
         /// Traffic over the node's last monitoring period (absent from older nodes).
         #[serde(default)]
         link: Option<LinkReport>,
+        /// The file system holding its chunks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fs: Option<FsReport>,
     },
     CreateObject {
         name: String,

@@ -8,13 +8,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RepairReport {
     pub method: String,
-    /// Lost chunks this repair set out to rebuild: repaired + skipped + failed.
+    /// Lost chunks this repair set out to rebuild: repaired + skipped + waiting + failed.
     #[serde(default)]
     pub lost: usize,
     pub repaired: usize,
     /// Chunks that were no longer lost when their turn came (their node came back).
     #[serde(default)]
     pub skipped: usize,
+    /// Chunks with no node to be rebuilt on: every node that can take chunks holds one of
+    /// their stripe. They wait for their node to return or for a node to be added.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waiting: usize,
     pub failed: usize,
     pub retries: usize,
     pub bytes: u64,
@@ -151,6 +155,28 @@ pub struct NodeInfo {
     pub residual_up: Option<f64>,
     #[serde(default)]
     pub residual_down: Option<f64>,
+    /// The file system holding the node's chunks, as last reported: nodes on one file
+    /// system share its space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs: Option<FsReport>,
+}
+
+/// A file system's space, as a node on it sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsReport {
+    /// The same for every node on this file system, on any host (host id and device).
+    pub id: String,
+    /// Bytes in use on it, by anything (other nodes, the coordinator's metadata, ...).
+    pub used: u64,
+    /// `used` plus what is still available to unprivileged writers.
+    pub size: u64,
+}
+
+impl FsReport {
+    /// Whether `bytes` more keep it at or below `ratio` full.
+    pub fn has_room(&self, bytes: u64, ratio: f64) -> bool {
+        self.used.saturating_add(bytes) as f64 <= ratio * self.size as f64
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -177,6 +203,13 @@ pub struct ClusterStatus {
     /// stripe: a cluster of exactly k + m nodes with one down), in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// Chunks in the widest stripe stored (0: none stored yet).
+    #[serde(default)]
+    pub widest_code: usize,
+    /// Set when the widest stripe spans every node that can take chunks: a lost node
+    /// cannot be rebuilt until it returns or a node is added, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cannot_heal: Option<String>,
     /// The running or last rebalance, if any since the coordinator started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebalance: Option<RebalanceStatus>,
@@ -193,6 +226,32 @@ pub struct ClusterStatus {
     pub placement_groups: u32,
     #[serde(default)]
     pub index_copies: usize,
+}
+
+impl ClusterStatus {
+    /// Bytes of chunks stored and the space the nodes may use, each file system counted
+    /// once: nodes sharing one may together fill what is free there, not that many times.
+    pub fn space_totals(&self) -> (u64, u64) {
+        let used: u64 = self.nodes.iter().map(|n| n.used_bytes).sum();
+        let mut capacity = 0u64;
+        let mut shared: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
+        for n in &self.nodes {
+            match &n.fs {
+                Some(fs) if n.capacity_bytes > 0 => {
+                    // Per file system: the nodes' chunks plus what is free there, or the
+                    // sum of their own capacities (quotas), whichever is less.
+                    let e = shared.entry(fs.id.as_str()).or_insert((0, 0, fs.size.saturating_sub(fs.used)));
+                    e.0 += n.used_bytes;
+                    e.1 += n.capacity_bytes;
+                }
+                _ => capacity += n.capacity_bytes,
+            }
+        }
+        for (_, (used, caps, free)) in shared {
+            capacity += caps.min(used + free);
+        }
+        (used, capacity)
+    }
 }
 
 /// What a rebalance has done.
