@@ -60,9 +60,19 @@ impl ServeState {
 pub fn reuse_or_fresh(what: &str, addr: Option<&str>) -> String {
     let Some(addr) = addr.filter(|a| !a.is_empty()) else { return "127.0.0.1:0".into() };
     // The probe is dropped before the service binds: another process could take the port
-    // between the two, and then the service's own bind fails with a clear error.
-    match std::net::TcpListener::bind(addr) {
-        Ok(_) => addr.to_string(),
+    // between the two, and then the service's own bind fails with a clear error. It allows
+    // what the services allow (SO_REUSEADDR): the connections a killed store left in
+    // TIME_WAIT do not keep its ports.
+    let probe = || -> std::io::Result<()> {
+        let at: std::net::SocketAddr =
+            addr.parse().map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("not HOST:PORT ({e})")))?;
+        let s = socket2::Socket::new(socket2::Domain::for_address(at), socket2::Type::STREAM, None)?;
+        s.set_reuse_address(true)?;
+        s.bind(&at.into())?;
+        s.listen(1)
+    };
+    match probe() {
+        Ok(()) => addr.to_string(),
         Err(e) => {
             tracing::warn!("{what}: {addr} of the last start cannot be bound ({e}); a new port is used");
             eprintln!("warning: {what} cannot listen on {addr} again ({e}); it gets a new port");
