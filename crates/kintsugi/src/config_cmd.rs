@@ -51,13 +51,13 @@ pub fn run(c: ConfigCmd) -> Result<()> {
         Role::Coordinator => {
             let cfg = as_coord().map_err(what)?;
             check_coordinator(&cfg)?;
-            warn_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure);
+            check_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure)?;
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
         Role::Node => {
             let cfg = as_node().map_err(what)?;
             check_node(&cfg)?;
-            warn_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure);
+            check_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure)?;
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
     };
@@ -70,14 +70,13 @@ pub fn run(c: ConfigCmd) -> Result<()> {
     Ok(())
 }
 
-/// Says when the service would refuse to start for want of a secret (closed by default),
-/// unless one comes from elsewhere (`--secret-file`, KINTSUGI_SECRET_FILE).
-fn warn_closed(listen: &str, has_secret: bool, insecure: bool) {
-    let from_env = std::env::var_os("KINTSUGI_SECRET_FILE").is_some_and(|v| !v.is_empty());
-    if !has_secret && !insecure && !from_env && !crate::service_cmd::loopback_only(listen) {
-        eprintln!(
-            "warning: no secret_file and {listen} is not loopback: the service refuses to start unless given one \
-             (--secret-file or KINTSUGI_SECRET_FILE), or told insecure = true"
-        );
+/// Refuses, as the service would at start, to serve beyond loopback without a secret: the
+/// TOML's `secret_file`, or one given to this command (`--secret-file`,
+/// KINTSUGI_SECRET_FILE), as the service would be given it.
+fn check_closed(listen: &str, in_toml: bool, insecure: bool) -> Result<()> {
+    let given = kintsugi_proto::auth::secret().is_some();
+    match crate::service_cmd::refuses_open(listen, in_toml || given, insecure) {
+        Some(why) => bail!("the service would refuse to start: {why}"),
+        None => Ok(()),
     }
 }

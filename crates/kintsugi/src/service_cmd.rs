@@ -248,7 +248,18 @@ pub fn check_node(cfg: &NodeConfig) -> Result<()> {
     if let Some(d) = cfg.repair_dscp.filter(|d| *d > 63) {
         bail!("repair_dscp must be 0 to 63 (a DSCP has six bits), got {d}");
     }
-    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())?;
+    // Others must be able to connect to what the node tells the coordinator.
+    let unspecified = |a: &str| a.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified());
+    match &cfg.advertise {
+        None if unspecified(&cfg.listen) => bail!(
+            "the node would listen on {}, an address nobody can connect to: give the address to advertise (--advertise HOST:PORT, or advertise in TOML)",
+            cfg.listen
+        ),
+        Some(a) if unspecified(a) => bail!("cannot advertise {a}: others cannot connect to it"),
+        Some(a) => check_address("advertise", a),
+        None => Ok(()),
+    }
 }
 
 /// What a coordinator refuses to start with (also `kintsugi config check`).
@@ -267,6 +278,18 @@ pub fn check_coordinator(cfg: &CoordConfig) -> Result<()> {
         kintsugi_coord::meta_etcd::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
     }
     check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
+}
+
+/// Why a service would refuse to serve `listen` for want of a cluster secret, if it would:
+/// closed by default, it serves beyond loopback only with a secret or when told `insecure`.
+pub fn refuses_open(listen: &str, has_secret: bool, insecure: bool) -> Option<String> {
+    (!has_secret && !insecure && !loopback_only(listen)).then(|| {
+        format!(
+            "refusing to serve {listen} without a cluster secret: give one (--secret-file, KINTSUGI_SECRET_FILE or \
+             secret_file; `kintsugi secret` makes one), listen on loopback, or pass --insecure (TOML: insecure = true) \
+             to serve anyone who reaches it"
+        )
+    })
 }
 
 /// What every service checks: its addresses, that its secret file (if any) is readable, its
@@ -355,12 +378,8 @@ fn use_security(path: Option<&std::path::Path>, protection: Option<&str>, insecu
         kintsugi_proto::auth::set_protection(p.parse().map_err(|e: String| anyhow!("protection: {e}"))?);
     }
     if kintsugi_proto::auth::secret().is_none() {
-        if !insecure && !loopback_only(listen) {
-            bail!(
-                "refusing to serve {listen} without a cluster secret: give one (--secret-file, KINTSUGI_SECRET_FILE or \
-                 secret_file; `kintsugi secret` makes one), listen on loopback, or pass --insecure (TOML: insecure = true) \
-                 to serve anyone who reaches it"
-            );
+        if let Some(why) = refuses_open(listen, false, insecure) {
+            bail!(why);
         }
         eprintln!(
             "warning: no cluster secret (--secret-file, KINTSUGI_SECRET_FILE or secret_file): connections are open, anyone who can reach {listen} is served"
