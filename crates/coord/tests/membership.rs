@@ -98,6 +98,41 @@ async fn a_second_process_under_a_nodes_id_is_refused_and_node_replace_rebuilds_
     c.stop().await;
 }
 
+/// A node restarted on a wiped directory is refused and counted down (its chunks lost),
+/// never alive; `node replace` of its id lets the running process join, and it tells
+/// what it holds at once (not at its next inventory, a minute away), so the rebuild onto
+/// it starts without restarting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_node_is_down_until_replaced_and_then_rebuilt_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster_nodes(conf(dir.path()), dir.path(), 7, |_, n| NodeConfig { inventory_ms: 60_000, ..n }).await;
+    let bytes = data(500_001, 5);
+    c.client.put("o", &bytes, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    let held = c.client.stat("o").await.unwrap().stripes.iter().flat_map(|s| &s.chunks).filter(|ch| ch.node == 3).count();
+    assert!(held > 0);
+    c.kill(3).await;
+    std::fs::remove_dir_all(dir.path().join("node3")).unwrap();
+    c.restart(dir.path(), 3).await;
+    let s = wait_status(&c, |s| s.nodes.iter().any(|n| n.id == 3 && !n.alive)).await;
+    assert_eq!(s.chunks_on_down_nodes, held, "{s:?}");
+    // Refused heartbeats keep coming; it stays down.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!node_addr(&c, 3).await.1, "a refused node is not alive");
+    }
+    match c.client.call(&CoordRequest::ReplaceNode { node: 3 }, Duration::from_secs(5)).await.unwrap() {
+        CoordResponse::Ok => {}
+        other => panic!("{other:?}"),
+    }
+    let s = wait_status(&c, |s| s.nodes.iter().any(|n| n.id == 3 && n.alive) && s.bad_chunks == held).await;
+    assert_eq!(s.lost_chunks, held, "{s:?}");
+    let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Random).await.unwrap();
+    assert_eq!((r.repaired, r.failed), (held, 0), "{r:?}");
+    let (got, rep) = c.client.get("o", Shape::Cr, 4096).await.unwrap();
+    assert!(got == bytes && rep.degraded.is_empty(), "{rep:?}");
+    c.stop().await;
+}
+
 /// A node restarted on its own directory at a new address is the same node: the
 /// coordinator takes the new address at its first heartbeat, long before it would have
 /// declared the old one dead, and reads go there; a second process on that directory is

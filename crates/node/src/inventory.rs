@@ -29,8 +29,14 @@ async fn pause(stop: &mut watch::Receiver<bool>, d: Duration) -> bool {
     }
 }
 
-/// Sends the chunk list at start and every `inventory_ms`.
-pub async fn report(coord: String, exec: Arc<Executor>, cfg: NodeConfig, token: String, mut stop: watch::Receiver<bool>) {
+/// Sends the chunk list at start, every `inventory_ms`, and when `now` is notified.
+pub async fn report(
+    coord: String,
+    exec: Arc<Executor>,
+    cfg: NodeConfig,
+    token: String,
+    (now, mut stop): (Arc<tokio::sync::Notify>, watch::Receiver<bool>),
+) {
     let boot = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -64,8 +70,9 @@ pub async fn report(coord: String, exec: Arc<Executor>, cfg: NodeConfig, token: 
             Ok(Err(e)) => tracing::warn!("node {} cannot list its chunks: {e}", exec.node),
             Err(e) => tracing::warn!("node {} inventory task: {e}", exec.node),
         }
-        if pause(&mut stop, Duration::from_millis(cfg.inventory_ms.max(10))).await {
-            return;
+        tokio::select! {
+            stopping = pause(&mut stop, Duration::from_millis(cfg.inventory_ms.max(10))) => if stopping { return },
+            _ = now.notified() => tracing::info!("node {}: accepted by the coordinator again; sending its inventory now", exec.node),
         }
     }
 }

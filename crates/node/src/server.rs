@@ -157,8 +157,12 @@ async fn serve(
         let every = Duration::from_millis(cfg.heartbeat_ms.max(10));
         let capacity = crate::link_speed::link_capacity(&cfg, &coord);
         let token = identity.token.clone();
-        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, (cfg.data_dir.clone(), identity), capacity, stop.clone()));
-        conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), token, stop.clone()));
+        // A node the coordinator accepts after refusing it (a `node replace` released its
+        // id for this directory) tells what it holds at once, not at its next inventory.
+        let inventory_now = Arc::new(tokio::sync::Notify::new());
+        let identity = (cfg.data_dir.clone(), identity);
+        conns.spawn(heartbeats(coord.clone(), exec.clone(), advertise, every, identity, capacity, (inventory_now.clone(), stop.clone())));
+        conns.spawn(crate::inventory::report(coord.clone(), exec.clone(), cfg.clone(), token, (inventory_now, stop.clone())));
         if cfg.scrub_interval_ms > 0 {
             conns.spawn(crate::inventory::scrub(coord, exec.clone(), cfg.clone(), stop.clone()));
         }
@@ -194,9 +198,10 @@ async fn heartbeats(
     every: Duration,
     identity: (std::path::PathBuf, Identity),
     capacity: ((f64, f64), String),
-    mut stop: watch::Receiver<bool>,
+    (inventory_now, mut stop): (Arc<tokio::sync::Notify>, watch::Receiver<bool>),
 ) {
     let (data_dir, mut identity) = identity;
+    let mut refused = false;
     // Said once per streak: a node that cannot reach or is refused by its coordinator says
     // why, instead of retrying in silence.
     let mut complained = false;
@@ -252,8 +257,13 @@ async fn heartbeats(
                 Ok(()) => tokio::time::timeout(every * 4, recv::<_, kintsugi_proto::CoordResponse>(c)).await.ok().and_then(|r| r.ok()),
                 Err(_) => None,
             };
+            let accepted = answer.as_ref().is_some_and(|a| !matches!(a, kintsugi_proto::CoordResponse::Error(_)));
+            if accepted && std::mem::take(&mut refused) {
+                inventory_now.notify_one();
+            }
             match answer {
                 Some(kintsugi_proto::CoordResponse::Error(message)) => {
+                    refused = true;
                     if !complained {
                         tracing::error!("node {}: the coordinator refuses this node: {message}", exec.node);
                         complained = true;
