@@ -52,11 +52,19 @@ pub fn windows(layout: &ObjectLayout, start: u64, end: u64) -> Vec<(u64, u64)> {
 }
 
 /// A response body: bytes [start, end) of exactly the version `layout` describes, read by a
-/// task that stays [`AHEAD`] windows ahead of the client. A read that fails mid-way ends the
-/// body with an error (the client sees a short body, never wrong bytes).
+/// task that stays [`AHEAD`] windows ahead of the client. The first window is read before
+/// this returns: a read that cannot be served at all fails here, before the response's
+/// head, with a status the client acts on (503: retry). One that fails later ends the body
+/// with an error (the client sees a short body, never wrong bytes).
 /// `reserved`: the caller holds the memory already (a copy reserves its GET and PUT at
 /// once: two reservations taken one after the other could wait on each other forever).
-pub async fn object_body(g: &Gateway, layout: ObjectLayout, start: u64, end: u64, reserved: bool) -> ChunkStream {
+pub async fn object_body(
+    g: &Gateway,
+    layout: ObjectLayout,
+    start: u64,
+    end: u64,
+    reserved: bool,
+) -> Result<ChunkStream, kintsugi_client::Error> {
     let (client, method, slice) = (g.client.clone(), g.method, g.slice);
     let memory = if reserved { None } else { Some(g.memory.reserve(get_bytes(start, end)).await) };
     // AHEAD windows read at once (each fetches its chunks one ahead), one waiting in the
@@ -75,10 +83,13 @@ pub async fn object_body(g: &Gateway, layout: ObjectLayout, start: u64, end: u64
                     let r = client.read_layout(&layout, a, b - a, &mut window, method, slice).await;
                     match r {
                         Ok(_) if window.len == len => Ok(window.pieces),
-                        Ok(_) => Err(format!("read {} bytes of '{}' at {a}, expected {len}", window.len, layout.name)),
+                        Ok(_) => Err(kintsugi_client::Error::internal(format!(
+                            "read {} bytes of '{}' at {a}, expected {len}",
+                            window.len, layout.name
+                        ))),
                         Err(e) => {
                             tracing::warn!("GET of '{}' failed at byte {a}: {e}", layout.name);
-                            Err(e.to_string())
+                            Err(e)
                         }
                     }
                 }
@@ -86,13 +97,19 @@ pub async fn object_body(g: &Gateway, layout: ObjectLayout, start: u64, end: u64
             .buffered(AHEAD);
         while let Some(item) = reads.next().await {
             let failed = item.is_err();
-            if tx.send(item.map_err(std::io::Error::other)).await.is_err() || failed {
+            if tx.send(item).await.is_err() || failed {
                 // The client went away, or the read failed: stop reading.
                 return;
             }
         }
     });
-    ChunkStream { rx, pieces: VecDeque::new() }
+    let mut rx = rx;
+    let pieces = match rx.recv().await {
+        Some(Ok(first)) => first.into(),
+        Some(Err(e)) => return Err(e),
+        None => VecDeque::new(),
+    };
+    Ok(ChunkStream { rx, pieces })
 }
 
 /// A window being read: the client's chunk buffers, kept as they come (a whole-chunk read
@@ -128,7 +145,7 @@ pub fn get_bytes(start: u64, end: u64) -> u64 {
 
 /// Byte pieces from a reading task, a window's worth at a time.
 pub struct ChunkStream {
-    rx: mpsc::Receiver<std::io::Result<Vec<Bytes>>>,
+    rx: mpsc::Receiver<Result<Vec<Bytes>, kintsugi_client::Error>>,
     pieces: VecDeque<Bytes>,
 }
 
@@ -141,7 +158,7 @@ impl Stream for ChunkStream {
             }
             match self.rx.poll_recv(cx) {
                 Poll::Ready(Some(Ok(window))) => self.pieces.extend(window),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(std::io::Error::other(e)))),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

@@ -222,7 +222,7 @@ async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
 pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let s = select(g, &req.input).await?;
     let m = s.meta;
-    let body = object_body(g, s.layout, s.start, s.end, false).await;
+    let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),
         content_length: Some((s.end - s.start) as i64),
@@ -312,7 +312,7 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     };
     let size = layout.size;
     let _memory = g.memory.reserve(crate::body::get_bytes(0, size) + put_memory(size, settings)?).await;
-    let body = object_body(g, layout, 0, size, true).await;
+    let body = object_body(g, layout, 0, size, true).await.map_err(crate::errors::from_cluster)?;
     let etag = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, None, meta, true).await?;
     let result = CopyObjectResult {
         e_tag: Some(ETag::Strong(etag)),

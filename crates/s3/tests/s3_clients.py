@@ -348,6 +348,24 @@ def degraded_check(b):
         check(get(b, f"o{i}", Range="bytes=-1") == data(n, 1000 + i)[-1:], f"{b}: last byte with nodes down")
 
 
+def unreadable_check(b):
+    """Too many nodes down to read: a 503 (retry later) before any byte, never a 200 whose
+    body breaks off; the metadata still answers HEAD."""
+    refused = 0
+    for i, n in enumerate([1, 1000, 3 * MIB + 1, 20 * MIB + 7]):
+        try:
+            # A small object may still be whole on the nodes that are up (its stripe's
+            # other data chunks are zeros): then it reads back, whole.
+            r = S3.get_object(Bucket=b, Key=f"o{i}")
+            check(r["Body"].read() == data(n, 1000 + i), f"{b}: a GET that answers 200 sends the whole object")
+        except botocore.exceptions.ClientError as e:
+            got = e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+            check(got == ("ServiceUnavailable", 503), f"{b}: GET of an unreadable {n} B object: {got}, not 503 before its body")
+            refused += 1
+        check(S3.head_object(Bucket=b, Key=f"o{i}")["ContentLength"] == n, f"{b}: HEAD still answers")
+    check(refused >= 2, f"{b}: the large objects are unreadable with four of nine nodes down ({refused} refused)")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -356,5 +374,7 @@ if __name__ == "__main__":
         degraded_put(sys.argv[2])
     elif what == "degraded-check":
         degraded_check(sys.argv[2])
+    elif what == "unreadable-check":
+        unreadable_check(sys.argv[2])
     else:
         sys.exit(f"unknown: {what}")

@@ -233,8 +233,18 @@ async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert!(degraded.is_some_and(|n| n > 0.0), "no degraded reads counted:\n{text}");
     s.nodes[5].take().unwrap().stop().await;
-    let s = tokio::task::spawn_blocking(move || {
+    let mut s = tokio::task::spawn_blocking(move || {
         s.python(&["degraded-check", "clay-bucket"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    // Four of nine down: nothing of rs:6,3 can be read, and the client is told so before
+    // any byte, with a status it retries.
+    s.nodes[0].take().unwrap().stop().await;
+    s.nodes[1].take().unwrap().stop().await;
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["unreadable-check", "rs-bucket"], &[]);
         s
     })
     .await
