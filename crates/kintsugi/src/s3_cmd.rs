@@ -122,6 +122,7 @@ pub struct ServeArgs {
 pub fn s3(a: S3Args) -> Result<()> {
     let keys = credentials::load(&a.credentials).map_err(|e| anyhow!(e))?;
     runtime()?.block_on(async {
+        let mut shutdown = crate::shutdown::listen();
         let cfg = kintsugi_s3::S3Config {
             listen: a.listen,
             coordinator: a.coordinator,
@@ -138,7 +139,7 @@ pub fn s3(a: S3Args) -> Result<()> {
         if let Some(m) = h.metrics_addr {
             eprintln!("metrics on http://{m}/metrics");
         }
-        let why = crate::shutdown::requested().await;
+        let why = shutdown.requested().await;
         eprintln!("{why}: stopping");
         h.stop().await;
         Ok(())
@@ -229,6 +230,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let keys = credentials::load(&creds).map_err(|e| anyhow!(e))?;
     let last = crate::serve_state::ServeState::load(&a.data_dir)?;
     runtime()?.block_on(async {
+        let mut shutdown = crate::shutdown::listen();
         // The ports of the last start, so that nodes, clients and `--data-dir` find the
         // restarted store where it was.
         let coord = kintsugi_coord::start(CoordConfig {
@@ -303,7 +305,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             crate::serve_state::ServeState::path(&a.data_dir).display(),
             a.data_dir.display()
         );
-        let why = crate::shutdown::requested().await;
+        let why = shutdown.requested().await;
         eprintln!("{why}: stopping (the gateway first, so no request is cut by a missing node)");
         s3.stop().await;
         coord.stop().await;

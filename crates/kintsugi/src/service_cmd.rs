@@ -215,13 +215,14 @@ pub fn node(a: NodeArgs) -> Result<()> {
         rt.worker_threads(w);
     }
     rt.enable_all().build().context("cannot start the async runtime")?.block_on(async {
+        let mut shutdown = crate::shutdown::listen();
         let mut h = kintsugi_node::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("node {} listening on {} (data in {})", h.id, h.addr, cfg.data_dir.display());
         if let Some(m) = h.metrics_addr {
             eprintln!("metrics on http://{m}/metrics");
         }
         tokio::select! {
-            why = crate::shutdown::requested() => { eprintln!("{why}: node {} stopping", cfg.id); }
+            why = shutdown.requested() => { eprintln!("{why}: node {} stopping", cfg.id); }
             _ = h.stopped() => { eprintln!("node {} stopped", cfg.id); return Ok(()); }
         }
         h.stop().await;
@@ -340,17 +341,26 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
         tokio::runtime::Builder::new_multi_thread().worker_threads(16).enable_all().build().context("cannot start the async runtime")?
     };
     rt.block_on(async {
+        let mut shutdown = crate::shutdown::listen();
         if !cfg.meta.is_empty() {
             eprintln!("coordinator: metadata in {}; leading once no other coordinator does", cfg.meta);
         }
-        let mut h = kintsugi_coord::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
+        // A standby waits in `start` until it leads: a stop asked for meanwhile ends the wait
+        // (it holds nothing to hand over).
+        let mut h = tokio::select! {
+            h = kintsugi_coord::start(cfg.clone()) => h.map_err(|e| anyhow!(e))?,
+            why = shutdown.requested() => {
+                eprintln!("{why}: coordinator stopping (it was standing by)");
+                return Ok(());
+            }
+        };
         let at = if cfg.meta.is_empty() { cfg.data_dir.display().to_string() } else { cfg.meta.clone() };
         eprintln!("coordinator listening on {} (metadata in {at})", h.addr);
         if let Some(m) = h.metrics_addr {
             eprintln!("status page on http://{m}/, metrics on http://{m}/metrics");
         }
         tokio::select! {
-            why = crate::shutdown::requested() => {
+            why = shutdown.requested() => {
                 eprintln!("{why}: coordinator stopping");
                 h.stop().await;
                 Ok(())

@@ -44,7 +44,10 @@ fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_wo
     let node = f("node.toml", &format!("id = 3\nlisten = \"0.0.0.0:7001\"\nsecret_file = \"{}\"\n", secret.display()));
     let (ok, _, err) = config_check(&node, &["--role", "node"]);
     assert!(!ok && err.contains("advertise"), "a node on 0.0.0.0 must say what to advertise: {err}");
-    let node = f("node.toml", &format!("id = 3\nlisten = \"0.0.0.0:7001\"\nadvertise = \"10.1.2.3:7001\"\nsecret_file = \"{}\"\n", secret.display()));
+    let node = f(
+        "node.toml",
+        &format!("id = 3\nlisten = \"0.0.0.0:7001\"\nadvertise = \"10.1.2.3:7001\"\nsecret_file = \"{}\"\n", secret.display()),
+    );
     let (ok, _, err) = config_check(&node, &["--role", "node"]);
     assert!(ok, "{err}");
     // Automatic repair may leave the method and scheduler to `auto`.

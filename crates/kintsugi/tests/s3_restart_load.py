@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Steady S3 load across restarts of the store, as the restart tests drive it.
 
-Threads PUT, GET and LIST with boto3 in standard retry mode (as applications run it) until
+Threads PUT, GET, LIST and multipart uploads with boto3 in standard retry mode (as
+applications run it), spread over the gateways of S3_ENDPOINT (comma-separated), until
 STOP_FILE exists, then read back every object a PUT was acknowledged for. Each request is
 counted under the phase named in PHASE_FILE when it began (the test writes "steady",
 "graceful", "killed", ...); a request that ran into the next phase is counted under
@@ -24,13 +25,16 @@ import boto3
 import botocore
 from botocore.config import Config
 
-THREADS = 4
+THREADS = int(os.environ.get("LOAD_THREADS", "4"))
+ENDPOINTS = os.environ["S3_ENDPOINT"].split(",")
+# Parts of multipart uploads: the gateway is started with a small minimum part size.
+PART = int(os.environ.get("LOAD_PART", str(5 << 20)))
 
 
-def client():
+def client(t=0):
     cfg = Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 10},
                  signature_version="s3v4", connect_timeout=5, read_timeout=60)
-    return boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"], region_name="us-east-1", config=cfg)
+    return boto3.client("s3", endpoint_url=ENDPOINTS[t % len(ENDPOINTS)], region_name="us-east-1", config=cfg)
 
 
 def body(key, size):
@@ -45,7 +49,7 @@ def body(key, size):
 
 def main():
     bucket, phase_file, progress_file, stop_file = sys.argv[1:5]
-    s3 = client()
+    s3 = client(0)
     try:
         s3.create_bucket(Bucket=bucket)
     except botocore.exceptions.ClientError as e:
@@ -76,7 +80,7 @@ def main():
                 errors.append(f"{ph} {op}: {err}")
 
     def worker(t):
-        c = client()
+        c = client(t)
         rng = random.Random(t)
         n = 0
         while not os.path.exists(stop_file):
@@ -94,6 +98,22 @@ def main():
                     count(ph, "put", "ok", time.monotonic() - started)
                 except Exception as e:  # noqa: BLE001 - every failure is counted
                     count(ph, "put", "failed", err=repr(e))
+            elif choice < 0.6:
+                key = f"t{t}/m{n}"
+                n += 1
+                whole = body(key, 2 * PART + 1001)
+                try:
+                    up = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+                    parts = []
+                    for i, at in enumerate(range(0, len(whole), PART)):
+                        r = c.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=i + 1, Body=whole[at:at + PART])
+                        parts.append({"PartNumber": i + 1, "ETag": r["ETag"]})
+                    c.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+                    with lock:
+                        acked[key] = len(whole)
+                    count(ph, "multipart", "ok", time.monotonic() - started)
+                except Exception as e:  # noqa: BLE001
+                    count(ph, "multipart", "failed", err=repr(e))
             elif choice < 0.9:
                 with lock:
                     key, size = rng.choice(list(acked.items()))
