@@ -316,6 +316,24 @@ impl Client {
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
+
+    /// Why stripes `width` chunks wide could not be healed after losing a node, if they
+    /// could not: a lost chunk is rebuilt on a live node holding none of its stripe, so a
+    /// stripe as wide as the live nodes waits for the lost node to return.
+    pub async fn cannot_heal(&self, width: usize) -> Result<Option<String>, WireError> {
+        let live = self.status().await?.nodes.iter().filter(|n| n.alive).count();
+        Ok(cannot_heal(width, live))
+    }
+}
+
+/// Why stripes `width` wide cannot be healed on `live` nodes, if they cannot.
+pub fn cannot_heal(width: usize, live: usize) -> Option<String> {
+    (width >= live).then(|| {
+        format!(
+            "{width} chunks per stripe on {live} live node(s): a lost node's chunks cannot be rebuilt until it returns or a \
+             node is added; use a narrower code or add a node"
+        )
+    })
 }
 
 /// Pings a node.

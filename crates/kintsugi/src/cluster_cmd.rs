@@ -163,6 +163,10 @@ pub fn put(t: &Target, a: PutArgs) -> Result<()> {
             .await
             .map_err(|e| anyhow!(e))?;
         progress.finish();
+        let width = layout.stripes.first().map_or(0, |s| s.chunks.len());
+        if let Ok(Some(why)) = client(t)?.cannot_heal(width).await {
+            eprintln!("warning: '{}': {why}", a.name);
+        }
         if t.json {
             println!("{}", serde_json::to_string(&layout)?);
         } else if layout.extents.is_empty() {

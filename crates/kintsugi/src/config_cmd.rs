@@ -58,6 +58,7 @@ pub fn run(c: ConfigCmd) -> Result<()> {
             let cfg = as_node().map_err(what)?;
             check_node(&cfg)?;
             check_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure)?;
+            crate::service_cmd::check_advertise(&cfg)?;
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
     };

@@ -159,7 +159,12 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
                     bail!("'{name}' is not a bucket name: 3 to 63 lower-case letters, digits, dots and hyphens");
                 }
                 let s = defaults.settings();
-                gateway_of(&target, s)?.create_bucket_with(&name, s).await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                let g = gateway_of(&target, s)?;
+                g.create_bucket_with(&name, s).await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
+                let width = s.code.build().map_err(|e| anyhow!("{e}"))?.n();
+                if let Ok(Some(why)) = client(&target)?.cannot_heal(width).await {
+                    eprintln!("warning: bucket '{name}': {why}");
+                }
                 if target.json {
                     println!("{}", serde_json::json!({ "bucket": name, "code": s.code.to_string(), "layout": layout_name(s.layout) }));
                 } else {

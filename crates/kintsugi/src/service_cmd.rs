@@ -210,6 +210,7 @@ pub fn node(a: NodeArgs) -> Result<()> {
     cfg.insecure |= a.insecure;
     check_node(&cfg)?;
     use_security(cfg.secret_file.as_deref(), cfg.protection.as_deref(), cfg.insecure, &cfg.listen)?;
+    check_advertise(&cfg)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(w) = cfg.worker_threads {
         rt.worker_threads(w);
@@ -249,8 +250,12 @@ pub fn check_node(cfg: &NodeConfig) -> Result<()> {
     if let Some(d) = cfg.repair_dscp.filter(|d| *d > 63) {
         bail!("repair_dscp must be 0 to 63 (a DSCP has six bits), got {d}");
     }
-    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())?;
-    // Others must be able to connect to what the node tells the coordinator.
+    check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
+}
+
+/// That others can connect to the address a node tells the coordinator (also `kintsugi
+/// config check`); checked after the secret, as the node does.
+pub fn check_advertise(cfg: &NodeConfig) -> Result<()> {
     let unspecified = |a: &str| a.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified());
     match &cfg.advertise {
         None if unspecified(&cfg.listen) => bail!(

@@ -70,7 +70,14 @@ fn processes_put_get_kill_repair() {
     let file = d.join("in.bin");
     let bytes: Vec<u8> = (0..1_000_003u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     std::fs::write(&file, &bytes).unwrap();
-    ok_json(&coord, &["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"]);
+    let put = cli(&coord, &["put", "obj", file.to_str().unwrap(), "--code", "rs:4,2", "--chunk-size", "64KiB"]);
+    assert!(put.status.success() && !String::from_utf8_lossy(&put.stderr).contains("warning"), "{put:?}");
+    // A code as wide as the cluster: stored, and the put says that a lost node could not be
+    // rebuilt.
+    let wide = cli(&coord, &["put", "wide", file.to_str().unwrap(), "--code", "rs:6,2"]);
+    let said = String::from_utf8_lossy(&wide.stderr);
+    assert!(wide.status.success() && said.contains("warning: 'wide': 8 chunks per stripe on 8 live node(s)"), "{said}");
+    assert!(cli(&coord, &["delete", "wide"]).status.success());
     let out1 = d.join("out1.bin");
     ok_json(&coord, &["get", "obj", "--out", out1.to_str().unwrap()]);
     assert!(same(&file, &out1));

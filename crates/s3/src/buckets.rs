@@ -50,7 +50,17 @@ pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<
     let bucket = req.input.bucket;
     g.create_bucket_with(&bucket, settings).await?;
     tracing::info!("bucket '{bucket}' created: {} in {}", settings.code, settings::layout_name(settings.layout));
-    Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) }))
+    let mut resp = S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) });
+    // Said where the creator sees it (a response header) and in the log: a code as wide as
+    // the cluster leaves no node to rebuild a lost one's chunks on.
+    let width = settings.code.build().map(|c| c.n()).unwrap_or(0);
+    if let Ok(Some(why)) = g.client.cannot_heal(width).await {
+        tracing::warn!("bucket '{bucket}': {why}");
+        if let Ok(v) = http::HeaderValue::from_str(&why) {
+            resp.headers.insert(WARNING_HEADER, v);
+        }
+    }
+    Ok(resp)
 }
 
 pub async fn head(g: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
@@ -69,6 +79,9 @@ pub async fn delete(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<
     g.client.delete(&names::bucket_record(&bucket)).await.map_err(from_cluster)?;
     Ok(S3Response::new(DeleteBucketOutput {}))
 }
+
+/// A response header with what the store warns of (a bucket whose code cannot heal).
+pub const WARNING_HEADER: &str = "x-kintsugi-warning";
 
 /// A bucket as its record describes it.
 pub struct BucketEntry {
