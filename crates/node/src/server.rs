@@ -185,9 +185,18 @@ async fn serve(
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
+    // Stopped: nothing new is accepted; repairs end (their coordinator plans them again);
+    // requests in flight finish, for up to DRAIN_DEADLINE.
     exec.abort_all();
+    let drained = tokio::time::timeout(DRAIN_DEADLINE, async { while conns.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!("node {}: requests still running {DRAIN_DEADLINE:?} after the stop are cut", exec.node);
+    }
     conns.abort_all();
 }
+
+/// How long a stopping node lets requests in flight finish.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Heartbeats to the coordinator; `identity` is the data directory and its identity (the
 /// cluster it joined is recorded at the first welcome).
@@ -308,8 +317,15 @@ async fn connection(tcp: TcpStream, open: OpenConnection, exec: Arc<Executor>, s
         }
     };
     let idle = Duration::from_secs(600);
+    let mut stopping = stop.subscribe();
     loop {
-        let req = match read_frame_timeout(&mut sock, idle).await {
+        // Between requests a stopping node closes the connection; a request being served
+        // is finished first.
+        let next = tokio::select! {
+            r = read_frame_timeout(&mut sock, idle) => r,
+            _ = stopping.wait_for(|s| *s) => return,
+        };
+        let req = match next {
             Ok(Frame::Control(body)) => match kintsugi_proto::frame::decode_control::<NodeRequest>(&body) {
                 Ok(r) => r,
                 Err(e) => {
