@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 impl Coordinator {
     /// How long node `n` has been silent (since this coordinator started, if never heard).
-    fn silent_for(&self, n: NodeId) -> Duration {
+    pub(crate) fn silent_for(&self, n: NodeId) -> Duration {
         let live = self.live.lock().expect("live lock");
         live.get(&n).map_or(self.started.elapsed(), |(_, t)| t.elapsed())
     }

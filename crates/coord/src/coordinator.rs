@@ -371,10 +371,13 @@ impl Coordinator {
                         self.cluster_id
                     ));
                 }
-                // A node joining a cluster that holds data gets its share (a new cluster's
-                // nodes join before there is any).
-                if self.heartbeat(node, addr, boot, &token)? && self.cfg.rebalance_on_join && self.meta.counts()?.objects > 0 {
-                    self.rebalance_soon(format!("node {node} joined"));
+                // A node joining a cluster that holds data, or returning to it after its
+                // chunks were rebuilt elsewhere, gets its share (a new cluster's nodes join
+                // before there is any).
+                if let Some(why) = self.heartbeat(node, addr, boot, &token)? {
+                    if self.cfg.rebalance_on_join && self.meta.counts()?.objects > 0 {
+                        self.rebalance_soon(why);
+                    }
                 }
                 self.space.record(node, used_bytes, capacity_bytes, fs);
                 if let Some(l) = link {

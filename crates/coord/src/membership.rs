@@ -35,8 +35,10 @@ impl Coordinator {
         Ok(self.meta.nodes()?.into_iter().filter(|n| n.failed).map(|n| n.id).collect())
     }
 
-    /// Records a heartbeat; says whether it came from a node never seen before (it joined).
-    pub(crate) fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<bool, WireError> {
+    /// Records a heartbeat; says why the node should get a share of the data, if it should:
+    /// it joined (never seen before), or it returned after being out so long that its
+    /// chunks were due to be rebuilt elsewhere (it holds little but orphans now).
+    pub(crate) fn heartbeat(&self, node: NodeId, addr: String, boot: u64, token: &str) -> Result<Option<String>, WireError> {
         if node == READER {
             return bad(format!("node id {READER} is reserved for readers"));
         }
@@ -50,7 +52,7 @@ impl Coordinator {
         if let Some(k) = &known {
             if k.failed && k.boot == boot {
                 // A late heartbeat from the process that was failed: it stays failed.
-                return Ok(false);
+                return Ok(None);
             }
         }
         if let Some(k) = &known {
@@ -80,8 +82,15 @@ impl Coordinator {
                 t.put(Change::PutNode(NodeRecord { id: node, addr: addr.clone(), failed: false, boot, token: token.into() }))
             })?;
         }
+        let out_for = self.silent_for(node);
         self.live.lock().expect("live lock").insert(node, (addr, Instant::now()));
-        Ok(known.is_none())
+        Ok(if known.is_none() {
+            Some(format!("node {node} joined"))
+        } else if out_for >= Duration::from_millis(self.cfg.down_out_ms) {
+            Some(format!("node {node} returned after {:.0} s out: its chunks were due to be rebuilt elsewhere", out_for.as_secs_f64()))
+        } else {
+            None
+        })
     }
 
     /// Refuses a process whose data directory is not the one node id `node` is bound to.

@@ -133,6 +133,55 @@ async fn a_wiped_node_is_down_until_replaced_and_then_rebuilt_without_a_restart(
     c.stop().await;
 }
 
+/// A node down so long that automatic repair rebuilt its chunks elsewhere comes back
+/// holding only orphans: it gets its share again by rebalancing (as a new node would), its
+/// orphans are collected, and every object reads back byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_returns_after_its_chunks_were_rebuilt_elsewhere_gets_its_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = CoordConfig {
+        auto_repair: true,
+        auto_repair_interval_ms: 200,
+        down_out_ms: 1_000,
+        orphan_grace_ms: 500,
+        gc_grace_ms: 300,
+        gc_interval_ms: 200,
+        rebalance_bytes_per_s: 50e6,
+        ..conf(dir.path())
+    };
+    let mut c = cluster_nodes(conf, dir.path(), 7, |_, n| NodeConfig { inventory_ms: 200, ..n }).await;
+    let objects: Vec<(String, Vec<u8>)> = (0..12).map(|i| (format!("o{i}"), data(300_001 + 77 * i, i as u64))).collect();
+    for (name, bytes) in &objects {
+        c.client.put(name, bytes, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+    }
+    let chunks_of = |s: &kintsugi_proto::ClusterStatus, id: u32| s.nodes.iter().find(|n| n.id == id).map_or(0, |n| n.chunks);
+    assert!(chunks_of(&c.client.status().await.unwrap(), 6) > 0);
+    c.kill(6).await;
+    // Out for longer than down_out_ms: rebuilt elsewhere, nothing on node 6 any more.
+    wait_status(&c, |s| s.lost_chunks == 0 && chunks_of(s, 6) == 0).await;
+    let again = NodeConfig { inventory_ms: 200, ..node_cfg(dir.path(), 6, &c.coord_addr) };
+    c.nodes[6] = Some(kintsugi_node::start(again).await.unwrap());
+    let s = wait_status(&c, |s| s.rebalance.as_ref().is_some_and(|r| !r.running && r.moved > 0) && chunks_of(s, 6) > 0).await;
+    let placed = chunks_of(&s, 6);
+    // Its orphans go: what is on its disk is what the stripes place there.
+    let files = || {
+        std::fs::read_dir(dir.path().join("node6"))
+            .unwrap()
+            .flatten()
+            .filter(|f| f.file_name().to_string_lossy().ends_with(".chunk"))
+            .count() as u64
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while files() != placed {
+        assert!(std::time::Instant::now() < deadline, "node 6 holds {} chunk files for {placed} placed", files());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (name, bytes) in &objects {
+        assert!(c.client.get(name, Shape::Cr, 4096).await.unwrap().0 == *bytes, "{name}");
+    }
+    c.stop().await;
+}
+
 /// A node restarted on its own directory at a new address is the same node: the
 /// coordinator takes the new address at its first heartbeat, long before it would have
 /// declared the old one dead, and reads go there; a second process on that directory is
