@@ -312,7 +312,7 @@ impl Client {
 
     pub async fn status(&self) -> Result<ClusterStatus, WireError> {
         match self.call(&CoordRequest::Status, self.io_timeout).await? {
-            CoordResponse::Status(s) => Ok(s),
+            CoordResponse::Status(s) => Ok(*s),
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }

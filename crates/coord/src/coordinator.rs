@@ -478,7 +478,7 @@ impl Coordinator {
             }
             CoordRequest::Status => {
                 let me = self.clone();
-                Ok(CoordResponse::Status(off_runtime(move || me.status()).await?))
+                Ok(CoordResponse::Status(Box::new(off_runtime(move || me.status()).await?)))
             }
             CoordRequest::ReplaceNode { node } => {
                 self.replace_node(node)?;

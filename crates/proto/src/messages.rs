@@ -484,7 +484,7 @@ pub enum CoordResponse {
         assignment: Box<Assignment>,
     },
     Repaired(RepairReport),
-    Status(ClusterStatus),
+    Status(Box<ClusterStatus>),
     /// Where a moved upload chunk goes now.
     Moved(ChunkLoc),
     Rebalanced(RebalanceStatus),
