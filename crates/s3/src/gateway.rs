@@ -2,7 +2,7 @@
 //! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
 
 use crate::settings::BucketSettings;
-use crate::{buckets, listing, multipart, objects};
+use crate::{buckets, listing, multipart, objects, unsupported};
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
@@ -41,6 +41,7 @@ impl Gateway {
 #[async_trait::async_trait]
 impl S3 for Gateway {
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        unsupported::create_bucket(&req.input)?;
         buckets::create(self, req).await
     }
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
@@ -56,12 +57,15 @@ impl S3 for Gateway {
         buckets::location(self, req).await
     }
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        unsupported::put(&req.input)?;
         objects::put(self, req).await
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
         objects::get(self, req).await
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
         objects::head(self, req).await
     }
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
@@ -71,6 +75,7 @@ impl S3 for Gateway {
         objects::delete_many(self, req).await
     }
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        unsupported::copy(&req.input)?;
         objects::copy(self, req).await
     }
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
@@ -83,6 +88,7 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        unsupported::create_multipart(&req.input)?;
         multipart::create(self, req).await
     }
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {

@@ -17,6 +17,7 @@ pub mod object_meta;
 pub mod objects;
 pub mod server;
 pub mod settings;
+pub mod unsupported;
 
 pub use gateway::Gateway;
 pub use server::{start, S3Config, S3Handle};

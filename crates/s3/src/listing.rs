@@ -1,5 +1,8 @@
 //! ListObjectsV2 and V1: one page of the cluster's name-ordered listing under the bucket's
-//! prefix (the coordinator reads only that page), keys shown without the bucket.
+//! prefix (the coordinator reads only that page), keys shown without the bucket. With
+//! `encoding-type=url` every key, prefix, delimiter and marker in the answer is URL-encoded, as
+//! S3 does: SDKs (boto3, the aws cli) always ask for it and decode what comes back, so a key
+//! with `+` or `%` sent as is would come back to them as another key.
 
 use crate::errors::from_cluster;
 use crate::gateway::Gateway;
@@ -55,6 +58,42 @@ impl Gateway {
     }
 }
 
+/// What `encoding-type=url` escapes: everything but unreserved characters and `/` (so `+`
+/// and spaces too, which decoders that take `+` for a space would otherwise mistake).
+const KEY_ESCAPES: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
+
+/// How names appear in a listing's answer: as they are, or URL-encoded when asked.
+struct Names(bool);
+
+impl Names {
+    fn of(encoding_type: Option<&EncodingType>) -> S3Result<Names> {
+        match encoding_type.map(|e| e.as_str()) {
+            None => Ok(Names(false)),
+            Some("url") => Ok(Names(true)),
+            Some(other) => Err(s3_error!(InvalidArgument, "Invalid Encoding Method specified in Request: '{other}' (only url)")),
+        }
+    }
+
+    fn show(&self, name: String) -> String {
+        if self.0 {
+            percent_encoding::utf8_percent_encode(&name, KEY_ESCAPES).to_string()
+        } else {
+            name
+        }
+    }
+
+    fn page(&self, mut page: KeyPage) -> KeyPage {
+        for o in &mut page.contents {
+            o.key = o.key.take().map(|k| self.show(k));
+        }
+        for p in &mut page.prefixes {
+            p.prefix = p.prefix.take().map(|k| self.show(k));
+        }
+        page
+    }
+}
+
 /// Max-keys as asked: 1000 when absent, never negative.
 fn max_keys(m: Option<i32>) -> S3Result<i32> {
     match m {
@@ -76,18 +115,22 @@ pub async fn list_v2(g: &Gateway, req: S3Request<ListObjectsV2Input>) -> S3Resul
             .map_err(|_| s3_error!(InvalidArgument, "bad continuation token"))?,
         None => i.start_after.clone().unwrap_or_default(),
     };
+    let names = Names::of(i.encoding_type.as_ref())?;
     let page = g.key_page(&i.bucket, &prefix, &delimiter, &after, max).await?;
     let count = (page.contents.len() + page.prefixes.len()) as i32;
+    // The token stays opaque (hex of the raw key): it is not a name.
+    let next_token = page.next.as_ref().map(hex::encode);
+    let page = names.page(page);
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(i.bucket),
-        prefix: Some(prefix),
-        delimiter: i.delimiter,
+        prefix: Some(names.show(prefix)),
+        delimiter: i.delimiter.map(|d| names.show(d)),
         max_keys: Some(max),
         key_count: Some(count),
         is_truncated: Some(page.next.is_some()),
         continuation_token: i.continuation_token,
-        next_continuation_token: page.next.map(hex::encode),
-        start_after: i.start_after,
+        next_continuation_token: next_token,
+        start_after: i.start_after.map(|s| names.show(s)),
         encoding_type: i.encoding_type,
         contents: Some(page.contents),
         common_prefixes: Some(page.prefixes),
@@ -100,15 +143,17 @@ pub async fn list_v1(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<
     let prefix = i.prefix.clone().unwrap_or_default();
     let delimiter = i.delimiter.clone().unwrap_or_default();
     let max = max_keys(i.max_keys)?;
+    let names = Names::of(i.encoding_type.as_ref())?;
     let page = g.key_page(&i.bucket, &prefix, &delimiter, i.marker.as_deref().unwrap_or(""), max).await?;
     // V1 names the next marker only with a delimiter; without, the client continues from
     // the last key, which is the same.
-    let next_marker = if delimiter.is_empty() { None } else { page.next.clone() };
+    let next_marker = if delimiter.is_empty() { None } else { page.next.clone().map(|m| names.show(m)) };
+    let page = names.page(page);
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(i.bucket),
-        prefix: Some(prefix),
-        delimiter: i.delimiter,
-        marker: i.marker,
+        prefix: Some(names.show(prefix)),
+        delimiter: i.delimiter.map(|d| names.show(d)),
+        marker: i.marker.map(|m| names.show(m)),
         max_keys: Some(max),
         is_truncated: Some(page.next.is_some()),
         next_marker,
@@ -117,4 +162,18 @@ pub async fn list_v1(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<
         common_prefixes: Some(page.prefixes),
         ..Default::default()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_encoded_names_escape_what_decoders_would_misread() {
+        let url = Names(true);
+        assert_eq!(url.show("a+b c%/ü~x.y_z-1".into()), "a%2Bb%20c%25/%C3%BC~x.y_z-1");
+        assert_eq!(url.show("q?#&=;,'".into()), "q%3F%23%26%3D%3B%2C%27");
+        assert_eq!(Names(false).show("a+b c".into()), "a+b c");
+        assert!(Names::of(Some(&EncodingType::from_static("base64"))).is_err());
+    }
 }

@@ -311,6 +311,25 @@ def awscli(b):
             check(x.read() == y.read(), "aws s3 cp up and down (multipart): byte-exact")
         ls = subprocess.run(aws[:3] + ["s3", "ls", f"s3://{b}/cli/"], env=env, capture_output=True, text=True)
         check(ls.returncode == 0 and "in.bin" in ls.stdout, f"aws s3 ls ({ls.stderr.strip()})")
+        # A tree whose names need escaping, synced up and down: nothing missed, byte-exact
+        # (the aws cli lists with encoding-type=url and decodes what comes back).
+        names = ["plus+sign key.txt", "100% sure.txt", "q?mark.txt", "hash#tag.txt", "a&b=c.txt", "ünïcødé/файл.txt",
+                 "emoji 🦀.txt", "sp ace/inner+dir/x y.txt", "tilde~and'quote.txt", "semi;colon,comma.txt"]
+        tree, back = os.path.join(d, "tree"), os.path.join(d, "back")
+        for i, n in enumerate(names):
+            os.makedirs(os.path.dirname(os.path.join(tree, n)), exist_ok=True)
+            with open(os.path.join(tree, n), "wb") as f:
+                f.write(data(1000 + i, 300 + i))
+        subprocess.run(aws + ["s3", "sync", tree, f"s3://{b}/sync/"], check=True, env=env)
+        listed = sorted(o["Key"] for p in S3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix="sync/")
+                        for o in p.get("Contents", []))
+        check(listed == sorted(f"sync/{n}" for n in names), f"boto3 lists every escaped name as it is: {listed}")
+        v1 = sorted(o["Key"] for o in S3.list_objects(Bucket=b, Prefix="sync/").get("Contents", []))
+        check(v1 == listed, f"ListObjects V1 too: {v1}")
+        subprocess.run(aws + ["s3", "sync", f"s3://{b}/sync/", back], check=True, env=env)
+        for i, n in enumerate(names):
+            with open(os.path.join(back, n), "rb") as f:
+                check(f.read() == data(1000 + i, 300 + i), f"aws s3 sync down: {n!r} byte-exact")
 
 
 def suite():
@@ -327,6 +346,7 @@ def suite():
     if small <= 8192:
         multipart(b, [data(8192, 100 + i) for i in range(999)] + [data(100, 7)], "mp/thousand")
     multipart_errors(b)
+    refusals(b)
     ranges(b)
     auth(b)
     copy_meta_conditions(b)
@@ -349,6 +369,72 @@ def degraded_check(b):
     for i, n in enumerate([1, 1000, 3 * MIB + 1, 20 * MIB + 7]):
         check(get(b, f"o{i}") == data(n, 1000 + i), f"{b}: GET of {n} B with nodes down is byte-exact")
         check(get(b, f"o{i}", Range="bytes=-1") == data(n, 1000 + i)[-1:], f"{b}: last byte with nodes down")
+
+
+def refusals(b):
+    """Requests for guarantees the store does not give: each answered with S3's error, none
+    changing anything."""
+    later = datetime.now(timezone.utc) + timedelta(days=30)
+    key = bytes(range(32))
+    puts = [
+        ({"ACL": "public-read"}, "AccessControlListNotSupported"),
+        ({"ACL": "public-read-write"}, "AccessControlListNotSupported"),
+        ({"ACL": "authenticated-read"}, "AccessControlListNotSupported"),
+        ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, "AccessControlListNotSupported"),
+        ({"StorageClass": "GLACIER"}, "InvalidStorageClass"),
+        ({"StorageClass": "DEEP_ARCHIVE"}, "InvalidStorageClass"),
+        ({"StorageClass": "STANDARD_IA"}, "InvalidStorageClass"),
+        ({"ServerSideEncryption": "AES256"}, "NotImplemented"),
+        ({"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/x"}, "NotImplemented"),
+        ({"SSECustomerAlgorithm": "AES256", "SSECustomerKey": key}, "NotImplemented"),
+        ({"ObjectLockMode": "COMPLIANCE", "ObjectLockRetainUntilDate": later}, "InvalidRequest"),
+        ({"ObjectLockMode": "GOVERNANCE", "ObjectLockRetainUntilDate": later}, "InvalidRequest"),
+        ({"ObjectLockLegalHoldStatus": "ON"}, "InvalidRequest"),
+        ({"WebsiteRedirectLocation": "/elsewhere"}, "NotImplemented"),
+        ({"Tagging": "project=x"}, "NotImplemented"),
+        ({"IfNoneMatch": "*"}, "NotImplemented"),
+    ]
+    refused = 0
+    for i, (extra, want) in enumerate(puts):
+        got = error_code(S3.put_object, Bucket=b, Key=f"refused/{i}", Body=b"x", **extra)
+        check(got[0] == want and 400 <= got[1] < 600, f"PUT with {sorted(extra)}: {got}, not {want}")
+        check(error_code(S3.head_object, Bucket=b, Key=f"refused/{i}")[1] == 404, f"PUT with {sorted(extra)} stored nothing")
+        refused += 1
+    for i, (extra, want) in enumerate(puts[:3] + puts[4:5] + puts[7:8] + puts[10:11]):
+        got = error_code(S3.create_multipart_upload, Bucket=b, Key=f"refused/mp{i}", **extra)
+        check(got[0] == want, f"CreateMultipartUpload with {sorted(extra)}: {got}, not {want}")
+        refused += 1
+    uploads = S3.list_multipart_uploads(Bucket=b, Prefix="refused/").get("Uploads", [])
+    check(uploads == [], f"no multipart upload was started: {uploads}")
+    S3.put_object(Bucket=b, Key="refused-source", Body=b"source")
+    for i, (extra, want) in enumerate([puts[0], puts[4], puts[7], puts[10], puts[14]]):
+        got = error_code(S3.copy_object, Bucket=b, Key=f"refused/copy{i}", CopySource={"Bucket": b, "Key": "refused-source"},
+                         **extra)
+        check(got[0] == want, f"CopyObject with {sorted(extra)}: {got}, not {want}")
+        check(error_code(S3.head_object, Bucket=b, Key=f"refused/copy{i}")[1] == 404, "a refused copy wrote nothing")
+        refused += 1
+    got = error_code(S3.get_object, Bucket=b, Key="refused-source", SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+    check(got == ("InvalidRequest", 400), f"GET with an SSE-C key of an object that has none: {got}")
+    for extra, want in [({"ObjectLockEnabledForBucket": True}, "NotImplemented"),
+                        ({"ACL": "public-read"}, "AccessControlListNotSupported"),
+                        ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, "AccessControlListNotSupported"),
+                        ({"ObjectOwnership": "ObjectWriter"}, "AccessControlListNotSupported")]:
+        got = error_code(S3.create_bucket, Bucket="refused-bucket", **extra)
+        check(got[0] == want, f"CreateBucket with {sorted(extra)}: {got}, not {want}")
+        check(error_code(S3.head_bucket, Bucket="refused-bucket")[1] == 404, f"CreateBucket with {sorted(extra)} made nothing")
+        refused += 1
+    # Whole operations the store does not serve.
+    for op, kw in [(S3.put_bucket_versioning, {"VersioningConfiguration": {"Status": "Enabled"}}),
+                   (S3.put_object_lock_configuration, {"ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled"}}),
+                   (S3.put_bucket_encryption, {"ServerSideEncryptionConfiguration": {
+                       "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}),
+                   (S3.put_bucket_acl, {"ACL": "public-read"})]:
+        got = error_code(op, Bucket=b, **kw)
+        check(got[0] == "NotImplemented", f"{op.__name__}: {got}")
+        refused += 1
+    S3.delete_object(Bucket=b, Key="refused-source")
+    check(refused >= 20, f"{refused} refusals")
+    print(f"refusals: {refused} requests for unsupported guarantees refused, none changed anything")
 
 
 def unreadable_check(b):

@@ -1,0 +1,159 @@
+//! Requests for guarantees kintsugi does not give, refused with S3's error before anything
+//! changes: a store must never acknowledge what it does not do. Object lock, server-side
+//! encryption, ACL grants beyond private, storage classes other than STANDARD, tags, website
+//! redirects and conditional writes are refused on PutObject, CopyObject and
+//! CreateMultipartUpload; a bucket asking for object lock or ACLs is not created; a read with
+//! an SSE-C key is refused (no object is encrypted). Operations the gateway does not serve at
+//! all (PutBucketVersioning, PutObjectLockConfiguration, PutBucketEncryption, ...) answer
+//! NotImplemented from s3s. When a later change implements one, it moves from here to its
+//! own module.
+
+use s3s::dto::*;
+use s3s::{s3_error, S3Result};
+
+/// What a write asks for beyond storing bytes, gathered from any of the writing operations.
+#[derive(Default)]
+pub struct WriteAsks<'a> {
+    pub acl: Option<&'a str>,
+    pub grants: bool,
+    pub storage_class: Option<&'a str>,
+    pub sse: Option<&'a str>,
+    pub sse_c: bool,
+    pub kms: bool,
+    pub lock: bool,
+    pub website: bool,
+    pub tagging: bool,
+    pub conditional: bool,
+    pub append: bool,
+}
+
+/// The asks of a PutObject, CopyObject or CreateMultipartUpload input (same field names).
+macro_rules! write_asks {
+    ($i:expr) => {
+        WriteAsks {
+            acl: $i.acl.as_ref().map(|a| a.as_str()),
+            grants: $i.grant_full_control.is_some()
+                || $i.grant_read.is_some()
+                || $i.grant_read_acp.is_some()
+                || $i.grant_write_acp.is_some(),
+            storage_class: $i.storage_class.as_ref().map(|c| c.as_str()),
+            sse: $i.server_side_encryption.as_ref().map(|s| s.as_str()),
+            sse_c: $i.sse_customer_algorithm.is_some() || $i.sse_customer_key_md5.is_some(),
+            kms: $i.ssekms_key_id.is_some() || $i.ssekms_encryption_context.is_some() || $i.bucket_key_enabled == Some(true),
+            lock: $i.object_lock_mode.is_some() || $i.object_lock_retain_until_date.is_some() || $i.object_lock_legal_hold_status.is_some(),
+            website: $i.website_redirect_location.is_some(),
+            tagging: $i.tagging.as_ref().is_some_and(|t| !t.is_empty()),
+            ..Default::default()
+        }
+    };
+}
+/// Canned ACLs that change nothing in a store whose objects are private to its keys.
+const HARMLESS_ACLS: [&str; 2] = ["private", "bucket-owner-full-control"];
+
+/// Refuses a write that asks for what the store does not do.
+pub fn check_write(a: &WriteAsks) -> S3Result<()> {
+    if a.acl.is_some_and(|acl| !HARMLESS_ACLS.contains(&acl)) || a.grants {
+        return Err(s3_error!(
+            AccessControlListNotSupported,
+            "The bucket does not allow ACLs: objects are private to the store's access keys (canned ACL '{}' refused)",
+            a.acl.unwrap_or("grant")
+        ));
+    }
+    if let Some(c) = a.storage_class.filter(|c| *c != "STANDARD") {
+        return Err(s3_error!(InvalidStorageClass, "storage class {c}: only STANDARD (every object is stored erasure-coded alike)"));
+    }
+    if a.sse.is_some() || a.sse_c || a.kms {
+        let what = if a.sse_c { "SSE-C" } else { a.sse.unwrap_or("aws:kms") };
+        return Err(s3_error!(
+            NotImplemented,
+            "server-side encryption ({what}) is not supported: chunks hold the bytes as written; encrypt before uploading"
+        ));
+    }
+    if a.lock {
+        return Err(s3_error!(InvalidRequest, "Bucket is missing Object Lock Configuration: object lock is not supported"));
+    }
+    if a.website {
+        return Err(s3_error!(NotImplemented, "website redirects are not supported"));
+    }
+    if a.tagging {
+        return Err(s3_error!(NotImplemented, "object tags are not supported yet"));
+    }
+    if a.conditional {
+        return Err(s3_error!(NotImplemented, "conditional writes (If-Match, If-None-Match) are not supported yet"));
+    }
+    if a.append {
+        return Err(s3_error!(NotImplemented, "appends (x-amz-write-offset-bytes) are not supported"));
+    }
+    Ok(())
+}
+
+pub fn put(i: &PutObjectInput) -> S3Result<()> {
+    check_write(&WriteAsks {
+        conditional: i.if_match.is_some() || i.if_none_match.is_some(),
+        append: i.write_offset_bytes.is_some(),
+        ..write_asks!(i)
+    })
+}
+
+pub fn copy(i: &CopyObjectInput) -> S3Result<()> {
+    if i.copy_source_sse_customer_algorithm.is_some() || i.copy_source_sse_customer_key_md5.is_some() {
+        return Err(s3_error!(InvalidRequest, "The encryption parameters are not applicable to this object"));
+    }
+    check_write(&write_asks!(i))
+}
+
+pub fn create_multipart(i: &CreateMultipartUploadInput) -> S3Result<()> {
+    check_write(&write_asks!(i))
+}
+
+/// A read with an SSE-C key: no object here is encrypted with one (S3's answer for an
+/// object that is not).
+pub fn read(sse_customer_algorithm: Option<&String>) -> S3Result<()> {
+    match sse_customer_algorithm {
+        Some(_) => Err(s3_error!(InvalidRequest, "The encryption parameters are not applicable to this object")),
+        None => Ok(()),
+    }
+}
+
+pub fn create_bucket(i: &CreateBucketInput) -> S3Result<()> {
+    if i.object_lock_enabled_for_bucket == Some(true) {
+        return Err(s3_error!(NotImplemented, "object lock is not supported: the bucket is not created"));
+    }
+    let grants = i.grant_full_control.is_some()
+        || i.grant_read.is_some()
+        || i.grant_read_acp.is_some()
+        || i.grant_write.is_some()
+        || i.grant_write_acp.is_some();
+    let acl = i.acl.as_ref().map(|a| a.as_str());
+    let ownership = i.object_ownership.as_ref().map(|o| o.as_str());
+    if grants || acl.is_some_and(|a| a != "private") || ownership.is_some_and(|o| o != "BucketOwnerEnforced") {
+        return Err(s3_error!(
+            AccessControlListNotSupported,
+            "The bucket does not allow ACLs: objects are private to the store's access keys; the bucket is not created"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unsupported_ask_is_refused_with_its_code() {
+        let code = |a: WriteAsks| check_write(&a).unwrap_err().code().as_str().to_string();
+        assert!(check_write(&WriteAsks::default()).is_ok());
+        assert!(check_write(&WriteAsks { acl: Some("private"), storage_class: Some("STANDARD"), ..Default::default() }).is_ok());
+        assert_eq!(code(WriteAsks { acl: Some("public-read"), ..Default::default() }), "AccessControlListNotSupported");
+        assert_eq!(code(WriteAsks { grants: true, ..Default::default() }), "AccessControlListNotSupported");
+        assert_eq!(code(WriteAsks { storage_class: Some("GLACIER"), ..Default::default() }), "InvalidStorageClass");
+        assert_eq!(code(WriteAsks { sse: Some("AES256"), ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { sse_c: true, ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { kms: true, ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { lock: true, ..Default::default() }), "InvalidRequest");
+        assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { tagging: true, ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { conditional: true, ..Default::default() }), "NotImplemented");
+        assert_eq!(code(WriteAsks { append: true, ..Default::default() }), "NotImplemented");
+    }
+}
