@@ -257,7 +257,7 @@ async fn with_exactly_k_plus_m_nodes_a_dead_nodes_chunks_wait_for_it() {
     assert_eq!(s.widest_code, 9);
     let warning = s.cannot_heal.expect("rs:6,3 on 9 nodes cannot heal a lost node");
     assert!(warning.contains("spans 9 nodes") && warning.contains("until it returns or a node is added"), "{warning}");
-    let text = tokio::task::spawn_blocking(scrape.clone()).await.unwrap();
+    let text = tokio::task::spawn_blocking(scrape).await.unwrap();
     assert_eq!(metric(&text, "kintsugi_cannot_heal"), Some(1.0), "{text}");
     c.kill(4).await;
     let s = wait_status(&c, |s| !s.waiting.is_empty()).await;
@@ -266,7 +266,7 @@ async fn with_exactly_k_plus_m_nodes_a_dead_nodes_chunks_wait_for_it() {
     let r = c.client.repair(Shape::Cr, 8192, 4, Scheduler::Random).await.unwrap();
     assert!(r.waiting > 0 && r.failed == 0 && r.repaired == 0, "{r:?}");
     assert!(r.errors.len() == 1 && r.errors[0].contains("waiting for node 4 or its replacement"), "one example: {r:?}");
-    let text = tokio::task::spawn_blocking(scrape.clone()).await.unwrap();
+    let text = tokio::task::spawn_blocking(scrape).await.unwrap();
     assert!(metric(&text, "kintsugi_repair_run_chunks{state=\"waiting\"}").is_some_and(|v| v > 0.0), "{text}");
     assert!(c.client.get("o", Shape::Cr, 4096).await.unwrap().0 == bytes, "degraded reads meanwhile");
     // A tenth node: somewhere to rebuild on.
