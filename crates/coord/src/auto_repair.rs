@@ -42,7 +42,7 @@ impl Coordinator {
                 r.seconds
             );
         }
-        if r.waiting > 0 && self.waiting_said.due() {
+        if r.waiting > 0 && self.waiting_said.due(WAITING_SAID_EVERY) {
             tracing::warn!(
                 "automatic repair: {} lost chunk(s) have no node to be rebuilt on ({}); they wait for their node to return or a node \
                  to be added (said again in {} s at most)",
@@ -68,10 +68,10 @@ const WAITING_SAID_EVERY: Duration = Duration::from_secs(60);
 pub(crate) struct SaidAt(std::sync::Mutex<Option<std::time::Instant>>);
 
 impl SaidAt {
-    /// True (and the time noted) when it has not been said within the period.
-    fn due(&self) -> bool {
+    /// True (and the time noted) when it has not been said within `every`.
+    fn due(&self, every: Duration) -> bool {
         let mut at = self.0.lock().expect("said lock");
-        if at.is_some_and(|t| t.elapsed() < WAITING_SAID_EVERY) {
+        if at.is_some_and(|t| t.elapsed() < every) {
             return false;
         }
         *at = Some(std::time::Instant::now());
@@ -85,5 +85,20 @@ pub(crate) async fn run(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>
         if let Err(e) = coord.auto_repair_once().await {
             tracing::warn!("automatic repair: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_said_once_per_period() {
+        let said = SaidAt::default();
+        // Automatic repair passes every few seconds for a minute: one line.
+        let lines = (0..12).filter(|_| said.due(WAITING_SAID_EVERY)).count();
+        assert_eq!(lines, 1);
+        // Once the period is over, it is said again.
+        assert!(said.due(Duration::ZERO));
     }
 }
