@@ -1,5 +1,6 @@
-//! What S3 says about an object beyond its bytes (ETag, Last-Modified, Content-Type, user
-//! metadata), kept in the cluster object's attributes, which its commit sets with its bytes.
+//! What S3 says about an object beyond its bytes (ETag, Last-Modified, Content-Type, the
+//! standard headers S3 stores with it, user metadata), kept in the cluster object's
+//! attributes, which its commit sets with its bytes.
 
 use kintsugi_proto::Attrs;
 use s3s::dto::{ETag, Timestamp};
@@ -10,6 +11,11 @@ const ETAG: &str = "s3.etag";
 const MTIME: &str = "s3.mtime";
 const TYPE: &str = "s3.type";
 const USER: &str = "s3.meta.";
+const CACHE_CONTROL: &str = "s3.h.cache-control";
+const DISPOSITION: &str = "s3.h.content-disposition";
+const ENCODING: &str = "s3.h.content-encoding";
+const LANGUAGE: &str = "s3.h.content-language";
+const EXPIRES: &str = "s3.h.expires";
 
 /// An object's S3 attributes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -19,8 +25,42 @@ pub struct ObjectMeta {
     /// When it was written, ms since the epoch.
     pub mtime_ms: u64,
     pub content_type: Option<String>,
+    /// Cache-Control, Content-Disposition, Content-Encoding, Content-Language and Expires as
+    /// written: S3 stores them and returns them on GET and HEAD.
+    pub headers: StoredHeaders,
     /// `x-amz-meta-*`, names in lower case.
     pub user: BTreeMap<String, String>,
+}
+
+/// The standard headers S3 keeps with an object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredHeaders {
+    pub cache_control: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_language: Option<String>,
+    pub expires: Option<s3s::dto::Timestamp>,
+}
+
+/// The stored headers of a PutObject, CopyObject or CreateMultipartUpload input (the same
+/// field names in each).
+macro_rules! stored_headers {
+    ($i:expr) => {
+        $crate::object_meta::StoredHeaders {
+            cache_control: $i.cache_control.clone(),
+            content_disposition: $i.content_disposition.clone(),
+            content_encoding: $i.content_encoding.clone(),
+            content_language: $i.content_language.clone(),
+            expires: $i.expires.clone(),
+        }
+    };
+}
+pub(crate) use stored_headers;
+
+fn http_date(t: &Timestamp) -> Option<String> {
+    let mut out = Vec::new();
+    t.format(s3s::dto::TimestampFormat::HttpDate, &mut out).ok()?;
+    String::from_utf8(out).ok()
 }
 
 impl ObjectMeta {
@@ -30,6 +70,18 @@ impl ObjectMeta {
         a.insert(MTIME.into(), self.mtime_ms.to_string());
         if let Some(t) = &self.content_type {
             a.insert(TYPE.into(), t.clone());
+        }
+        let h = &self.headers;
+        for (k, v) in [
+            (CACHE_CONTROL, h.cache_control.clone()),
+            (DISPOSITION, h.content_disposition.clone()),
+            (ENCODING, h.content_encoding.clone()),
+            (LANGUAGE, h.content_language.clone()),
+            (EXPIRES, h.expires.as_ref().and_then(http_date)),
+        ] {
+            if let Some(v) = v {
+                a.insert(k.into(), v);
+            }
         }
         for (k, v) in &self.user {
             a.insert(format!("{USER}{k}"), v.clone());
@@ -44,6 +96,13 @@ impl ObjectMeta {
             etag: a.get(ETAG).cloned().unwrap_or_default(),
             mtime_ms: a.get(MTIME).and_then(|m| m.parse().ok()).unwrap_or(0),
             content_type: a.get(TYPE).cloned(),
+            headers: StoredHeaders {
+                cache_control: a.get(CACHE_CONTROL).cloned(),
+                content_disposition: a.get(DISPOSITION).cloned(),
+                content_encoding: a.get(ENCODING).cloned(),
+                content_language: a.get(LANGUAGE).cloned(),
+                expires: a.get(EXPIRES).and_then(|e| Timestamp::parse(s3s::dto::TimestampFormat::HttpDate, e).ok()),
+            },
             user: a.iter().filter_map(|(k, v)| Some((k.strip_prefix(USER)?.to_string(), v.clone()))).collect(),
         }
     }
@@ -100,6 +159,13 @@ mod tests {
             etag: "d41d8cd98f00b204e9800998ecf8427e".into(),
             mtime_ms: 1_700_000_000_123,
             content_type: Some("text/plain".into()),
+            headers: StoredHeaders {
+                cache_control: Some("max-age=60".into()),
+                content_disposition: Some("attachment; filename=\"a b.txt\"".into()),
+                content_encoding: Some("gzip".into()),
+                content_language: Some("de-CH".into()),
+                expires: Some(Timestamp::from(UNIX_EPOCH + Duration::from_secs(1_800_000_000))),
+            },
             user: [("colour".to_string(), "blue".to_string())].into(),
         };
         let mut a = m.to_attrs();

@@ -112,7 +112,8 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let i = req.input;
     let settings = g.bucket(&i.bucket).await?;
     let (size, md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
-    let meta = ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() };
+    let headers = crate::object_meta::stored_headers!(i);
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() };
     let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta, false).await?;
     Ok(S3Response::new(PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
 }
@@ -219,9 +220,26 @@ async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
     Ok(Selected { layout, meta, start, end, content_range })
 }
 
+/// The object's stored headers, with a GET's or HEAD's `response-*` overrides (as S3 lets a
+/// signed request choose them, e.g. a download link's Content-Disposition).
+macro_rules! answered_headers {
+    ($m:expr, $i:expr) => {{
+        let h = &$m.headers;
+        (
+            $i.response_content_type.clone().or_else(|| $m.content_type.clone()),
+            $i.response_cache_control.clone().or_else(|| h.cache_control.clone()),
+            $i.response_content_disposition.clone().or_else(|| h.content_disposition.clone()),
+            $i.response_content_encoding.clone().or_else(|| h.content_encoding.clone()),
+            $i.response_content_language.clone().or_else(|| h.content_language.clone()),
+            $i.response_expires.clone().or_else(|| h.expires.clone()),
+        )
+    }};
+}
+
 pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let s = select(g, &req.input).await?;
     let m = s.meta;
+    let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),
@@ -230,7 +248,12 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
         accept_ranges: Some("bytes".into()),
         e_tag: Some(m.etag()),
         last_modified: Some(m.last_modified()),
-        content_type: m.content_type.clone(),
+        content_type,
+        cache_control,
+        content_disposition,
+        content_encoding,
+        content_language,
+        expires,
         metadata: m.user_map(),
         ..Default::default()
     }))
@@ -239,13 +262,19 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
 pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let s = select(g, &req.input).await?;
     let m = s.meta;
+    let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     Ok(S3Response::new(HeadObjectOutput {
         content_length: Some((s.end - s.start) as i64),
         content_range: s.content_range,
         accept_ranges: Some("bytes".into()),
         e_tag: Some(m.etag()),
         last_modified: Some(m.last_modified()),
-        content_type: m.content_type.clone(),
+        content_type,
+        cache_control,
+        content_disposition,
+        content_encoding,
+        content_language,
+        expires,
         metadata: m.user_map(),
         ..Default::default()
     }))
@@ -306,9 +335,10 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         return Err(s3_error!(InvalidRequest, "copying an object onto itself changes nothing: use the REPLACE metadata directive"));
     }
     let meta = if replace {
-        ObjectMeta { content_type: i.content_type, user: user_metadata(i.metadata)?, ..Default::default() }
+        let headers = crate::object_meta::stored_headers!(i);
+        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() }
     } else {
-        ObjectMeta { content_type: src.content_type.clone(), user: src.user.clone(), ..Default::default() }
+        ObjectMeta { content_type: src.content_type.clone(), headers: src.headers.clone(), user: src.user.clone(), ..Default::default() }
     };
     let size = layout.size;
     let _memory = g.memory.reserve(crate::body::get_bytes(0, size) + put_memory(size, settings)?).await;

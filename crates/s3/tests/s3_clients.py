@@ -347,6 +347,7 @@ def suite():
         multipart(b, [data(8192, 100 + i) for i in range(999)] + [data(100, 7)], "mp/thousand")
     multipart_errors(b)
     refusals(b)
+    stored_headers(b)
     ranges(b)
     auth(b)
     copy_meta_conditions(b)
@@ -369,6 +370,42 @@ def degraded_check(b):
     for i, n in enumerate([1, 1000, 3 * MIB + 1, 20 * MIB + 7]):
         check(get(b, f"o{i}") == data(n, 1000 + i), f"{b}: GET of {n} B with nodes down is byte-exact")
         check(get(b, f"o{i}", Range="bytes=-1") == data(n, 1000 + i)[-1:], f"{b}: last byte with nodes down")
+
+
+def stored_headers(b):
+    """Cache-Control, Content-Disposition, Content-Encoding, Content-Language and Expires are
+    stored with the object and returned on GET and HEAD, kept by a copy, replaced by a copy
+    that says REPLACE, set by a multipart upload, and overridden by response-* parameters."""
+    expires = datetime(2031, 5, 17, 8, 30, 0, tzinfo=timezone.utc)
+    sent = {"CacheControl": "max-age=3600, public", "ContentDisposition": 'attachment; filename="report 1.pdf"',
+            "ContentEncoding": "identity", "ContentLanguage": "fr-CA", "Expires": expires, "ContentType": "application/pdf"}
+
+    def same(r, want, what):
+        for k, v in want.items():
+            check(r.get(k) == v, f"{what}: {k} is {r.get(k)!r}, not {v!r}")
+
+    S3.put_object(Bucket=b, Key="h/put", Body=b"headers", **sent)
+    same(S3.head_object(Bucket=b, Key="h/put"), sent, "HEAD after PUT")
+    g = S3.get_object(Bucket=b, Key="h/put")
+    same(g, sent, "GET after PUT")
+    check(g["Body"].read() == b"headers", "GET body")
+    o = S3.get_object(Bucket=b, Key="h/put", ResponseContentDisposition="inline", ResponseCacheControl="no-store",
+                      ResponseContentType="text/plain")
+    same(o, {"ContentDisposition": "inline", "CacheControl": "no-store", "ContentType": "text/plain",
+             "ContentLanguage": "fr-CA"}, "GET with response-* overrides")
+    S3.copy_object(Bucket=b, Key="h/copy", CopySource={"Bucket": b, "Key": "h/put"})
+    same(S3.head_object(Bucket=b, Key="h/copy"), sent, "a copy keeps them")
+    S3.copy_object(Bucket=b, Key="h/replaced", CopySource={"Bucket": b, "Key": "h/put"}, MetadataDirective="REPLACE",
+                   CacheControl="no-cache", ContentType="text/csv")
+    r = S3.head_object(Bucket=b, Key="h/replaced")
+    same(r, {"CacheControl": "no-cache", "ContentType": "text/csv"}, "a REPLACE copy sets them")
+    check("ContentDisposition" not in r and "Expires" not in r, f"a REPLACE copy drops the others: {r}")
+    up = S3.create_multipart_upload(Bucket=b, Key="h/mp", **sent)["UploadId"]
+    e = S3.upload_part(Bucket=b, Key="h/mp", UploadId=up, PartNumber=1, Body=b"one part")["ETag"]
+    S3.complete_multipart_upload(Bucket=b, Key="h/mp", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+    same(S3.head_object(Bucket=b, Key="h/mp"), sent, "HEAD after a multipart upload")
+    for k in ["h/put", "h/copy", "h/replaced", "h/mp"]:
+        S3.delete_object(Bucket=b, Key=k)
 
 
 def refusals(b):
