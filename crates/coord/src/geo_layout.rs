@@ -97,7 +97,7 @@ impl Coordinator {
         let failed: HashSet<NodeId> = self.meta.nodes()?.into_iter().filter(|x| x.failed).map(|x| x.id).collect();
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().filter(|x| !failed.contains(x)).collect();
         if alive.len() < n {
-            return Err(crate::objects::too_few_nodes(n, alive.len(), format!("{code} needs {n} live nodes, {} are alive", alive.len())));
+            return Err(crate::objects::too_few_for(self, &code, n, alive.len()));
         }
         let pg = placement_group(&name, self.cfg.placement_groups);
         let members = pg_members(pg, &alive, n);
@@ -105,7 +105,11 @@ impl Coordinator {
         let home = (0..n).min_by_key(|&i| (self.space.node(members[i]).map_or(0, |(used, _)| used), i)).expect("n > 0");
         let total: u64 = part.chunks.iter().sum();
         if !self.has_room(members[home], total, self.cfg.full_ratio) {
-            return bad(format!("node {} (home of '{name}' in placement group {pg}) has no room for {total} bytes", members[home]));
+            return Err(crate::objects::full(
+                n,
+                n - 1,
+                format!("node {} (home of '{name}' in placement group {pg}) has no room for {total} bytes", members[home]),
+            ));
         }
         // Stripes rotate the members so that the home is a data slot and parity spreads.
         let rotation: Vec<NodeId> = (0..n).map(|i| members[(home + i) % n]).collect();

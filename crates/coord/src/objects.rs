@@ -68,6 +68,30 @@ pub(crate) fn too_few_nodes(needed: usize, available: usize, why: String) -> Wir
     WireError::shortfall(Scarce::Nodes, needed as u64, available as u64, format!("too few nodes: {why}"))
 }
 
+/// The put's refusal when fewer than `needed` nodes can take it: a code wider than every
+/// member of the cluster (down ones included) is the request's fault and stays so until a
+/// node is added; fewer nodes up than members is a condition that passes.
+pub(crate) fn too_few_for(c: &Coordinator, code: &CodeSpec, needed: usize, up: usize) -> WireError {
+    let members = match c.meta.nodes() {
+        Ok(n) => n.iter().filter(|n| !n.failed).count(),
+        Err(e) => return e,
+    };
+    if members < needed {
+        let e = too_few_nodes(
+            needed,
+            members,
+            format!("{code} needs {needed} nodes; the cluster has {members}: use a narrower code or add nodes"),
+        );
+        return WireError { kind: kintsugi_proto::ErrorKind::BadRequest, ..e };
+    }
+    too_few_nodes(needed, up, format!("{code} needs {needed} live nodes, {up} are alive"))
+}
+
+/// The put's refusal when too few nodes have room for it below the full ratio.
+pub(crate) fn full(needed: usize, roomy: usize, why: String) -> WireError {
+    WireError::shortfall(Scarce::Space, needed as u64, roomy as u64, format!("the cluster is full: {why}"))
+}
+
 impl Coordinator {
     /// Starts a put: places the stripes of a new version of `name`.
     pub(crate) fn create(
@@ -112,7 +136,7 @@ impl Coordinator {
         }
         let alive: Vec<NodeId> = self.placeable()?.keys().copied().collect();
         if alive.len() < c.n() {
-            return Err(too_few_nodes(c.n(), alive.len(), format!("{code} needs {} live nodes, {} are alive", c.n(), alive.len())));
+            return Err(too_few_for(self, &code, c.n(), alive.len()));
         }
         let full_ratio = self.cfg.full_ratio;
         // Placement load is a heuristic: read outside the transaction, from the counters
@@ -141,7 +165,7 @@ impl Coordinator {
                 let chunk_len = data_len.div_ceil(c.k() as u64).next_multiple_of(alpha);
                 let fits: Vec<NodeId> = alive.iter().copied().filter(|n| room.fits(*n, chunk_len)).collect();
                 let Some(nodes) = spread.choose(&fits, c.n(), id) else {
-                    return Err(too_few_nodes(
+                    return Err(full(
                         c.n(),
                         fits.len(),
                         format!(

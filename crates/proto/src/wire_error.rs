@@ -101,6 +101,9 @@ pub enum Scarce {
     Nodes,
     /// Healthy chunks of a stripe for a read or a repair.
     Chunks,
+    /// Room below the full ratio on enough nodes for a put: the cluster is full (not a
+    /// condition that passes by itself; deleting or adding capacity ends it).
+    Space,
 }
 
 /// An error of any kintsugi component, as it travels in `NodeResponse::Error` and

@@ -3,10 +3,29 @@
 use kintsugi_client::{Error, ErrorKind};
 use s3s::{S3Error, S3ErrorCode};
 
-/// The S3 error for a cluster error `e`: a missing object is NoSuchKey; no coordinator, too
-/// few live nodes or chunks, a full cluster are ServiceUnavailable (retry later); a name or
-/// size the cluster refuses is the client's fault; anything else is InternalError, logged.
+/// The code a full store answers with (507, as MinIO's XMinioStorageFull): SDKs do not retry
+/// it, as they would a 503, since only deleting or adding capacity ends it.
+pub const STORAGE_FULL: &str = "XKintsugiStorageFull";
+
+/// The S3 error for a cluster error `e`, one place for all of them:
+///
+/// | kintsugi | S3 code | status |
+/// |---|---|---|
+/// | NotFound | NoSuchKey | 404 |
+/// | InvalidPart | InvalidPart | 400 |
+/// | InvalidName | KeyTooLongError | 400 |
+/// | TooLarge | EntityTooLarge | 400 |
+/// | a shortfall of space (the cluster is full) | XKintsugiStorageFull | 507 |
+/// | Unavailable (no coordinator, a leader changing, too few live nodes or chunks), Replaced | ServiceUnavailable | 503 |
+/// | BadRequest (a code wider than the cluster, ...) | InvalidRequest | 400 |
+/// | Input (the request's body broke off) | IncompleteBody | 400 |
+/// | Internal, Corrupt | InternalError (logged) | 500 |
 pub fn from_cluster(e: Error) -> S3Error {
+    if e.is_short_of(kintsugi_proto::Scarce::Space) {
+        let mut s = S3Error::with_message(S3ErrorCode::Custom(STORAGE_FULL.into()), e.message().to_string());
+        s.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
+        return s;
+    }
     let code = match e.kind() {
         ErrorKind::NotFound => S3ErrorCode::NoSuchKey,
         ErrorKind::InvalidPart => S3ErrorCode::InvalidPart,
@@ -46,5 +65,11 @@ mod tests {
         // Too few nodes travels as a shortfall, whatever its words: retry later.
         let e = Error::shortfall(kintsugi_proto::Scarce::Nodes, 9, 7, "anything");
         assert_eq!(from_cluster(e).code().clone(), S3ErrorCode::ServiceUnavailable);
+        // A full cluster: 507, which SDKs do not retry.
+        let full = from_cluster(Error::shortfall(kintsugi_proto::Scarce::Space, 6, 2, "the cluster is full"));
+        assert_eq!((full.code().as_str(), full.status_code()), (STORAGE_FULL, Some(http::StatusCode::INSUFFICIENT_STORAGE)));
+        // A code wider than the cluster: the request's fault, not retried.
+        let wide = Error { kind: ErrorKind::BadRequest, ..Error::shortfall(kintsugi_proto::Scarce::Nodes, 9, 6, "too wide") };
+        assert_eq!(from_cluster(wide).code().clone(), S3ErrorCode::InvalidRequest);
     }
 }

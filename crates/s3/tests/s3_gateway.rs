@@ -190,6 +190,14 @@ async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
     for name in names {
         assert!(text.contains(&format!("\n{name}")), "the dashboard's {name} is not served");
     }
+    // A bucket whose code is wider than the cluster: the request's fault (400, not retried),
+    // never a 503 that clients would retry forever; and nothing is created.
+    let wide = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let g = kintsugi_s3::Gateway::new(s.client.clone(), wide, Shape::Cr, 32 << 10);
+    let e = g.create_bucket_with("too-wide", wide).await.unwrap_err();
+    assert_eq!(e.code(), &s3s::S3ErrorCode::InvalidRequest, "{e:?}");
+    assert!(e.message().is_some_and(|m| m.contains("rs:6,3 needs 9 nodes; the cluster has 6")), "{e:?}");
+    assert!(g.bucket("too-wide").await.is_err());
     s.stop().await;
 }
 

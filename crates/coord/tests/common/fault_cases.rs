@@ -164,7 +164,7 @@ pub async fn coordinator_faults() {
     let e = c.client.put("wide", b"x", "rs:6,3".parse().unwrap(), 0).await.unwrap_err();
     assert_eq!(
         (e.kind(), e.shortfall.map(|s| (s.what, s.needed, s.available))),
-        (ErrorKind::Unavailable, Some((Scarce::Nodes, 9, 8))),
+        (ErrorKind::BadRequest, Some((Scarce::Nodes, 9, 8))),
         "{e}"
     );
 
