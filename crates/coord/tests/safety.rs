@@ -352,6 +352,12 @@ async fn identities_are_not_taken_over() {
     }
     impostor.stop().await;
 
+    // Node 4's directory under another id: refused while node 4 serves it (one process per
+    // directory), and after, for the directory is node 4's.
+    let err = kintsugi_node::start(NodeConfig { id: 9, ..node_cfg(dir.path(), 4, &c.coord_addr) }).await.err().expect("refused");
+    assert!(err.contains("in use by another node process"), "{err}");
+    let mut c = c;
+    c.nodes[4].take().unwrap().stop().await;
     let err = kintsugi_node::start(NodeConfig { id: 9, ..node_cfg(dir.path(), 4, &c.coord_addr) }).await.err().expect("refused");
     assert!(err.contains("belongs to node 4"), "{err}");
 
@@ -363,7 +369,6 @@ async fn identities_are_not_taken_over() {
     let other = start(coord_cfg(other_dir.path())).await.unwrap();
     assert_ne!(other.coord.cluster_id, c.coord.as_ref().unwrap().coord.cluster_id, "clusters get their own ids");
     // Node 2 moves its directory to the other cluster (stopped here first).
-    let mut c = c;
     c.nodes[2].take().unwrap().stop().await;
     let stray = kintsugi_node::start(node_cfg(dir.path(), 2, &other.addr.to_string())).await.unwrap();
     let fresh = kintsugi_node::start(node_cfg(other_dir.path(), 7, &other.addr.to_string())).await.unwrap();
