@@ -16,7 +16,6 @@ use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
 use kintsugi_proto::{ErrorKind, Scarce, WireError};
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +81,7 @@ pub(crate) fn too_few_for(c: &Coordinator, code: &CodeSpec, needed: usize, up: u
             members,
             format!("{code} needs {needed} nodes; the cluster has {members}: use a narrower code or add nodes"),
         );
-        return WireError { kind: kintsugi_proto::ErrorKind::BadRequest, ..e };
+        return WireError { kind: ErrorKind::BadRequest, ..e };
     }
     too_few_nodes(needed, up, format!("{code} needs {needed} live nodes, {up} are alive"))
 }

@@ -26,7 +26,7 @@ struct Inner {
 /// The room a put may fill, taken down chunk by chunk as it places them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Room {
-    /// Bytes each node may still take (None: unknown, not limited).
+    /// Bytes each node may still take (a node not listed has not reported: not limited).
     node: HashMap<NodeId, u64>,
     fs_of: HashMap<NodeId, String>,
     fs: HashMap<String, u64>,
