@@ -3,6 +3,7 @@
 //! corrupt, runs the sink of a degraded-read graph the coordinator planned.
 
 use crate::error::Error;
+use crate::object_io::CommitTerms;
 use kintsugi_node::exec::check_assignment;
 use kintsugi_node::{run_sink, Counters, Shaper};
 use kintsugi_plan::schedule::Scheduler;
@@ -11,7 +12,7 @@ use kintsugi_proto::graph_faults;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
-    recv, send, Attrs, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
+    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
     RepairReport, READER,
 };
 use kintsugi_proto::{Fault, Scarce};
@@ -263,8 +264,9 @@ impl Client {
 
     /// Makes `name` the concatenation of committed objects `parts` (name, version), which
     /// are gone afterwards; no byte moves (see `CoordRequest::ComposeObject`).
-    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, attrs: Attrs) -> Result<(), Error> {
-        let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs };
+    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, terms: CommitTerms) -> Result<(), Error> {
+        let CommitTerms { attrs, precondition } = terms;
+        let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs, precondition };
         self.call(&req, self.io_timeout).await?;
         Ok(())
     }

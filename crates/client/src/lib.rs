@@ -12,4 +12,4 @@ pub mod straggler_injector;
 
 pub use client::{ping, Client, DegradedReadObserver, FAILOVER_WAIT};
 pub use error::{Error, ErrorKind};
-pub use object_io::{ObjectSink, Progress, ReadReport};
+pub use object_io::{CommitTerms, ObjectSink, Progress, ReadReport};

@@ -10,7 +10,7 @@ use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
-    recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
+    recv, send, write_frame, Attrs, Precondition, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
 };
 use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
@@ -59,6 +59,21 @@ impl ObjectSink for Vec<u8> {
 /// Bytes done so far, called after every stripe.
 pub type Progress<'a> = &'a (dyn Fn(u64) + Sync);
 
+/// What a put commits with once its bytes are written.
+#[derive(Clone, Debug, Default)]
+pub struct CommitTerms {
+    /// Attributes the object carries from then on.
+    pub attrs: Attrs,
+    /// What the object must be at the commit (none: anything).
+    pub precondition: Option<Precondition>,
+}
+
+impl From<Attrs> for CommitTerms {
+    fn from(attrs: Attrs) -> Self {
+        CommitTerms { attrs, precondition: None }
+    }
+}
+
 impl Client {
     /// Stores `data` as object `name` (see [`Client::put_from`]).
     pub async fn put(&self, name: &str, data: &[u8], code: CodeSpec, chunk_size: u64) -> Result<ObjectLayout, Error> {
@@ -94,12 +109,13 @@ impl Client {
         kind: LayoutSpec,
         progress: Progress<'_>,
     ) -> Result<ObjectLayout, Error> {
-        self.put_with_attrs(name, reader, size, code, chunk_size, kind, progress, &mut || Ok(Attrs::new())).await
+        self.put_with_attrs(name, reader, size, code, chunk_size, kind, progress, &mut || Ok(CommitTerms::default())).await
     }
 
-    /// [`Client::put_with_layout`], committing the attributes `attrs` gives once every byte
-    /// is written; an error from it (a digest that does not match) abandons the upload
-    /// instead: nothing becomes visible, and the upload's chunks are reclaimed.
+    /// [`Client::put_with_layout`], committing on the terms `terms` gives once every byte
+    /// is written (attributes, a precondition); an error from it (a digest that does not
+    /// match) abandons the upload instead: nothing becomes visible, and the upload's chunks
+    /// are reclaimed. So does a precondition the object does not meet at the commit.
     #[allow(clippy::too_many_arguments)] // a put's parameters
     pub async fn put_with_attrs(
         &self,
@@ -110,12 +126,12 @@ impl Client {
         chunk_size: u64,
         kind: LayoutSpec,
         progress: Progress<'_>,
-        attrs: &mut (dyn FnMut() -> Result<Attrs, WireError> + Send),
+        terms: &mut (dyn FnMut() -> Result<CommitTerms, WireError> + Send),
     ) -> Result<ObjectLayout, Error> {
         let c = code.build().map_err(WireError::from)?;
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
         let version = layout.version;
-        let r = self.write_and_commit(c.as_ref(), name, layout, reader, progress, attrs).await;
+        let r = self.write_and_commit(c.as_ref(), name, layout, reader, progress, terms).await;
         if r.is_err() {
             // Abandoned now rather than after the upload timeout; if even this fails, the
             // coordinator reclaims it then.
@@ -132,11 +148,11 @@ impl Client {
         layout: ObjectLayout,
         reader: &mut (dyn AsyncRead + Unpin + Send),
         progress: Progress<'_>,
-        attrs: &mut (dyn FnMut() -> Result<Attrs, WireError> + Send),
+        terms: &mut (dyn FnMut() -> Result<CommitTerms, WireError> + Send),
     ) -> Result<ObjectLayout, WireError> {
         if !layout.extents.is_empty() {
             let crcs = self.put_extents(&layout, reader, progress).await?;
-            return self.commit_put(name, layout, crcs, attrs()?).await;
+            return self.commit_put(name, layout, crcs, terms()?).await;
         }
         let mut layout = layout;
         let mut crcs: Vec<Vec<u32>> = Vec::new();
@@ -168,7 +184,7 @@ impl Client {
             self.placed(&mut layout, set).await?;
             progress(done);
         }
-        self.commit_put(name, layout, crcs, attrs()?).await
+        self.commit_put(name, layout, crcs, terms()?).await
     }
 
     /// Waits for a stripe's chunk writes and records where each chunk landed.
@@ -224,8 +240,10 @@ impl Client {
 
     /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
     /// for a Geo stripe (the object's chunk in it).
-    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<ObjectLayout, WireError> {
-        let req = CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone(), attrs: attrs.clone() };
+    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, terms: CommitTerms) -> Result<ObjectLayout, WireError> {
+        let CommitTerms { attrs, precondition } = terms;
+        let req =
+            CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone(), attrs: attrs.clone(), precondition };
         match self.call(&req, self.io_timeout).await? {
             // Our version, as committed (a later put may replace it at any time).
             CoordResponse::Ok => {

@@ -400,8 +400,8 @@ impl Coordinator {
             CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
                 Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))
             }
-            CoordRequest::CommitObject { name, version, crcs, attrs } => {
-                if self.commit(&name, version, crcs, attrs)? {
+            CoordRequest::CommitObject { name, version, crcs, attrs, precondition } => {
+                if self.commit(&name, version, crcs, attrs, precondition)? {
                     self.publish_acknowledged(&name).await?;
                 }
                 Ok(CoordResponse::Ok)
@@ -410,11 +410,11 @@ impl Coordinator {
                 self.abort_upload(&name, version)?;
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::ComposeObject { name, parts, attrs } => {
+            CoordRequest::ComposeObject { name, parts, attrs, precondition } => {
                 let me = self.clone();
                 let n = name.clone();
                 // Never indexed itself (a Stripe layout), but it may replace an object that was.
-                if off_runtime(move || me.compose(&n, &parts, attrs)).await? {
+                if off_runtime(move || me.compose(&n, &parts, attrs, precondition)).await? {
                     self.publish_acknowledged(&name).await?;
                 }
                 Ok(CoordResponse::Ok)

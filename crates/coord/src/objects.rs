@@ -9,12 +9,12 @@
 //! back, and reclaims uploads never committed.
 
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, ObjectRecord, StripeRecord};
+use crate::meta::{Change, ObjectRecord, StripeRecord, Txn};
 use crate::stripe_placement::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
-use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, MAX_ATTRS_BYTES};
+use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, Precondition, MAX_ATTRS_BYTES};
 use kintsugi_proto::{ErrorKind, Scarce, WireError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -55,6 +55,18 @@ fn check_attrs(attrs: &Attrs) -> Result<(), WireError> {
         return bad(format!("object attributes take {bytes} bytes, over the {MAX_ATTRS_BYTES} allowed"));
     }
     Ok(())
+}
+
+/// Refuses a commit whose precondition the object `name` does not meet now (in the commit's
+/// transaction, so no other commit comes between the check and the write).
+fn check_precondition(t: &mut dyn Txn, name: &str, precondition: Option<Precondition>) -> Result<(), WireError> {
+    let Some(p) = precondition else { return Ok(()) };
+    let current = t.object(name)?.map(|o| o.version);
+    if p.holds(current) {
+        return Ok(());
+    }
+    let now = current.map_or("there is none".to_string(), |v| format!("it is at version {v}"));
+    Err(WireError::new(ErrorKind::PreconditionFailed, format!("'{name}' is not as the write requires ({p:?}): {now}")))
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -209,7 +221,14 @@ impl Coordinator {
     /// Commits upload `version` of `name` with its chunks' checksums; the version it
     /// replaces goes to garbage. Says whether the new version or the one it replaces is in
     /// the per-object index (Geo, Contiguous), so the index must hear of it.
-    pub(crate) fn commit(&self, name: &str, version: u64, crcs: Vec<Vec<u32>>, attrs: Attrs) -> Result<bool, WireError> {
+    pub(crate) fn commit(
+        &self,
+        name: &str,
+        version: u64,
+        crcs: Vec<Vec<u32>>,
+        attrs: Attrs,
+        precondition: Option<Precondition>,
+    ) -> Result<bool, WireError> {
         check_attrs(&attrs)?;
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
         let mut indexed = false;
@@ -222,6 +241,7 @@ impl Coordinator {
             if o.name != name {
                 return bad(format!("upload {version} is of '{}', not '{name}'", o.name));
             }
+            check_precondition(t, name, precondition)?;
             if crcs.len() != o.stripes.len() {
                 return bad(format!("{} checksum lists for {} stripes", crcs.len(), o.stripes.len()));
             }
@@ -281,7 +301,13 @@ impl Coordinator {
     /// one transaction: their stripes become a new version of `name`, the parts' names go,
     /// and the version `name` had goes to garbage. No byte moves, so completing a multipart
     /// upload costs metadata only. Says whether the per-object index must hear of it.
-    pub(crate) fn compose(&self, name: &str, parts: &[(String, u64)], attrs: Attrs) -> Result<bool, WireError> {
+    pub(crate) fn compose(
+        &self,
+        name: &str,
+        parts: &[(String, u64)],
+        attrs: Attrs,
+        precondition: Option<Precondition>,
+    ) -> Result<bool, WireError> {
         check_name_and_size(name, 0)?;
         check_attrs(&attrs)?;
         if parts.is_empty() || parts.len() > MAX_PARTS {
@@ -289,6 +315,7 @@ impl Coordinator {
         }
         let mut indexed = false;
         self.meta.update(&mut |t| {
+            check_precondition(t, name, precondition)?;
             let (mut stripes, mut size, mut code) = (Vec::new(), 0u64, None);
             let mut seen = BTreeSet::new();
             for (p, v) in parts {

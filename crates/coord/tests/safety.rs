@@ -128,7 +128,7 @@ async fn overwrite_delete_and_abandoned_uploads() {
     let late = c
         .client
         .call(
-            &CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs, attrs: Default::default() },
+            &CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs, attrs: Default::default(), precondition: None },
             Duration::from_secs(5),
         )
         .await;
@@ -473,16 +473,16 @@ async fn composing_parts_makes_one_object_without_moving_a_chunk() {
 
     // Refused: a part at another version, a part named twice, the object itself.
     let stale = vec![named[0].clone(), (named[1].0.clone(), named[1].1 + 1000)];
-    assert_eq!(c.client.compose("whole", stale, attrs.clone()).await.unwrap_err().kind(), kintsugi_client::ErrorKind::InvalidPart);
-    assert!(c.client.compose("whole", vec![named[0].clone(), named[0].clone()], attrs.clone()).await.is_err());
-    assert!(c.client.compose("part0", vec![named[0].clone()], attrs.clone()).await.is_err());
+    assert_eq!(c.client.compose("whole", stale, attrs.clone().into()).await.unwrap_err().kind(), kintsugi_client::ErrorKind::InvalidPart);
+    assert!(c.client.compose("whole", vec![named[0].clone(), named[0].clone()], attrs.clone().into()).await.is_err());
+    assert!(c.client.compose("part0", vec![named[0].clone()], attrs.clone().into()).await.is_err());
     let other = c.client.put("other-code", &parts[2], "rs:3,2".parse().unwrap(), 0).await.unwrap().version;
     let mixed = vec![named[0].clone(), ("other-code".to_string(), other)];
-    assert!(c.client.compose("whole", mixed, attrs.clone()).await.unwrap_err().message().contains("coded"));
+    assert!(c.client.compose("whole", mixed, attrs.clone().into()).await.unwrap_err().message().contains("coded"));
     c.client.delete("other-code").await.unwrap();
     assert_eq!(c.client.stat("part0").await.unwrap().version, named[0].1, "a refused compose changes nothing");
 
-    c.client.compose("whole", named.clone(), attrs.clone()).await.unwrap();
+    c.client.compose("whole", named.clone(), attrs.clone().into()).await.unwrap();
     let whole: Vec<u8> = parts.concat();
     assert_eq!(c.client.get("whole", Shape::Cr, 4096).await.unwrap().0, whole);
     let l = c.client.stat("whole").await.unwrap();

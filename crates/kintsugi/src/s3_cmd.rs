@@ -74,6 +74,14 @@ pub struct S3Args {
     /// latency) [default: none].
     #[arg(long)]
     pub metrics_listen: Option<String>,
+    /// The region the gateway answers for (GetBucketLocation, CreateBucket's
+    /// LocationConstraint; s3cmd's "US" is us-east-1). Signatures of any region are accepted.
+    #[arg(long, default_value = kintsugi_s3::DEFAULT_REGION)]
+    pub region: String,
+    /// Base domain for virtual-hosted-style requests (bucket.DOMAIN/key), beside path style;
+    /// repeat for several [default: path style only].
+    #[arg(long = "domain")]
+    pub domains: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -133,6 +141,8 @@ pub fn s3(a: S3Args) -> Result<()> {
             min_part: a.min_part_size as u64,
             memory_budget: a.memory_budget as u64,
             metrics_listen: a.metrics_listen,
+            region: a.region,
+            domains: a.domains,
         };
         let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
@@ -281,6 +291,8 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             min_part: kintsugi_s3::multipart::MIN_PART,
             memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
             metrics_listen: None,
+            region: kintsugi_s3::DEFAULT_REGION.into(),
+            domains: vec![],
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         let state = crate::serve_state::ServeState {

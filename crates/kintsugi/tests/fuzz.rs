@@ -136,7 +136,7 @@ fn seeds() -> Vec<Vec<u8>> {
             chunk_size: 4096,
             layout: Default::default(),
         },
-        CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]], attrs: Default::default() },
+        CoordRequest::CommitObject { name: "o".into(), version: 2, crcs: vec![vec![1, 2, 3]], attrs: Default::default(), precondition: None },
         CoordRequest::DeleteObject { name: "o".into() },
         CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true, token: String::new() },
         CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },

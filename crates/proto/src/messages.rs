@@ -286,6 +286,28 @@ pub struct NodeStat {
     pub disk_busy_seconds: f64,
 }
 
+/// What a commit requires of the object it replaces: a compare-and-swap on its committed
+/// version, so that two writers never both succeed where one was meant to (S3's conditional
+/// writes, `If-None-Match: *` and `If-Match`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precondition {
+    /// No committed object has the name.
+    Absent,
+    /// The committed object is this version.
+    Version(u64),
+}
+
+impl Precondition {
+    /// Whether an object whose committed version is `current` (None: no object) meets it.
+    pub fn holds(self, current: Option<u64>) -> bool {
+        match self {
+            Precondition::Absent => current.is_none(),
+            Precondition::Version(v) => current == Some(v),
+        }
+    }
+}
+
 /// Requests the coordinator serves (from nodes and clients).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -350,6 +372,10 @@ pub enum CoordRequest {
         /// Attributes the object carries from now on (at most [`MAX_ATTRS_BYTES`]).
         #[serde(default, skip_serializing_if = "Attrs::is_empty")]
         attrs: Attrs,
+        /// What the object must be at the commit, checked in its transaction (refused with
+        /// `PreconditionFailed` otherwise, the upload left to be aborted).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precondition: Option<Precondition>,
     },
     /// Abandons upload `version` of `name` now (a put that failed half-way): its chunks go
     /// to garbage at once instead of after the upload timeout. Idempotent.
@@ -366,6 +392,9 @@ pub enum CoordRequest {
         parts: Vec<(String, u64)>,
         #[serde(default, skip_serializing_if = "Attrs::is_empty")]
         attrs: Attrs,
+        /// As for `CommitObject`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precondition: Option<Precondition>,
     },
     /// Deletes an object (idempotent).
     DeleteObject {

@@ -20,6 +20,8 @@ pub enum ErrorKind {
     Replaced,
     /// A part named in a compose is not there (S3's InvalidPart).
     InvalidPart,
+    /// A conditional commit found the object other than it required (S3's 412).
+    PreconditionFailed,
     /// A name the cluster does not take.
     InvalidName,
     /// More than the cluster takes in one object.

@@ -2,6 +2,7 @@
 //! a window at a time (whole chunks where it can) into a channel of a few windows, which
 //! the response drains; a PUT reads the request body through an MD5 as the put encodes it.
 
+use crate::checksums::{Algorithm, Hasher};
 use crate::gateway::Gateway;
 use bytes::Bytes;
 use futures::Stream;
@@ -175,59 +176,87 @@ enum Piece {
     End,
 }
 
-/// The hashing thread's input, and where its digest comes back.
-type HashThread = (std::sync::mpsc::SyncSender<Piece>, Mutex<std::sync::mpsc::Receiver<[u8; 16]>>);
+/// The digests of a whole body: its MD5, and the checksum asked for (base64).
+type Digests = ([u8; 16], Option<String>);
 
-/// A request body as a reader, hashed (MD5) as it is read: inline for small bodies; for
-/// large ones on a thread of its own, so that the hash runs beside the put's encoding
-/// instead of before it (MD5 is some 1.5 ns a byte, as much as the rest of the path).
+/// The hashing thread's input, and where its digests come back.
+type HashThread = (std::sync::mpsc::SyncSender<Piece>, Mutex<std::sync::mpsc::Receiver<Digests>>);
+
+/// The hashes of a body as it is read.
+struct Hashes {
+    md5: md5::Md5,
+    checksum: Option<Hasher>,
+}
+
+impl Hashes {
+    fn new(checksum: Option<Algorithm>) -> Self {
+        Hashes { md5: md5::Digest::new(), checksum: checksum.map(Hasher::new) }
+    }
+    fn update(&mut self, b: &[u8]) {
+        md5::Digest::update(&mut self.md5, b);
+        if let Some(c) = &mut self.checksum {
+            c.update(b);
+        }
+    }
+    fn finish(self) -> Digests {
+        (md5::Digest::finalize(self.md5).into(), self.checksum.map(Hasher::finish))
+    }
+}
+
+/// A request body as a reader, hashed as it is read (its MD5, and the additional checksum
+/// the request asked for): inline for small bodies; for large ones on a thread of their
+/// own, so that hashing runs beside the put's encoding instead of before it (MD5 is some
+/// 1.5 ns a byte, as much as the rest of the path).
 pub struct HashedBody {
-    inline: Option<Arc<Mutex<md5::Md5>>>,
+    inline: Option<Arc<Mutex<Option<Hashes>>>>,
     thread: Option<HashThread>,
-    digest: Mutex<Option<[u8; 16]>>,
+    digests: Mutex<Option<Digests>>,
     size: u64,
 }
 
 impl HashedBody {
-    /// A hash for a body of `size` bytes.
-    pub fn new(size: u64) -> Self {
-        use md5::Digest;
+    /// Hashes for a body of `size` bytes, with the additional checksum `checksum`.
+    pub fn new(size: u64, checksum: Option<Algorithm>) -> Self {
         if size < HASH_THREAD_FROM {
-            return HashedBody { inline: Some(Arc::new(Mutex::new(md5::Md5::new()))), thread: None, digest: Mutex::new(None), size };
+            let inline = Some(Arc::new(Mutex::new(Some(Hashes::new(checksum)))));
+            return HashedBody { inline, thread: None, digests: Mutex::new(None), size };
         }
         // A few MiB in flight at most: the reader waits for the hash beyond that.
         let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(64);
         let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut h = md5::Md5::new();
+            let mut h = Hashes::new(checksum);
             for p in rx {
                 match p {
                     Piece::Bytes(b) => h.update(&b),
                     Piece::End => {
-                        let _ = done_tx.send(h.finalize().into());
+                        let _ = done_tx.send(h.finish());
                         return;
                     }
                 }
             }
         });
-        HashedBody { inline: None, thread: Some((tx, Mutex::new(done))), digest: Mutex::new(None), size }
+        HashedBody { inline: None, thread: Some((tx, Mutex::new(done))), digests: Mutex::new(None), size }
     }
 
-    /// A reader of `body` that feeds this hash.
+    /// A reader of `body` that feeds these hashes. The put reads exactly `size` bytes and
+    /// stops; before the last of them is handed over, the body is read to its end, so that
+    /// an aws-chunked body's trailer (which may carry the checksum) has arrived by the
+    /// commit, and a body longer than announced is refused.
     pub fn reader(&self, body: s3s::dto::StreamingBlob) -> impl tokio::io::AsyncRead + Unpin + Send {
-        use futures::TryStreamExt;
+        use futures::{StreamExt, TryStreamExt};
         let inline = self.inline.clone();
         let mut tx = self.thread.as_ref().map(|t| t.0.clone());
         let (size, mut seen) = (self.size, 0u64);
         let s = body.map_err(|e| std::io::Error::other(format!("reading the request body: {e}"))).inspect_ok(move |b: &Bytes| {
             if let Some(h) = &inline {
-                md5::Digest::update(&mut *h.lock().expect("md5 lock"), b);
+                if let Some(h) = h.lock().expect("hash lock").as_mut() {
+                    h.update(b);
+                }
             }
             if let Some(t) = &tx {
                 // Blocks only while the hash is 64 pieces behind.
                 let _ = t.send(Piece::Bytes(b.clone()));
-                // The put reads exactly the body's length and never polls past its end:
-                // the hash is complete when that much has gone by.
                 seen += b.len() as u64;
                 if seen >= size {
                     let _ = t.send(Piece::End);
@@ -235,39 +264,84 @@ impl HashedBody {
                 }
             }
         });
+        let s = ReadToEnd { inner: s.boxed(), size, seen: 0, held: None };
         tokio_util::io::StreamReader::new(s)
     }
 
-    /// The MD5 of the whole body (call once all of it has been read).
-    fn md5(&self) -> Result<[u8; 16], String> {
-        use md5::Digest;
-        let mut d = self.digest.lock().expect("digest lock");
-        if let Some(d) = *d {
-            return Ok(d);
+    /// The digests of the whole body (call once all of it has been read).
+    fn digests(&self) -> Result<Digests, String> {
+        let mut d = self.digests.lock().expect("digest lock");
+        if let Some(d) = &*d {
+            return Ok(d.clone());
         }
-        let v: [u8; 16] = match (&self.inline, &self.thread) {
-            (Some(h), _) => h.lock().expect("md5 lock").clone().finalize().into(),
+        let v: Digests = match (&self.inline, &self.thread) {
+            (Some(h), _) => h.lock().expect("hash lock").take().ok_or("hashed twice")?.finish(),
             // The thread is a few pieces behind the reader at most.
             (None, Some((_, done))) => done
                 .lock()
                 .expect("done lock")
                 .recv_timeout(std::time::Duration::from_secs(60))
-                .map_err(|e| format!("the body's MD5 is not known: {e}"))?,
+                .map_err(|e| format!("the body's digests are not known: {e}"))?,
             (None, None) => unreachable!("one of the two"),
         };
-        *d = Some(v);
+        *d = Some(v.clone());
         Ok(v)
     }
 
     /// The hex MD5 of everything read.
     pub fn hex(&self) -> Result<String, String> {
-        self.md5().map(hex::encode)
+        self.digests().map(|d| hex::encode(d.0))
     }
 
     /// The MD5 in Content-MD5's form (base64).
     pub fn base64(&self) -> Result<String, String> {
         use base64::Engine;
-        self.md5().map(|m| base64::engine::general_purpose::STANDARD.encode(m))
+        self.digests().map(|d| base64::engine::general_purpose::STANDARD.encode(d.0))
+    }
+
+    /// The additional checksum asked for, in base64.
+    pub fn checksum(&self) -> Result<Option<String>, String> {
+        self.digests().map(|d| d.1)
+    }
+}
+
+/// A body stream that, before handing over the piece that completes its `size` bytes,
+/// reads the rest of the body: nothing more may come (a longer body is an error), and the
+/// end of an aws-chunked body is where its trailer is read.
+struct ReadToEnd {
+    inner: futures::stream::BoxStream<'static, std::io::Result<Bytes>>,
+    size: u64,
+    seen: u64,
+    held: Option<Bytes>,
+}
+
+impl Stream for ReadToEnd {
+    type Item = std::io::Result<Bytes>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            match self.inner.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(b))) => {
+                    if b.is_empty() {
+                        continue;
+                    }
+                    if self.held.is_some() || self.seen >= self.size {
+                        return Poll::Ready(Some(Err(std::io::Error::other(format!(
+                            "the request body is longer than its {} bytes",
+                            self.size
+                        )))));
+                    }
+                    self.seen += b.len() as u64;
+                    if self.seen < self.size {
+                        return Poll::Ready(Some(Ok(b)));
+                    }
+                    // The last piece: kept until the body has ended.
+                    self.held = Some(b);
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => return Poll::Ready(self.held.take().map(Ok)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 

@@ -5,7 +5,8 @@ use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::settings::{self, BucketSettings};
-use kintsugi_proto::{Attrs, LayoutSpec};
+use kintsugi_client::CommitTerms;
+use kintsugi_proto::{LayoutSpec, Precondition};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -24,20 +25,26 @@ impl Gateway {
         if !s3s::path::check_bucket_name(bucket) {
             return Err(s3_error!(InvalidBucketName, "'{bucket}': 3 to 63 lower-case letters, digits, dots and hyphens"));
         }
+        let exists = || s3_error!(BucketAlreadyOwnedByYou, "bucket '{bucket}' exists");
         if self.bucket(bucket).await.is_ok() {
-            return Err(s3_error!(BucketAlreadyOwnedByYou, "bucket '{bucket}' exists"));
+            return Err(exists());
         }
         let attrs = settings.to_attrs(crate::object_meta::now_ms());
-        self.put_record(&names::bucket_record(bucket), settings, attrs).await
+        // Created only if still absent at the commit: of two creations at once, one wins.
+        let terms = CommitTerms { attrs, precondition: Some(Precondition::Absent) };
+        match self.put_record(&names::bucket_record(bucket), settings, terms).await {
+            Err(e) if *e.code() == s3s::S3ErrorCode::PreconditionFailed => Err(exists()),
+            r => r,
+        }
     }
 
-    /// A zero-byte record object carrying `attrs`.
-    pub async fn put_record(&self, name: &str, settings: BucketSettings, attrs: Attrs) -> S3Result<()> {
+    /// A zero-byte record object committed on `terms`.
+    pub async fn put_record(&self, name: &str, settings: BucketSettings, terms: impl Into<CommitTerms>) -> S3Result<()> {
         let mut empty: &[u8] = &[];
-        let mut attrs = Some(attrs);
+        let mut terms = Some(terms.into());
         self.client
             .put_with_attrs(name, &mut empty, 0, settings.code, 0, LayoutSpec::Stripe, &|_| {}, &mut || {
-                Ok(attrs.take().unwrap_or_default())
+                Ok(terms.take().unwrap_or_default())
             })
             .await
             .map_err(from_cluster)?;
@@ -46,6 +53,7 @@ impl Gateway {
 }
 
 pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+    check_location(&g.region, &req.input)?;
     let settings = BucketSettings::from_headers(&req.headers, g.defaults).map_err(|e| s3_error!(InvalidArgument, "{e}"))?;
     let bucket = req.input.bucket;
     g.create_bucket_with(&bucket, settings).await?;
@@ -111,17 +119,64 @@ impl Gateway {
     }
 }
 
-pub async fn list(g: &Gateway) -> S3Result<S3Response<ListBucketsOutput>> {
-    let buckets = g
-        .buckets()
-        .await?
+/// The one owner of every bucket and object: a store's buckets all belong to its operator
+/// (its access keys are that owner's).
+pub fn owner() -> Owner {
+    Owner { id: Some(OWNER_ID.into()), display_name: Some("kintsugi".into()) }
+}
+
+/// The owner's canonical id, in S3's form (64 hex digits): SHA-256 of "kintsugi".
+const OWNER_ID: &str = "eb777bd61e47f0f6606020bcafa6f6840b50cb338876e8baf678854880b1eb5b";
+
+/// ListBuckets, paged when asked (`max-buckets`, `continuation-token`) and by prefix.
+pub async fn list(g: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    let i = req.input;
+    let max = match i.max_buckets {
+        None => usize::MAX,
+        Some(n) if (1..=10_000).contains(&n) => n as usize,
+        Some(n) => return Err(s3_error!(InvalidArgument, "max-buckets {n} is not between 1 and 10000")),
+    };
+    let after = match &i.continuation_token {
+        Some(t) => String::from_utf8(hex::decode(t).map_err(|_| s3_error!(InvalidArgument, "bad continuation token"))?)
+            .map_err(|_| s3_error!(InvalidArgument, "bad continuation token"))?,
+        None => String::new(),
+    };
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let mut all: Vec<BucketEntry> = g.buckets().await?.into_iter().filter(|b| b.name.starts_with(&prefix) && b.name > after).collect();
+    let next = (all.len() > max).then(|| hex::encode(&all[max - 1].name));
+    all.truncate(max);
+    let buckets = all
         .into_iter()
         .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), ..Default::default() })
         .collect();
-    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), ..Default::default() }))
+    Ok(S3Response::new(ListBucketsOutput {
+        buckets: Some(buckets),
+        owner: Some(owner()),
+        continuation_token: next,
+        prefix: i.prefix,
+    }))
 }
 
+/// GetBucketLocation: the gateway's region (none for us-east-1, as S3 answers).
 pub async fn location(g: &Gateway, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
     g.bucket(&req.input.bucket).await?;
-    Ok(S3Response::new(GetBucketLocationOutput::default()))
+    let location_constraint = (g.region != crate::server::DEFAULT_REGION).then(|| BucketLocationConstraint::from(g.region.clone()));
+    Ok(S3Response::new(GetBucketLocationOutput { location_constraint }))
+}
+
+/// A CreateBucket's LocationConstraint must name the gateway's region; "US" (s3cmd's
+/// default) and none are us-east-1's legacy names.
+pub fn check_location(region: &str, i: &CreateBucketInput) -> S3Result<()> {
+    let asked = i.create_bucket_configuration.as_ref().and_then(|c| c.location_constraint.as_ref()).map(|l| l.as_str().to_string());
+    let asked = match asked.as_deref() {
+        None | Some("") | Some("US") => crate::server::DEFAULT_REGION,
+        Some(r) => r,
+    };
+    if asked != region {
+        return Err(s3_error!(
+            IllegalLocationConstraintException,
+            "The {asked} location constraint is incompatible for the region specific endpoint this request was sent to ({region})."
+        ));
+    }
+    Ok(())
 }

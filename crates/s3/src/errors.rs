@@ -13,6 +13,7 @@ pub const STORAGE_FULL: &str = "XKintsugiStorageFull";
 /// |---|---|---|
 /// | NotFound | NoSuchKey | 404 |
 /// | InvalidPart | InvalidPart | 400 |
+/// | PreconditionFailed (a conditional write lost to another) | PreconditionFailed | 412 |
 /// | InvalidName | KeyTooLongError | 400 |
 /// | TooLarge | EntityTooLarge | 400 |
 /// | a shortfall of space (the cluster is full) | XKintsugiStorageFull | 507 |
@@ -29,6 +30,7 @@ pub fn from_cluster(e: Error) -> S3Error {
     let code = match e.kind() {
         ErrorKind::NotFound => S3ErrorCode::NoSuchKey,
         ErrorKind::InvalidPart => S3ErrorCode::InvalidPart,
+        ErrorKind::PreconditionFailed => S3ErrorCode::PreconditionFailed,
         ErrorKind::InvalidName => S3ErrorCode::KeyTooLongError,
         ErrorKind::TooLarge => S3ErrorCode::EntityTooLarge,
         // A version replaced under a read: the client asks again and gets the new one.
@@ -60,6 +62,7 @@ mod tests {
         assert_eq!(code(ErrorKind::Unavailable), S3ErrorCode::ServiceUnavailable);
         assert_eq!(code(ErrorKind::InvalidName), S3ErrorCode::KeyTooLongError);
         assert_eq!(code(ErrorKind::InvalidPart), S3ErrorCode::InvalidPart);
+        assert_eq!(code(ErrorKind::PreconditionFailed), S3ErrorCode::PreconditionFailed);
         assert_eq!(code(ErrorKind::Internal), S3ErrorCode::InternalError);
         assert_eq!(code(ErrorKind::Corrupt), S3ErrorCode::InternalError);
         // Too few nodes travels as a shortfall, whatever its words: retry later.

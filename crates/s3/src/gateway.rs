@@ -22,6 +22,8 @@ pub struct Gateway {
     pub min_part: u64,
     /// Memory for bodies in flight, shared by every request.
     pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
+    /// The region it answers for.
+    pub region: String,
 }
 
 impl Gateway {
@@ -34,6 +36,7 @@ impl Gateway {
             slice,
             min_part: crate::multipart::MIN_PART,
             memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(crate::memory_budget::DEFAULT_BUDGET)),
+            region: crate::server::DEFAULT_REGION.into(),
         }
     }
 }
@@ -50,8 +53,8 @@ impl S3 for Gateway {
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
         buckets::delete(self, req).await
     }
-    async fn list_buckets(&self, _req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-        buckets::list(self).await
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        buckets::list(self, req).await
     }
     async fn get_bucket_location(&self, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
         buckets::location(self, req).await
@@ -62,13 +65,16 @@ impl S3 for Gateway {
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
+        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::get(self, req).await
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
+        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::head(self, req).await
     }
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::delete(self, req).await
     }
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
@@ -84,6 +90,9 @@ impl S3 for Gateway {
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         listing::list_v1(self, req).await
     }
+    async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        listing::list_versions(self, req).await
+    }
     async fn create_multipart_upload(
         &self,
         req: S3Request<CreateMultipartUploadInput>,
@@ -93,6 +102,10 @@ impl S3 for Gateway {
     }
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         multipart::upload_part(self, req).await
+    }
+    async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        unsupported::read(req.input.copy_source_sse_customer_algorithm.as_ref())?;
+        multipart::upload_part_copy(self, req).await
     }
     async fn complete_multipart_upload(
         &self,

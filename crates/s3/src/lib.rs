@@ -5,6 +5,8 @@
 
 pub mod body;
 pub mod buckets;
+pub mod checksums;
+pub mod conditions;
 pub mod credentials;
 pub mod errors;
 pub mod gateway;
@@ -20,4 +22,4 @@ pub mod settings;
 pub mod unsupported;
 
 pub use gateway::Gateway;
-pub use server::{start, S3Config, S3Handle};
+pub use server::{start, S3Config, S3Handle, DEFAULT_REGION};

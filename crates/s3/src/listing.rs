@@ -120,7 +120,10 @@ pub async fn list_v2(g: &Gateway, req: S3Request<ListObjectsV2Input>) -> S3Resul
     let count = (page.contents.len() + page.prefixes.len()) as i32;
     // The token stays opaque (hex of the raw key): it is not a name.
     let next_token = page.next.as_ref().map(hex::encode);
-    let page = names.page(page);
+    let mut page = names.page(page);
+    if i.fetch_owner == Some(true) {
+        page.contents.iter_mut().for_each(|o| o.owner = Some(crate::buckets::owner()));
+    }
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(i.bucket),
         prefix: Some(names.show(prefix)),
@@ -148,7 +151,9 @@ pub async fn list_v1(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<
     // V1 names the next marker only with a delimiter; without, the client continues from
     // the last key, which is the same.
     let next_marker = if delimiter.is_empty() { None } else { page.next.clone().map(|m| names.show(m)) };
-    let page = names.page(page);
+    let mut page = names.page(page);
+    // V1 names every object's owner.
+    page.contents.iter_mut().for_each(|o| o.owner = Some(crate::buckets::owner()));
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(i.bucket),
         prefix: Some(names.show(prefix)),
@@ -159,6 +164,55 @@ pub async fn list_v1(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<
         next_marker,
         encoding_type: i.encoding_type,
         contents: Some(page.contents),
+        common_prefixes: Some(page.prefixes),
+        ..Default::default()
+    }))
+}
+
+/// ListObjectVersions of a bucket without versioning: each object is its only version,
+/// "null" and latest, as S3 answers for a bucket that was never versioned.
+pub async fn list_versions(g: &Gateway, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+    let i = req.input;
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let delimiter = i.delimiter.clone().unwrap_or_default();
+    let max = max_keys(i.max_keys)?;
+    let names = Names::of(i.encoding_type.as_ref())?;
+    let key_marker = i.key_marker.clone().unwrap_or_default();
+    if i.version_id_marker.as_deref().is_some_and(|v| !v.is_empty()) && key_marker.is_empty() {
+        return Err(s3_error!(InvalidArgument, "A version-id marker cannot be specified without a key marker."));
+    }
+    // Each key has one version: whatever the version-id marker, the page goes on after the
+    // key marker.
+    let page = g.key_page(&i.bucket, &prefix, &delimiter, &key_marker, max).await?;
+    let next_key = page.next.clone().map(|k| names.show(k));
+    let page = names.page(page);
+    let versions = page
+        .contents
+        .into_iter()
+        .map(|o| ObjectVersion {
+            key: o.key,
+            size: o.size,
+            e_tag: o.e_tag,
+            last_modified: o.last_modified,
+            is_latest: Some(true),
+            version_id: Some("null".into()),
+            owner: Some(crate::buckets::owner()),
+            storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListObjectVersionsOutput {
+        name: Some(i.bucket),
+        prefix: Some(names.show(prefix)),
+        delimiter: i.delimiter.map(|d| names.show(d)),
+        key_marker: Some(names.show(key_marker)),
+        version_id_marker: i.version_id_marker,
+        max_keys: Some(max),
+        is_truncated: Some(next_key.is_some()),
+        next_version_id_marker: next_key.as_ref().map(|_| "null".to_string()),
+        next_key_marker: next_key,
+        encoding_type: i.encoding_type,
+        versions: Some(versions),
         common_prefixes: Some(page.prefixes),
         ..Default::default()
     }))

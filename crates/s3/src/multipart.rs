@@ -7,7 +7,8 @@ use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{multipart_etag, now_ms, user_metadata, ObjectMeta};
-use crate::objects::incoming;
+use crate::checksums::{self, Algorithm, Stored, Wanted};
+use crate::objects::{incoming, PutTerms};
 use crate::settings::BucketSettings;
 use kintsugi_proto::{Attrs, LayoutSpec};
 use s3s::dto::*;
@@ -23,7 +24,12 @@ struct Upload {
     key: String,
     meta: ObjectMeta,
     initiated_ms: u64,
+    /// The checksum its parts carry, and whether the object's is COMPOSITE (else FULL_OBJECT).
+    checksum: Option<(Algorithm, bool)>,
 }
+
+/// The upload record's attribute naming its checksum (`CRC32 COMPOSITE`).
+const UPLOAD_CHECKSUM: &str = "s3.mpu.checksum";
 
 impl Gateway {
     /// The upload `id` of `key` in `bucket`, or NoSuchUpload.
@@ -57,7 +63,14 @@ impl Gateway {
             .into_iter()
             .filter_map(|o| {
                 let m = ObjectMeta::from_attrs(&o.attrs);
-                Some(PartInfo { number: names::part_number(&o.name)?, size: o.size, etag: m.etag, mtime_ms: m.mtime_ms, name: o.name })
+                Some(PartInfo {
+                    number: names::part_number(&o.name)?,
+                    size: o.size,
+                    etag: m.etag,
+                    mtime_ms: m.mtime_ms,
+                    checksum: m.checksum,
+                    name: o.name,
+                })
             })
             .collect();
         Ok((parts, next.is_some()))
@@ -70,14 +83,25 @@ struct PartInfo {
     size: u64,
     etag: String,
     mtime_ms: u64,
+    checksum: Option<Stored>,
 }
 
 fn upload_of(a: &Attrs) -> Upload {
+    let checksum = a.get(UPLOAD_CHECKSUM).and_then(|c| {
+        let (alg, t) = c.split_once(' ')?;
+        Some((alg.parse().ok()?, t == ChecksumType::COMPOSITE))
+    });
     Upload {
         key: a.get("key").cloned().unwrap_or_default(),
         meta: ObjectMeta::from_attrs(a),
         initiated_ms: a.get("initiated").and_then(|t| t.parse().ok()).unwrap_or(0),
+        checksum,
     }
+}
+
+/// A part's checksum fields as S3 answers them.
+fn part_checksum(c: Option<&Stored>) -> Checksum {
+    c.map(|c| c.answer().0).unwrap_or_default()
 }
 
 fn timestamp(ms: u64) -> Timestamp {
@@ -93,8 +117,37 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let mut attrs = meta.to_attrs();
     attrs.insert("key".into(), i.key.clone());
     attrs.insert("initiated".into(), now_ms().to_string());
+    let algorithm = i.checksum_algorithm.as_ref().map(|a| a.as_str().parse::<Algorithm>()).transpose()?;
+    let composite = match i.checksum_type.as_ref().map(|t| t.as_str()) {
+        None | Some(ChecksumType::COMPOSITE) => algorithm != Some(Algorithm::Crc64Nvme),
+        Some(ChecksumType::FULL_OBJECT) => false,
+        Some(t) => return Err(s3_error!(InvalidRequest, "checksum type '{t}' is neither COMPOSITE nor FULL_OBJECT")),
+    };
+    let algorithm = match (algorithm, i.checksum_type.is_some()) {
+        (Some(a), _) => Some(a),
+        (None, true) => return Err(s3_error!(InvalidRequest, "a checksum type needs a checksum algorithm")),
+        (None, false) => None,
+    };
+    if let Some(a) = algorithm {
+        if !composite && !a.combines() {
+            return Err(s3_error!(InvalidRequest, "The FULL_OBJECT checksum type cannot be used with the {a} checksum algorithm."));
+        }
+        if composite && a == Algorithm::Crc64Nvme {
+            return Err(s3_error!(InvalidRequest, "The COMPOSITE checksum type cannot be used with the CRC64NVME checksum algorithm."));
+        }
+        let t = if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT };
+        attrs.insert(UPLOAD_CHECKSUM.into(), format!("{a} {t}"));
+    }
     g.put_record(&names::upload_record(&i.bucket, &id), settings, attrs).await?;
-    Ok(S3Response::new(CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(id), ..Default::default() }))
+    let checksum_type = algorithm.map(|_| ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string()));
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(i.bucket),
+        key: Some(i.key),
+        upload_id: Some(id),
+        checksum_algorithm: algorithm.map(|a| ChecksumAlgorithm::from(a.name().to_string())),
+        checksum_type,
+        ..Default::default()
+    }))
 }
 
 pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
@@ -103,18 +156,116 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
         return Err(s3_error!(InvalidArgument, "part numbers are 1 to {MAX_PART_NUMBER}"));
     }
     let settings = g.bucket(&i.bucket).await?;
-    g.upload(&i.bucket, &i.key, &i.upload_id).await?;
-    let (size, md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
+    let upload = g.upload(&i.bucket, &i.key, &i.upload_id).await?;
+    let given = checksums::checksum_of!(i);
+    let checksum = part_checksum_wanted(&upload, checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?)?;
+    let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
     let name = names::part(&i.upload_id, i.part_number);
-    let etag = g.put_stream(&name, body, size, part_settings, md5.as_deref(), ObjectMeta::default(), false).await?;
-    Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+    let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, ..Default::default() };
+    let w = g.put_stream(&name, body, size, part_settings, terms, false).await?;
+    let c = part_checksum(w.checksum.as_ref());
+    Ok(S3Response::new(UploadPartOutput {
+        e_tag: Some(ETag::Strong(w.etag)),
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        ..Default::default()
+    }))
+}
+
+/// The checksum a part is written with: the upload's algorithm, checked against the value
+/// the part carries; a part of an upload without one keeps what it carries.
+fn part_checksum_wanted(upload: &Upload, sent: Option<Wanted>) -> S3Result<Option<Wanted>> {
+    match (upload.checksum, sent) {
+        (None, sent) => Ok(sent),
+        (Some((a, _)), None) => Ok(Some(Wanted { algorithm: a, value: None, trailer: false })),
+        (Some((a, _)), Some(w)) if w.algorithm == a => Ok(Some(w)),
+        (Some((a, _)), Some(w)) => Err(s3_error!(
+            InvalidRequest,
+            "Checksum Type mismatch occurred, expected checksum Type: {}, actual checksum Type: {}",
+            a.name().to_ascii_lowercase(),
+            w.algorithm.name().to_ascii_lowercase()
+        )),
+    }
+}
+
+pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    let i = req.input;
+    if !(1..=MAX_PART_NUMBER).contains(&i.part_number) {
+        return Err(s3_error!(InvalidArgument, "part numbers are 1 to {MAX_PART_NUMBER}"));
+    }
+    let settings = g.bucket(&i.bucket).await?;
+    let upload = g.upload(&i.bucket, &i.key, &i.upload_id).await?;
+    let conditions = (
+        i.copy_source_if_match.as_ref(),
+        i.copy_source_if_none_match.as_ref(),
+        i.copy_source_if_modified_since.as_ref(),
+        i.copy_source_if_unmodified_since.as_ref(),
+    );
+    let (layout, _) = crate::objects::copy_source(g, &i.copy_source, conditions).await?;
+    let (start, end) = match &i.copy_source_range {
+        None => (0, layout.size),
+        Some(r) => copy_range(r, layout.size)?,
+    };
+    let size = end - start;
+    if size > crate::objects::MAX_PUT {
+        return Err(s3_error!(InvalidRequest, "a part is at most 5 GiB; copy a larger source in ranges"));
+    }
+    let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
+    let _memory = g.memory.reserve(crate::body::get_bytes(start, end) + crate::objects::put_memory(size, part_settings)?).await;
+    let body = crate::body::object_body(g, layout, start, end, true).await.map_err(from_cluster)?;
+    let checksum = part_checksum_wanted(&upload, None)?;
+    let terms = PutTerms { checksum, ..Default::default() };
+    let name = names::part(&i.upload_id, i.part_number);
+    let w = g.put_stream(&name, StreamingBlob::wrap(body), size, part_settings, terms, true).await?;
+    let c = part_checksum(w.checksum.as_ref());
+    let result = CopyPartResult {
+        e_tag: Some(ETag::Strong(w.etag)),
+        last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+    };
+    Ok(S3Response::new(UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() }))
+}
+
+/// `x-amz-copy-source-range: bytes=first-last`, within the source's `size` bytes.
+fn copy_range(r: &CopySourceRange, size: u64) -> S3Result<(u64, u64)> {
+    let bad = || s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let v = r.strip_prefix("bytes=").ok_or_else(bad)?;
+    let (a, b) = v.split_once('-').ok_or_else(bad)?;
+    let (a, b): (u64, u64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+    if a > b {
+        return Err(bad());
+    }
+    if b >= size {
+        return Err(s3_error!(InvalidRange, "Range specified is not valid for source object of size: {size}"));
+    }
+    Ok((a, b + 1))
 }
 
 pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let i = req.input;
-    let upload = g.upload(&i.bucket, &i.key, &i.upload_id).await?;
+    let name = names::object(&i.bucket, &i.key);
+    let upload = match g.upload(&i.bucket, &i.key, &i.upload_id).await {
+        Ok(u) => u,
+        Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchUpload => {
+            // Completed already (a retry whose answer was lost): S3 answers success again.
+            if let Ok((_, m)) = g.object(&i.bucket, &i.key).await {
+                if m.upload.as_deref() == Some(i.upload_id.as_str()) {
+                    return Ok(completed(&i.bucket, &i.key, &m));
+                }
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     let given = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     if given.is_empty() {
         return Err(s3_error!(MalformedXML, "no parts to complete the upload with"));
@@ -127,6 +278,7 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
         }
         numbers.push(n);
     }
+    let precondition = crate::conditions::write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
     // Every part uploaded, a page at a time, to check the list against.
     let mut uploaded = std::collections::BTreeMap::new();
     let mut after = 0;
@@ -140,6 +292,8 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     }
     let mut chosen = Vec::with_capacity(given.len());
     let mut etags = Vec::with_capacity(given.len());
+    let mut sizes = Vec::with_capacity(given.len());
+    let mut part_sums = Vec::with_capacity(given.len());
     for (k, (p, n)) in given.iter().zip(&numbers).enumerate() {
         let Some(u) = uploaded.get(n) else {
             return Err(s3_error!(InvalidPart, "part {n} was not uploaded"));
@@ -151,19 +305,57 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
         if u.size < g.min_part && k + 1 < given.len() {
             return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last is at least {}", u.size, g.min_part));
         }
+        if let Some((a, _)) = upload.checksum {
+            let stored = u.checksum.as_ref().filter(|c| c.algorithm == a).map(|c| c.value.clone());
+            let Some(stored) = stored else {
+                return Err(s3_error!(InvalidPart, "part {n} was uploaded without the upload's {a} checksum"));
+            };
+            let sent = checksums::checksum_of!(p);
+            if let Some(v) = a.get(&sent).filter(|v| v.trim() != stored) {
+                return Err(s3_error!(InvalidPart, "part {n} has {a} checksum {stored}, not {v}"));
+            }
+            part_sums.push((stored, u.size));
+        }
         let version = g.client.stat(&u.name).await.map_err(from_cluster)?.version;
         chosen.push((u.name.clone(), version));
         etags.push(u.etag.clone());
+        sizes.push(u.size);
+    }
+    let checksum = match upload.checksum {
+        None => None,
+        Some((a, composite)) => {
+            let value = if composite {
+                checksums::composite(a, &part_sums.iter().map(|p| p.0.clone()).collect::<Vec<_>>())?
+            } else {
+                checksums::full_object(a, &part_sums)?
+            };
+            // A whole-object checksum sent with the completion must be the one computed.
+            let sent = checksums::checksum_of!(i);
+            if let Some(v) = a.get(&sent) {
+                checksums::verify(a, Some(v), &value)?;
+            }
+            Some(Stored { algorithm: a, value, composite })
+        }
+    };
+    if let Some(want) = i.mpu_object_size {
+        let total: u64 = sizes.iter().sum();
+        if u64::try_from(want).ok() != Some(total) {
+            return Err(s3_error!(InvalidRequest, "x-amz-mp-object-size is {want}, the parts hold {total} bytes"));
+        }
     }
     let etag = multipart_etag(&etags).map_err(|e| s3_error!(InternalError, "{e}"))?;
-    let meta = ObjectMeta { etag: etag.clone(), mtime_ms: now_ms(), ..upload.meta };
-    let name = names::object(&i.bucket, &i.key);
-    g.client.compose(&name, chosen, meta.to_attrs()).await.map_err(|e| {
-        if e.kind() == kintsugi_client::ErrorKind::InvalidPart {
-            s3_error!(NoSuchUpload, "the upload changed while being completed: {e}")
-        } else {
-            from_cluster(e)
-        }
+    let meta = ObjectMeta {
+        etag,
+        mtime_ms: now_ms(),
+        checksum,
+        parts: Some(sizes),
+        upload: Some(i.upload_id.clone()),
+        ..upload.meta
+    };
+    let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition };
+    g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
+        kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),
+        _ => from_cluster(e),
     })?;
     // Parts not listed are discarded, then the upload's record.
     for (n, u) in &uploaded {
@@ -173,13 +365,26 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     }
     g.client.delete(&names::upload_record(&i.bucket, &i.upload_id)).await.map_err(from_cluster)?;
     tracing::info!("multipart upload {} of '{}' completed: {} parts", i.upload_id, i.key, given.len());
-    Ok(S3Response::new(CompleteMultipartUploadOutput {
-        bucket: Some(i.bucket.clone()),
-        key: Some(i.key.clone()),
-        e_tag: Some(ETag::Strong(etag)),
-        location: Some(format!("/{}/{}", i.bucket, i.key)),
+    Ok(completed(&i.bucket, &i.key, &meta))
+}
+
+/// The answer to a completion (or to its retry, from the object it made).
+fn completed(bucket: &str, key: &str, m: &ObjectMeta) -> S3Response<CompleteMultipartUploadOutput> {
+    let (c, checksum_type) = m.checksum.as_ref().map(Stored::answer).unzip();
+    let c = c.unwrap_or_default();
+    S3Response::new(CompleteMultipartUploadOutput {
+        bucket: Some(bucket.to_string()),
+        key: Some(key.to_string()),
+        e_tag: Some(m.etag()),
+        location: Some(format!("/{bucket}/{key}")),
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        checksum_type,
         ..Default::default()
-    }))
+    })
 }
 
 pub async fn abort(g: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
@@ -202,19 +407,26 @@ pub async fn abort(g: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3
 
 pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
     let i = req.input;
-    g.upload(&i.bucket, &i.key, &i.upload_id).await?;
+    let upload = g.upload(&i.bucket, &i.key, &i.upload_id).await?;
     let max = i.max_parts.unwrap_or(1000).clamp(1, 1000);
     let marker = i.part_number_marker.unwrap_or(0);
     let (page, more) = g.parts(&i.upload_id, marker, max as u32).await?;
     let next = if more { page.last().map(|p| p.number) } else { None };
     let parts = page
         .into_iter()
-        .map(|p| Part {
-            part_number: Some(p.number),
-            size: Some(p.size as i64),
-            e_tag: Some(ETag::Strong(p.etag)),
-            last_modified: Some(timestamp(p.mtime_ms)),
-            ..Default::default()
+        .map(|p| {
+            let c = part_checksum(p.checksum.as_ref());
+            Part {
+                part_number: Some(p.number),
+                size: Some(p.size as i64),
+                e_tag: Some(ETag::Strong(p.etag)),
+                last_modified: Some(timestamp(p.mtime_ms)),
+                checksum_crc32: c.checksum_crc32,
+                checksum_crc32c: c.checksum_crc32c,
+                checksum_crc64nvme: c.checksum_crc64nvme,
+                checksum_sha1: c.checksum_sha1,
+                checksum_sha256: c.checksum_sha256,
+            }
         })
         .collect();
     Ok(S3Response::new(ListPartsOutput {
@@ -226,6 +438,10 @@ pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result
         next_part_number_marker: next,
         is_truncated: Some(more),
         parts: Some(parts),
+        checksum_algorithm: upload.checksum.map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
+        checksum_type: upload
+            .checksum
+            .map(|(_, composite)| ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string())),
         ..Default::default()
     }))
 }

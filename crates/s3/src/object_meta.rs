@@ -2,6 +2,7 @@
 //! standard headers S3 stores with it, user metadata), kept in the cluster object's
 //! attributes, which its commit sets with its bytes.
 
+use crate::checksums::Stored;
 use kintsugi_proto::Attrs;
 use s3s::dto::{ETag, Timestamp};
 use std::collections::BTreeMap;
@@ -16,6 +17,9 @@ const DISPOSITION: &str = "s3.h.content-disposition";
 const ENCODING: &str = "s3.h.content-encoding";
 const LANGUAGE: &str = "s3.h.content-language";
 const EXPIRES: &str = "s3.h.expires";
+const CHECKSUM: &str = "s3.checksum";
+const PARTS: &str = "s3.parts";
+const UPLOAD: &str = "s3.upload";
 
 /// An object's S3 attributes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -30,6 +34,12 @@ pub struct ObjectMeta {
     pub headers: StoredHeaders,
     /// `x-amz-meta-*`, names in lower case.
     pub user: BTreeMap<String, String>,
+    /// The additional checksum written with it, if one was asked for.
+    pub checksum: Option<Stored>,
+    /// A multipart object's part sizes, in order (for GET and HEAD by part number).
+    pub parts: Option<Vec<u64>>,
+    /// The multipart upload that made it (a repeated completion answers success again).
+    pub upload: Option<String>,
 }
 
 /// The standard headers S3 keeps with an object.
@@ -86,6 +96,16 @@ impl ObjectMeta {
         for (k, v) in &self.user {
             a.insert(format!("{USER}{k}"), v.clone());
         }
+        if let Some(c) = &self.checksum {
+            let t = if c.composite { "COMPOSITE" } else { "FULL_OBJECT" };
+            a.insert(CHECKSUM.into(), format!("{} {t} {}", c.algorithm, c.value));
+        }
+        if let Some(p) = self.parts.as_deref().and_then(part_runs) {
+            a.insert(PARTS.into(), p);
+        }
+        if let Some(u) = &self.upload {
+            a.insert(UPLOAD.into(), u.clone());
+        }
         a
     }
 
@@ -104,6 +124,13 @@ impl ObjectMeta {
                 expires: a.get(EXPIRES).and_then(|e| Timestamp::parse(s3s::dto::TimestampFormat::HttpDate, e).ok()),
             },
             user: a.iter().filter_map(|(k, v)| Some((k.strip_prefix(USER)?.to_string(), v.clone()))).collect(),
+            checksum: a.get(CHECKSUM).and_then(|c| {
+                let mut w = c.split(' ');
+                let (algorithm, t, value) = (w.next()?.parse().ok()?, w.next()?, w.next()?);
+                Some(Stored { algorithm, value: value.to_string(), composite: t == "COMPOSITE" })
+            }),
+            parts: a.get(PARTS).and_then(|p| parts_of_runs(p)),
+            upload: a.get(UPLOAD).cloned(),
         }
     }
 
@@ -121,6 +148,34 @@ impl ObjectMeta {
     pub fn user_map(&self) -> Option<s3s::dto::Metadata> {
         (!self.user.is_empty()).then(|| self.user.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }
+}
+
+/// Part sizes as runs (`size*count,...`): uploads of equal parts, the common case, take a
+/// few bytes whatever their number. None when the runs would crowd the object's attributes
+/// (then the object cannot be read by part number).
+fn part_runs(sizes: &[u64]) -> Option<String> {
+    let mut runs: Vec<(u64, usize)> = Vec::new();
+    for &s in sizes {
+        match runs.last_mut() {
+            Some((size, n)) if *size == s => *n += 1,
+            _ => runs.push((s, 1)),
+        }
+    }
+    let out = runs.iter().map(|(s, n)| format!("{s}*{n}")).collect::<Vec<_>>().join(",");
+    (out.len() <= MAX_PART_RUNS_BYTES).then_some(out)
+}
+
+/// The most bytes part sizes may take in an object's attributes.
+const MAX_PART_RUNS_BYTES: usize = 4096;
+
+fn parts_of_runs(r: &str) -> Option<Vec<u64>> {
+    let mut out = Vec::new();
+    for run in r.split(',') {
+        let (s, n) = run.split_once('*')?;
+        let (s, n): (u64, usize) = (s.parse().ok()?, n.parse().ok()?);
+        out.extend(std::iter::repeat_n(s, n.min(crate::multipart::MAX_PART_NUMBER as usize)));
+    }
+    Some(out)
 }
 
 /// Now, in ms since the epoch.
@@ -167,11 +222,19 @@ mod tests {
                 expires: Some(Timestamp::from(UNIX_EPOCH + Duration::from_secs(1_800_000_000))),
             },
             user: [("colour".to_string(), "blue".to_string())].into(),
+            checksum: Some(Stored { algorithm: crate::checksums::Algorithm::Crc32c, value: "yZRlqg==".into(), composite: true }),
+            parts: Some(vec![5 << 20, 5 << 20, 5 << 20, 17, 5 << 20, 1]),
+            upload: Some("u1".into()),
         };
         let mut a = m.to_attrs();
         a.insert("other".into(), "x".into());
         assert_eq!(ObjectMeta::from_attrs(&a), m);
         assert_eq!(m.last_modified(), Timestamp::from(UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+        assert_eq!(a.get(PARTS).unwrap(), "5242880*3,17*1,5242880*1,1*1");
+        // Part sizes that would crowd the attributes are not kept.
+        let many: Vec<u64> = (1..2000).collect();
+        assert!(part_runs(&many).is_none());
+        assert_eq!(parts_of_runs(&part_runs(&[7; 10_000]).unwrap()).unwrap(), vec![7; 10_000]);
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! DeleteObjects and CopyObject (streamed from one object into another).
 
 use crate::body::{object_body, HashedBody};
+use crate::checksums::{self, Stored, Wanted};
+use crate::conditions::{check_read, write_precondition};
 use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
 use crate::settings::BucketSettings;
-use kintsugi_client::ErrorKind;
-use kintsugi_proto::{LayoutSpec, ObjectLayout};
+use kintsugi_client::{CommitTerms, ErrorKind};
+use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -35,46 +37,93 @@ impl Gateway {
     }
 
     /// Streams `size` bytes of `body` into object `name` with `settings`, hashing them;
-    /// commits with `meta` (its ETag the body's MD5) only if the digest matches
-    /// `content_md5` when given. Returns the ETag.
-    #[allow(clippy::too_many_arguments)] // a put's parameters
+    /// commits with `terms.meta` (its ETag the body's MD5, its checksum the one asked for)
+    /// only if the body matches the Content-MD5 and checksum sent and the object meets the
+    /// precondition.
     pub async fn put_stream(
         &self,
         name: &str,
         body: StreamingBlob,
         size: u64,
         settings: BucketSettings,
-        content_md5: Option<&str>,
-        mut meta: ObjectMeta,
+        terms: PutTerms,
         reserved: bool,
-    ) -> S3Result<String> {
+    ) -> S3Result<Written> {
         let _memory = if reserved { None } else { Some(self.memory.reserve(put_memory(size, settings)?).await) };
-        let hashed = HashedBody::new(size);
+        let PutTerms { mut meta, content_md5, checksum, trailers, precondition } = terms;
+        let hashed = HashedBody::new(size, checksum.as_ref().map(|c| c.algorithm));
         let mut reader = hashed.reader(body);
+        if size == 0 {
+            // Nothing for the put to read: read the body's end (and its trailer) here.
+            let _ = tokio::io::AsyncReadExt::read(&mut reader, &mut [0u8; 1]).await;
+        }
         // An empty object is one record, whatever the bucket's layout.
         let layout = if size == 0 { LayoutSpec::Stripe } else { settings.layout };
-        let mut digest_error = None;
-        let mut attrs = || {
-            if let Some(want) = content_md5 {
+        let mut refused: Option<s3s::S3Error> = None;
+        let mut commit_terms = || {
+            let refuse = |e: s3s::S3Error, refused: &mut Option<s3s::S3Error>| {
+                *refused = Some(e);
+                Err(kintsugi_client::Error::bad_request("the body does not match its digest"))
+            };
+            if let Some(want) = &content_md5 {
                 let got = hashed.base64().map_err(kintsugi_client::Error::internal)?;
-                if want != got {
-                    digest_error = Some(format!("Content-MD5 {want} does not match the body's {got}"));
-                    return Err(kintsugi_client::Error::bad_request("bad digest"));
+                if *want != got {
+                    return refuse(s3_error!(BadDigest, "Content-MD5 {want} does not match the body's {got}"), &mut refused);
                 }
+            }
+            if let Some(w) = &checksum {
+                let got = hashed.checksum().map_err(kintsugi_client::Error::internal)?.unwrap_or_default();
+                let checked = checksums::expected(w, trailers.as_ref()).and_then(|e| checksums::verify(w.algorithm, e.as_deref(), &got));
+                if let Err(e) = checked {
+                    return refuse(e, &mut refused);
+                }
+                meta.checksum = Some(Stored { algorithm: w.algorithm, value: got, composite: false });
             }
             meta.etag = hashed.hex().map_err(kintsugi_client::Error::internal)?;
             meta.mtime_ms = now_ms();
-            Ok(meta.to_attrs())
+            Ok(CommitTerms { attrs: meta.to_attrs(), precondition })
         };
-        let r = self.client.put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut attrs).await;
-        if let Some(e) = digest_error {
-            return Err(s3_error!(BadDigest, "{e}"));
+        let r =
+            self.client.put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut commit_terms).await;
+        if let Some(e) = refused {
+            return Err(e);
         }
         match r {
-            Ok(l) => Ok(ObjectMeta::from_attrs(&l.attrs).etag),
-            Err(e) if e.kind() == ErrorKind::Input => Err(s3_error!(IncompleteBody, "the body ended before its {size} bytes: {e}")),
+            Ok(l) => {
+                let m = ObjectMeta::from_attrs(&l.attrs);
+                Ok(Written { etag: m.etag, checksum: m.checksum })
+            }
+            Err(e) if e.kind() == ErrorKind::Input => Err(s3_error!(IncompleteBody, "the body is not its {size} bytes: {e}")),
             Err(e) => Err(from_cluster(e)),
         }
+    }
+}
+
+/// What a put writes besides its bytes, and what it checks before committing them.
+#[derive(Default)]
+pub struct PutTerms {
+    pub meta: ObjectMeta,
+    /// Content-MD5 as sent (base64).
+    pub content_md5: Option<String>,
+    /// The additional checksum asked for.
+    pub checksum: Option<Wanted>,
+    /// Where an aws-chunked body's trailer (with the checksum) arrives.
+    pub trailers: Option<s3s::TrailingHeaders>,
+    /// What the object must be at the commit (a conditional write).
+    pub precondition: Option<Precondition>,
+}
+
+/// What a put committed: its ETag and additional checksum.
+pub struct Written {
+    pub etag: String,
+    pub checksum: Option<Stored>,
+}
+
+/// A request naming a version: in a bucket without versioning, the only one is "null".
+pub fn only_null_version(version_id: Option<&str>) -> S3Result<()> {
+    match version_id {
+        Some(v) if v != "null" => Err(s3_error!(NoSuchVersion, "no version '{v}': the bucket is not versioned, its objects' one version is \"null\"")),
+        _ => Ok(()),
     }
 }
 
@@ -111,12 +160,29 @@ fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
 pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let i = req.input;
     let settings = g.bucket(&i.bucket).await?;
-    let (size, md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
+    let given = checksums::checksum_of!(i);
+    let checksum = checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?;
+    let precondition = write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
+    let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
     let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() };
-    let etag = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, md5.as_deref(), meta, false).await?;
-    Ok(S3Response::new(PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+    let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition };
+    let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
+    let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
+    let c = c.unwrap_or_default();
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(ETag::Strong(w.etag)),
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        checksum_type: t,
+        ..Default::default()
+    }))
 }
+
+
 
 /// A PUT's or an UploadPart's body: its length (at most [`MAX_PUT`]), its Content-MD5 if
 /// given, and the body (empty when absent).
@@ -129,41 +195,6 @@ pub(crate) fn incoming(
     let md5 = content_md5(md5)?;
     let body = body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     Ok((size, md5, body))
-}
-
-/// What the conditional headers decide.
-fn check_conditions(
-    m: &ObjectMeta,
-    if_match: Option<&IfMatch>,
-    if_none_match: Option<&IfNoneMatch>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-) -> S3Result<()> {
-    let matches = |c: &ETagCondition| match c {
-        ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value() == m.etag,
-    };
-    // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since; then If-None-Match,
-    // else If-Modified-Since.
-    if let Some(c) = if_match {
-        if !matches(c) {
-            return Err(s3_error!(PreconditionFailed, "the ETag is \"{}\"", m.etag));
-        }
-    } else if let Some(t) = if_unmodified_since {
-        if m.last_modified() > *t {
-            return Err(s3_error!(PreconditionFailed, "modified since"));
-        }
-    }
-    if let Some(c) = if_none_match {
-        if matches(c) {
-            return Err(s3_error!(NotModified));
-        }
-    } else if let Some(t) = if_modified_since {
-        if m.last_modified() <= *t {
-            return Err(s3_error!(NotModified));
-        }
-    }
-    Ok(())
 }
 
 /// The bytes a Range asks for of `size`: InvalidRange (416) past the end.
@@ -182,6 +213,18 @@ struct Selected {
     start: u64,
     end: u64,
     content_range: Option<String>,
+    /// A multipart object's number of parts, when read by part number.
+    parts_count: Option<i32>,
+    /// The checksum to answer with: asked for (`x-amz-checksum-mode`), and of what is sent.
+    checksum: Option<Stored>,
+}
+
+impl Selected {
+    /// The checksum fields and type of the answer.
+    fn checksum(&self) -> (Checksum, Option<ChecksumType>) {
+        let (c, t) = self.checksum.as_ref().map(Stored::answer).unzip();
+        (c.unwrap_or_default(), t)
+    }
 }
 
 /// The fields of a GET and a HEAD that choose what is answered.
@@ -193,6 +236,8 @@ trait ReadRequest {
     fn if_modified_since(&self) -> Option<&Timestamp>;
     fn if_unmodified_since(&self) -> Option<&Timestamp>;
     fn range(&self) -> Option<Range>;
+    fn part_number(&self) -> Option<i32>;
+    fn checksum_mode(&self) -> bool;
 }
 
 macro_rules! read_request {
@@ -205,19 +250,64 @@ macro_rules! read_request {
             fn if_modified_since(&self) -> Option<&Timestamp> { self.if_modified_since.as_ref() }
             fn if_unmodified_since(&self) -> Option<&Timestamp> { self.if_unmodified_since.as_ref() }
             fn range(&self) -> Option<Range> { self.range }
+            fn part_number(&self) -> Option<i32> { self.part_number }
+            fn checksum_mode(&self) -> bool {
+                self.checksum_mode.as_ref().is_some_and(|m| m.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED))
+            }
         }
     )*};
 }
 read_request!(GetObjectInput, HeadObjectInput);
 
-/// The object a GET or a HEAD names, its conditions checked, and the bytes its Range asks for.
+/// The object a GET or a HEAD names, its conditions checked, and the bytes its Range or
+/// part number asks for.
 async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
     let (layout, meta) = g.object(i.bucket(), i.key()).await?;
-    check_conditions(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
-    let range = byte_range(i.range(), layout.size)?;
+    check_read(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
+    let (range, parts_count) = match i.part_number() {
+        Some(_) if i.range().is_some() => return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter")),
+        Some(n) => {
+            let (r, count) = part_range(&meta, layout.size, n)?;
+            (Some(r), count)
+        }
+        None => (byte_range(i.range(), layout.size)?, None),
+    };
     let (start, end) = range.as_ref().map_or((0, layout.size), |r| (r.start, r.end));
-    let content_range = range.map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
-    Ok(Selected { layout, meta, start, end, content_range })
+    let content_range = range.filter(|r| r.end > r.start).map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
+    // A checksum covers the whole object: a range or one part of it goes without.
+    let whole = start == 0 && end == layout.size && parts_count.is_none();
+    let checksum = meta.checksum.clone().filter(|_| i.checksum_mode() && whole);
+    Ok(Selected { layout, meta, start, end, content_range, parts_count, checksum })
+}
+
+/// S3's answer to a part number past the object's parts (416, a code s3s does not name).
+fn invalid_part_number(msg: String) -> s3s::S3Error {
+    let mut e = s3s::S3Error::with_message(s3s::S3ErrorCode::Custom("InvalidPartNumber".into()), msg);
+    e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+    e
+}
+
+/// The bytes of part `n` of an object, and its number of parts (none for an object put
+/// whole, which is its own part 1, as S3 answers).
+fn part_range(m: &ObjectMeta, size: u64, n: i32) -> S3Result<(std::ops::Range<u64>, Option<i32>)> {
+    if n < 1 || n > crate::multipart::MAX_PART_NUMBER {
+        return Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"));
+    }
+    let Some(parts) = &m.parts else {
+        if m.upload.is_some() {
+            return Err(s3_error!(NotImplemented, "this object's part boundaries were not kept (too many sizes of parts)"));
+        }
+        if n == 1 {
+            return Ok((0..size, None));
+        }
+        return Err(invalid_part_number(format!("the object has one part; {n} was asked for")));
+    };
+    let k = n as usize;
+    if k > parts.len() {
+        return Err(invalid_part_number(format!("the object has {} parts; {n} was asked for", parts.len())));
+    }
+    let start: u64 = parts[..k - 1].iter().sum();
+    Ok((start..start + parts[k - 1], Some(parts.len() as i32)))
 }
 
 /// The object's stored headers, with a GET's or HEAD's `response-*` overrides (as S3 lets a
@@ -238,10 +328,18 @@ macro_rules! answered_headers {
 
 pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
     let s = select(g, &req.input).await?;
-    let m = s.meta;
+    let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
+    let (c, checksum_type) = s.checksum();
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(GetObjectOutput {
+        parts_count: s.parts_count,
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        checksum_type,
         body: Some(StreamingBlob::wrap(body)),
         content_length: Some((s.end - s.start) as i64),
         content_range: s.content_range,
@@ -261,9 +359,17 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
 
 pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
     let s = select(g, &req.input).await?;
-    let m = s.meta;
+    let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
+    let (c, checksum_type) = s.checksum();
     Ok(S3Response::new(HeadObjectOutput {
+        parts_count: s.parts_count,
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        checksum_type,
         content_length: Some((s.end - s.start) as i64),
         content_range: s.content_range,
         accept_ranges: Some("bytes".into()),
@@ -314,24 +420,44 @@ pub async fn delete_many(g: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3R
     Ok(S3Response::new(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() }))
 }
 
-pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-    let i = req.input;
-    let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &i.copy_source else {
+/// The object a copy reads (CopyObject, UploadPartCopy), its `x-amz-copy-source-if-*`
+/// conditions checked (a copy answers 412 where a GET would answer 304).
+pub(crate) async fn copy_source(
+    g: &Gateway,
+    source: &CopySource,
+    conditions: (Option<&IfMatch>, Option<&IfNoneMatch>, Option<&Timestamp>, Option<&Timestamp>),
+) -> S3Result<(ObjectLayout, ObjectMeta)> {
+    let CopySource::Bucket { bucket, key, version_id } = source else {
         return Err(s3_error!(NotImplemented, "copies from access points"));
     };
+    if version_id.as_deref().is_some_and(|v| v != "null") {
+        return Err(s3_error!(NoSuchVersion, "the bucket is not versioned: its only version is \"null\""));
+    }
+    let (layout, src) = g.object(bucket, key).await?;
+    let (m, nm, ms, us) = conditions;
+    check_read(&src, m, nm, ms, us).map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+    Ok((layout, src))
+}
+
+pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    let i = req.input;
     let settings = g.bucket(&i.bucket).await?;
-    let (layout, src) = g.object(src_bucket, src_key).await?;
-    check_conditions(
-        &src,
+    let conditions = (
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
         i.copy_source_if_modified_since.as_ref(),
         i.copy_source_if_unmodified_since.as_ref(),
-    )
-    .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+    );
+    let (layout, src) = copy_source(g, &i.copy_source, conditions).await?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    let same = **src_bucket == *i.bucket && **src_key == *i.key;
-    if same && !replace {
+    let same = matches!(&i.copy_source, CopySource::Bucket { bucket, key, .. } if **bucket == *i.bucket && **key == *i.key);
+    // The copy's checksum: the one asked for, else the source's algorithm, computed anew
+    // over the whole body.
+    let algorithm = match &i.checksum_algorithm {
+        Some(a) => Some(a.as_str().parse::<checksums::Algorithm>()?),
+        None => src.checksum.as_ref().map(|c| c.algorithm),
+    };
+    if same && !replace && i.checksum_algorithm.is_none() {
         return Err(s3_error!(InvalidRequest, "copying an object onto itself changes nothing: use the REPLACE metadata directive"));
     }
     let meta = if replace {
@@ -341,13 +467,25 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         ObjectMeta { content_type: src.content_type.clone(), headers: src.headers.clone(), user: src.user.clone(), ..Default::default() }
     };
     let size = layout.size;
+    if size > MAX_PUT {
+        return Err(s3_error!(InvalidRequest, "an object over 5 GiB is copied part by part (UploadPartCopy)"));
+    }
     let _memory = g.memory.reserve(crate::body::get_bytes(0, size) + put_memory(size, settings)?).await;
     let body = object_body(g, layout, 0, size, true).await.map_err(crate::errors::from_cluster)?;
-    let etag = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, None, meta, true).await?;
+    let checksum = algorithm.map(|algorithm| Wanted { algorithm, value: None, trailer: false });
+    let terms = PutTerms { meta, checksum, ..Default::default() };
+    let w = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, terms, true).await?;
+    let (c, checksum_type) = w.checksum.as_ref().map(Stored::answer).unzip();
+    let c = c.unwrap_or_default();
     let result = CopyObjectResult {
-        e_tag: Some(ETag::Strong(etag)),
+        e_tag: Some(ETag::Strong(w.etag)),
         last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
-        ..Default::default()
+        checksum_crc32: c.checksum_crc32,
+        checksum_crc32c: c.checksum_crc32c,
+        checksum_crc64nvme: c.checksum_crc64nvme,
+        checksum_sha1: c.checksum_sha1,
+        checksum_sha256: c.checksum_sha256,
+        checksum_type,
     };
     Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
 }

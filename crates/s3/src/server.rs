@@ -35,7 +35,19 @@ pub struct S3Config {
     pub memory_budget: u64,
     /// Where `/metrics` (Prometheus) is served; none when absent.
     pub metrics_listen: Option<String>,
+    /// The region the gateway answers for (GetBucketLocation, a bucket's LocationConstraint).
+    pub region: String,
+    /// Base domains for virtual-hosted-style requests (`bucket.DOMAIN/key`); path style is
+    /// served whatever the host.
+    pub domains: Vec<String>,
 }
+
+/// The region when none is configured.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// The largest POST Object (browser form upload) taken: s3s reads the file part into memory
+/// to check the policy's content-length-range, so it is kept well under S3's 5 GiB.
+pub const MAX_POST_OBJECT: u64 = 64 << 20;
 
 /// A running gateway.
 pub struct S3Handle {
@@ -81,6 +93,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         slice: cfg.slice,
         min_part: cfg.min_part,
         memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(cfg.memory_budget)),
+        region: cfg.region.clone(),
     };
     let mut auth = SimpleAuth::new();
     for k in &cfg.keys {
@@ -88,6 +101,14 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     }
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(auth);
+    match cfg.domains.len() {
+        0 => {}
+        1 => b.set_host(s3s::host::SingleDomain::new(&cfg.domains[0]).map_err(|e| format!("domain '{}': {e}", cfg.domains[0]))?),
+        _ => b.set_host(s3s::host::MultiDomain::new(&cfg.domains).map_err(|e| format!("domains {:?}: {e}", cfg.domains))?),
+    }
+    let mut s3s_config = s3s::config::S3Config::default();
+    s3s_config.post_object_max_file_size = MAX_POST_OBJECT;
+    b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(s3s_config))));
     let service = b.build();
     let (metrics_addr, metrics) = match &cfg.metrics_listen {
         Some(listen) => {

@@ -1,7 +1,7 @@
 //! Requests for guarantees kintsugi does not give, refused with S3's error before anything
 //! changes: a store must never acknowledge what it does not do. Object lock, server-side
-//! encryption, ACL grants beyond private, storage classes other than STANDARD, tags, website
-//! redirects and conditional writes are refused on PutObject, CopyObject and
+//! encryption, ACL grants beyond private, storage classes other than STANDARD, tags, and website
+//! redirects are refused on PutObject, CopyObject and
 //! CreateMultipartUpload; a bucket asking for object lock or ACLs is not created; a read with
 //! an SSE-C key is refused (no object is encrypted). Operations the gateway does not serve at
 //! all (PutBucketVersioning, PutObjectLockConfiguration, PutBucketEncryption, ...) answer
@@ -23,7 +23,6 @@ pub struct WriteAsks<'a> {
     pub lock: bool,
     pub website: bool,
     pub tagging: bool,
-    pub conditional: bool,
     pub append: bool,
 }
 
@@ -78,9 +77,6 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
     if a.tagging {
         return Err(s3_error!(NotImplemented, "object tags are not supported yet"));
     }
-    if a.conditional {
-        return Err(s3_error!(NotImplemented, "conditional writes (If-Match, If-None-Match) are not supported yet"));
-    }
     if a.append {
         return Err(s3_error!(NotImplemented, "appends (x-amz-write-offset-bytes) are not supported"));
     }
@@ -89,7 +85,6 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
 
 pub fn put(i: &PutObjectInput) -> S3Result<()> {
     check_write(&WriteAsks {
-        conditional: i.if_match.is_some() || i.if_none_match.is_some(),
         append: i.write_offset_bytes.is_some(),
         ..write_asks!(i)
     })
@@ -153,7 +148,6 @@ mod tests {
         assert_eq!(code(WriteAsks { lock: true, ..Default::default() }), "InvalidRequest");
         assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { tagging: true, ..Default::default() }), "NotImplemented");
-        assert_eq!(code(WriteAsks { conditional: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { append: true, ..Default::default() }), "NotImplemented");
     }
 }

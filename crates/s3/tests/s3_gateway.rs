@@ -67,6 +67,8 @@ impl Store {
             min_part,
             memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
             metrics_listen: Some("127.0.0.1:0".into()),
+            region: kintsugi_s3::DEFAULT_REGION.into(),
+            domains: vec!["s3.localhost".into()],
         })
         .await
         .unwrap();
