@@ -12,8 +12,8 @@ use kintsugi_proto::graph_faults;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
-    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout,
-    RepairReport, READER,
+    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
+    READER,
 };
 use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;

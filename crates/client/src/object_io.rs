@@ -10,7 +10,8 @@ use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
-    recv, send, write_frame, Attrs, Precondition, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
+    recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
+    Precondition,
 };
 use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
@@ -240,10 +241,21 @@ impl Client {
 
     /// Commits a put's chunks with their checksums: one list per stripe, with one checksum
     /// for a Geo stripe (the object's chunk in it).
-    async fn commit_put(&self, name: &str, layout: ObjectLayout, crcs: Vec<Vec<u32>>, terms: CommitTerms) -> Result<ObjectLayout, WireError> {
+    async fn commit_put(
+        &self,
+        name: &str,
+        layout: ObjectLayout,
+        crcs: Vec<Vec<u32>>,
+        terms: CommitTerms,
+    ) -> Result<ObjectLayout, WireError> {
         let CommitTerms { attrs, precondition } = terms;
-        let req =
-            CoordRequest::CommitObject { name: name.into(), version: layout.version, crcs: crcs.clone(), attrs: attrs.clone(), precondition };
+        let req = CoordRequest::CommitObject {
+            name: name.into(),
+            version: layout.version,
+            crcs: crcs.clone(),
+            attrs: attrs.clone(),
+            precondition,
+        };
         match self.call(&req, self.io_timeout).await? {
             // Our version, as committed (a later put may replace it at any time).
             CoordResponse::Ok => {

@@ -128,7 +128,13 @@ async fn overwrite_delete_and_abandoned_uploads() {
     let late = c
         .client
         .call(
-            &CoordRequest::CommitObject { name: "obj".into(), version: layout.version, crcs, attrs: Default::default(), precondition: None },
+            &CoordRequest::CommitObject {
+                name: "obj".into(),
+                version: layout.version,
+                crcs,
+                attrs: Default::default(),
+                precondition: None,
+            },
             Duration::from_secs(5),
         )
         .await;
@@ -498,4 +504,56 @@ async fn composing_parts_makes_one_object_without_moving_a_chunk() {
     // Replaced like any object: the composed chunks are collected.
     c.client.put("whole", &parts[2], code, 0).await.unwrap();
     assert_eq!(c.settle_to(chunks_of(1)).await, chunks_of(1));
+}
+
+/// Conditional commits are a compare-and-swap in the commit's transaction: of eight puts
+/// racing to create one name, exactly one wins and the others are refused with
+/// PreconditionFailed (their uploads abandoned, their chunks collected); a put that requires
+/// the version it read loses to one that committed after the read; a compose likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_commits_let_exactly_one_writer_win() {
+    use kintsugi_client::{CommitTerms, ErrorKind};
+    use kintsugi_proto::{LayoutSpec, Precondition};
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 7, 3_600_000).await;
+    let code: CodeSpec = CODE.parse().unwrap();
+    let put_if = |name: &'static str, body: Vec<u8>, p: Option<Precondition>| {
+        let client = c.client.clone();
+        async move {
+            let mut r: &[u8] = &body;
+            let mut terms = || Ok(CommitTerms { attrs: Default::default(), precondition: p });
+            client.put_with_attrs(name, &mut r, body.len() as u64, code, 0, LayoutSpec::Stripe, &|_| {}, &mut terms).await
+        }
+    };
+    let racers: Vec<_> =
+        (0..8).map(|i| tokio::spawn(put_if("once", data(50_000 + i, 100 + i as u64), Some(Precondition::Absent)))).collect();
+    let mut won = Vec::new();
+    for (i, r) in racers.into_iter().enumerate() {
+        match r.await.unwrap() {
+            Ok(_) => won.push(i),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::PreconditionFailed, "racer {i}: {e}"),
+        }
+    }
+    assert_eq!(won.len(), 1, "exactly one creation wins: {won:?}");
+    let w = won[0];
+    assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(50_000 + w, 100 + w as u64), "the winner's bytes");
+    // The losers' uploads are abandoned: only the winner's chunks stay.
+    assert_eq!(c.settle_to(chunks_of(50_000 + w)).await, chunks_of(50_000 + w));
+
+    // Compare-and-swap on a version: the one read wins once; a second writer holding the
+    // same stale version loses.
+    let v = c.client.stat("once").await.unwrap().version;
+    put_if("once", data(1000, 1), Some(Precondition::Version(v))).await.unwrap();
+    let stale = put_if("once", data(1000, 2), Some(Precondition::Version(v))).await.unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1));
+    assert_eq!(put_if("never", data(10, 3), Some(Precondition::Version(v))).await.unwrap_err().kind(), ErrorKind::PreconditionFailed);
+
+    // A compose that requires the name to be free, when it is not: the parts stay.
+    let p = c.client.put("part", &data(3000, 4), code, 0).await.unwrap().version;
+    let terms = CommitTerms { attrs: Default::default(), precondition: Some(Precondition::Absent) };
+    let e = c.client.compose("once", vec![("part".into(), p)], terms).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(c.client.stat("part").await.unwrap().version, p, "a refused compose changes nothing");
+    assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1));
 }

@@ -296,7 +296,13 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
             let crcs = layout.stripes.iter().map(|s| vec![0u32; s.chunks.len()]).collect();
             let (t_commit, r) = timed(
                 &client,
-                &CoordRequest::CommitObject { name: name.clone(), version: layout.version, crcs, attrs: Default::default(), precondition: None },
+                &CoordRequest::CommitObject {
+                    name: name.clone(),
+                    version: layout.version,
+                    crcs,
+                    attrs: Default::default(),
+                    precondition: None,
+                },
             )
             .await?;
             if !matches!(r, CoordResponse::Layout(_) | CoordResponse::Ok) {

@@ -149,12 +149,7 @@ pub async fn list(g: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3R
         .into_iter()
         .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), ..Default::default() })
         .collect();
-    Ok(S3Response::new(ListBucketsOutput {
-        buckets: Some(buckets),
-        owner: Some(owner()),
-        continuation_token: next,
-        prefix: i.prefix,
-    }))
+    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), continuation_token: next, prefix: i.prefix }))
 }
 
 /// GetBucketLocation: the gateway's region (none for us-east-1, as S3 answers).

@@ -61,6 +61,14 @@ impl S3 for Gateway {
     }
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         unsupported::put(&req.input)?;
+        // A POST form (s3s's PostObject comes here): its file's name is not handed over,
+        // so a key naming it is refused rather than stored under the literal variable.
+        if req.method == http::Method::POST && req.input.key.contains("${filename}") {
+            return Err(s3s::s3_error!(
+                NotImplemented,
+                "the ${{filename}} variable in a form's key is not supported: give the key in full"
+            ));
+        }
         objects::put(self, req).await
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {

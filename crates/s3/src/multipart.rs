@@ -3,11 +3,11 @@
 //! one metadata transaction (`ComposeObject`), so no byte is copied; aborting deletes them
 //! and the collector reclaims their chunks.
 
+use crate::checksums::{self, Algorithm, Stored, Wanted};
 use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{multipart_etag, now_ms, user_metadata, ObjectMeta};
-use crate::checksums::{self, Algorithm, Stored, Wanted};
 use crate::objects::{incoming, PutTerms};
 use crate::settings::BucketSettings;
 use kintsugi_proto::{Attrs, LayoutSpec};
@@ -139,7 +139,8 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
         attrs.insert(UPLOAD_CHECKSUM.into(), format!("{a} {t}"));
     }
     g.put_record(&names::upload_record(&i.bucket, &id), settings, attrs).await?;
-    let checksum_type = algorithm.map(|_| ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string()));
+    let checksum_type =
+        algorithm.map(|_| ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string()));
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
         key: Some(i.key),
@@ -237,7 +238,9 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
 
 /// `x-amz-copy-source-range: bytes=first-last`, within the source's `size` bytes.
 fn copy_range(r: &CopySourceRange, size: u64) -> S3Result<(u64, u64)> {
-    let bad = || s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let bad = || {
+        s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+    };
     let v = r.strip_prefix("bytes=").ok_or_else(bad)?;
     let (a, b) = v.split_once('-').ok_or_else(bad)?;
     let (a, b): (u64, u64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
@@ -344,14 +347,7 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
         }
     }
     let etag = multipart_etag(&etags).map_err(|e| s3_error!(InternalError, "{e}"))?;
-    let meta = ObjectMeta {
-        etag,
-        mtime_ms: now_ms(),
-        checksum,
-        parts: Some(sizes),
-        upload: Some(i.upload_id.clone()),
-        ..upload.meta
-    };
+    let meta = ObjectMeta { etag, mtime_ms: now_ms(), checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), ..upload.meta };
     let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition };
     g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
         kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),
@@ -439,9 +435,9 @@ pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result
         is_truncated: Some(more),
         parts: Some(parts),
         checksum_algorithm: upload.checksum.map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
-        checksum_type: upload
-            .checksum
-            .map(|(_, composite)| ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string())),
+        checksum_type: upload.checksum.map(|(_, composite)| {
+            ChecksumType::from(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT }.to_string())
+        }),
         ..Default::default()
     }))
 }

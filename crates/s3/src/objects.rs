@@ -83,8 +83,10 @@ impl Gateway {
             meta.mtime_ms = now_ms();
             Ok(CommitTerms { attrs: meta.to_attrs(), precondition })
         };
-        let r =
-            self.client.put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut commit_terms).await;
+        let r = self
+            .client
+            .put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut commit_terms)
+            .await;
         if let Some(e) = refused {
             return Err(e);
         }
@@ -122,7 +124,9 @@ pub struct Written {
 /// A request naming a version: in a bucket without versioning, the only one is "null".
 pub fn only_null_version(version_id: Option<&str>) -> S3Result<()> {
     match version_id {
-        Some(v) if v != "null" => Err(s3_error!(NoSuchVersion, "no version '{v}': the bucket is not versioned, its objects' one version is \"null\"")),
+        Some(v) if v != "null" => {
+            Err(s3_error!(NoSuchVersion, "no version '{v}': the bucket is not versioned, its objects' one version is \"null\""))
+        }
         _ => Ok(()),
     }
 }
@@ -181,8 +185,6 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
         ..Default::default()
     }))
 }
-
-
 
 /// A PUT's or an UploadPart's body: its length (at most [`MAX_PUT`]), its Content-MD5 if
 /// given, and the body (empty when absent).
@@ -265,7 +267,9 @@ async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
     let (layout, meta) = g.object(i.bucket(), i.key()).await?;
     check_read(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
     let (range, parts_count) = match i.part_number() {
-        Some(_) if i.range().is_some() => return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter")),
+        Some(_) if i.range().is_some() => {
+            return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter"))
+        }
         Some(n) => {
             let (r, count) = part_range(&meta, layout.size, n)?;
             (Some(r), count)
@@ -290,7 +294,7 @@ fn invalid_part_number(msg: String) -> s3s::S3Error {
 /// The bytes of part `n` of an object, and its number of parts (none for an object put
 /// whole, which is its own part 1, as S3 answers).
 fn part_range(m: &ObjectMeta, size: u64, n: i32) -> S3Result<(std::ops::Range<u64>, Option<i32>)> {
-    if n < 1 || n > crate::multipart::MAX_PART_NUMBER {
+    if !(1..=crate::multipart::MAX_PART_NUMBER).contains(&n) {
         return Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"));
     }
     let Some(parts) = &m.parts else {
@@ -435,7 +439,8 @@ pub(crate) async fn copy_source(
     }
     let (layout, src) = g.object(bucket, key).await?;
     let (m, nm, ms, us) = conditions;
-    check_read(&src, m, nm, ms, us).map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+    check_read(&src, m, nm, ms, us)
+        .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
     Ok((layout, src))
 }
 

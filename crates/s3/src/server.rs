@@ -101,10 +101,13 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     }
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(auth);
-    match cfg.domains.len() {
-        0 => {}
-        1 => b.set_host(s3s::host::SingleDomain::new(&cfg.domains[0]).map_err(|e| format!("domain '{}': {e}", cfg.domains[0]))?),
-        _ => b.set_host(s3s::host::MultiDomain::new(&cfg.domains).map_err(|e| format!("domains {:?}: {e}", cfg.domains))?),
+    if !cfg.domains.is_empty() {
+        for d in &cfg.domains {
+            if d.is_empty() || d.starts_with('.') || d.contains([':', '/']) {
+                return Err(format!("'{d}' is not a domain name (e.g. s3.example.com)"));
+            }
+        }
+        b.set_host(crate::hosts::VirtualDomains(cfg.domains.clone()));
     }
     let mut s3s_config = s3s::config::S3Config::default();
     s3s_config.post_object_max_file_size = MAX_POST_OBJECT;
@@ -121,6 +124,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, mut stopped) = watch::channel(false);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let region: Arc<str> = cfg.region.as_str().into();
     let task = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         loop {
@@ -140,13 +144,16 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                 _ = stopped.changed() => break,
             };
             let _ = stream.set_nodelay(true);
-            let (service, counters) = (service.clone(), counters.clone());
+            let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
             // Each request counted, with its status and the time to its response's head.
             let counted = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (service, counters) = (service.clone(), counters.clone());
+                let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
                 async move {
                     let (method, started) = (req.method().clone(), std::time::Instant::now());
-                    let r = hyper::service::Service::call(&service, req).await;
+                    let r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
+                        Some(asked) => Ok(crate::region::wrong_region(&asked, &region)),
+                        None => hyper::service::Service::call(&service, req).await,
+                    };
                     counters.record(method.as_str(), r.as_ref().map_or(0, |r| r.status().as_u16()), started.elapsed());
                     r
                 }

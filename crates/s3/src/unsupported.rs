@@ -84,10 +84,7 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
 }
 
 pub fn put(i: &PutObjectInput) -> S3Result<()> {
-    check_write(&WriteAsks {
-        append: i.write_offset_bytes.is_some(),
-        ..write_asks!(i)
-    })
+    check_write(&WriteAsks { append: i.write_offset_bytes.is_some(), ..write_asks!(i) })
 }
 
 pub fn copy(i: &CopyObjectInput) -> S3Result<()> {

@@ -353,6 +353,9 @@ def suite():
     copy_meta_conditions(b)
     deletes_and_errors(b)
     awscli(b)
+    default_checksums(b)
+    virtual_host(b)
+    rclone_and_s3cmd()
     S3.create_bucket(Bucket="listing")
     listing("listing")
     S3.create_bucket(Bucket="empty")
@@ -429,7 +432,7 @@ def refusals(b):
         ({"ObjectLockLegalHoldStatus": "ON"}, "InvalidRequest"),
         ({"WebsiteRedirectLocation": "/elsewhere"}, "NotImplemented"),
         ({"Tagging": "project=x"}, "NotImplemented"),
-        ({"IfNoneMatch": "*"}, "NotImplemented"),
+        ({"WriteOffsetBytes": 0}, "NotImplemented"),
     ]
     refused = 0
     for i, (extra, want) in enumerate(puts):
@@ -490,6 +493,96 @@ def unreadable_check(b):
             refused += 1
         check(S3.head_object(Bucket=b, Key=f"o{i}")["ContentLength"] == n, f"{b}: HEAD still answers")
     check(refused >= 2, f"{b}: the large objects are unreadable with four of nine nodes down ({refused} refused)")
+
+
+def default_checksums(b):
+    """boto3 exactly as installed (no signature or checksum settings): its default checksums
+    on PUT and on a multipart upload are verified and stored, and its GETs validate them."""
+    plain = boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=AK, aws_secret_access_key=SK,
+                         region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+    body = data(MIB + 17, 40)
+    r = plain.put_object(Bucket=b, Key="dc/put", Body=body)
+    check(any(k.startswith("Checksum") and k != "ChecksumType" for k in r), f"a default PUT's checksum is answered: {sorted(r)}")
+    got = plain.get_object(Bucket=b, Key="dc/put", ChecksumMode="ENABLED")
+    check(got["Body"].read() == body, "a default GET (checksum validated by boto3) byte-exact")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "big")
+        with open(src, "wb") as f:
+            f.write(data(17 * MIB + 3, 41))
+        from boto3.s3.transfer import TransferConfig
+        cfg = TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB)
+        plain.upload_file(src, b, "dc/multi", Config=cfg)
+        h = plain.head_object(Bucket=b, Key="dc/multi", ChecksumMode="ENABLED")
+        check(h["ETag"].strip('"').endswith("-3"), f"upload_file made 3 parts: {h['ETag']}")
+        check("ChecksumCRC32" in h or "ChecksumCRC64NVME" in h, f"the multipart object's checksum is stored: {sorted(h)}")
+        plain.download_file(b, "dc/multi", os.path.join(d, "back"))
+        with open(src, "rb") as x, open(os.path.join(d, "back"), "rb") as y:
+            check(x.read() == y.read(), "upload_file and download_file with default checksums: byte-exact")
+    # A body whose checksum does not match what it says: refused, nothing stored.
+    bad = {"ChecksumCRC32": "AAAAAA=="}
+    check(error_code(plain.put_object, Bucket=b, Key="dc/bad", Body=b"abc", **bad)[0] == "BadDigest", "a wrong CRC32 is BadDigest")
+    check(error_code(plain.head_object, Bucket=b, Key="dc/bad")[1] == 404, "and stores nothing")
+
+
+def virtual_host(b):
+    """Virtual-hosted-style requests (bucket.s3.localhost): the gateway's test domain."""
+    real = socket.getaddrinfo
+
+    def loopback(host, *a, **kw):
+        return real("127.0.0.1" if str(host).endswith(".localhost") or host == "localhost" else host, *a, **kw)
+
+    socket.getaddrinfo = loopback
+    try:
+        port = ENDPOINT.rsplit(":", 1)[1]
+        vh = boto3.client("s3", endpoint_url=f"http://s3.localhost:{port}", aws_access_key_id=AK, aws_secret_access_key=SK,
+                          region_name="us-east-1", config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}))
+        r = vh.put_object(Bucket=b, Key="vh/key", Body=b"virtual")
+        check(r["ResponseMetadata"]["HTTPStatusCode"] == 200, "a virtual-hosted PUT")
+        check(vh.get_object(Bucket=b, Key="vh/key")["Body"].read() == b"virtual", "a virtual-hosted GET")
+        check(get(b, "vh/key") == b"virtual", "the same object in path style")
+        keys = [o["Key"] for o in vh.list_objects_v2(Bucket=b, Prefix="vh/").get("Contents", [])]
+        check(keys == ["vh/key"], f"a virtual-hosted listing: {keys}")
+    finally:
+        socket.getaddrinfo = real
+
+
+def rclone_and_s3cmd():
+    """rclone sync and check --download, and s3cmd with a configuration of only its keys and
+    endpoint (so its region is "US", which the gateway redirects to us-east-1 as S3 does)."""
+    host = ENDPOINT.split("//")[1]
+    with tempfile.TemporaryDirectory() as d:
+        tree = os.path.join(d, "tree")
+        names = ["a+b.bin", "100%.bin", "sp ace/x y.bin", "q?#&.bin", "ünï/😀.bin", "big.bin"]
+        for i, n in enumerate(names):
+            os.makedirs(os.path.dirname(os.path.join(tree, n)), exist_ok=True)
+            with open(os.path.join(tree, n), "wb") as f:
+                f.write(data(12 * MIB + 1 if n == "big.bin" else 3000 + i, 500 + i))
+        env = dict(os.environ, RCLONE_CONFIG_K_TYPE="s3", RCLONE_CONFIG_K_PROVIDER="Other", RCLONE_CONFIG_K_ACCESS_KEY_ID=AK,
+                   RCLONE_CONFIG_K_SECRET_ACCESS_KEY=SK, RCLONE_CONFIG_K_ENDPOINT=ENDPOINT)
+        env.pop("AWS_CA_BUNDLE", None)  # rclone refuses a CA bundle with its own transport
+        rclone = ["rclone", "--config", os.path.join(d, "none.conf"), "--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M"]
+        subprocess.run(rclone + ["mkdir", "k:rclone"], check=True, env=env)
+        subprocess.run(rclone + ["sync", tree, "k:rclone"], check=True, env=env)
+        c = subprocess.run(rclone + ["check", "--download", tree, "k:rclone"], env=env, capture_output=True, text=True)
+        check(c.returncode == 0, f"rclone check --download: {c.stderr.strip()[-500:]}")
+        subprocess.run(rclone + ["sync", "k:rclone", os.path.join(d, "back")], check=True, env=env)
+        for n in names:
+            with open(os.path.join(tree, n), "rb") as x, open(os.path.join(d, "back", n), "rb") as y:
+                check(x.read() == y.read(), f"rclone sync down: {n!r} byte-exact")
+        cfg = os.path.join(d, "s3cfg")
+        with open(cfg, "w") as f:
+            f.write(f"[default]\naccess_key = {AK}\nsecret_key = {SK}\nhost_base = {host}\nhost_bucket = {host}\nuse_https = False\n")
+        s3cmd = ["s3cmd", "-c", cfg]
+        subprocess.run(s3cmd + ["mb", "s3://s3cmd-bucket"], check=True, capture_output=True)
+        subprocess.run(s3cmd + ["put", "--multipart-chunk-size-mb=5", os.path.join(tree, "big.bin"), "s3://s3cmd-bucket/big+1.bin"], check=True, capture_output=True)
+        subprocess.run(s3cmd + ["get", "--force", "s3://s3cmd-bucket/big+1.bin", os.path.join(d, "s3cmd.bin")], check=True,
+                       capture_output=True)
+        with open(os.path.join(tree, "big.bin"), "rb") as x, open(os.path.join(d, "s3cmd.bin"), "rb") as y:
+            check(x.read() == y.read(), "s3cmd put (multipart) and get with its default configuration: byte-exact")
+        ls = subprocess.run(s3cmd + ["ls", "s3://s3cmd-bucket"], capture_output=True, text=True)
+        check("big+1.bin" in ls.stdout, f"s3cmd ls: {ls.stdout.strip()} {ls.stderr.strip()}")
+        subprocess.run(s3cmd + ["del", "s3://s3cmd-bucket/big+1.bin"], check=True, capture_output=True)
+        subprocess.run(s3cmd + ["rb", "s3://s3cmd-bucket"], check=True, capture_output=True)
 
 
 if __name__ == "__main__":

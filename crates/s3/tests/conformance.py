@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""S3 conformance tests, written from the AWS S3 API reference, runnable against any S3
+endpoint: one test per operation and per documented error.
+
+    python3 conformance.py --endpoint http://127.0.0.1:9000 --access-key AK --secret-key SK
+
+Each test makes its own bucket (random name) and removes it. Exit status 0 when every test
+passes; the summary line says how many passed of how many. `--json` prints the results as
+JSON; `--only NAME` runs the tests whose names contain NAME. The same tests run against an
+independent implementation (moto's server mode) check the tests themselves.
+"""
+import argparse
+import base64
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+import traceback
+import urllib.request
+import uuid
+import zlib
+
+import boto3
+import botocore
+from botocore.config import Config
+
+TESTS = []
+MIB = 1 << 20
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Ctx:
+    def __init__(self, endpoint, ak, sk, region):
+        self.endpoint, self.ak, self.sk, self.region = endpoint, ak, sk, region
+        self.s3 = self.client()
+
+    def client(self, **cfg):
+        conf = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1, "mode": "standard"}, **cfg)
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.ak, aws_secret_access_key=self.sk,
+            region_name=self.region, config=conf,
+        )
+
+    def bucket(self):
+        name = "conf-" + uuid.uuid4().hex[:20]
+        self.s3.create_bucket(Bucket=name)
+        return name
+
+    def empty(self, b):
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=b):
+            for o in page.get("Contents", []):
+                self.s3.delete_object(Bucket=b, Key=o["Key"])
+        for u in self.s3.list_multipart_uploads(Bucket=b).get("Uploads", []):
+            self.s3.abort_multipart_upload(Bucket=b, Key=u["Key"], UploadId=u["UploadId"])
+        self.s3.delete_bucket(Bucket=b)
+
+
+def data(n, seed):
+    r = random.Random(seed)
+    return r.randbytes(n)
+
+
+def md5_hex(b):
+    return hashlib.md5(b).hexdigest()
+
+
+def b64(d):
+    return base64.b64encode(d).decode()
+
+
+def crc32_b64(b):
+    return b64(zlib.crc32(b).to_bytes(4, "big"))
+
+
+def sha256_b64(b):
+    return b64(hashlib.sha256(b).digest())
+
+
+def error(fn, *args, **kwargs):
+    """The S3 error code and HTTP status a call fails with (AssertionError if it succeeds)."""
+    try:
+        fn(*args, **kwargs)
+    except botocore.exceptions.ClientError as e:
+        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+    raise AssertionError(f"{getattr(fn, '__name__', fn)} succeeded; an error was expected")
+
+
+def eq(got, want, what):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+def etag(r):
+    return r["ETag"].strip('"')
+
+
+# ---- buckets ----
+
+@test
+def create_head_list_delete_bucket(c):
+    b = c.bucket()
+    c.s3.head_bucket(Bucket=b)
+    eq(b in [x["Name"] for x in c.s3.list_buckets()["Buckets"]], True, "ListBuckets names the new bucket")
+    c.s3.delete_bucket(Bucket=b)
+    eq(error(c.s3.head_bucket, Bucket=b)[1], 404, "HeadBucket of a deleted bucket")
+
+
+@test
+def delete_bucket_errors(c):
+    eq(error(c.s3.delete_bucket, Bucket="conf-missing-" + uuid.uuid4().hex[:8]), ("NoSuchBucket", 404), "DeleteBucket of none")
+    b = c.bucket()
+    c.s3.put_object(Bucket=b, Key="k", Body=b"x")
+    eq(error(c.s3.delete_bucket, Bucket=b), ("BucketNotEmpty", 409), "DeleteBucket of a non-empty bucket")
+    c.empty(b)
+
+
+@test
+def create_bucket_invalid_name(c):
+    eq(error(c.s3.create_bucket, Bucket="Not_Valid")[0], "InvalidBucketName", "CreateBucket Not_Valid")
+
+
+@test
+def list_buckets_paged(c):
+    made = [c.bucket() for _ in range(3)]
+    try:
+        seen, token = [], None
+        while True:
+            kw = {"MaxBuckets": 1, "Prefix": "conf-"}
+            if token:
+                kw["ContinuationToken"] = token
+            r = c.s3.list_buckets(**kw)
+            eq(len(r["Buckets"]) <= 1, True, "at most MaxBuckets")
+            seen += [x["Name"] for x in r["Buckets"]]
+            token = r.get("ContinuationToken")
+            if not token:
+                break
+        eq(all(m in seen for m in made), True, "every bucket on some page")
+        eq(seen, sorted(seen), "buckets in name order")
+        eq("Owner" in c.s3.list_buckets(), True, "ListBuckets names the owner")
+    finally:
+        for m in made:
+            c.s3.delete_bucket(Bucket=m)
+
+
+@test
+def get_bucket_location(c):
+    b = c.bucket()
+    r = c.s3.get_bucket_location(Bucket=b)
+    eq(r.get("LocationConstraint") in (None, "", c.region), True, "LocationConstraint")
+    c.empty(b)
+
+
+# ---- objects ----
+
+@test
+def put_get_head_round_trip(c):
+    b = c.bucket()
+    body = data(100_003, 1)
+    r = c.s3.put_object(Bucket=b, Key="a/b c+d", Body=body, ContentType="text/x-test", Metadata={"colour": "blue"},
+                        CacheControl="max-age=60", ContentDisposition='attachment; filename="x.bin"')
+    eq(etag(r), md5_hex(body), "PutObject ETag is the MD5")
+    g = c.s3.get_object(Bucket=b, Key="a/b c+d")
+    eq(g["Body"].read(), body, "GetObject bytes")
+    eq((g["ContentLength"], g["ContentType"], g["Metadata"]), (len(body), "text/x-test", {"colour": "blue"}), "GetObject headers")
+    h = c.s3.head_object(Bucket=b, Key="a/b c+d")
+    eq((h["ContentLength"], etag(h), h["CacheControl"], h["ContentDisposition"]),
+       (len(body), md5_hex(body), "max-age=60", 'attachment; filename="x.bin"'), "HeadObject headers")
+    c.empty(b)
+
+
+@test
+def get_object_errors(c):
+    b = c.bucket()
+    eq(error(c.s3.get_object, Bucket=b, Key="none"), ("NoSuchKey", 404), "GetObject of no key")
+    eq(error(c.s3.head_object, Bucket=b, Key="none")[1], 404, "HeadObject of no key")
+    eq(error(c.s3.get_object, Bucket=b + "-x", Key="k"), ("NoSuchBucket", 404), "GetObject in no bucket")
+    c.empty(b)
+
+
+@test
+def put_object_bad_content_md5(c):
+    b = c.bucket()
+    wrong = b64(hashlib.md5(b"other").digest())
+    eq(error(c.s3.put_object, Bucket=b, Key="k", Body=b"body", ContentMD5=wrong), ("BadDigest", 400), "a wrong Content-MD5")
+    eq(error(c.s3.head_object, Bucket=b, Key="k")[1], 404, "nothing stored")
+    c.empty(b)
+
+
+@test
+def empty_object(c):
+    b = c.bucket()
+    r = c.s3.put_object(Bucket=b, Key="empty", Body=b"")
+    eq(etag(r), md5_hex(b""), "ETag of nothing")
+    eq(c.s3.get_object(Bucket=b, Key="empty")["Body"].read(), b"", "an empty body")
+    c.empty(b)
+
+
+@test
+def ranges(c):
+    b = c.bucket()
+    body = data(10_000, 2)
+    c.s3.put_object(Bucket=b, Key="k", Body=body)
+    for rng, want in [("bytes=0-0", body[:1]), ("bytes=100-199", body[100:200]), ("bytes=-10", body[-10:]), ("bytes=9990-", body[9990:])]:
+        g = c.s3.get_object(Bucket=b, Key="k", Range=rng)
+        eq((g["ResponseMetadata"]["HTTPStatusCode"], g["Body"].read()), (206, want), rng)
+    g = c.s3.get_object(Bucket=b, Key="k", Range="bytes=100-199")
+    eq(g["ContentRange"], "bytes 100-199/10000", "Content-Range")
+    eq(error(c.s3.get_object, Bucket=b, Key="k", Range="bytes=10000-10001"), ("InvalidRange", 416), "a range past the end")
+    c.empty(b)
+
+
+@test
+def conditional_reads(c):
+    b = c.bucket()
+    r = c.s3.put_object(Bucket=b, Key="k", Body=b"abc")
+    e = r["ETag"]
+    eq(c.s3.get_object(Bucket=b, Key="k", IfMatch=e)["Body"].read(), b"abc", "If-Match of the ETag")
+    eq(error(c.s3.get_object, Bucket=b, Key="k", IfMatch='"0000"'), ("PreconditionFailed", 412), "If-Match of another")
+    eq(error(c.s3.get_object, Bucket=b, Key="k", IfNoneMatch=e)[1], 304, "If-None-Match of the ETag")
+    eq(error(c.s3.head_object, Bucket=b, Key="k", IfNoneMatch=e)[1], 304, "HEAD If-None-Match of the ETag")
+    c.empty(b)
+
+
+@test
+def conditional_writes(c):
+    b = c.bucket()
+    c.s3.put_object(Bucket=b, Key="new", Body=b"1", IfNoneMatch="*")
+    eq(error(c.s3.put_object, Bucket=b, Key="new", Body=b"2", IfNoneMatch="*"), ("PreconditionFailed", 412), "If-None-Match: * on a key that exists")
+    eq(c.s3.get_object(Bucket=b, Key="new")["Body"].read(), b"1", "the first write stays")
+    e = c.s3.head_object(Bucket=b, Key="new")["ETag"]
+    eq(error(c.s3.put_object, Bucket=b, Key="new", Body=b"3", IfMatch='"00000000000000000000000000000000"')[1], 412, "If-Match of another ETag")
+    c.s3.put_object(Bucket=b, Key="new", Body=b"4", IfMatch=e)
+    eq(c.s3.get_object(Bucket=b, Key="new")["Body"].read(), b"4", "If-Match of the ETag writes")
+    c.empty(b)
+
+
+@test
+def delete_object_and_objects(c):
+    b = c.bucket()
+    for k in ["a", "b", "c"]:
+        c.s3.put_object(Bucket=b, Key=k, Body=k.encode())
+    eq(c.s3.delete_object(Bucket=b, Key="a")["ResponseMetadata"]["HTTPStatusCode"], 204, "DeleteObject")
+    eq(c.s3.delete_object(Bucket=b, Key="never")["ResponseMetadata"]["HTTPStatusCode"], 204, "DeleteObject of no key")
+    r = c.s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "b"}, {"Key": "c"}, {"Key": "none"}]})
+    eq(sorted(d["Key"] for d in r["Deleted"]), ["b", "c", "none"], "DeleteObjects names each key")
+    r = c.s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "x"}], "Quiet": True})
+    eq(r.get("Deleted", []), [], "a quiet DeleteObjects names none")
+    eq(c.s3.list_objects_v2(Bucket=b)["KeyCount"], 0, "all gone")
+    c.empty(b)
+
+
+@test
+def copy_object(c):
+    b = c.bucket()
+    body = data(70_001, 3)
+    c.s3.put_object(Bucket=b, Key="src", Body=body, ContentType="a/b", Metadata={"m": "1"})
+    r = c.s3.copy_object(Bucket=b, Key="dst", CopySource={"Bucket": b, "Key": "src"})
+    eq(r["CopyObjectResult"]["ETag"].strip('"'), md5_hex(body), "copy's ETag")
+    h = c.s3.head_object(Bucket=b, Key="dst")
+    eq((h["ContentType"], h["Metadata"]), ("a/b", {"m": "1"}), "COPY keeps metadata")
+    c.s3.copy_object(Bucket=b, Key="dst2", CopySource={"Bucket": b, "Key": "src"}, MetadataDirective="REPLACE",
+                     ContentType="c/d", Metadata={"n": "2"})
+    h = c.s3.head_object(Bucket=b, Key="dst2")
+    eq((h["ContentType"], h["Metadata"]), ("c/d", {"n": "2"}), "REPLACE replaces metadata")
+    eq(c.s3.get_object(Bucket=b, Key="dst2")["Body"].read(), body, "copied bytes")
+    eq(error(c.s3.copy_object, Bucket=b, Key="x", CopySource={"Bucket": b, "Key": "none"})[0], "NoSuchKey", "copy of no key")
+    eq(error(c.s3.copy_object, Bucket=b, Key="x", CopySource={"Bucket": b, "Key": "src"}, CopySourceIfMatch='"0"')[1], 412,
+       "copy-source-if-match of another ETag")
+    c.empty(b)
+
+
+# ---- listings ----
+
+@test
+def list_objects_v2_prefix_delimiter_paging(c):
+    b = c.bucket()
+    keys = ["a/1", "a/2", "b/1", "c", "d+e", "f g"]
+    for k in keys:
+        c.s3.put_object(Bucket=b, Key=k, Body=b"x")
+    r = c.s3.list_objects_v2(Bucket=b, Delimiter="/")
+    eq([p["Prefix"] for p in r["CommonPrefixes"]], ["a/", "b/"], "common prefixes")
+    eq([o["Key"] for o in r["Contents"]], ["c", "d+e", "f g"], "keys beside them")
+    r = c.s3.list_objects_v2(Bucket=b, Prefix="a/")
+    eq([o["Key"] for o in r["Contents"]], ["a/1", "a/2"], "by prefix")
+    seen, token = [], None
+    while True:
+        kw = {"Bucket": b, "MaxKeys": 2}
+        if token:
+            kw["ContinuationToken"] = token
+        r = c.s3.list_objects_v2(**kw)
+        eq(r["KeyCount"] <= 2, True, "at most MaxKeys")
+        seen += [o["Key"] for o in r.get("Contents", [])]
+        if not r["IsTruncated"]:
+            break
+        token = r["NextContinuationToken"]
+    eq(seen, sorted(keys), "every key once, in order")
+    r = c.s3.list_objects_v2(Bucket=b, StartAfter="c")
+    eq([o["Key"] for o in r["Contents"]], ["d+e", "f g"], "StartAfter")
+    r = c.s3.list_objects_v2(Bucket=b, FetchOwner=True, MaxKeys=1)
+    eq("Owner" in r["Contents"][0], True, "FetchOwner names the owner")
+    eq(error(c.s3.list_objects_v2, Bucket=b + "-x")[0], "NoSuchBucket", "listing no bucket")
+    c.empty(b)
+
+
+@test
+def list_objects_v1_marker(c):
+    b = c.bucket()
+    for k in ["a", "b", "c"]:
+        c.s3.put_object(Bucket=b, Key=k, Body=b"x")
+    r = c.s3.list_objects(Bucket=b, Marker="a", MaxKeys=1)
+    eq(([o["Key"] for o in r["Contents"]], r["IsTruncated"]), (["b"], True), "V1 after a marker")
+    c.empty(b)
+
+
+@test
+def list_object_versions_unversioned(c):
+    b = c.bucket()
+    c.s3.put_object(Bucket=b, Key="k1", Body=b"x")
+    c.s3.put_object(Bucket=b, Key="k2", Body=b"y")
+    r = c.s3.list_object_versions(Bucket=b)
+    v = r["Versions"]
+    eq([(x["Key"], x["VersionId"], x["IsLatest"]) for x in v], [("k1", "null", True), ("k2", "null", True)], "each object's one version")
+    c.empty(b)
+
+
+# ---- multipart ----
+
+def upload_parts(c, b, key, parts, **create):
+    u = c.s3.create_multipart_upload(Bucket=b, Key=key, **create)["UploadId"]
+    done = []
+    for i, p in enumerate(parts, 1):
+        kw = {}
+        if create.get("ChecksumAlgorithm"):
+            kw["ChecksumAlgorithm"] = create["ChecksumAlgorithm"]
+        r = c.s3.upload_part(Bucket=b, Key=key, UploadId=u, PartNumber=i, Body=p, **kw)
+        part = {"PartNumber": i, "ETag": r["ETag"]}
+        for f in ("ChecksumCRC32", "ChecksumCRC32C", "ChecksumSHA1", "ChecksumSHA256"):
+            if f in r:
+                part[f] = r[f]
+        done.append(part)
+    return u, done
+
+
+@test
+def multipart_upload(c):
+    b = c.bucket()
+    parts = [data(5 * MIB, 10), data(5 * MIB, 11), data(123, 12)]
+    u, done = upload_parts(c, b, "big", parts)
+    r = c.s3.list_parts(Bucket=b, Key="big", UploadId=u)
+    eq([(p["PartNumber"], p["Size"]) for p in r["Parts"]], [(1, 5 * MIB), (2, 5 * MIB), (3, 123)], "ListParts")
+    eq(u in [x["UploadId"] for x in c.s3.list_multipart_uploads(Bucket=b).get("Uploads", [])], True, "ListMultipartUploads")
+    r = c.s3.complete_multipart_upload(Bucket=b, Key="big", UploadId=u, MultipartUpload={"Parts": done})
+    want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-3"
+    eq(etag(r), want, "multipart ETag")
+    eq(c.s3.get_object(Bucket=b, Key="big")["Body"].read(), b"".join(parts), "multipart bytes")
+    c.empty(b)
+
+
+@test
+def multipart_errors(c):
+    b = c.bucket()
+    u, done = upload_parts(c, b, "small", [data(100, 1), data(100, 2)])
+    eq(error(c.s3.complete_multipart_upload, Bucket=b, Key="small", UploadId=u, MultipartUpload={"Parts": done})[0],
+       "EntityTooSmall", "a part under 5 MiB but the last")
+    # Parts large enough, so that each error below is the only one.
+    u, done = upload_parts(c, b, "k", [data(5 * MIB, 1), data(5 * MIB, 2)])
+    wrong = [{"PartNumber": 1, "ETag": '"00000000000000000000000000000000"'}]
+    eq(error(c.s3.complete_multipart_upload, Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": wrong})[0],
+       "InvalidPart", "a part with another ETag")
+    eq(error(c.s3.complete_multipart_upload, Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": done[::-1]})[0],
+       "InvalidPartOrder", "parts out of order")
+    c.s3.abort_multipart_upload(Bucket=b, Key="k", UploadId=u)
+    eq(error(c.s3.list_parts, Bucket=b, Key="k", UploadId=u)[0], "NoSuchUpload", "an aborted upload")
+    c.empty(b)
+
+
+@test
+def multipart_complete_twice(c):
+    b = c.bucket()
+    u, done = upload_parts(c, b, "k", [data(5 * MIB, 3), data(10, 4)])
+    first = c.s3.complete_multipart_upload(Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": done})
+    again = c.s3.complete_multipart_upload(Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": done})
+    eq(etag(again), etag(first), "a repeated completion answers the same object")
+    c.empty(b)
+
+
+@test
+def upload_part_copy_ranges(c):
+    b = c.bucket()
+    src = data(6 * MIB + 7, 5)
+    c.s3.put_object(Bucket=b, Key="src", Body=src)
+    u = c.s3.create_multipart_upload(Bucket=b, Key="dst")["UploadId"]
+    r1 = c.s3.upload_part_copy(Bucket=b, Key="dst", UploadId=u, PartNumber=1, CopySource={"Bucket": b, "Key": "src"},
+                               CopySourceRange=f"bytes=0-{5 * MIB - 1}")
+    r2 = c.s3.upload_part_copy(Bucket=b, Key="dst", UploadId=u, PartNumber=2, CopySource={"Bucket": b, "Key": "src"},
+                               CopySourceRange=f"bytes={5 * MIB}-{len(src) - 1}")
+    eq(r1["CopyPartResult"]["ETag"].strip('"'), md5_hex(src[:5 * MIB]), "the part's ETag is its bytes' MD5")
+    parts = [{"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]
+    c.s3.complete_multipart_upload(Bucket=b, Key="dst", UploadId=u, MultipartUpload={"Parts": parts})
+    eq(c.s3.get_object(Bucket=b, Key="dst")["Body"].read(), src, "copied in two ranges")
+    eq(error(c.s3.upload_part_copy, Bucket=b, Key="dst", UploadId="x" * 32, PartNumber=1, CopySource={"Bucket": b, "Key": "src"})[0],
+       "NoSuchUpload", "UploadPartCopy to no upload")
+    c.empty(b)
+
+
+@test
+def get_by_part_number(c):
+    b = c.bucket()
+    parts = [data(5 * MIB, 6), data(1000, 7)]
+    u, done = upload_parts(c, b, "mp", parts)
+    c.s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u, MultipartUpload={"Parts": done})
+    g = c.s3.get_object(Bucket=b, Key="mp", PartNumber=2)
+    eq((g["Body"].read(), g["PartsCount"], g["ContentLength"]), (parts[1], 2, 1000), "GET part 2")
+    h = c.s3.head_object(Bucket=b, Key="mp", PartNumber=1)
+    eq((h["ContentLength"], h["PartsCount"]), (5 * MIB, 2), "HEAD part 1")
+    c.s3.put_object(Bucket=b, Key="whole", Body=b"12345")
+    eq(c.s3.get_object(Bucket=b, Key="whole", PartNumber=1)["Body"].read(), b"12345", "an object put whole is its part 1")
+    eq(error(c.s3.get_object, Bucket=b, Key="mp", PartNumber=3)[1], 416, "a part past the last")
+    c.empty(b)
+
+
+# ---- checksums ----
+
+@test
+def checksums_on_put_and_get(c):
+    b = c.bucket()
+    body = data(300_001, 8)
+    r = c.s3.put_object(Bucket=b, Key="s", Body=body, ChecksumAlgorithm="SHA256")
+    eq(r["ChecksumSHA256"], sha256_b64(body), "PutObject answers the SHA-256")
+    g = c.s3.get_object(Bucket=b, Key="s", ChecksumMode="ENABLED")
+    eq((g["Body"].read(), g["ChecksumSHA256"]), (body, sha256_b64(body)), "GetObject answers it when asked")
+    h = c.s3.head_object(Bucket=b, Key="s", ChecksumMode="ENABLED")
+    eq(h["ChecksumSHA256"], sha256_b64(body), "HeadObject too")
+    r = c.s3.put_object(Bucket=b, Key="c", Body=body, ChecksumCRC32=crc32_b64(body))
+    eq(r["ChecksumCRC32"], crc32_b64(body), "a CRC32 sent is stored")
+    c.empty(b)
+
+
+@test
+def checksum_mismatch_is_bad_digest(c):
+    b = c.bucket()
+    eq(error(c.s3.put_object, Bucket=b, Key="k", Body=b"abc", ChecksumCRC32=crc32_b64(b"abd"))[0], "BadDigest", "a wrong CRC32")
+    eq(error(c.s3.head_object, Bucket=b, Key="k")[1], 404, "nothing stored")
+    c.empty(b)
+
+
+@test
+def multipart_composite_checksum(c):
+    b = c.bucket()
+    parts = [data(5 * MIB, 20), data(777, 21)]
+    u, done = upload_parts(c, b, "k", parts, ChecksumAlgorithm="SHA256")
+    eq([p["ChecksumSHA256"] for p in done], [sha256_b64(p) for p in parts], "each part's SHA-256")
+    r = c.s3.complete_multipart_upload(Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": done})
+    want = b64(hashlib.sha256(b"".join(hashlib.sha256(p).digest() for p in parts)).digest()) + "-2"
+    eq(r["ChecksumSHA256"], want, "COMPOSITE: the checksum of the parts' checksums")
+    c.empty(b)
+
+
+@test
+def multipart_full_object_crc(c):
+    b = c.bucket()
+    parts = [data(5 * MIB, 22), data(999, 23)]
+    u, done = upload_parts(c, b, "k", parts, ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
+    r = c.s3.complete_multipart_upload(Bucket=b, Key="k", UploadId=u, MultipartUpload={"Parts": done})
+    eq((r["ChecksumCRC32"], r.get("ChecksumType")), (crc32_b64(b"".join(parts)), "FULL_OBJECT"), "FULL_OBJECT: the whole body's CRC32")
+    c.empty(b)
+
+
+# ---- signatures, presigned requests, forms ----
+
+@test
+def bad_signature_is_refused(c):
+    other = Ctx(c.endpoint, c.ak, c.sk + "x", c.region).s3
+    eq(error(other.list_buckets), ("SignatureDoesNotMatch", 403), "a wrong secret")
+    unknown = Ctx(c.endpoint, "AKIDUNKNOWN0000000000", c.sk, c.region).s3
+    eq(error(unknown.list_buckets)[1], 403, "an unknown access key")
+
+
+@test
+def presigned_get_and_put(c):
+    b = c.bucket()
+    # SigV4 for the PUT (SigV2, boto3's default for presigning, signs the Content-Type,
+    # which urllib sets on a body); the GET with boto3's default.
+    v4 = c.client(signature_version="s3v4")
+    put = v4.generate_presigned_url("put_object", Params={"Bucket": b, "Key": "p"}, ExpiresIn=300)
+    req = urllib.request.Request(put, data=b"presigned body", method="PUT", headers={"Content-Type": "application/octet-stream"})
+    eq(urllib.request.urlopen(req).status, 200, "presigned PUT")
+    get = c.s3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "p"}, ExpiresIn=300)
+    eq(urllib.request.urlopen(get).read(), b"presigned body", "presigned GET")
+    c.empty(b)
+
+
+@test
+def post_object_form_upload(c):
+    b = c.bucket()
+    post = c.s3.generate_presigned_post(b, "form/up.txt", Conditions=[["content-length-range", 1, 1 << 20]], ExpiresIn=300)
+    boundary = uuid.uuid4().hex
+    body = b""
+    for k, v in post["fields"].items():
+        body += f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+    body += f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="up.txt"\r\nContent-Type: text/plain\r\n\r\n'.encode()
+    body += b"form bytes\r\n" + f"--{boundary}--\r\n".encode()
+    req = urllib.request.Request(post["url"], data=body, method="POST", headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    eq(urllib.request.urlopen(req).status in (200, 204), True, "POST Object")
+    eq(c.s3.get_object(Bucket=b, Key="form/up.txt")["Body"].read(), b"form bytes", "the form's file")
+    c.empty(b)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID"))
+    ap.add_argument("--secret-key", default=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    ap.add_argument("--region", default="us-east-1")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if not a.access_key or not a.secret_key:
+        ap.error("keys are needed: --access-key and --secret-key (or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
+    c = Ctx(a.endpoint, a.access_key, a.secret_key, a.region)
+    results = []
+    for t in TESTS:
+        if a.only not in t.__name__:
+            continue
+        started = time.time()
+        try:
+            t(c)
+            results.append({"test": t.__name__, "ok": True, "seconds": round(time.time() - started, 3)})
+        except Exception as e:  # a failed check or an unexpected error: both fail the test
+            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc(limit=3)
+            results.append({"test": t.__name__, "ok": False, "error": detail})
+    passed = sum(r["ok"] for r in results)
+    if a.json:
+        print(json.dumps({"endpoint": a.endpoint, "passed": passed, "total": len(results), "results": results}, indent=1))
+    else:
+        for r in results:
+            print(("PASS " if r["ok"] else "FAIL ") + r["test"] + ("" if r["ok"] else ": " + r["error"]))
+        print(f"conformance: {passed} of {len(results)} passed against {a.endpoint}")
+    sys.exit(0 if passed == len(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
