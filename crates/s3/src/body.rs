@@ -144,6 +144,13 @@ pub fn get_bytes(start: u64, end: u64) -> u64 {
     (end - start).min((AHEAD as u64 + 2) * WINDOW)
 }
 
+tokio::task_local! {
+    /// Set by a response body that fails after the response's head was sent: the
+    /// connection serving it is then reset, not closed as if the body were whole
+    /// (see `server::ResetOnFailure`).
+    pub static BODY_FAILED: Arc<std::sync::atomic::AtomicBool>;
+}
+
 /// Byte pieces from a reading task, a window's worth at a time.
 pub struct ChunkStream {
     rx: mpsc::Receiver<Result<Vec<Bytes>, kintsugi_client::Error>>,
@@ -159,7 +166,10 @@ impl Stream for ChunkStream {
             }
             match self.rx.poll_recv(cx) {
                 Poll::Ready(Some(Ok(window))) => self.pieces.extend(window),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(std::io::Error::other(e)))),
+                Poll::Ready(Some(Err(e))) => {
+                    let _ = BODY_FAILED.try_with(|f| f.store(true, std::sync::atomic::Ordering::Relaxed));
+                    return Poll::Ready(Some(Err(std::io::Error::other(e))));
+                }
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

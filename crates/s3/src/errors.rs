@@ -17,7 +17,7 @@ pub const STORAGE_FULL: &str = "XKintsugiStorageFull";
 /// | InvalidName | KeyTooLongError | 400 |
 /// | TooLarge | EntityTooLarge | 400 |
 /// | a shortfall of space (the cluster is full) | XKintsugiStorageFull | 507 |
-/// | Unavailable (no coordinator, a leader changing, too few live nodes or chunks), Replaced | ServiceUnavailable | 503 |
+/// | Unavailable (no coordinator, a leader changing, too few live nodes or chunks), Replaced | ServiceUnavailable, with Retry-After | 503 |
 /// | BadRequest (a code wider than the cluster, ...) | InvalidRequest | 400 |
 /// | Input (the request's body broke off) | IncompleteBody | 400 |
 /// | Internal, Corrupt | InternalError (logged) | 500 |
@@ -43,8 +43,18 @@ pub fn from_cluster(e: Error) -> S3Error {
             S3ErrorCode::InternalError
         }
     };
-    S3Error::with_message(code, e.message().to_string())
+    let mut s = S3Error::with_message(code, e.message().to_string());
+    if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Replaced) {
+        // Worth retrying soon: a node restarting or a leader changing takes about this long.
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::RETRY_AFTER, http::HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        s.set_headers(h);
+    }
+    s
 }
+
+/// What a 503 asks the client to wait before retrying.
+pub const RETRY_AFTER_SECONDS: &str = "1";
 
 /// Whether a cluster error says the object is not there.
 pub fn is_missing(e: &Error) -> bool {
@@ -60,6 +70,8 @@ mod tests {
         let code = |k: ErrorKind| from_cluster(Error::new(k, "m")).code().clone();
         assert_eq!(code(ErrorKind::NotFound), S3ErrorCode::NoSuchKey);
         assert_eq!(code(ErrorKind::Unavailable), S3ErrorCode::ServiceUnavailable);
+        let busy = from_cluster(Error::new(ErrorKind::Unavailable, "m"));
+        assert_eq!(busy.headers().and_then(|h| h.get("retry-after")).unwrap(), RETRY_AFTER_SECONDS);
         assert_eq!(code(ErrorKind::InvalidName), S3ErrorCode::KeyTooLongError);
         assert_eq!(code(ErrorKind::InvalidPart), S3ErrorCode::InvalidPart);
         assert_eq!(code(ErrorKind::PreconditionFailed), S3ErrorCode::PreconditionFailed);

@@ -17,13 +17,19 @@ pub struct RequestMetrics {
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, fn() -> Histogram>,
     degraded: Histogram,
+    cut: Counter,
 }
 
 impl Default for RequestMetrics {
     fn default() -> Self {
         // 0.5 ms to about 16 s.
         let buckets: fn() -> Histogram = || Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        RequestMetrics { requests: Family::default(), latency: Family::new_with_constructor(buckets), degraded: buckets() }
+        RequestMetrics {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(buckets),
+            degraded: buckets(),
+            cut: Counter::default(),
+        }
     }
 }
 
@@ -33,6 +39,11 @@ impl RequestMetrics {
         let code = if status == 0 { "error".to_string() } else { status.to_string() };
         self.requests.get_or_create(&vec![("method", method.to_string()), ("code", code)]).inc();
         self.latency.get_or_create(&vec![("method", method.to_string())]).observe(took.as_secs_f64());
+    }
+
+    /// A response body failed after its head was sent (its connection reset).
+    pub fn body_cut(&self) {
+        self.cut.inc();
     }
 
     /// What the gateway's client calls after each degraded read.
@@ -56,6 +67,11 @@ impl RequestMetrics {
             "Degraded reads the gateway's GETs ran: a lost or corrupt chunk rebuilt from others",
             Unit::Seconds,
             self.degraded.clone(),
+        );
+        r.register(
+            "bodies_cut",
+            "Responses whose body failed after their head was sent; each connection was reset, not closed",
+            self.cut.clone(),
         );
         r
     }

@@ -78,6 +78,64 @@ impl S3Handle {
 /// How long a stopping gateway lets requests in flight finish.
 pub const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(25);
 
+/// A connection that is reset (SO_LINGER 0, an RST) instead of closed when a response body
+/// failed after its head was sent: a client reading a Content-Length body sees an error,
+/// never a clean end it could take for a short file. Counted in the gateway's metrics.
+struct ResetOnFailure {
+    stream: tokio::net::TcpStream,
+    failed: Arc<std::sync::atomic::AtomicBool>,
+    counters: crate::metrics::RequestMetrics,
+}
+
+impl Drop for ResetOnFailure {
+    fn drop(&mut self) {
+        if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
+            self.counters.body_cut();
+            let _ = socket2::SockRef::from(&self.stream).set_linger(Some(std::time::Duration::ZERO));
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for ResetOnFailure {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for ResetOnFailure {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
+            // No FIN: the drop resets.
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// Binds `cfg.listen` and serves S3 on it.
 pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     if cfg.keys.is_empty() {
@@ -144,6 +202,8 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                 _ = stopped.changed() => break,
             };
             let _ = stream.set_nodelay(true);
+            let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let stream = ResetOnFailure { stream, failed: failed.clone(), counters: counters.clone() };
             let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
             // Each request counted, with its status and the time to its response's head.
             let counted = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -160,12 +220,12 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
             });
             let conn = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), counted).into_owned();
             let conn = graceful.watch(conn);
-            tokio::spawn(async move {
+            tokio::spawn(crate::body::BODY_FAILED.scope(failed, async move {
                 if let Err(e) = conn.await {
                     tracing::debug!("S3 connection from {peer}: {e}");
                 }
                 drop(permit);
-            });
+            }));
         }
         // Stopped: no new connections; idle ones close now, requests in flight finish
         // (their responses say `Connection: close`) unless they outlast the deadline.

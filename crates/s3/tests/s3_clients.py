@@ -585,6 +585,42 @@ def rclone_and_s3cmd():
         subprocess.run(s3cmd + ["rb", "s3://s3cmd-bucket"], check=True, capture_output=True)
 
 
+def cut_read(b):
+    """A GET whose body fails after its head: the connection is reset, never closed cleanly
+    as if the (short) body were whole. Puts a 64 MiB object, reads its head and first MiB,
+    says READING and waits for a line on stdin (the test stops nodes meanwhile), then reads
+    on until the connection breaks."""
+    S3.create_bucket(Bucket=b)
+    size = 64 * MIB
+    S3.put_object(Bucket=b, Key="big", Body=data(size, 77))
+    host, port = ENDPOINT.split("//")[1].split(":")
+    headers = signed_headers("GET", f"/{b}/big", b"")
+    s = socket.create_connection((host, int(port)))
+    lines = [f"GET /{b}/big HTTP/1.1", f"Host: {host}:{port}"] + [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
+    s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += s.recv(65536)
+    head, body = got.split(b"\r\n\r\n", 1)
+    check(head.startswith(b"HTTP/1.1 200"), f"the GET began: {head[:40]!r}")
+    while len(body) < MIB:
+        body += s.recv(65536)
+    print("READING", flush=True)
+    sys.stdin.readline()
+    outcome = "whole"
+    try:
+        while len(body) < size:
+            piece = s.recv(1 << 20)
+            if not piece:
+                outcome = "closed"
+                break
+            body += piece
+    except ConnectionResetError:
+        outcome = "reset"
+    check(outcome == "reset", f"a body that broke off after {len(body)} of {size} bytes ended with: {outcome}")
+    check(body == data(size, 77)[:len(body)], "the bytes before the break are the object's")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -593,6 +629,8 @@ if __name__ == "__main__":
         degraded_put(sys.argv[2])
     elif what == "degraded-check":
         degraded_check(sys.argv[2])
+    elif what == "cut-read":
+        cut_read(sys.argv[2])
     elif what == "unreadable-check":
         unreadable_check(sys.argv[2])
     else:

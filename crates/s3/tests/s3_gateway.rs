@@ -362,3 +362,61 @@ fn the_conformance_module_checked_against_moto() {
     assert_eq!(unexplained, vec![], "tests failing against moto for no known departure of moto's");
     assert!(report["passed"].as_u64().unwrap() >= 10, "moto passes the portable tests: {report}");
 }
+
+/// A GET whose body fails after its head (more than m nodes stop while it streams): the
+/// connection is reset, so the client sees an error and never a clean end of a short body,
+/// and the gateway counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_body_that_fails_after_its_head_resets_the_connection() {
+    if !clients_installed() {
+        return;
+    }
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::start(dir.path(), 6, "rs:4,2", kintsugi_s3::multipart::MIN_PART).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(["cut-read", "cut"])
+        .env("S3_ENDPOINT", format!("http://{}", s.s3.addr))
+        .env("AWS_ACCESS_KEY_ID", &s.key.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &s.key.secret_key)
+        .env_remove("AWS_PROFILE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 || line.starts_with("READING") {
+                return (line.starts_with("READING"), seen, out);
+            }
+            seen += &line;
+        }
+    });
+    let (began, seen, mut out) = reading.await.unwrap();
+    assert!(began, "the GET never began streaming:\n{seen}");
+    // Three of six down on rs:4,2: what the gateway has not read yet cannot be read.
+    for i in [0, 1, 2] {
+        s.nodes[i].take().unwrap().stop().await;
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "go").unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        (child.wait().unwrap(), rest)
+    });
+    let (status, rest) = status.await.unwrap();
+    assert!(status.success(), "the body did not end in a reset:\n{seen}{rest}");
+    let m = s.s3.metrics_addr.expect("metrics served");
+    let text = tokio::task::spawn_blocking(move || ureq::get(&format!("http://{m}/metrics")).call().unwrap().into_string().unwrap())
+        .await
+        .unwrap();
+    let cut = text.lines().find_map(|l| l.strip_prefix("kintsugi_s3_bodies_cut_total ")).and_then(|v| v.trim().parse::<f64>().ok());
+    assert_eq!(cut, Some(1.0), "one body cut, counted:\n{text}");
+    s.stop().await;
+}
