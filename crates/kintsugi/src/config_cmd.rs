@@ -1,7 +1,8 @@
-//! `kintsugi config check FILE`: reads a coordinator's or a node's TOML as the service
+//! `kintsugi config check FILE`: reads a coordinator's, a node's or an S3 gateway's TOML as the service
 //! would, refuses what the service would refuse at start, and prints the effective
 //! configuration (every default filled in).
 
+use crate::gateway_config::GatewayConfig;
 use crate::service_cmd::{check_coordinator, check_node};
 use anyhow::{bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
@@ -28,6 +29,8 @@ pub enum ConfigCmd {
 pub enum Role {
     Coordinator,
     Node,
+    /// The S3 gateway (`kintsugi s3 --config`).
+    S3,
 }
 
 pub fn run(c: ConfigCmd) -> Result<()> {
@@ -35,15 +38,21 @@ pub fn run(c: ConfigCmd) -> Result<()> {
     let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
     let as_coord = || toml::from_str::<CoordConfig>(&text);
     let as_node = || toml::from_str::<NodeConfig>(&text);
+    let as_s3 = || toml::from_str::<GatewayConfig>(&text);
     let role = match role {
         Some(r) => r,
-        None => match (as_coord(), as_node()) {
-            (Ok(_), Err(_)) => Role::Coordinator,
-            (Err(_), Ok(_)) => Role::Node,
-            (Ok(_), Ok(_)) => bail!("{} reads as a coordinator's and as a node's configuration: say which with --role", file.display()),
-            (Err(c), Err(n)) => {
-                bail!("{} is neither a coordinator's configuration ({}) nor a node's ({})", file.display(), c.message(), n.message())
-            }
+        None => match (as_coord(), as_node(), as_s3()) {
+            (Ok(_), Err(_), Err(_)) => Role::Coordinator,
+            (Err(_), Ok(_), Err(_)) => Role::Node,
+            (Err(_), Err(_), Ok(_)) => Role::S3,
+            (Err(c), Err(n), Err(s)) => bail!(
+                "{} is neither a coordinator's configuration ({}), nor a node's ({}), nor an S3 gateway's ({})",
+                file.display(),
+                c.message(),
+                n.message(),
+                s.message()
+            ),
+            _ => bail!("{} reads as the configuration of more than one role: say which with --role", file.display()),
         },
     };
     let what = |e: toml::de::Error| anyhow::anyhow!("{} is not a valid {role:?} configuration: {e}", file.display());
@@ -59,6 +68,11 @@ pub fn run(c: ConfigCmd) -> Result<()> {
             check_node(&cfg)?;
             check_closed(&cfg.listen, cfg.secret_file.is_some(), cfg.insecure)?;
             crate::service_cmd::check_advertise(&cfg)?;
+            (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
+        }
+        Role::S3 => {
+            let cfg = as_s3().map_err(what)?;
+            cfg.resolve().map_err(|e| anyhow::anyhow!("the gateway would refuse to start: {e}"))?;
             (toml::to_string_pretty(&cfg)?, serde_json::to_string_pretty(&cfg)?)
         }
     };

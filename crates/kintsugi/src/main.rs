@@ -22,6 +22,7 @@ mod codec;
 mod config_cmd;
 mod demo;
 mod embedded;
+mod gateway_config;
 mod geo_cmd;
 mod geo_sim;
 mod load;

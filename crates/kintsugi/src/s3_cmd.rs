@@ -2,6 +2,7 @@
 //! and `kintsugi serve` (a whole store on one machine: coordinator, nodes and gateway).
 
 use crate::cluster_cmd::{client, runtime, Target};
+use crate::gateway_config::GatewayConfig;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use kintsugi_codes::CodeSpec;
@@ -48,40 +49,82 @@ pub struct ReadArgs {
     pub slice: usize,
 }
 
+/// `kintsugi s3`'s flags: each overrides the configuration file's setting (see
+/// `gateway_config::GatewayConfig` for the defaults).
 #[derive(Args, Debug)]
 pub struct S3Args {
-    /// Address to serve S3 on.
-    #[arg(long, default_value = "127.0.0.1:9000")]
-    pub listen: String,
-    /// Coordinator address (host:port), or several comma-separated.
-    #[arg(long, env = "KINTSUGI_COORDINATOR", default_value = "127.0.0.1:7400")]
-    pub coordinator: String,
-    /// TOML file of access keys: [[keys]] tables of access_key and secret_key.
+    /// TOML configuration (the settings below by name; `kintsugi config check --role s3`
+    /// checks one); flags override it.
     #[arg(long)]
-    pub credentials: PathBuf,
-    #[command(flatten)]
-    pub defaults: BucketDefaults,
-    #[command(flatten)]
-    pub read: ReadArgs,
-    /// Smallest part of a multipart upload but the last (S3's rule is 5 MiB).
-    #[arg(long, default_value = "5MiB", value_parser = crate::units::parse_nonzero_size)]
-    pub min_part_size: usize,
+    pub config: Option<PathBuf>,
+    /// Address to serve S3 on [default: 127.0.0.1:9000].
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Coordinator address (host:port), or several comma-separated [default: 127.0.0.1:7400].
+    #[arg(long, env = "KINTSUGI_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// TOML file of access keys: [[keys]] tables of access_key and secret_key (required,
+    /// here or in the configuration).
+    #[arg(long)]
+    pub credentials: Option<PathBuf>,
+    /// Code of buckets created without an x-kintsugi-code header [default: rs:6,3].
+    #[arg(long)]
+    pub code: Option<CodeSpec>,
+    /// Layout of buckets created without an x-kintsugi-layout header: stripe, stripe-max,
+    /// geo, geo:S0,Q[,CAP] or contiguous:CHUNK [default: stripe].
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Chunk size of Stripe layouts [default: the coordinator's].
+    #[arg(long)]
+    pub chunk_size: Option<String>,
+    /// Degraded-read method for unavailable chunks: cr, ppr, ecpipe or ecpipe-cyclic
+    /// [default: ecpipe].
+    #[arg(long)]
+    pub method: Option<Shape>,
+    /// Slice size of pipelined degraded reads [default: 32KiB].
+    #[arg(long)]
+    pub slice: Option<String>,
+    /// Smallest part of a multipart upload but the last [default: 5MiB, S3's rule].
+    #[arg(long)]
+    pub min_part_size: Option<String>,
     /// Memory for request and response bodies in flight at once: a PUT holds two stripes,
-    /// a GET its read-ahead; requests beyond it wait.
-    #[arg(long, default_value = "96MiB", value_parser = crate::units::parse_nonzero_size)]
-    pub memory_budget: usize,
+    /// a GET its read-ahead; requests beyond it wait [default: 96MiB].
+    #[arg(long)]
+    pub memory_budget: Option<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (requests by method and status, their
     /// latency) [default: none].
     #[arg(long)]
     pub metrics_listen: Option<String>,
     /// The region the gateway answers for (GetBucketLocation, CreateBucket's
-    /// LocationConstraint; s3cmd's "US" is us-east-1). Signatures of any region are accepted.
-    #[arg(long, default_value = kintsugi_s3::DEFAULT_REGION)]
-    pub region: String,
+    /// LocationConstraint); a request signed for another region is answered with S3's
+    /// redirection to this one (so s3cmd's default "US" signs again for it) [default: us-east-1].
+    #[arg(long)]
+    pub region: Option<String>,
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN/key), beside path style;
     /// repeat for several [default: path style only].
     #[arg(long = "domain")]
     pub domains: Vec<String>,
+}
+
+impl S3Args {
+    /// The configuration file's settings with the flags given on top.
+    fn config(self) -> Result<GatewayConfig> {
+        let mut c = match &self.config {
+            Some(p) => GatewayConfig::load(p)?,
+            None => GatewayConfig::default(),
+        };
+        macro_rules! over {
+            ($($f:ident),*) => {$( if let Some(v) = self.$f { c.$f = v; } )*};
+        }
+        over!(listen, coordinator, code, layout, method, slice, min_part_size, memory_budget, region);
+        c.credentials = self.credentials.or(c.credentials);
+        c.chunk_size = self.chunk_size.or(c.chunk_size);
+        c.metrics_listen = self.metrics_listen.or(c.metrics_listen);
+        if !self.domains.is_empty() {
+            c.domains = self.domains;
+        }
+        Ok(c)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -128,22 +171,9 @@ pub struct ServeArgs {
 
 /// `kintsugi s3`: serves until Ctrl-C or SIGTERM.
 pub fn s3(a: S3Args) -> Result<()> {
-    let keys = credentials::load(&a.credentials).map_err(|e| anyhow!(e))?;
+    let cfg = a.config()?.resolve()?;
     runtime()?.block_on(async {
         let mut shutdown = crate::shutdown::listen();
-        let cfg = kintsugi_s3::S3Config {
-            listen: a.listen,
-            coordinator: a.coordinator,
-            keys,
-            defaults: a.defaults.settings(),
-            method: a.read.method,
-            slice: a.read.slice as u64,
-            min_part: a.min_part_size as u64,
-            memory_budget: a.memory_budget as u64,
-            metrics_listen: a.metrics_listen,
-            region: a.region,
-            domains: a.domains,
-        };
         let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
         eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
         if let Some(m) = h.metrics_addr {

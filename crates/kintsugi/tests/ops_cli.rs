@@ -82,6 +82,29 @@ fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_wo
     // Nothing says whose an empty file is.
     let (ok, _, err) = config_check(&f("empty.toml", ""), &[]);
     assert!(!ok && err.contains("--role"), "{err}");
+    // An S3 gateway's: its credentials read, the defaults filled in, bad values refused as
+    // `kintsugi s3 --config` would refuse them.
+    let creds = f("creds.toml", "[[keys]]\naccess_key = \"AKTEST\"\nsecret_key = \"secret-secret\"\n");
+    let gw = format!("credentials = {:?}\nregion = \"eu-west-1\"\ndomains = [\"s3.example.com\"]\n", creds.display().to_string());
+    let (ok, out, err) = config_check(&f("gw.toml", &gw), &["--role", "s3", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["region"].as_str(), v["listen"].as_str(), v["min_part_size"].as_str()),
+        (Some("eu-west-1"), Some("127.0.0.1:9000"), Some("5MiB")),
+        "{v}"
+    );
+    let (ok, _, err) = config_check(&f("gw-typo.toml", &format!("{gw}regoin = \"x\"\n")), &[]);
+    assert!(!ok && err.contains("regoin"), "{err}");
+    for (name, text, why) in [
+        ("gw-nocreds.toml", "region = \"eu-west-1\"\n".to_string(), "credentials file"),
+        ("gw-missing.toml", "credentials = \"/nonexistent/creds.toml\"\n".to_string(), "/nonexistent/creds.toml"),
+        ("gw-region.toml", format!("credentials = {:?}\nregion = \"Mars 1\"\n", creds.display().to_string()), "region 'Mars 1'"),
+        ("gw-size.toml", format!("credentials = {:?}\nmemory_budget = \"lots\"\n", creds.display().to_string()), "memory_budget 'lots'"),
+    ] {
+        let (ok, _, err) = config_check(&f(name, &text), &["--role", "s3"]);
+        assert!(!ok && err.contains(why), "{name}: {err}");
+    }
 }
 
 /// `GET path` on a local port, the whole answer as text.
