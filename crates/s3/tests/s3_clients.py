@@ -493,6 +493,35 @@ def unreadable_check(b):
             refused += 1
         check(S3.head_object(Bucket=b, Key=f"o{i}")["ContentLength"] == n, f"{b}: HEAD still answers")
     check(refused >= 2, f"{b}: the large objects are unreadable with four of nine nodes down ({refused} refused)")
+    # The SDKs' standard retry mode retries the transient (503, with Retry-After) and stops
+    # at once on the permanent (404, 400).
+    retrying = boto3.client("s3", endpoint_url=ENDPOINT, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="us-east-1",
+                            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 3}))
+    try:
+        retrying.get_object(Bucket=b, Key="o3")
+        raise AssertionError("the 20 MiB object read back with four of nine nodes down")
+    except botocore.exceptions.ClientError as e:
+        meta = e.response["ResponseMetadata"]
+        check(meta["HTTPHeaders"].get("retry-after") == "1", f"a 503 says when to retry: {meta['HTTPHeaders']}")
+        # max_attempts counts retries in botocore's configuration: three after the first.
+        check(meta["RetryAttempts"] == 3, f"boto3's standard mode retried the 503: {meta['RetryAttempts']} retries")
+    for call, kw, code in [(retrying.get_object, {"Bucket": b, "Key": "none"}, "NoSuchKey"),
+                           (retrying.put_object, {"Bucket": b, "Key": "bad", "Body": b"x", "StorageClass": "GLACIER"}, "InvalidStorageClass")]:
+        try:
+            call(**kw)
+            raise AssertionError(f"{code} expected")
+        except botocore.exceptions.ClientError as e:
+            got = (e.response["Error"]["Code"], e.response["ResponseMetadata"]["RetryAttempts"])
+            check(got == (code, 0), f"a permanent error is not retried: {got}")
+    env = dict(os.environ, AWS_DEFAULT_REGION="us-east-1", AWS_RETRY_MODE="standard", AWS_MAX_ATTEMPTS="3")
+    with tempfile.TemporaryDirectory() as d:
+        cli = subprocess.run(["aws", "--endpoint-url", ENDPOINT, "--debug", "s3api", "get-object", "--bucket", b, "--key", "o3",
+                              os.path.join(d, "o3")], env=env, capture_output=True, text=True)
+        tries = cli.stderr.count('"GET /' + b + '/o3')  # one debug line per request sent
+        retried = cli.stderr.count("Retry needed") + cli.stderr.count("retry needed")
+        check(cli.returncode != 0 and "ServiceUnavailable" in cli.stderr, "the aws cli reports the 503")
+        print(f"aws cli: {retried} retries, {tries} requests", flush=True)
+        check(retried >= 2, f"the aws cli's standard mode retried it ({retried} retries, {tries} requests)")
 
 
 def default_checksums(b):
