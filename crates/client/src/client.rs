@@ -271,6 +271,13 @@ impl Client {
         Ok(())
     }
 
+    /// Replaces the attributes of committed object `name` at exactly `version` (see
+    /// `CoordRequest::SetAttrs`): PreconditionFailed if it changed meanwhile.
+    pub async fn set_attrs(&self, name: &str, version: u64, attrs: kintsugi_proto::Attrs) -> Result<(), Error> {
+        self.call(&CoordRequest::SetAttrs { name: name.into(), version, attrs }, self.io_timeout).await?;
+        Ok(())
+    }
+
     pub async fn stat(&self, name: &str) -> Result<ObjectLayout, Error> {
         self.layout(CoordRequest::Lookup { name: name.into() }).await
     }

@@ -419,6 +419,12 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Ok)
             }
+            CoordRequest::SetAttrs { name, version, attrs } => {
+                if self.set_attrs(&name, version, attrs)? {
+                    self.publish_acknowledged(&name).await?;
+                }
+                Ok(CoordResponse::Ok)
+            }
             CoordRequest::DeleteObject { name } => {
                 let (existed, indexed) = self.delete(&name)?;
                 if indexed {

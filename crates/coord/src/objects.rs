@@ -361,6 +361,28 @@ impl Coordinator {
         Ok(indexed)
     }
 
+    /// Replaces the attributes of committed `name` at exactly `version`, in one transaction;
+    /// says whether the per-object index must hear of it (a Geo or Contiguous object).
+    pub(crate) fn set_attrs(&self, name: &str, version: u64, attrs: Attrs) -> Result<bool, WireError> {
+        check_attrs(&attrs)?;
+        let mut indexed = false;
+        self.meta.update(&mut |t| {
+            let Some(mut o) = t.object(name)? else {
+                return Err(WireError::not_found(format!("no object '{name}'")));
+            };
+            if o.version != version {
+                return Err(WireError::new(
+                    ErrorKind::PreconditionFailed,
+                    format!("'{name}' is at version {}, not {version}: it was replaced meanwhile", o.version),
+                ));
+            }
+            indexed = o.shares_stripes();
+            o.attrs = attrs.clone();
+            t.put(Change::PutObject(o))
+        })?;
+        Ok(indexed)
+    }
+
     /// Deletes `name` (idempotent); says whether it existed, and whether the per-object
     /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
     /// retried delete whose tombstone may not have reached the index).

@@ -556,4 +556,15 @@ async fn conditional_commits_let_exactly_one_writer_win() {
     assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
     assert_eq!(c.client.stat("part").await.unwrap().version, p, "a refused compose changes nothing");
     assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1));
+
+    // Attributes replaced at the version read, bytes untouched; a stale version or a missing
+    // object refused.
+    let now = c.client.stat("once").await.unwrap().version;
+    let tagged: kintsugi_proto::Attrs = [("s3.tag.k".to_string(), "v".to_string())].into();
+    c.client.set_attrs("once", now, tagged.clone()).await.unwrap();
+    let l = c.client.stat("once").await.unwrap();
+    assert_eq!((&l.attrs, l.version), (&tagged, now), "same version, new attributes");
+    assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1));
+    assert_eq!(c.client.set_attrs("once", v, tagged.clone()).await.unwrap_err().kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(c.client.set_attrs("nothing", 1, tagged).await.unwrap_err().kind(), ErrorKind::NotFound);
 }

@@ -396,6 +396,14 @@ pub enum CoordRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<Precondition>,
     },
+    /// Replaces the attributes of committed object `name`, exactly at `version` (else
+    /// `PreconditionFailed`; `NotFound` if there is none); its bytes stay as they are (S3's
+    /// object tags, a bucket record's settings).
+    SetAttrs {
+        name: String,
+        version: u64,
+        attrs: Attrs,
+    },
     /// Deletes an object (idempotent).
     DeleteObject {
         name: String,

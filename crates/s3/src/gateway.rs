@@ -2,7 +2,7 @@
 //! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
 
 use crate::settings::BucketSettings;
-use crate::{buckets, listing, multipart, objects, unsupported};
+use crate::{buckets, listing, multipart, objects, tagging, unsupported};
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
@@ -97,6 +97,24 @@ impl S3 for Gateway {
     }
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         listing::list_v1(self, req).await
+    }
+    async fn put_object_tagging(&self, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        tagging::put_object(self, req).await
+    }
+    async fn get_object_tagging(&self, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        tagging::get_object(self, req).await
+    }
+    async fn delete_object_tagging(&self, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        tagging::delete_object(self, req).await
+    }
+    async fn put_bucket_tagging(&self, req: S3Request<PutBucketTaggingInput>) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        tagging::put_bucket(self, req).await
+    }
+    async fn get_bucket_tagging(&self, req: S3Request<GetBucketTaggingInput>) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        tagging::get_bucket(self, req).await
+    }
+    async fn delete_bucket_tagging(&self, req: S3Request<DeleteBucketTaggingInput>) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        tagging::delete_bucket(self, req).await
     }
     async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         listing::list_versions(self, req).await

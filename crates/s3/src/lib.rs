@@ -21,6 +21,7 @@ pub mod objects;
 pub mod region;
 pub mod server;
 pub mod settings;
+pub mod tagging;
 pub mod unsupported;
 
 pub use gateway::Gateway;

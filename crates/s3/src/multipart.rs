@@ -113,7 +113,8 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let settings = g.bucket(&i.bucket).await?;
     let id = names::new_upload_id();
     let headers = crate::object_meta::stored_headers!(i);
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() };
+    let tags = crate::tagging::of_header(i.tagging.as_deref())?;
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() };
     let mut attrs = meta.to_attrs();
     attrs.insert("key".into(), i.key.clone());
     attrs.insert("initiated".into(), now_ms().to_string());

@@ -40,6 +40,8 @@ pub struct ObjectMeta {
     pub parts: Option<Vec<u64>>,
     /// The multipart upload that made it (a repeated completion answers success again).
     pub upload: Option<String>,
+    /// Its tags.
+    pub tags: crate::tagging::Tags,
 }
 
 /// The standard headers S3 keeps with an object.
@@ -106,7 +108,7 @@ impl ObjectMeta {
         if let Some(u) = &self.upload {
             a.insert(UPLOAD.into(), u.clone());
         }
-        a
+        crate::tagging::with_tags(a, &self.tags)
     }
 
     /// The attributes of an object written through S3 (an object written otherwise has
@@ -131,6 +133,7 @@ impl ObjectMeta {
             }),
             parts: a.get(PARTS).and_then(|p| parts_of_runs(p)),
             upload: a.get(UPLOAD).cloned(),
+            tags: crate::tagging::of_attrs(a),
         }
     }
 
@@ -225,6 +228,7 @@ mod tests {
             checksum: Some(Stored { algorithm: crate::checksums::Algorithm::Crc32c, value: "yZRlqg==".into(), composite: true }),
             parts: Some(vec![5 << 20, 5 << 20, 5 << 20, 17, 5 << 20, 1]),
             upload: Some("u1".into()),
+            tags: [("project".to_string(), "x y".to_string())].into(),
         };
         let mut a = m.to_attrs();
         a.insert("other".into(), "x".into());

@@ -169,7 +169,8 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let precondition = write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
     let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() };
+    let tags = crate::tagging::of_header(i.tagging.as_deref())?;
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() };
     let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
@@ -337,6 +338,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let (c, checksum_type) = s.checksum();
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(GetObjectOutput {
+        tag_count: (!m.tags.is_empty()).then_some(m.tags.len() as i32),
         parts_count: s.parts_count,
         checksum_crc32: c.checksum_crc32,
         checksum_crc32c: c.checksum_crc32c,
@@ -465,11 +467,17 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     if same && !replace && i.checksum_algorithm.is_none() {
         return Err(s3_error!(InvalidRequest, "copying an object onto itself changes nothing: use the REPLACE metadata directive"));
     }
+    // Tags: the source's unless the copy replaces them (S3's x-amz-tagging-directive).
+    let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+        Some(TaggingDirective::REPLACE) => crate::tagging::of_header(i.tagging.as_deref())?,
+        _ => src.tags.clone(),
+    };
     let meta = if replace {
         let headers = crate::object_meta::stored_headers!(i);
-        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, ..Default::default() }
+        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() }
     } else {
-        ObjectMeta { content_type: src.content_type.clone(), headers: src.headers.clone(), user: src.user.clone(), ..Default::default() }
+        let (content_type, headers, user) = (src.content_type.clone(), src.headers.clone(), src.user.clone());
+        ObjectMeta { content_type, headers, user, tags, ..Default::default() }
     };
     let size = layout.size;
     if size > MAX_PUT {

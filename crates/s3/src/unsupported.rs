@@ -1,6 +1,6 @@
 //! Requests for guarantees kintsugi does not give, refused with S3's error before anything
 //! changes: a store must never acknowledge what it does not do. Object lock, server-side
-//! encryption, ACL grants beyond private, storage classes other than STANDARD, tags, and website
+//! encryption, ACL grants beyond private, storage classes other than STANDARD and website
 //! redirects are refused on PutObject, CopyObject and
 //! CreateMultipartUpload; a bucket asking for object lock or ACLs is not created; a read with
 //! an SSE-C key is refused (no object is encrypted). Operations the gateway does not serve at
@@ -22,7 +22,6 @@ pub struct WriteAsks<'a> {
     pub kms: bool,
     pub lock: bool,
     pub website: bool,
-    pub tagging: bool,
     pub append: bool,
 }
 
@@ -41,7 +40,6 @@ macro_rules! write_asks {
             kms: $i.ssekms_key_id.is_some() || $i.ssekms_encryption_context.is_some() || $i.bucket_key_enabled == Some(true),
             lock: $i.object_lock_mode.is_some() || $i.object_lock_retain_until_date.is_some() || $i.object_lock_legal_hold_status.is_some(),
             website: $i.website_redirect_location.is_some(),
-            tagging: $i.tagging.as_ref().is_some_and(|t| !t.is_empty()),
             ..Default::default()
         }
     };
@@ -73,9 +71,6 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
     }
     if a.website {
         return Err(s3_error!(NotImplemented, "website redirects are not supported"));
-    }
-    if a.tagging {
-        return Err(s3_error!(NotImplemented, "object tags are not supported yet"));
     }
     if a.append {
         return Err(s3_error!(NotImplemented, "appends (x-amz-write-offset-bytes) are not supported"));
@@ -144,7 +139,6 @@ mod tests {
         assert_eq!(code(WriteAsks { kms: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { lock: true, ..Default::default() }), "InvalidRequest");
         assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");
-        assert_eq!(code(WriteAsks { tagging: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { append: true, ..Default::default() }), "NotImplemented");
     }
 }
