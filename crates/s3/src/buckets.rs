@@ -6,7 +6,7 @@ use crate::gateway::Gateway;
 use crate::names;
 use crate::settings::{self, BucketSettings};
 use kintsugi_client::CommitTerms;
-use kintsugi_proto::{LayoutSpec, Precondition};
+use kintsugi_proto::{Attrs, LayoutSpec, Precondition};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -36,6 +36,33 @@ impl Gateway {
             Err(e) if *e.code() == s3s::S3ErrorCode::PreconditionFailed => Err(exists()),
             r => r,
         }
+    }
+
+    /// Changes the attributes of committed object `name` by `change`, at the version read
+    /// (read again and retried if it is replaced meanwhile); `missing` is the error for an
+    /// object that is not there.
+    pub async fn update_attrs(
+        &self,
+        name: &str,
+        change: &(dyn Fn(Attrs) -> Attrs + Sync),
+        missing: &(dyn Fn() -> s3s::S3Error + Sync),
+    ) -> S3Result<()> {
+        for _ in 0..5 {
+            let l = match self.client.stat(name).await {
+                Ok(l) if l.committed => l,
+                Ok(_) => return Err(missing()),
+                Err(e) if is_missing(&e) => return Err(missing()),
+                Err(e) => return Err(from_cluster(e)),
+            };
+            match self.client.set_attrs(name, l.version, change(l.attrs)).await {
+                Ok(()) => return Ok(()),
+                // Replaced meanwhile: change what is there now.
+                Err(e) if e.kind() == kintsugi_client::ErrorKind::PreconditionFailed => continue,
+                Err(e) if is_missing(&e) => return Err(missing()),
+                Err(e) => return Err(from_cluster(e)),
+            }
+        }
+        Err(s3_error!(SlowDown, "'{name}' kept changing while its attributes were set"))
     }
 
     /// A zero-byte record object committed on `terms`.

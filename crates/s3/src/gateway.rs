@@ -2,7 +2,7 @@
 //! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
 
 use crate::settings::BucketSettings;
-use crate::{buckets, listing, multipart, objects, tagging, unsupported};
+use crate::{buckets, cors, listing, multipart, objects, tagging, unsupported};
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
@@ -24,6 +24,8 @@ pub struct Gateway {
     pub memory: std::sync::Arc<crate::memory_budget::MemoryBudget>,
     /// The region it answers for.
     pub region: String,
+    /// Buckets' CORS rules as last read.
+    pub cors: crate::cors::RulesCache,
 }
 
 impl Gateway {
@@ -37,6 +39,7 @@ impl Gateway {
             min_part: crate::multipart::MIN_PART,
             memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(crate::memory_budget::DEFAULT_BUDGET)),
             region: crate::server::DEFAULT_REGION.into(),
+            cors: Default::default(),
         }
     }
 }
@@ -115,6 +118,15 @@ impl S3 for Gateway {
     }
     async fn delete_bucket_tagging(&self, req: S3Request<DeleteBucketTaggingInput>) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         tagging::delete_bucket(self, req).await
+    }
+    async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        cors::put(self, req).await
+    }
+    async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        cors::get(self, req).await
+    }
+    async fn delete_bucket_cors(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        cors::delete(self, req).await
     }
     async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         listing::list_versions(self, req).await

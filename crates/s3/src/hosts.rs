@@ -30,6 +30,17 @@ impl S3Host for VirtualDomains {
     }
 }
 
+/// The bucket a request names: from its host under a configured domain, else the first
+/// segment of its path.
+pub fn bucket_of(domains: &VirtualDomains, headers: &http::HeaderMap, uri: &http::Uri) -> Option<String> {
+    let host = headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    if let Some(b) = domains.parse_host_header(host).ok().and_then(|v| v.bucket().map(str::to_string)) {
+        return Some(b);
+    }
+    let first = uri.path().trim_start_matches('/').split('/').next().unwrap_or_default();
+    (!first.is_empty()).then(|| first.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +55,11 @@ mod tests {
         assert_eq!(bucket("s3.example.com:9000"), None, "the domain itself: path style");
         assert_eq!(bucket("localhost:9000"), None, "another host: path style");
         assert_eq!(bucket("evils3.example.com"), None, "not under the domain");
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::HOST, "photos.s3.example.com:9000".parse().unwrap());
+        assert_eq!(bucket_of(&v, &h, &"/a/b".parse().unwrap()).as_deref(), Some("photos"));
+        h.insert(http::header::HOST, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(bucket_of(&v, &h, &"/logs/a/b".parse().unwrap()).as_deref(), Some("logs"));
+        assert_eq!(bucket_of(&v, &h, &"/".parse().unwrap()), None);
     }
 }

@@ -7,6 +7,7 @@ pub mod body;
 pub mod buckets;
 pub mod checksums;
 pub mod conditions;
+pub mod cors;
 pub mod credentials;
 pub mod errors;
 pub mod gateway;

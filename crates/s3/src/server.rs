@@ -152,7 +152,10 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         min_part: cfg.min_part,
         memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(cfg.memory_budget)),
         region: cfg.region.clone(),
+        cors: Default::default(),
     };
+    let (cors_cache, cors_client) = (gateway.cors.clone(), gateway.client.clone());
+    let domains = Arc::new(crate::hosts::VirtualDomains(cfg.domains.clone()));
     let mut auth = SimpleAuth::new();
     for k in &cfg.keys {
         auth.register(k.access_key.clone(), k.secret_key.as_str().into());
@@ -205,14 +208,30 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
             let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let stream = ResetOnFailure { stream, failed: failed.clone(), counters: counters.clone() };
             let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
+            let (cors_cache, cors_client, domains) = (cors_cache.clone(), cors_client.clone(), domains.clone());
             // Each request counted, with its status and the time to its response's head.
             let counted = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
+                let (cors_cache, cors_client, domains) = (cors_cache.clone(), cors_client.clone(), domains.clone());
                 async move {
                     let (method, started) = (req.method().clone(), std::time::Instant::now());
-                    let r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
-                        Some(asked) => Ok(crate::region::wrong_region(&asked, &region)),
-                        None => hyper::service::Service::call(&service, req).await,
+                    let bucket = || crate::hosts::bucket_of(&domains, req.headers(), req.uri());
+                    let cors = crate::cors::Asked::of(req.headers(), &method, bucket());
+                    let r = if method == http::Method::OPTIONS {
+                        // A browser's preflight: answered from the bucket's CORS rules, unsigned.
+                        Ok(crate::cors::preflight(&cors_cache, &cors_client, cors).await)
+                    } else {
+                        let r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
+                            Some(asked) => Ok(crate::region::wrong_region(&asked, &region)),
+                            None => hyper::service::Service::call(&service, req).await,
+                        };
+                        match (r, cors) {
+                            (Ok(mut resp), Some(a)) => {
+                                crate::cors::decorate(&cors_cache, &cors_client, &a, resp.headers_mut()).await;
+                                Ok(resp)
+                            }
+                            (r, _) => r,
+                        }
                     };
                     counters.record(method.as_str(), r.as_ref().map_or(0, |r| r.status().as_u16()), started.elapsed());
                     r

@@ -82,25 +82,10 @@ fn tag_set(tags: &Tags) -> TagSet {
     tags.iter().map(|(k, v)| Tag { key: Some(k.clone()), value: Some(v.clone()) }).collect()
 }
 
-/// Replaces the tags of cluster object `name` (retrying if it changes under the update);
-/// `missing` is the error for an object that is not there.
-async fn retag(g: &Gateway, name: &str, tags: &Tags, missing: impl Fn() -> s3s::S3Error) -> S3Result<()> {
-    for _ in 0..5 {
-        let l = match g.client.stat(name).await {
-            Ok(l) if l.committed => l,
-            Ok(_) => return Err(missing()),
-            Err(e) if is_missing(&e) => return Err(missing()),
-            Err(e) => return Err(from_cluster(e)),
-        };
-        match g.client.set_attrs(name, l.version, with_tags(l.attrs, tags)).await {
-            Ok(()) => return Ok(()),
-            // Replaced meanwhile: tag what is there now.
-            Err(e) if e.kind() == kintsugi_client::ErrorKind::PreconditionFailed => continue,
-            Err(e) if is_missing(&e) => return Err(missing()),
-            Err(e) => return Err(from_cluster(e)),
-        }
-    }
-    Err(s3_error!(SlowDown, "'{name}' kept changing while being tagged"))
+/// Replaces the tags of cluster object `name`; `missing` is the error for an object that
+/// is not there.
+async fn retag(g: &Gateway, name: &str, tags: &Tags, missing: impl Fn() -> s3s::S3Error + Sync) -> S3Result<()> {
+    g.update_attrs(name, &|a| with_tags(a, tags), &missing).await
 }
 
 async fn object_name(g: &Gateway, bucket: &str, key: &str, version: Option<&str>) -> S3Result<String> {

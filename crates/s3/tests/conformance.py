@@ -18,6 +18,7 @@ import random
 import sys
 import time
 import traceback
+import urllib.error
 import urllib.request
 import uuid
 import zlib
@@ -311,6 +312,53 @@ def bucket_tagging(c):
     eq(c.s3.get_object(Bucket=b, Key="k")["Body"].read(), b"still a bucket", "a tagged bucket serves as before")
     c.s3.delete_bucket_tagging(Bucket=b)
     eq(error(c.s3.get_bucket_tagging, Bucket=b)[0], "NoSuchTagSet", "DeleteBucketTagging")
+    c.empty(b)
+
+
+@test
+def bucket_cors(c):
+    b = c.bucket()
+    eq(error(c.s3.get_bucket_cors, Bucket=b)[0], "NoSuchCORSConfiguration", "a bucket without CORS")
+    rules = [{"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["GET", "PUT"],
+              "AllowedHeaders": ["content-type", "x-amz-*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600}]
+    c.s3.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": rules})
+    got = c.s3.get_bucket_cors(Bucket=b)["CORSRules"]
+    eq((got[0]["AllowedOrigins"], got[0]["AllowedMethods"], got[0]["MaxAgeSeconds"]), (["https://app.example.com"], ["GET", "PUT"], 600),
+       "GetBucketCors")
+    bad = [{"AllowedOrigins": ["*"], "AllowedMethods": ["PATCH"]}]
+    eq(error(c.s3.put_bucket_cors, Bucket=b, CORSConfiguration={"CORSRules": bad})[1], 400, "an unsupported method is refused")
+    c.s3.put_object(Bucket=b, Key="k", Body=b"cors")
+    url = f"{c.endpoint}/{b}/k"
+
+    def preflight(origin, method, headers=""):
+        h = {"Origin": origin, "Access-Control-Request-Method": method}
+        if headers:
+            h["Access-Control-Request-Headers"] = headers
+        try:
+            r = urllib.request.urlopen(urllib.request.Request(url, method="OPTIONS", headers=h))
+            return r.status, r.headers
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers
+
+    # Rules apply within a few seconds on every gateway (S3 says bucket settings propagate).
+    deadline = time.time() + 10
+    while True:
+        status, h = preflight("https://app.example.com", "PUT", "Content-Type, x-amz-date")
+        if status == 200 or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    eq(status, 200, "a preflight a rule allows")
+    eq((h.get("Access-Control-Allow-Origin"), h.get("Access-Control-Max-Age")), ("https://app.example.com", "600"), "its headers")
+    eq("PUT" in h.get("Access-Control-Allow-Methods", ""), True, "the methods allowed")
+    eq(preflight("https://evil.example.net", "GET")[0], 403, "an origin no rule allows")
+    eq(preflight("https://app.example.com", "DELETE")[0], 403, "a method no rule allows")
+    eq(preflight("https://app.example.com", "PUT", "authorization-x")[0], 403, "a header no rule allows")
+    get = c.s3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "k"}, ExpiresIn=300)
+    r = urllib.request.urlopen(urllib.request.Request(get, headers={"Origin": "https://app.example.com"}))
+    eq((r.read(), r.headers.get("Access-Control-Allow-Origin"), r.headers.get("Access-Control-Expose-Headers")),
+       (b"cors", "https://app.example.com", "ETag"), "an actual request from an allowed origin")
+    c.s3.delete_bucket_cors(Bucket=b)
+    eq(error(c.s3.get_bucket_cors, Bucket=b)[0], "NoSuchCORSConfiguration", "DeleteBucketCors")
     c.empty(b)
 
 
