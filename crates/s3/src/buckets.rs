@@ -13,8 +13,14 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 impl Gateway {
     /// The settings of `bucket`, or NoSuchBucket.
     pub async fn bucket(&self, bucket: &str) -> S3Result<BucketSettings> {
+        let attrs = self.bucket_attrs(bucket).await?;
+        BucketSettings::from_attrs(&attrs).map_err(|e| s3_error!(InternalError, "bucket '{bucket}': {e}"))
+    }
+
+    /// The attributes of `bucket`'s record (its settings, tags, CORS rules), or NoSuchBucket.
+    pub async fn bucket_attrs(&self, bucket: &str) -> S3Result<Attrs> {
         match self.client.stat(&names::bucket_record(bucket)).await {
-            Ok(l) => BucketSettings::from_attrs(&l.attrs).map_err(|e| s3_error!(InternalError, "bucket '{bucket}': {e}")),
+            Ok(l) => Ok(l.attrs),
             Err(e) if is_missing(&e) => Err(s3_error!(NoSuchBucket, "no bucket named '{bucket}'")),
             Err(e) => Err(from_cluster(e)),
         }

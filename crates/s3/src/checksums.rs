@@ -26,6 +26,23 @@ macro_rules! checksum_of {
 }
 pub(crate) use checksum_of;
 
+/// A struct literal of an S3 output with the checksum fields of `c` (a [`Checksum`]) filled
+/// in: every output that carries a checksum names them alike.
+macro_rules! with_checksum {
+    ($c:expr, $t:ident { $($rest:tt)* }) => {{
+        let c: s3s::dto::Checksum = $c;
+        $t {
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
+            $($rest)*
+        }
+    }};
+}
+pub(crate) use with_checksum;
+
 /// One of S3's checksum algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {

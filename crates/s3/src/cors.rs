@@ -3,7 +3,6 @@
 //! headers added to actual requests whose Origin a rule allows, as S3 does. Rules are read
 //! through a short cache, so a change reaches every gateway within [`CACHE_TTL`].
 
-use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use kintsugi_client::Client;
@@ -142,13 +141,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutBucketCorsInput>) -> S3Result<S3
 }
 
 pub async fn get(g: &Gateway, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
-    let bucket = req.input.bucket;
-    let l = match g.client.stat(&names::bucket_record(&bucket)).await {
-        Ok(l) => l,
-        Err(e) if is_missing(&e) => return Err(s3_error!(NoSuchBucket, "no bucket named '{bucket}'")),
-        Err(e) => return Err(from_cluster(e)),
-    };
-    let Some(rules) = rules_of(&l.attrs) else {
+    let Some(rules) = rules_of(&g.bucket_attrs(&req.input.bucket).await?) else {
         return Err(s3_error!(NoSuchCORSConfiguration, "The CORS configuration does not exist"));
     };
     Ok(S3Response::new(GetBucketCorsOutput { cors_rules: Some(rules.iter().map(Rule::dto).collect()) }))

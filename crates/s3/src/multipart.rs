@@ -168,15 +168,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, ..Default::default() };
     let w = g.put_stream(&name, body, size, part_settings, terms, false).await?;
     let c = part_checksum(w.checksum.as_ref());
-    Ok(S3Response::new(UploadPartOutput {
-        e_tag: Some(ETag::Strong(w.etag)),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        ..Default::default()
-    }))
+    Ok(S3Response::new(crate::checksums::with_checksum!(c, UploadPartOutput { e_tag: Some(ETag::Strong(w.etag)), ..Default::default() })))
 }
 
 /// The checksum a part is written with: the upload's algorithm, checked against the value
@@ -225,15 +217,10 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
     let name = names::part(&i.upload_id, i.part_number);
     let w = g.put_stream(&name, StreamingBlob::wrap(body), size, part_settings, terms, true).await?;
     let c = part_checksum(w.checksum.as_ref());
-    let result = CopyPartResult {
-        e_tag: Some(ETag::Strong(w.etag)),
-        last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-    };
+    let result = crate::checksums::with_checksum!(
+        c,
+        CopyPartResult { e_tag: Some(ETag::Strong(w.etag)), last_modified: Some(Timestamp::from(std::time::SystemTime::now())) }
+    );
     Ok(S3Response::new(UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() }))
 }
 
@@ -369,19 +356,17 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
 fn completed(bucket: &str, key: &str, m: &ObjectMeta) -> S3Response<CompleteMultipartUploadOutput> {
     let (c, checksum_type) = m.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
-    S3Response::new(CompleteMultipartUploadOutput {
-        bucket: Some(bucket.to_string()),
-        key: Some(key.to_string()),
-        e_tag: Some(m.etag()),
-        location: Some(format!("/{bucket}/{key}")),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_type,
-        ..Default::default()
-    })
+    S3Response::new(crate::checksums::with_checksum!(
+        c,
+        CompleteMultipartUploadOutput {
+            bucket: Some(bucket.to_string()),
+            key: Some(key.to_string()),
+            e_tag: Some(m.etag()),
+            location: Some(format!("/{bucket}/{key}")),
+            checksum_type,
+            ..Default::default()
+        }
+    ))
 }
 
 pub async fn abort(g: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
@@ -413,17 +398,15 @@ pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result
         .into_iter()
         .map(|p| {
             let c = part_checksum(p.checksum.as_ref());
-            Part {
-                part_number: Some(p.number),
-                size: Some(p.size as i64),
-                e_tag: Some(ETag::Strong(p.etag)),
-                last_modified: Some(timestamp(p.mtime_ms)),
-                checksum_crc32: c.checksum_crc32,
-                checksum_crc32c: c.checksum_crc32c,
-                checksum_crc64nvme: c.checksum_crc64nvme,
-                checksum_sha1: c.checksum_sha1,
-                checksum_sha256: c.checksum_sha256,
-            }
+            crate::checksums::with_checksum!(
+                c,
+                Part {
+                    part_number: Some(p.number),
+                    size: Some(p.size as i64),
+                    e_tag: Some(ETag::Strong(p.etag)),
+                    last_modified: Some(timestamp(p.mtime_ms)),
+                }
+            )
         })
         .collect();
     Ok(S3Response::new(ListPartsOutput {

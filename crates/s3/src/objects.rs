@@ -175,16 +175,10 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
-    Ok(S3Response::new(PutObjectOutput {
-        e_tag: Some(ETag::Strong(w.etag)),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_type: t,
-        ..Default::default()
-    }))
+    Ok(S3Response::new(crate::checksums::with_checksum!(
+        c,
+        PutObjectOutput { e_tag: Some(ETag::Strong(w.etag)), checksum_type: t, ..Default::default() }
+    )))
 }
 
 /// A PUT's or an UploadPart's body: its length (at most [`MAX_PUT`]), its Content-MD5 if
@@ -337,30 +331,28 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
-    Ok(S3Response::new(GetObjectOutput {
-        tag_count: (!m.tags.is_empty()).then_some(m.tags.len() as i32),
-        parts_count: s.parts_count,
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_type,
-        body: Some(StreamingBlob::wrap(body)),
-        content_length: Some((s.end - s.start) as i64),
-        content_range: s.content_range,
-        accept_ranges: Some("bytes".into()),
-        e_tag: Some(m.etag()),
-        last_modified: Some(m.last_modified()),
-        content_type,
-        cache_control,
-        content_disposition,
-        content_encoding,
-        content_language,
-        expires,
-        metadata: m.user_map(),
-        ..Default::default()
-    }))
+    Ok(S3Response::new(crate::checksums::with_checksum!(
+        c,
+        GetObjectOutput {
+            tag_count: (!m.tags.is_empty()).then_some(m.tags.len() as i32),
+            parts_count: s.parts_count,
+            checksum_type,
+            body: Some(StreamingBlob::wrap(body)),
+            content_length: Some((s.end - s.start) as i64),
+            content_range: s.content_range,
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(m.etag()),
+            last_modified: Some(m.last_modified()),
+            content_type,
+            cache_control,
+            content_disposition,
+            content_encoding,
+            content_language,
+            expires,
+            metadata: m.user_map(),
+            ..Default::default()
+        }
+    )))
 }
 
 pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -368,28 +360,26 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
     let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
-    Ok(S3Response::new(HeadObjectOutput {
-        parts_count: s.parts_count,
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_type,
-        content_length: Some((s.end - s.start) as i64),
-        content_range: s.content_range,
-        accept_ranges: Some("bytes".into()),
-        e_tag: Some(m.etag()),
-        last_modified: Some(m.last_modified()),
-        content_type,
-        cache_control,
-        content_disposition,
-        content_encoding,
-        content_language,
-        expires,
-        metadata: m.user_map(),
-        ..Default::default()
-    }))
+    Ok(S3Response::new(crate::checksums::with_checksum!(
+        c,
+        HeadObjectOutput {
+            parts_count: s.parts_count,
+            checksum_type,
+            content_length: Some((s.end - s.start) as i64),
+            content_range: s.content_range,
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(m.etag()),
+            last_modified: Some(m.last_modified()),
+            content_type,
+            cache_control,
+            content_disposition,
+            content_encoding,
+            content_language,
+            expires,
+            metadata: m.user_map(),
+            ..Default::default()
+        }
+    )))
 }
 
 pub async fn delete(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
@@ -490,15 +480,13 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     let w = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, terms, true).await?;
     let (c, checksum_type) = w.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
-    let result = CopyObjectResult {
-        e_tag: Some(ETag::Strong(w.etag)),
-        last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_type,
-    };
+    let result = crate::checksums::with_checksum!(
+        c,
+        CopyObjectResult {
+            e_tag: Some(ETag::Strong(w.etag)),
+            last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
+            checksum_type,
+        }
+    );
     Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
 }

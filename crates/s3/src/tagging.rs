@@ -5,7 +5,6 @@
 //! without touching a byte of data. S3's limits hold: 10 tags an object (50 a bucket), keys
 //! of 1 to 128 characters, values of up to 256, no key twice.
 
-use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
 use kintsugi_proto::Attrs;
@@ -125,13 +124,7 @@ pub async fn put_bucket(g: &Gateway, req: S3Request<PutBucketTaggingInput>) -> S
 }
 
 pub async fn get_bucket(g: &Gateway, req: S3Request<GetBucketTaggingInput>) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-    let bucket = req.input.bucket;
-    let l = match g.client.stat(&names::bucket_record(&bucket)).await {
-        Ok(l) => l,
-        Err(e) if is_missing(&e) => return Err(s3_error!(NoSuchBucket, "no bucket named '{bucket}'")),
-        Err(e) => return Err(from_cluster(e)),
-    };
-    let tags = of_attrs(&l.attrs);
+    let tags = of_attrs(&g.bucket_attrs(&req.input.bucket).await?);
     if tags.is_empty() {
         return Err(s3_error!(NoSuchTagSet, "The TagSet does not exist"));
     }
