@@ -64,10 +64,10 @@ const KEY_ESCAPES: &percent_encoding::AsciiSet =
     &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
 
 /// How names appear in a listing's answer: as they are, or URL-encoded when asked.
-struct Names(bool);
+pub(crate) struct Names(bool);
 
 impl Names {
-    fn of(encoding_type: Option<&EncodingType>) -> S3Result<Names> {
+    pub(crate) fn of(encoding_type: Option<&EncodingType>) -> S3Result<Names> {
         match encoding_type.map(|e| e.as_str()) {
             None => Ok(Names(false)),
             Some("url") => Ok(Names(true)),
@@ -75,7 +75,7 @@ impl Names {
         }
     }
 
-    fn show(&self, name: String) -> String {
+    pub(crate) fn show(&self, name: String) -> String {
         if self.0 {
             percent_encoding::utf8_percent_encode(&name, KEY_ESCAPES).to_string()
         } else {

@@ -450,24 +450,68 @@ pub async fn list_uploads(g: &Gateway, req: S3Request<ListMultipartUploadsInput>
     all.sort();
     let key_marker = i.key_marker.clone().unwrap_or_default();
     let id_marker = i.upload_id_marker.clone().unwrap_or_default();
-    all.retain(|(k, id, _)| key_marker.is_empty() || k.as_str() > key_marker.as_str() || (*k == key_marker && *id > id_marker));
-    let truncated = all.len() > max;
-    all.truncate(max);
-    let next = if truncated { all.last().map(|(k, id, _)| (k.clone(), id.clone())) } else { None };
-    let uploads = all
+    // With a delimiter, keys that hold it past the prefix roll up into common prefixes
+    // (each counted once against max-uploads), as in ListObjects; a marker that is such a
+    // prefix continues after every key under it.
+    let delimiter = i.delimiter.clone().unwrap_or_default();
+    let after_prefix = !delimiter.is_empty() && key_marker.ends_with(delimiter.as_str());
+    all.retain(|(k, id, _)| {
+        key_marker.is_empty()
+            || (k.as_str() > key_marker.as_str() && !(after_prefix && k.starts_with(key_marker.as_str())))
+            || (*k == key_marker && *id > id_marker)
+    });
+    let (mut uploads, mut prefixes) = (Vec::new(), Vec::<String>::new());
+    // The last entry listed (a key and its upload id, or a common prefix and no id).
+    let mut last: Option<(String, String)> = None;
+    let mut next = None;
+    for (key, id, t) in all {
+        let rolled = (!delimiter.is_empty())
+            .then(|| key[prefix.len()..].find(delimiter.as_str()).map(|at| key[..prefix.len() + at + delimiter.len()].to_string()))
+            .flatten();
+        if rolled.is_some() && rolled == prefixes.last().cloned() {
+            continue;
+        }
+        if uploads.len() + prefixes.len() == max {
+            next = last;
+            break;
+        }
+        match rolled {
+            Some(p) => {
+                last = Some((p.clone(), String::new()));
+                prefixes.push(p);
+            }
+            None => {
+                last = Some((key.clone(), id.clone()));
+                uploads.push((key, id, t));
+            }
+        }
+    }
+    let truncated = next.is_some();
+    let names = crate::listing::Names::of(i.encoding_type.as_ref())?;
+    let uploads = uploads
         .into_iter()
-        .map(|(key, id, t)| MultipartUpload { key: Some(key), upload_id: Some(id), initiated: Some(timestamp(t)), ..Default::default() })
+        .map(|(key, id, t)| MultipartUpload {
+            key: Some(names.show(key)),
+            upload_id: Some(id),
+            initiated: Some(timestamp(t)),
+            owner: Some(crate::buckets::owner()),
+            initiator: Some(Initiator { id: crate::buckets::owner().id, display_name: crate::buckets::owner().display_name }),
+            ..Default::default()
+        })
         .collect();
     Ok(S3Response::new(ListMultipartUploadsOutput {
         bucket: Some(i.bucket),
-        prefix: i.prefix,
-        key_marker: i.key_marker,
+        prefix: Some(names.show(prefix)),
+        delimiter: i.delimiter.map(|d| names.show(d)),
+        key_marker: i.key_marker.map(|k| names.show(k)),
         upload_id_marker: i.upload_id_marker,
         max_uploads: Some(max as i32),
         is_truncated: Some(truncated),
-        next_key_marker: next.as_ref().map(|n| n.0.clone()),
+        next_key_marker: next.as_ref().map(|n| names.show(n.0.clone())),
         next_upload_id_marker: next.map(|n| n.1),
+        encoding_type: i.encoding_type,
         uploads: Some(uploads),
+        common_prefixes: Some(prefixes.into_iter().map(|p| CommonPrefix { prefix: Some(names.show(p)) }).collect()),
         ..Default::default()
     }))
 }

@@ -468,6 +468,27 @@ def multipart_errors(c):
 
 
 @test
+def list_multipart_uploads_paged(c):
+    b = c.bucket()
+    keys = ["a/1", "a/2", "b+c", "d/x/y", "e"]
+    ids = {k: c.s3.create_multipart_upload(Bucket=b, Key=k)["UploadId"] for k in keys}
+    r = c.s3.list_multipart_uploads(Bucket=b, Delimiter="/")
+    eq(([u["Key"] for u in r.get("Uploads", [])], [p["Prefix"] for p in r.get("CommonPrefixes", [])]),
+       (["b+c", "e"], ["a/", "d/"]), "uploads and common prefixes")
+    seen, kw = [], {"Bucket": b, "MaxUploads": 2}
+    while True:
+        r = c.s3.list_multipart_uploads(**kw)
+        seen += [(u["Key"], u["UploadId"]) for u in r.get("Uploads", [])]
+        if not r["IsTruncated"]:
+            break
+        kw.update(KeyMarker=r["NextKeyMarker"], UploadIdMarker=r["NextUploadIdMarker"])
+    eq(seen, [(k, ids[k]) for k in keys], "every upload once, in key order, two a page")
+    r = c.s3.list_multipart_uploads(Bucket=b, Prefix="a/")
+    eq([u["Key"] for u in r["Uploads"]], ["a/1", "a/2"], "by prefix")
+    c.empty(b)
+
+
+@test
 def multipart_complete_twice(c):
     b = c.bucket()
     u, done = upload_parts(c, b, "k", [data(5 * MIB, 3), data(10, 4)])
