@@ -649,6 +649,22 @@ def cut_read(b):
     check(body == data(size, 77)[:len(body)], "the bytes before the break are the object's")
 
 
+def cors_setup(b, origin):
+    """A bucket whose CORS rules allow `origin` to GET and PUT, an object in it; prints a
+    presigned GET and a presigned PUT (SigV4) for the browser to fetch."""
+    S3.create_bucket(Bucket=b)
+    S3.put_object(Bucket=b, Key="hello.txt", Body=b"cross-origin bytes")
+    S3.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": [{"AllowedOrigins": [origin], "AllowedMethods": ["GET", "PUT"],
+                                                                    "AllowedHeaders": ["*"], "MaxAgeSeconds": 60}]})
+    print("GET", S3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "hello.txt"}, ExpiresIn=600))
+    print("PUT", S3.generate_presigned_url("put_object", Params={"Bucket": b, "Key": "from-browser.txt"}, ExpiresIn=600))
+
+
+def cors_check(b):
+    """What the browser PUT through its preflight is there."""
+    check(get(b, "from-browser.txt") == b"written by the browser", "the browser's cross-origin PUT stored its body")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -657,6 +673,10 @@ if __name__ == "__main__":
         degraded_put(sys.argv[2])
     elif what == "degraded-check":
         degraded_check(sys.argv[2])
+    elif what == "cors-setup":
+        cors_setup(sys.argv[2], sys.argv[3])
+    elif what == "cors-check":
+        cors_check(sys.argv[2])
     elif what == "cut-read":
         cut_read(sys.argv[2])
     elif what == "unreadable-check":

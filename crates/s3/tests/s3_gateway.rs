@@ -422,3 +422,118 @@ async fn a_body_that_fails_after_its_head_resets_the_connection() {
     assert_eq!(cut, Some(1.0), "one body cut, counted:\n{text}");
     s.stop().await;
 }
+
+/// Headless Chromium, if installed (CI installs it).
+fn browser() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium-headless-shell", "chromium", "chromium-browser"]
+        .iter()
+        .find_map(|b| std::env::split_paths(&path).map(|d| d.join(b)).find(|p| p.is_file()))
+}
+
+/// Serves `page` as text/html to every request on a loopback port, from a thread; the port.
+fn serve_page(page: String) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", page.len());
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(page.as_bytes());
+        }
+    });
+    port
+}
+
+/// The page's DOM once its script has run, as headless Chromium dumps it.
+fn dump_dom(browser: &Path, url: &str) -> String {
+    let out = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--virtual-time-budget=5000", "--dump-dom", url])
+        .output()
+        .expect("running the browser");
+    format!("{}\n(browser said: {})", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr).trim())
+}
+
+/// A page that GETs, then PUTs (a method that needs a preflight), the gateway's presigned
+/// URLs from another origin, and writes what happened into `#out`.
+fn cors_page(get: &str, put: &str) -> String {
+    format!(
+        r#"<html><body><div id="out">pending</div><script>
+const out = document.getElementById("out");
+fetch("{get}").then(r => r.text()).then(t => {{
+  out.textContent = "got:" + t;
+  return fetch("{put}", {{ method: "PUT", body: "written by the browser" }});
+}}).then(r => {{ out.textContent += " put:" + r.status; }}).catch(e => {{ out.textContent += " error:" + e; }});
+</script></body></html>"#
+    )
+}
+
+/// CORS from a real browser: a page on another origin that a bucket's rules allow fetches an
+/// object and PUTs one (through a preflight); the same page from an origin the rules do not
+/// name is refused by the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_browser_on_an_allowed_origin_reads_and_writes_across_origins() {
+    let Some(browser) = browser() else {
+        assert!(std::env::var_os("CI").is_none(), "CI must have headless Chromium (.ci/run installs chromium-headless-shell)");
+        eprintln!("skipped: no headless Chromium installed");
+        return;
+    };
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::start(dir.path(), 6, "rs:4,2", kintsugi_s3::multipart::MIN_PART).await;
+    // The allowed page's port is known before the rules are written: bind it first.
+    let (get, put, allowed, other) = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let allowed_port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let origin = format!("http://127.0.0.1:{allowed_port}");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
+        let out = Command::new("python3")
+            .arg(&script)
+            .args(["cors-setup", "web", &origin])
+            .env("S3_ENDPOINT", format!("http://{}", s.s3.addr))
+            .env("AWS_ACCESS_KEY_ID", &s.key.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &s.key.secret_key)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let url = |m: &str| text.lines().find_map(|l| l.strip_prefix(m)).unwrap().trim().to_string();
+        let (get, put) = (url("GET "), url("PUT "));
+        (get.clone(), put.clone(), allowed_port, cors_page(&get, &put))
+    };
+    // The allowed page on the port the rules name.
+    let page = cors_page(&get, &put);
+    let l = std::net::TcpListener::bind(("127.0.0.1", allowed)).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", page.len());
+            let _ = c.write_all(head.as_bytes());
+            let _ = c.write_all(page.as_bytes());
+        }
+    });
+    let other_port = serve_page(other);
+    let b = browser.clone();
+    let dom = tokio::task::spawn_blocking(move || dump_dom(&b, &format!("http://127.0.0.1:{allowed}/"))).await.unwrap();
+    assert!(dom.contains("got:cross-origin bytes put:200"), "the allowed origin's fetches:\n{dom}");
+    let b = browser.clone();
+    let dom = tokio::task::spawn_blocking(move || dump_dom(&b, &format!("http://127.0.0.1:{other_port}/"))).await.unwrap();
+    // The div's text, not the script's: nothing fetched, the error Chromium gives a request
+    // the response's CORS headers do not allow.
+    assert!(dom.contains(">pending error:TypeError"), "another origin is refused by the browser:\n{dom}");
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["cors-check", "web"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}
