@@ -233,9 +233,12 @@ impl Coordinator {
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
         let mut indexed = false;
         self.meta.update(&mut |t| {
+            // Gone: committed by an earlier try whose answer was lost, or reclaimed after the
+            // upload timeout. Either way the put is to be made again (a put repeated writes
+            // the same object), so the kind is the retryable one, not the caller's fault.
             let mut o = t.upload(version)?.ok_or_else(|| {
-                WireError::bad_request(format!(
-                    "no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s"
+                WireError::unavailable(format!(
+                    "no upload {version} of '{name}' to commit: it was committed already, or abandoned for over {timeout_s} s; put it again"
                 ))
             })?;
             if o.name != name {

@@ -25,9 +25,11 @@ impl Coordinator {
         let alive = self.placeable()?;
         let mut moved = None;
         self.meta.update(&mut |t| {
-            let o = t
-                .upload(version)?
-                .ok_or_else(|| WireError::bad_request(format!("no upload {version} of '{name}': it was committed or abandoned")))?;
+            let o = t.upload(version)?.ok_or_else(|| {
+                // Reclaimed after the upload timeout (a put slowed by failing nodes), or
+                // committed: the put is to be made again, not refused as the caller's fault.
+                WireError::unavailable(format!("no upload {version} of '{name}': it was committed or abandoned; put it again"))
+            })?;
             if o.name != name {
                 return bad(format!("upload {version} is of '{}', not '{name}'", o.name));
             }
