@@ -433,8 +433,12 @@ fn browser() -> Option<std::path::PathBuf> {
 
 /// Serves `page` as text/html to every request on a loopback port, from a thread; the port.
 fn serve_page(page: String) -> u16 {
+    serve_page_on(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), page)
+}
+
+/// [`serve_page`] on a listener already bound.
+fn serve_page_on(l: std::net::TcpListener, page: String) -> u16 {
     use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut s in l.incoming().flatten() {
@@ -486,41 +490,25 @@ async fn a_browser_on_an_allowed_origin_reads_and_writes_across_origins() {
     }
     let dir = tempfile::tempdir().unwrap();
     let s = Store::start(dir.path(), 6, "rs:4,2", kintsugi_s3::multipart::MIN_PART).await;
-    // The allowed page's port is known before the rules are written: bind it first.
-    let (get, put, allowed, other) = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let allowed_port = probe.local_addr().unwrap().port();
-        drop(probe);
-        let origin = format!("http://127.0.0.1:{allowed_port}");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
-        let out = Command::new("python3")
-            .arg(&script)
-            .args(["cors-setup", "web", &origin])
-            .env("S3_ENDPOINT", format!("http://{}", s.s3.addr))
-            .env("AWS_ACCESS_KEY_ID", &s.key.access_key)
-            .env("AWS_SECRET_ACCESS_KEY", &s.key.secret_key)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-        let url = |m: &str| text.lines().find_map(|l| l.strip_prefix(m)).unwrap().trim().to_string();
-        let (get, put) = (url("GET "), url("PUT "));
-        (get.clone(), put.clone(), allowed_port, cors_page(&get, &put))
-    };
-    // The allowed page on the port the rules name.
-    let page = cors_page(&get, &put);
-    let l = std::net::TcpListener::bind(("127.0.0.1", allowed)).unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for mut c in l.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = c.read(&mut buf);
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", page.len());
-            let _ = c.write_all(head.as_bytes());
-            let _ = c.write_all(page.as_bytes());
-        }
-    });
-    let other_port = serve_page(other);
+    // The allowed page's port is known before the rules are written: bound first, served
+    // once the URLs are known.
+    let page_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let allowed = page_listener.local_addr().unwrap().port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["cors-setup", "web", &format!("http://127.0.0.1:{allowed}")])
+        .env("S3_ENDPOINT", format!("http://{}", s.s3.addr))
+        .env("AWS_ACCESS_KEY_ID", &s.key.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &s.key.secret_key)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let url = |m: &str| text.lines().find_map(|l| l.strip_prefix(m)).unwrap().trim().to_string();
+    let page = cors_page(&url("GET "), &url("PUT "));
+    serve_page_on(page_listener, page.clone());
+    let other_port = serve_page(page);
     let b = browser.clone();
     let dom = tokio::task::spawn_blocking(move || dump_dom(&b, &format!("http://127.0.0.1:{allowed}/"))).await.unwrap();
     assert!(dom.contains("got:cross-origin bytes put:200"), "the allowed origin's fetches:\n{dom}");
