@@ -15,7 +15,7 @@ use kintsugi_proto::{
     recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
     READER,
 };
-use kintsugi_proto::{Fault, Scarce};
+use kintsugi_proto::{Fault, Scarce, VersionInfo, VersionRef, Versioning};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,8 +112,49 @@ impl Client {
 
     /// Deletes object `name`; says whether it existed (deleting twice is not an error).
     pub async fn delete(&self, name: &str) -> Result<bool, Error> {
-        match self.call(&CoordRequest::DeleteObject { name: name.into() }, self.io_timeout).await? {
-            CoordResponse::Deleted { existed } => Ok(existed),
+        let req = CoordRequest::DeleteObject { name: name.into(), versioning: Versioning::Unversioned };
+        match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Deleted { existed, .. } => Ok(existed),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Deletes `name` as a bucket with `versioning` does: without versioning as
+    /// [`Client::delete`] (None); with it, a delete marker becomes its latest version
+    /// (answered).
+    pub async fn delete_versioned(&self, name: &str, versioning: Versioning) -> Result<Option<VersionInfo>, Error> {
+        match self.call(&CoordRequest::DeleteObject { name: name.into(), versioning }, self.io_timeout).await? {
+            CoordResponse::Deleted { version, .. } => Ok(version.map(|v| *v)),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Deletes exactly version `version` of `name`; answers it, if it existed (see
+    /// `CoordRequest::DeleteVersion`).
+    pub async fn delete_version(&self, name: &str, version: VersionRef) -> Result<Option<VersionInfo>, Error> {
+        match self.call(&CoordRequest::DeleteVersion { name: name.into(), version }, self.io_timeout).await? {
+            CoordResponse::Deleted { version, .. } => Ok(version.map(|v| *v)),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Version `version` of `name`, or its latest when None: a layout to read, or a delete
+    /// marker (`delete_marker`, no stripes); NotFound if there is no such version.
+    pub async fn stat_version(&self, name: &str, version: Option<VersionRef>) -> Result<ObjectLayout, Error> {
+        self.layout(CoordRequest::LookupVersion { name: name.into(), version }).await
+    }
+
+    /// One page of the versions of names under `prefix` (see `CoordRequest::ListVersions`).
+    pub async fn list_versions(&self, page: VersionsPage<'_>) -> Result<VersionListing, Error> {
+        let req = CoordRequest::ListVersions {
+            prefix: page.prefix.into(),
+            delimiter: page.delimiter.into(),
+            key_marker: page.key_marker.into(),
+            version_marker: page.version_marker,
+            limit: page.limit,
+        };
+        match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Versions { versions, prefixes, next } => Ok(VersionListing { versions, prefixes, next }),
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
@@ -264,11 +305,13 @@ impl Client {
 
     /// Makes `name` the concatenation of committed objects `parts` (name, version), which
     /// are gone afterwards; no byte moves (see `CoordRequest::ComposeObject`).
-    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, terms: CommitTerms) -> Result<(), Error> {
-        let CommitTerms { attrs, precondition } = terms;
-        let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs, precondition };
-        self.call(&req, self.io_timeout).await?;
-        Ok(())
+    pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, terms: CommitTerms) -> Result<VersionRef, Error> {
+        let CommitTerms { attrs, precondition, versioning } = terms;
+        let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs, precondition, versioning };
+        match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Committed { version, versioned: true } => Ok(VersionRef::Id(version)),
+            _ => Ok(VersionRef::Null),
+        }
     }
 
     /// Replaces the attributes of committed object `name` at exactly `version` (see
@@ -336,6 +379,25 @@ impl Client {
 }
 
 /// Why stripes `width` wide cannot be healed on `live` nodes, if they cannot.
+/// Which page of a version listing to read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VersionsPage<'a> {
+    pub prefix: &'a str,
+    pub delimiter: &'a str,
+    pub key_marker: &'a str,
+    pub version_marker: Option<VersionRef>,
+    /// At most this many entries (1 to 1000; 0: 1000).
+    pub limit: u32,
+}
+
+/// A page of versions: in S3's order, the common prefixes, and where the next page starts.
+#[derive(Clone, Debug, Default)]
+pub struct VersionListing {
+    pub versions: Vec<VersionInfo>,
+    pub prefixes: Vec<String>,
+    pub next: Option<(String, Option<VersionRef>)>,
+}
+
 pub fn cannot_heal(width: usize, live: usize) -> Option<String> {
     (width >= live).then(|| {
         format!(

@@ -399,6 +399,8 @@ mod tests {
             layout: Default::default(),
             extents: vec![],
             attrs: Default::default(),
+            versioned: false,
+            delete_marker: false,
         };
         for s in &mut l.stripes {
             s.chunks = (0..3)

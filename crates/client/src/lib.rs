@@ -10,6 +10,6 @@ pub mod index_reads;
 mod object_io;
 pub mod straggler_injector;
 
-pub use client::{ping, Client, DegradedReadObserver, FAILOVER_WAIT};
+pub use client::{ping, Client, DegradedReadObserver, VersionListing, VersionsPage, FAILOVER_WAIT};
 pub use error::{Error, ErrorKind};
 pub use object_io::{CommitTerms, ObjectSink, Progress, ReadReport};

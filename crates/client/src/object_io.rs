@@ -11,7 +11,7 @@ use kintsugi_proto::frame::{read_body, read_head};
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
     recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
-    Precondition,
+    Precondition, Versioning,
 };
 use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
@@ -67,11 +67,13 @@ pub struct CommitTerms {
     pub attrs: Attrs,
     /// What the object must be at the commit (none: anything).
     pub precondition: Option<Precondition>,
+    /// Whether the version it replaces is kept (see [`Versioning`]).
+    pub versioning: Versioning,
 }
 
 impl From<Attrs> for CommitTerms {
     fn from(attrs: Attrs) -> Self {
-        CommitTerms { attrs, precondition: None }
+        CommitTerms { attrs, ..Default::default() }
     }
 }
 
@@ -248,34 +250,35 @@ impl Client {
         crcs: Vec<Vec<u32>>,
         terms: CommitTerms,
     ) -> Result<ObjectLayout, WireError> {
-        let CommitTerms { attrs, precondition } = terms;
+        let CommitTerms { attrs, precondition, versioning } = terms;
         let req = CoordRequest::CommitObject {
             name: name.into(),
             version: layout.version,
             crcs: crcs.clone(),
             attrs: attrs.clone(),
             precondition,
+            versioning,
         };
-        match self.call(&req, self.io_timeout).await? {
-            // Our version, as committed (a later put may replace it at any time).
-            CoordResponse::Ok => {
-                let mut layout = ObjectLayout { committed: true, attrs, ..layout };
-                let extents = layout.extents.clone();
-                for (si, (s, c)) in layout.stripes.iter_mut().zip(&crcs).enumerate() {
-                    if c.len() == 1 && s.chunks.len() > 1 {
-                        if let Some(e) = extents.iter().find(|e| e.stripe == si) {
-                            s.chunks[e.index].crc32c = Some(c[0]);
-                        }
-                        continue;
-                    }
-                    for (loc, crc) in s.chunks.iter_mut().zip(c) {
-                        loc.crc32c = Some(*crc);
-                    }
+        let (version, versioned) = match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Committed { version, versioned } => (version, versioned),
+            CoordResponse::Ok => (layout.version, false),
+            other => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        };
+        // Our version, as committed (a later put may replace it at any time).
+        let mut layout = ObjectLayout { committed: true, attrs, version, versioned, ..layout };
+        let extents = layout.extents.clone();
+        for (si, (s, c)) in layout.stripes.iter_mut().zip(&crcs).enumerate() {
+            if c.len() == 1 && s.chunks.len() > 1 {
+                if let Some(e) = extents.iter().find(|e| e.stripe == si) {
+                    s.chunks[e.index].crc32c = Some(c[0]);
                 }
-                Ok(layout)
+                continue;
             }
-            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
+            for (loc, crc) in s.chunks.iter_mut().zip(c) {
+                loc.crc32c = Some(*crc);
+            }
         }
+        Ok(layout)
     }
 
     /// Reads object `name` into memory (see [`Client::get_into`]).

@@ -11,7 +11,7 @@ use kintsugi_proto::{
     read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
     StripeLayout,
 };
-use kintsugi_proto::{ErrorKind, WireError};
+use kintsugi_proto::{ErrorKind, VersionInfo, VersionRef, Versioning, WireError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -342,6 +342,21 @@ pub(crate) fn bad<T>(m: impl Into<String>) -> Result<T, WireError> {
 }
 
 /// The object `name` is not there (never put, or deleted).
+/// A version as listings and deletes answer it (`name` is the object's, wherever the record
+/// is stored).
+fn version_info(name: &str, o: ObjectRecord, latest: bool) -> VersionInfo {
+    VersionInfo {
+        name: name.to_string(),
+        version: o.version,
+        versioned: o.chain.versioned,
+        delete_marker: o.chain.delete_marker,
+        latest,
+        size: o.size,
+        created_ms: o.created_ms,
+        attrs: o.attrs,
+    }
+}
+
 pub(crate) fn no_object(name: &str) -> WireError {
     WireError::not_found(format!("no object named '{name}'"))
 }
@@ -400,24 +415,26 @@ impl Coordinator {
             CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
                 Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))
             }
-            CoordRequest::CommitObject { name, version, crcs, attrs, precondition } => {
-                if self.commit(&name, version, crcs, attrs, precondition)? {
+            CoordRequest::CommitObject { name, version, crcs, attrs, precondition, versioning } => {
+                let (c, indexed) = self.commit(&name, version, crcs, (attrs, precondition, versioning))?;
+                if indexed {
                     self.publish_acknowledged(&name).await?;
                 }
-                Ok(CoordResponse::Ok)
+                Ok(CoordResponse::Committed { version: c.version, versioned: c.versioned })
             }
             CoordRequest::AbortUpload { name, version } => {
                 self.abort_upload(&name, version)?;
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::ComposeObject { name, parts, attrs, precondition } => {
+            CoordRequest::ComposeObject { name, parts, attrs, precondition, versioning } => {
                 let me = self.clone();
                 let n = name.clone();
                 // Never indexed itself (a Stripe layout), but it may replace an object that was.
-                if off_runtime(move || me.compose(&n, &parts, attrs, precondition)).await? {
+                let (c, indexed) = off_runtime(move || me.compose(&n, &parts, (attrs, precondition, versioning))).await?;
+                if indexed {
                     self.publish_acknowledged(&name).await?;
                 }
-                Ok(CoordResponse::Ok)
+                Ok(CoordResponse::Committed { version: c.version, versioned: c.versioned })
             }
             CoordRequest::SetAttrs { name, version, attrs } => {
                 if self.set_attrs(&name, version, attrs)? {
@@ -425,12 +442,34 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::DeleteObject { name } => {
+            CoordRequest::DeleteObject { name, versioning: Versioning::Unversioned } => {
                 let (existed, indexed) = self.delete(&name)?;
                 if indexed {
                     self.publish_acknowledged(&name).await?;
                 }
-                Ok(CoordResponse::Deleted { existed })
+                Ok(CoordResponse::Deleted { existed, version: None })
+            }
+            CoordRequest::DeleteObject { name, versioning } => {
+                let m = self.delete_marking(&name, versioning)?;
+                Ok(CoordResponse::Deleted { existed: true, version: Some(Box::new(version_info(&name, m, true))) })
+            }
+            CoordRequest::DeleteVersion { name, version } => {
+                let gone = self.delete_version(&name, version)?;
+                if gone.as_ref().is_some_and(|o| o.shares_stripes()) {
+                    self.publish_acknowledged(&name).await?;
+                }
+                let latest = gone.as_ref().is_some_and(|o| !crate::versions::is_kept(&o.name));
+                Ok(CoordResponse::Deleted { existed: gone.is_some(), version: gone.map(|o| Box::new(version_info(&name, o, latest))) })
+            }
+            CoordRequest::LookupVersion { name, version } => Ok(CoordResponse::Layout(self.lookup_version(&name, version)?)),
+            CoordRequest::ListVersions { prefix, delimiter, key_marker, version_marker, limit } => {
+                let me = self.clone();
+                let limit = if limit == 0 { crate::object_listing::MAX_PAGE } else { limit as usize };
+                let page = off_runtime(move || {
+                    crate::version_listing::list_versions(me.meta.as_ref(), &prefix, &delimiter, &key_marker, version_marker, limit)
+                })
+                .await?;
+                Ok(CoordResponse::Versions { versions: page.versions, prefixes: page.prefixes, next: page.next })
             }
             CoordRequest::Inventory { node, boot, chunks, last, token } => {
                 self.check_identity(node, &token)?;
@@ -504,10 +543,28 @@ impl Coordinator {
     fn lookup(&self, name: &str) -> Result<ObjectLayout, WireError> {
         let mut tries = 0;
         loop {
-            let o = self.meta.object(name)?.ok_or_else(|| no_object(name))?;
+            let o = self.meta.object(name)?.filter(|o| !o.chain.delete_marker).ok_or_else(|| no_object(name))?;
             match self.layout(&o) {
                 Err(e) if tries < 5 && self.meta.object(name)?.is_none_or(|now| now.version != o.version) => {
                     tracing::debug!("'{name}' was replaced while its layout was read ({e}); reading again");
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Version `want` of `name` (its latest, a delete marker included, when None).
+    fn lookup_version(&self, name: &str, want: Option<VersionRef>) -> Result<ObjectLayout, WireError> {
+        let mut tries = 0;
+        loop {
+            let o = crate::versions::find(self.meta.as_ref(), name, want)?.ok_or_else(|| match want {
+                Some(v) => WireError::not_found(format!("no version {v} of '{name}'")),
+                None => no_object(name),
+            })?;
+            match self.layout(&o) {
+                Err(e) if tries < 5 && self.meta.object(&o.name)?.is_none_or(|now| now.version != o.version) => {
+                    tracing::debug!("'{name}' changed while its layout was read ({e}); reading again");
                     tries += 1;
                 }
                 r => return r,
@@ -587,6 +644,8 @@ impl Coordinator {
             layout: o.layout,
             extents,
             attrs: o.attrs.clone(),
+            versioned: o.chain.versioned,
+            delete_marker: o.chain.delete_marker,
         })
     }
 

@@ -196,6 +196,7 @@ impl Coordinator {
                 layout,
                 extents,
                 attrs: Default::default(),
+                chain: Default::default(),
             };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);

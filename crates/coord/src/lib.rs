@@ -43,6 +43,8 @@ mod stripe_placement;
 mod subprocess;
 mod timeslot_reservation;
 mod upload_moves;
+pub mod version_listing;
+pub mod versions;
 
 pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
 pub use full_node_plan::TimeslotGating;

@@ -40,6 +40,36 @@ pub struct ObjectRecord {
     /// What the writer attached at commit (see [`kintsugi_proto::Attrs`]).
     #[serde(default, skip_serializing_if = "kintsugi_proto::Attrs::is_empty")]
     pub attrs: kintsugi_proto::Attrs,
+    /// Where it stands among its name's versions (see [`crate::versions`]).
+    #[serde(default, skip_serializing_if = "VersionLinks::is_plain")]
+    pub chain: VersionLinks,
+}
+
+/// A version's place among its name's versions: its kind and its neighbours, by version
+/// number (0: none). All empty for a name that was never versioned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionLinks {
+    /// Its S3 version id is its own (false: the "null" version).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub versioned: bool,
+    /// A delete marker: no bytes; as the latest, the name reads as deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
+    /// The next older kept version.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub older: u64,
+    /// The next newer version (kept versions only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub newer: u64,
+    /// The latest only: the kept null version, if one of the older ones is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kept_null: u64,
+}
+
+impl VersionLinks {
+    pub fn is_plain(&self) -> bool {
+        *self == VersionLinks::default()
+    }
 }
 
 impl ObjectRecord {

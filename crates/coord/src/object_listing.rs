@@ -1,6 +1,7 @@
 //! Listing objects a page at a time, in name order, as S3's ListObjectsV2 does: a prefix, a
 //! delimiter that rolls names up into common prefixes, and a continuation point. A page
 //! reads only its own entries (and seeks past each common prefix), never the whole store.
+//! Names whose latest version is a delete marker are not listed, nor kept versions.
 
 use crate::meta::{MetaStore, ObjectRecord};
 use crate::meta_index::after_prefix;
@@ -41,6 +42,18 @@ pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &st
         for o in batch {
             if !o.name.starts_with(prefix) {
                 break 'pages;
+            }
+            if crate::versions::is_kept(&o.name) && !prefix.starts_with(crate::versions::KEPT) {
+                // Kept versions are listed by version listings only: past all of them.
+                let past = char::from_u32(crate::versions::KEPT as u32 + 1).expect("a char");
+                (from, inclusive) = (past.to_string(), true);
+                continue 'pages;
+            }
+            if o.chain.delete_marker {
+                // A name whose latest version is a delete marker is not listed (nor is a
+                // common prefix only such names share).
+                (from, inclusive) = (o.name.clone(), false);
+                continue;
             }
             if count == limit {
                 // There is more: the next page starts past this one's last entry.
@@ -99,6 +112,7 @@ mod tests {
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
                     attrs: Default::default(),
+                    chain: Default::default(),
                 })
             })
             .collect();

@@ -15,7 +15,14 @@ use kintsugi_codes::CodeSpec;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::{Attrs, ChunkId, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout, Precondition, MAX_ATTRS_BYTES};
-use kintsugi_proto::{ErrorKind, Scarce, WireError};
+use kintsugi_proto::{ErrorKind, Scarce, VersionRef, Versioning, WireError};
+
+/// What a commit made: its version number, and whether its S3 id is its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Committed {
+    pub version: u64,
+    pub versioned: bool,
+}
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +68,8 @@ fn check_attrs(attrs: &Attrs) -> Result<(), WireError> {
 /// transaction, so no other commit comes between the check and the write).
 fn check_precondition(t: &mut dyn Txn, name: &str, precondition: Option<Precondition>) -> Result<(), WireError> {
     let Some(p) = precondition else { return Ok(()) };
-    let current = t.object(name)?.map(|o| o.version);
+    // A delete marker is no object: a name whose latest version is one is absent.
+    let current = t.object(name)?.filter(|o| !o.chain.delete_marker).map(|o| o.version);
     if p.holds(current) {
         return Ok(());
     }
@@ -205,6 +213,7 @@ impl Coordinator {
                 layout: if chunk_size_was_max { LayoutSpec::StripeMax } else { LayoutSpec::Stripe },
                 extents: vec![],
                 attrs: Default::default(),
+                chain: Default::default(),
             };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);
@@ -219,19 +228,21 @@ impl Coordinator {
     }
 
     /// Commits upload `version` of `name` with its chunks' checksums; the version it
-    /// replaces goes to garbage. Says whether the new version or the one it replaces is in
-    /// the per-object index (Geo, Contiguous), so the index must hear of it.
+    /// replaces is kept or goes to garbage, as `versioning` says. Says what was committed,
+    /// and whether the new version or the one it replaces is in the per-object index (Geo,
+    /// Contiguous), so the index must hear of it.
     pub(crate) fn commit(
         &self,
         name: &str,
         version: u64,
         crcs: Vec<Vec<u32>>,
-        attrs: Attrs,
-        precondition: Option<Precondition>,
-    ) -> Result<bool, WireError> {
+        terms: (Attrs, Option<Precondition>, Versioning),
+    ) -> Result<(Committed, bool), WireError> {
+        let (attrs, precondition, versioning) = terms;
         check_attrs(&attrs)?;
         let timeout_s = self.cfg.upload_timeout_ms / 1000;
         let mut indexed = false;
+        let mut committed = Committed { version, versioned: false };
         self.meta.update(&mut |t| {
             // Gone: committed by an earlier try whose answer was lost, or reclaimed after the
             // upload timeout. Either way the put is to be made again (a put repeated writes
@@ -288,16 +299,23 @@ impl Coordinator {
                 t.put(Change::PutStripe(s))?;
             }
             indexed = o.shares_stripes();
-            if let Some(old) = t.object(name)? {
-                indexed |= old.shares_stripes();
-                t.discard_version(&old, now_ms())?;
+            let chained = t.object(name)?.is_some_and(|old| !old.chain.is_plain());
+            if versioning != Versioning::Unversioned || chained {
+                if indexed {
+                    return bad(format!("'{name}' has a {} layout: its versions cannot be kept", o.layout));
+                }
+                // Version numbers order a name's versions: a kept one is numbered at its
+                // commit, not at its put's start.
+                o.version = t.next_id("version")?;
             }
+            indexed |= t.object(name)?.is_some_and(|old| old.shares_stripes());
             o.committed = true;
             o.attrs = attrs.clone();
             t.put(Change::DeleteUpload(version))?;
-            t.put(Change::PutObject(o))
+            committed = Committed { version: o.version, versioned: versioning == Versioning::Enabled };
+            crate::versions::supersede(t, name, o, versioning, now_ms())
         })?;
-        Ok(indexed)
+        Ok((committed, indexed))
     }
 
     /// Makes `name` the concatenation of the committed objects `parts` (name, version), in
@@ -308,15 +326,16 @@ impl Coordinator {
         &self,
         name: &str,
         parts: &[(String, u64)],
-        attrs: Attrs,
-        precondition: Option<Precondition>,
-    ) -> Result<bool, WireError> {
+        terms: (Attrs, Option<Precondition>, Versioning),
+    ) -> Result<(Committed, bool), WireError> {
+        let (attrs, precondition, versioning) = terms;
         check_name_and_size(name, 0)?;
         check_attrs(&attrs)?;
         if parts.is_empty() || parts.len() > MAX_PARTS {
             return bad(format!("an object is composed of 1 to {MAX_PARTS} parts ({} given)", parts.len()));
         }
         let mut indexed = false;
+        let mut committed = Committed { version: 0, versioned: false };
         self.meta.update(&mut |t| {
             check_precondition(t, name, precondition)?;
             let (mut stripes, mut size, mut code) = (Vec::new(), 0u64, None);
@@ -342,11 +361,8 @@ impl Coordinator {
                 t.put(Change::DeleteObject(p.clone()))?;
             }
             let version = t.next_id("version")?;
-            indexed = false;
-            if let Some(old) = t.object(name)? {
-                indexed = old.shares_stripes();
-                t.discard_version(&old, now_ms())?;
-            }
+            indexed = t.object(name)?.is_some_and(|old| old.shares_stripes());
+            committed = Committed { version, versioned: versioning == Versioning::Enabled };
             let o = ObjectRecord {
                 name: name.to_string(),
                 size,
@@ -358,10 +374,11 @@ impl Coordinator {
                 layout: LayoutSpec::Stripe,
                 extents: vec![],
                 attrs: attrs.clone(),
+                chain: Default::default(),
             };
-            t.put(Change::PutObject(o))
+            crate::versions::supersede(t, name, o, versioning, now_ms())
         })?;
-        Ok(indexed)
+        Ok((committed, indexed))
     }
 
     /// Replaces the attributes of committed `name` at exactly `version`, in one transaction;
@@ -373,6 +390,15 @@ impl Coordinator {
             let Some(mut o) = t.object(name)? else {
                 return Err(WireError::not_found(format!("no object '{name}'")));
             };
+            // A kept version (S3's tagging by version id).
+            if o.version != version {
+                if let Some(k) = t.object(&crate::versions::kept_name(name, version))? {
+                    o = k;
+                }
+            }
+            if o.chain.delete_marker {
+                return Err(WireError::not_found(format!("version {version} of '{name}' is a delete marker")));
+            }
             if o.version != version {
                 return Err(WireError::new(
                     ErrorKind::PreconditionFailed,
@@ -390,10 +416,21 @@ impl Coordinator {
     /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
     /// retried delete whose tombstone may not have reached the index).
     pub(crate) fn delete(&self, name: &str) -> Result<(bool, bool), WireError> {
+        if crate::versions::is_kept(name) {
+            return bad("a kept version is deleted by its version id");
+        }
         let (mut existed, mut indexed) = (false, true);
         self.meta.update(&mut |t| {
             (existed, indexed) = (false, true);
             if let Some(o) = t.object(name)? {
+                if !o.chain.is_plain() {
+                    // A name with versions loses only its latest.
+                    existed = !o.chain.delete_marker;
+                    indexed = false;
+                    let want = if o.chain.versioned { VersionRef::Id(o.version) } else { VersionRef::Null };
+                    crate::versions::delete_version(t, name, want, now_ms())?;
+                    return Ok(());
+                }
                 existed = true;
                 indexed = o.shares_stripes();
                 t.discard_version(&o, now_ms())?;
@@ -402,6 +439,36 @@ impl Coordinator {
             Ok(())
         })?;
         Ok((existed, indexed))
+    }
+
+    /// Deletes `name` as a versioned bucket does: a delete marker becomes its latest
+    /// version (answered), the one it replaces kept or, when both are the null version,
+    /// discarded.
+    pub(crate) fn delete_marking(&self, name: &str, versioning: Versioning) -> Result<ObjectRecord, WireError> {
+        check_name_and_size(name, 0)?;
+        let mut made = None;
+        self.meta.update(&mut |t| {
+            let now = now_ms();
+            let m = crate::versions::marker(t, name, now)?;
+            crate::versions::supersede(t, name, m.clone(), versioning, now)?;
+            made = Some(ObjectRecord {
+                chain: crate::meta::VersionLinks { versioned: versioning == Versioning::Enabled, ..m.chain.clone() },
+                ..m
+            });
+            Ok(())
+        })?;
+        Ok(made.expect("set by the transaction"))
+    }
+
+    /// Deletes version `want` of `name` (see `CoordRequest::DeleteVersion`); says what it
+    /// deleted, if anything.
+    pub(crate) fn delete_version(&self, name: &str, want: VersionRef) -> Result<Option<ObjectRecord>, WireError> {
+        let mut gone = None;
+        self.meta.update(&mut |t| {
+            gone = crate::versions::delete_version(t, name, want, now_ms())?;
+            Ok(())
+        })?;
+        Ok(gone)
     }
 
     /// Abandons upload `version` of `name` (see `CoordRequest::AbortUpload`).

@@ -134,6 +134,7 @@ async fn overwrite_delete_and_abandoned_uploads() {
                 crcs,
                 attrs: Default::default(),
                 precondition: None,
+                versioning: Default::default(),
             },
             Duration::from_secs(5),
         )
@@ -521,7 +522,7 @@ async fn conditional_commits_let_exactly_one_writer_win() {
         let client = c.client.clone();
         async move {
             let mut r: &[u8] = &body;
-            let mut terms = || Ok(CommitTerms { attrs: Default::default(), precondition: p });
+            let mut terms = || Ok(CommitTerms { attrs: Default::default(), precondition: p, ..Default::default() });
             client.put_with_attrs(name, &mut r, body.len() as u64, code, 0, LayoutSpec::Stripe, &|_| {}, &mut terms).await
         }
     };
@@ -551,7 +552,7 @@ async fn conditional_commits_let_exactly_one_writer_win() {
 
     // A compose that requires the name to be free, when it is not: the parts stay.
     let p = c.client.put("part", &data(3000, 4), code, 0).await.unwrap().version;
-    let terms = CommitTerms { attrs: Default::default(), precondition: Some(Precondition::Absent) };
+    let terms = CommitTerms { attrs: Default::default(), precondition: Some(Precondition::Absent), ..Default::default() };
     let e = c.client.compose("once", vec![("part".into(), p)], terms).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
     assert_eq!(c.client.stat("part").await.unwrap().version, p, "a refused compose changes nothing");

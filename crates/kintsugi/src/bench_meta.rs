@@ -117,6 +117,7 @@ fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> 
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
                     attrs: Default::default(),
+                    chain: Default::default(),
                 }))?;
             }
             Ok(())
@@ -302,10 +303,11 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
                     crcs,
                     attrs: Default::default(),
                     precondition: None,
+                    versioning: Default::default(),
                 },
             )
             .await?;
-            if !matches!(r, CoordResponse::Layout(_) | CoordResponse::Ok) {
+            if !matches!(r, CoordResponse::Layout(_) | CoordResponse::Ok | CoordResponse::Committed { .. }) {
                 bail!("commit: {r:?}");
             }
             ms.entry("create").or_default().push(t_create);
@@ -328,8 +330,8 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
             let report = CoordRequest::ReportChunk { node: holder, chunk: ChunkId::new(s.id, 0), reason: "bench".into() };
             let (t, _) = timed(&client, &report).await?;
             ms.entry("mark bad").or_default().push(t);
-            let (t, r) = timed(&client, &CoordRequest::DeleteObject { name }).await?;
-            if !matches!(r, CoordResponse::Deleted { existed: true }) {
+            let (t, r) = timed(&client, &CoordRequest::DeleteObject { name, versioning: Default::default() }).await?;
+            if !matches!(r, CoordResponse::Deleted { existed: true, .. }) {
                 bail!("delete: {r:?}");
             }
             ms.entry("delete").or_default().push(t);

@@ -100,7 +100,7 @@ impl GatewayConfig {
             listen: self.listen.clone(),
             coordinator: self.coordinator.clone(),
             keys,
-            defaults: BucketSettings { code: self.code, layout, chunk_size },
+            defaults: BucketSettings { code: self.code, layout, chunk_size, versioning: Default::default() },
             method: self.method,
             slice: size("slice", &self.slice)?,
             min_part: size("min_part_size", &self.min_part_size)?,

@@ -35,7 +35,12 @@ fn parse_layout_arg(s: &str) -> Result<kintsugi_proto::LayoutSpec, String> {
 
 impl BucketDefaults {
     fn settings(&self) -> BucketSettings {
-        BucketSettings { code: self.code, layout: self.layout, chunk_size: self.chunk_size.unwrap_or(0) as u64 }
+        BucketSettings {
+            code: self.code,
+            layout: self.layout,
+            chunk_size: self.chunk_size.unwrap_or(0) as u64,
+            versioning: Default::default(),
+        }
     }
 }
 
@@ -213,7 +218,12 @@ pub fn bucket(cmd: BucketCmd) -> Result<()> {
             }
             BucketCmd::Ls { target } => {
                 // Listing uses no defaults: each bucket's record holds its own settings.
-                let none = BucketSettings { code: CodeSpec::Rs { k: 1, m: 1 }, layout: Default::default(), chunk_size: 0 };
+                let none = BucketSettings {
+                    code: CodeSpec::Rs { k: 1, m: 1 },
+                    layout: Default::default(),
+                    chunk_size: 0,
+                    versioning: Default::default(),
+                };
                 let buckets = gateway_of(&target, none)?.buckets().await.map_err(|e| anyhow!("{}", e.message().unwrap_or("failed")))?;
                 let rows: Vec<(String, BucketSettings)> = buckets.into_iter().map(|b| (b.name, b.settings)).collect();
                 if target.json {
@@ -310,7 +320,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         if alive < n {
             bail!("only {alive} of {} nodes came up; {code} needs {n}", a.nodes);
         }
-        let defaults = BucketSettings { code, layout: a.layout, chunk_size: 0 };
+        let defaults = BucketSettings { code, layout: a.layout, chunk_size: 0, versioning: Default::default() };
         let cfg = kintsugi_s3::S3Config {
             listen: a.listen.clone(),
             coordinator: addr.clone(),

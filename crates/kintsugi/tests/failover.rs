@@ -109,6 +109,7 @@ fn the_etcd_store_keeps_what_redb_keeps_and_refuses_a_deposed_leader() {
                 layout: LayoutSpec::Stripe,
                 extents: vec![],
                 attrs: Default::default(),
+                chain: Default::default(),
             }),
             _ => Change::DeleteObject(format!("o{}/{}", rng.random_range(0..3), rng.random_range(0..4))),
         };

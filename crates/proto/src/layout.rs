@@ -27,6 +27,12 @@ pub struct ObjectLayout {
     /// metadata); opaque to the cluster.
     #[serde(default, skip_serializing_if = "Attrs::is_empty")]
     pub attrs: Attrs,
+    /// Its version id is its own (written with versioning on; false: the "null" version).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub versioned: bool,
+    /// A delete marker: the name's latest version says it is deleted (no bytes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
 }
 
 /// An object's attributes: names to values, set when it is committed.

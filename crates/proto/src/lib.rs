@@ -17,8 +17,10 @@ pub mod secure;
 mod spill_read;
 pub mod status;
 pub mod tcp;
+pub mod versions;
 pub mod wire_error;
 pub mod wire_graph;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};
 pub use messages::*;
+pub use versions::{VersionInfo, VersionRef, Versioning};

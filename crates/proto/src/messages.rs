@@ -1,6 +1,7 @@
 //! Typed messages. Each request enum has one response enum; large data never travels
 //! inside a message but as data frames after it.
 
+use crate::versions::{VersionInfo, VersionRef, Versioning};
 use kintsugi_codes::CodeSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -376,6 +377,9 @@ pub enum CoordRequest {
         /// `PreconditionFailed` otherwise, the upload left to be aborted).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<Precondition>,
+        /// Whether the version it replaces is kept (see [`Versioning`]).
+        #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
+        versioning: Versioning,
     },
     /// Abandons upload `version` of `name` now (a put that failed half-way): its chunks go
     /// to garbage at once instead of after the upload timeout. Idempotent.
@@ -395,6 +399,8 @@ pub enum CoordRequest {
         /// As for `CommitObject`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<Precondition>,
+        #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
+        versioning: Versioning,
     },
     /// Replaces the attributes of committed object `name`, exactly at `version` (else
     /// `PreconditionFailed`; `NotFound` if there is none); its bytes stay as they are (S3's
@@ -404,9 +410,41 @@ pub enum CoordRequest {
         version: u64,
         attrs: Attrs,
     },
-    /// Deletes an object (idempotent).
+    /// Deletes an object (idempotent); with versioning, writes a delete marker instead
+    /// (answered with it).
     DeleteObject {
         name: String,
+        #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
+        versioning: Versioning,
+    },
+    /// Deletes exactly one version of `name` (idempotent; answered with it, if it existed):
+    /// its chunks go to garbage. Deleting the latest makes the next older one latest.
+    DeleteVersion {
+        name: String,
+        version: VersionRef,
+    },
+    /// A version of `name`, or its latest when `version` is None: a layout to read, or a
+    /// delete marker (flagged, no stripes). `Lookup` answers NotFound for a marker.
+    LookupVersion {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<VersionRef>,
+    },
+    /// One page of the versions of names starting with `prefix`, in S3's order (names in
+    /// order, each one's versions newest first), after version `version_marker` of
+    /// `key_marker` (after all of its versions when None); with a `delimiter`, names roll up
+    /// into common prefixes. At most `limit` (1 to 1000) entries and prefixes.
+    ListVersions {
+        #[serde(default)]
+        prefix: String,
+        #[serde(default)]
+        delimiter: String,
+        #[serde(default)]
+        key_marker: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version_marker: Option<VersionRef>,
+        #[serde(default)]
+        limit: u32,
     },
     /// One page of the chunks a node holds (`last` on the final page of a listing):
     /// what it lacks is lost, what nobody references is an orphan.
@@ -507,6 +545,24 @@ pub enum CoordResponse {
     Layout(ObjectLayout),
     Deleted {
         existed: bool,
+        /// The delete marker written (a versioned delete), or the version deleted
+        /// (`DeleteVersion`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<Box<VersionInfo>>,
+    },
+    /// A commit's version: its number and whether its S3 id is its own.
+    Committed {
+        version: u64,
+        #[serde(default)]
+        versioned: bool,
+    },
+    Versions {
+        versions: Vec<VersionInfo>,
+        #[serde(default)]
+        prefixes: Vec<String>,
+        /// Where the next page starts (`key_marker`, `version_marker`), if there is more.
+        #[serde(default)]
+        next: Option<(String, Option<VersionRef>)>,
     },
     Objects {
         objects: Vec<ObjectInfo>,

@@ -203,6 +203,8 @@ impl IndexRecord {
             layout,
             extents,
             attrs: Default::default(),
+            versioned: false,
+            delete_marker: false,
         }
     }
 }
@@ -263,6 +265,8 @@ mod tests {
             layout: LayoutSpec::Geo { s0: 4 * M, q: 2, cap: 0 },
             extents,
             attrs: Default::default(),
+            versioned: false,
+            delete_marker: false,
         }
     }
 

@@ -396,6 +396,8 @@ mod tests {
             layout: Default::default(),
             extents: vec![],
             attrs: Default::default(),
+            versioned: false,
+            delete_marker: false,
         }
     }
 

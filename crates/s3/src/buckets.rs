@@ -37,7 +37,7 @@ impl Gateway {
         }
         let attrs = settings.to_attrs(crate::object_meta::now_ms());
         // Created only if still absent at the commit: of two creations at once, one wins.
-        let terms = CommitTerms { attrs, precondition: Some(Precondition::Absent) };
+        let terms = CommitTerms { attrs, precondition: Some(Precondition::Absent), ..Default::default() };
         match self.put_record(&names::bucket_record(bucket), settings, terms).await {
             Err(e) if *e.code() == s3s::S3ErrorCode::PreconditionFailed => Err(exists()),
             r => r,
@@ -116,6 +116,11 @@ pub async fn delete(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<
     let (uploads, _, _) = g.client.list_page(&names::uploads_prefix(&bucket), "", "", 1).await.map_err(from_cluster)?;
     if !objects.is_empty() || !prefixes.is_empty() || !uploads.is_empty() {
         return Err(s3_error!(BucketNotEmpty, "bucket '{bucket}' holds objects or multipart uploads"));
+    }
+    // Versions and delete markers count too: they are deleted by their ids first.
+    let page = kintsugi_client::VersionsPage { prefix: &names::bucket_prefix(&bucket), limit: 1, ..Default::default() };
+    if !g.client.list_versions(page).await.map_err(from_cluster)?.versions.is_empty() {
+        return Err(s3_error!(BucketNotEmpty, "bucket '{bucket}' holds object versions or delete markers"));
     }
     g.client.delete(&names::bucket_record(&bucket)).await.map_err(from_cluster)?;
     Ok(S3Response::new(DeleteBucketOutput {}))

@@ -2,7 +2,7 @@
 //! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
 
 use crate::settings::BucketSettings;
-use crate::{buckets, cors, listing, multipart, objects, tagging, unsupported};
+use crate::{buckets, cors, listing, multipart, objects, tagging, unsupported, versioning};
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
@@ -76,16 +76,13 @@ impl S3 for Gateway {
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
-        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::get(self, req).await
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
-        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::head(self, req).await
     }
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
-        objects::only_null_version(req.input.version_id.as_deref())?;
         objects::delete(self, req).await
     }
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
@@ -127,6 +124,12 @@ impl S3 for Gateway {
     }
     async fn delete_bucket_cors(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
         cors::delete(self, req).await
+    }
+    async fn put_bucket_versioning(&self, req: S3Request<PutBucketVersioningInput>) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        versioning::put(self, req).await
+    }
+    async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        versioning::get(self, req).await
     }
     async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         listing::list_versions(self, req).await

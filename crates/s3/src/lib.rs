@@ -24,6 +24,7 @@ pub mod server;
 pub mod settings;
 pub mod tagging;
 pub mod unsupported;
+pub mod versioning;
 
 pub use gateway::Gateway;
 pub use server::{start, S3Config, S3Handle, DEFAULT_REGION};

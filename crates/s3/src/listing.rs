@@ -8,6 +8,7 @@ use crate::errors::from_cluster;
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::ObjectMeta;
+use kintsugi_client::VersionsPage;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -169,8 +170,9 @@ pub async fn list_v1(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<
     }))
 }
 
-/// ListObjectVersions of a bucket without versioning: each object is its only version,
-/// "null" and latest, as S3 answers for a bucket that was never versioned.
+/// ListObjectVersions: one page of the cluster's version listing under the bucket's prefix
+/// (keys in order, each one's versions newest first; the coordinator reads only that page).
+/// In a bucket never versioned each object is its one version, "null" and latest.
 pub async fn list_versions(g: &Gateway, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
     let i = req.input;
     let prefix = i.prefix.clone().unwrap_or_default();
@@ -178,29 +180,57 @@ pub async fn list_versions(g: &Gateway, req: S3Request<ListObjectVersionsInput>)
     let max = max_keys(i.max_keys)?;
     let names = Names::of(i.encoding_type.as_ref())?;
     let key_marker = i.key_marker.clone().unwrap_or_default();
-    if i.version_id_marker.as_deref().is_some_and(|v| !v.is_empty()) && key_marker.is_empty() {
+    let version_marker = i.version_id_marker.as_deref().filter(|v| !v.is_empty());
+    if version_marker.is_some() && key_marker.is_empty() {
         return Err(s3_error!(InvalidArgument, "A version-id marker cannot be specified without a key marker."));
     }
-    // Each key has one version: whatever the version-id marker, the page goes on after the
-    // key marker.
-    let page = g.key_page(&i.bucket, &prefix, &delimiter, &key_marker, max).await?;
-    let next_key = page.next.clone().map(|k| names.show(k));
-    let page = names.page(page);
-    let versions = page
-        .contents
-        .into_iter()
-        .map(|o| ObjectVersion {
-            key: o.key,
-            size: o.size,
-            e_tag: o.e_tag,
-            last_modified: o.last_modified,
-            is_latest: Some(true),
-            version_id: Some("null".into()),
+    let version_marker = crate::versioning::parse_id(version_marker)?;
+    let b = names::bucket_prefix(&i.bucket);
+    let listing = if max == 0 {
+        g.bucket(&i.bucket).await?;
+        kintsugi_client::VersionListing::default()
+    } else {
+        let marker = if key_marker.is_empty() { String::new() } else { format!("{b}{key_marker}") };
+        let page =
+            VersionsPage { prefix: &format!("{b}{prefix}"), delimiter: &delimiter, key_marker: &marker, version_marker, limit: max as u32 };
+        let l = g.client.list_versions(page).await.map_err(from_cluster)?;
+        if l.versions.is_empty() && l.prefixes.is_empty() {
+            g.bucket(&i.bucket).await?;
+        }
+        l
+    };
+    let strip = |n: &str| names.show(n.strip_prefix(&b).unwrap_or(n).to_string());
+    let (mut versions, mut markers) = (Vec::new(), Vec::new());
+    for v in listing.versions {
+        let key = Some(strip(&v.name));
+        let version_id = Some(v.id().to_string());
+        if v.delete_marker {
+            markers.push(DeleteMarkerEntry {
+                key,
+                version_id,
+                is_latest: Some(v.latest),
+                last_modified: Some(ObjectMeta { mtime_ms: v.created_ms, ..Default::default() }.last_modified()),
+                owner: Some(crate::buckets::owner()),
+            });
+            continue;
+        }
+        let m = ObjectMeta::from_attrs(&v.attrs);
+        versions.push(ObjectVersion {
+            key,
+            version_id,
+            is_latest: Some(v.latest),
+            size: Some(v.size as i64),
+            e_tag: Some(m.etag()),
+            last_modified: Some(m.last_modified()),
             owner: Some(crate::buckets::owner()),
             storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
             ..Default::default()
-        })
-        .collect();
+        });
+    }
+    let (next_key, next_version) = match listing.next {
+        Some((k, v)) => (Some(strip(&k)), v.map(|v| v.to_string())),
+        None => (None, None),
+    };
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(i.bucket),
         prefix: Some(names.show(prefix)),
@@ -209,11 +239,12 @@ pub async fn list_versions(g: &Gateway, req: S3Request<ListObjectVersionsInput>)
         version_id_marker: i.version_id_marker,
         max_keys: Some(max),
         is_truncated: Some(next_key.is_some()),
-        next_version_id_marker: next_key.as_ref().map(|_| "null".to_string()),
+        next_version_id_marker: next_version,
         next_key_marker: next_key,
         encoding_type: i.encoding_type,
         versions: Some(versions),
-        common_prefixes: Some(page.prefixes),
+        delete_markers: Some(markers),
+        common_prefixes: Some(listing.prefixes.iter().map(|p| CommonPrefix { prefix: Some(strip(p)) }).collect()),
         ..Default::default()
     }))
 }

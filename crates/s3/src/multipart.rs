@@ -10,7 +10,7 @@ use crate::names;
 use crate::object_meta::{multipart_etag, now_ms, user_metadata, ObjectMeta};
 use crate::objects::{incoming, PutTerms};
 use crate::settings::BucketSettings;
-use kintsugi_proto::{Attrs, LayoutSpec};
+use kintsugi_proto::{Attrs, LayoutSpec, Versioning};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -163,7 +163,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     let checksum = part_checksum_wanted(&upload, checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?)?;
     let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
     // Parts are composed into the object, which composes Stripe layouts only.
-    let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
+    let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let name = names::part(&i.upload_id, i.part_number);
     let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, ..Default::default() };
     let w = g.put_stream(&name, body, size, part_settings, terms, false).await?;
@@ -209,7 +209,7 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
     if size > crate::objects::MAX_PUT {
         return Err(s3_error!(InvalidRequest, "a part is at most 5 GiB; copy a larger source in ranges"));
     }
-    let part_settings = BucketSettings { layout: LayoutSpec::Stripe, ..settings };
+    let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let _memory = g.memory.reserve(crate::body::get_bytes(start, end) + crate::objects::put_memory(size, part_settings)?).await;
     let body = crate::body::object_body(g, layout, start, end, true).await.map_err(from_cluster)?;
     let checksum = part_checksum_wanted(&upload, None)?;
@@ -336,8 +336,9 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     }
     let etag = multipart_etag(&etags).map_err(|e| s3_error!(InternalError, "{e}"))?;
     let meta = ObjectMeta { etag, mtime_ms: now_ms(), checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), ..upload.meta };
-    let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition };
-    g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
+    let settings = g.bucket(&i.bucket).await?;
+    let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning };
+    let version = g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
         kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),
         _ => from_cluster(e),
     })?;
@@ -349,7 +350,9 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     }
     g.client.delete(&names::upload_record(&i.bucket, &i.upload_id)).await.map_err(from_cluster)?;
     tracing::info!("multipart upload {} of '{}' completed: {} parts", i.upload_id, i.key, given.len());
-    Ok(completed(&i.bucket, &i.key, &meta))
+    let mut done = completed(&i.bucket, &i.key, &meta);
+    done.output.version_id = crate::versioning::written_id(settings.versioning, version);
+    Ok(done)
 }
 
 /// The answer to a completion (or to its retry, from the object it made).

@@ -5,13 +5,14 @@
 use crate::body::{object_body, HashedBody};
 use crate::checksums::{self, Stored, Wanted};
 use crate::conditions::{check_read, write_precondition};
-use crate::errors::{from_cluster, is_missing};
+use crate::errors::from_cluster;
 use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
 use crate::settings::BucketSettings;
+use crate::versioning::{parse_id, read_id, written_id};
 use kintsugi_client::{CommitTerms, ErrorKind};
-use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition};
+use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition, VersionRef, Versioning};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -21,19 +22,7 @@ pub const MAX_PUT: u64 = 5 << 30;
 impl Gateway {
     /// The committed version of `key` in `bucket` (NoSuchKey if none).
     pub async fn object(&self, bucket: &str, key: &str) -> S3Result<(ObjectLayout, ObjectMeta)> {
-        match self.client.stat(&names::object(bucket, key)).await {
-            Ok(l) if l.committed => {
-                let m = ObjectMeta::from_attrs(&l.attrs);
-                Ok((l, m))
-            }
-            Ok(_) => Err(s3_error!(NoSuchKey, "'{key}' is still being written")),
-            Err(e) if is_missing(&e) => {
-                // Tell a missing bucket from a missing key, as S3 does.
-                self.bucket(bucket).await?;
-                Err(s3_error!(NoSuchKey, "no key '{key}' in bucket '{bucket}'"))
-            }
-            Err(e) => Err(from_cluster(e)),
-        }
+        self.object_at(bucket, key, None).await
     }
 
     /// Streams `size` bytes of `body` into object `name` with `settings`, hashing them;
@@ -81,7 +70,7 @@ impl Gateway {
             }
             meta.etag = hashed.hex().map_err(kintsugi_client::Error::internal)?;
             meta.mtime_ms = now_ms();
-            Ok(CommitTerms { attrs: meta.to_attrs(), precondition })
+            Ok(CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning })
         };
         let r = self
             .client
@@ -93,7 +82,8 @@ impl Gateway {
         match r {
             Ok(l) => {
                 let m = ObjectMeta::from_attrs(&l.attrs);
-                Ok(Written { etag: m.etag, checksum: m.checksum })
+                let id = if l.versioned { VersionRef::Id(l.version) } else { VersionRef::Null };
+                Ok(Written { etag: m.etag, checksum: m.checksum, version_id: written_id(settings.versioning, id) })
             }
             Err(e) if e.kind() == ErrorKind::Input => Err(s3_error!(IncompleteBody, "the body is not its {size} bytes: {e}")),
             Err(e) => Err(from_cluster(e)),
@@ -115,20 +105,12 @@ pub struct PutTerms {
     pub precondition: Option<Precondition>,
 }
 
-/// What a put committed: its ETag and additional checksum.
+/// What a put committed: its ETag, additional checksum and version id (in a bucket with
+/// versioning).
 pub struct Written {
     pub etag: String,
     pub checksum: Option<Stored>,
-}
-
-/// A request naming a version: in a bucket without versioning, the only one is "null".
-pub fn only_null_version(version_id: Option<&str>) -> S3Result<()> {
-    match version_id {
-        Some(v) if v != "null" => {
-            Err(s3_error!(NoSuchVersion, "no version '{v}': the bucket is not versioned, its objects' one version is \"null\""))
-        }
-        _ => Ok(()),
-    }
+    pub version_id: Option<String>,
 }
 
 /// The memory a put of `size` bytes into a bucket with `settings` holds (the coordinator's
@@ -177,7 +159,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let c = c.unwrap_or_default();
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
-        PutObjectOutput { e_tag: Some(ETag::Strong(w.etag)), checksum_type: t, ..Default::default() }
+        PutObjectOutput { e_tag: Some(ETag::Strong(w.etag)), checksum_type: t, version_id: w.version_id, ..Default::default() }
     )))
 }
 
@@ -235,6 +217,7 @@ trait ReadRequest {
     fn range(&self) -> Option<Range>;
     fn part_number(&self) -> Option<i32>;
     fn checksum_mode(&self) -> bool;
+    fn version_id(&self) -> Option<&str>;
 }
 
 macro_rules! read_request {
@@ -248,6 +231,7 @@ macro_rules! read_request {
             fn if_unmodified_since(&self) -> Option<&Timestamp> { self.if_unmodified_since.as_ref() }
             fn range(&self) -> Option<Range> { self.range }
             fn part_number(&self) -> Option<i32> { self.part_number }
+            fn version_id(&self) -> Option<&str> { self.version_id.as_deref() }
             fn checksum_mode(&self) -> bool {
                 self.checksum_mode.as_ref().is_some_and(|m| m.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED))
             }
@@ -259,7 +243,7 @@ read_request!(GetObjectInput, HeadObjectInput);
 /// The object a GET or a HEAD names, its conditions checked, and the bytes its Range or
 /// part number asks for.
 async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
-    let (layout, meta) = g.object(i.bucket(), i.key()).await?;
+    let (layout, meta) = g.object_at(i.bucket(), i.key(), i.version_id()).await?;
     check_read(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
     let (range, parts_count) = match i.part_number() {
         Some(_) if i.range().is_some() => {
@@ -330,6 +314,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
+    let version_id = read_id(&s.layout);
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
@@ -350,6 +335,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
             content_language,
             expires,
             metadata: m.user_map(),
+            version_id,
             ..Default::default()
         }
     )))
@@ -363,6 +349,7 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
         HeadObjectOutput {
+            version_id: read_id(&s.layout),
             parts_count: s.parts_count,
             checksum_type,
             content_length: Some((s.end - s.start) as i64),
@@ -384,24 +371,78 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
 
 pub async fn delete(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
     let i = req.input;
-    g.bucket(&i.bucket).await?;
-    // Deleting a key that is not there succeeds, as in S3.
-    g.client.delete(&names::object(&i.bucket, &i.key)).await.map_err(from_cluster)?;
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    let settings = g.bucket(&i.bucket).await?;
+    let want = parse_id(i.version_id.as_deref())?;
+    let d = delete_key(g, &i.bucket, &i.key, want, settings.versioning).await.map_err(from_cluster)?;
+    Ok(S3Response::new(DeleteObjectOutput {
+        delete_marker: d.delete_marker.then_some(true),
+        version_id: d.version_id,
+        ..Default::default()
+    }))
+}
+
+/// What a delete did: the version it deleted or the delete marker it wrote.
+struct KeyDeleted {
+    delete_marker: bool,
+    version_id: Option<String>,
+}
+
+/// Deletes `key`: exactly version `want` if given, else as the bucket's versioning says (a
+/// delete marker with versioning). Deleting what is not there succeeds, as in S3.
+async fn delete_key(
+    g: &Gateway,
+    bucket: &str,
+    key: &str,
+    want: Option<VersionRef>,
+    versioning: Versioning,
+) -> Result<KeyDeleted, kintsugi_client::Error> {
+    let name = names::object(bucket, key);
+    match want {
+        Some(v) => {
+            let gone = g.client.delete_version(&name, v).await?;
+            Ok(KeyDeleted { delete_marker: gone.is_some_and(|d| d.delete_marker), version_id: Some(v.to_string()) })
+        }
+        None if versioning.is_unversioned() => {
+            g.client.delete(&name).await?;
+            Ok(KeyDeleted { delete_marker: false, version_id: None })
+        }
+        None => {
+            let m = g.client.delete_versioned(&name, versioning).await?;
+            Ok(KeyDeleted { delete_marker: true, version_id: m.map(|m| m.id().to_string()) })
+        }
+    }
 }
 
 pub async fn delete_many(g: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
     let i = req.input;
-    g.bucket(&i.bucket).await?;
+    let settings = g.bucket(&i.bucket).await?;
     if i.delete.objects.len() > 1000 {
         return Err(s3_error!(MalformedXML, "at most 1000 keys a request"));
     }
     let quiet = i.delete.quiet.unwrap_or(false);
     let (mut deleted, mut errors) = (Vec::new(), Vec::new());
     for o in i.delete.objects {
-        match g.client.delete(&names::object(&i.bucket, &o.key)).await {
+        let want = match parse_id(o.version_id.as_deref()) {
+            Ok(w) => w,
+            Err(e) => {
+                errors.push(Error {
+                    key: Some(o.key),
+                    code: Some("InvalidArgument".into()),
+                    message: e.message().map(str::to_string),
+                    ..Default::default()
+                });
+                continue;
+            }
+        };
+        match delete_key(g, &i.bucket, &o.key, want, settings.versioning).await {
             Ok(_) if quiet => {}
-            Ok(_) => deleted.push(DeletedObject { key: Some(o.key), ..Default::default() }),
+            Ok(d) => deleted.push(DeletedObject {
+                key: Some(o.key),
+                delete_marker: d.delete_marker.then_some(true),
+                // A marker written answers its id as the marker's; a version deleted, as its own.
+                delete_marker_version_id: d.version_id.clone().filter(|_| d.delete_marker && want.is_none()),
+                version_id: d.version_id.filter(|_| want.is_some()),
+            }),
             Err(e) => {
                 let s = from_cluster(e);
                 errors.push(Error {
@@ -426,10 +467,14 @@ pub(crate) async fn copy_source(
     let CopySource::Bucket { bucket, key, version_id } = source else {
         return Err(s3_error!(NotImplemented, "copies from access points"));
     };
-    if version_id.as_deref().is_some_and(|v| v != "null") {
-        return Err(s3_error!(NoSuchVersion, "the bucket is not versioned: its only version is \"null\""));
-    }
-    let (layout, src) = g.object(bucket, key).await?;
+    let (layout, src) = g.object_at(bucket, key, version_id.as_deref()).await.map_err(|e| {
+        // A delete marker cannot be copied: S3 answers 400 where a GET answers 405.
+        if *e.code() == s3s::S3ErrorCode::MethodNotAllowed {
+            s3_error!(InvalidRequest, "The source of a copy request may not specifically refer to a delete marker by version id.")
+        } else {
+            e
+        }
+    })?;
     let (m, nm, ms, us) = conditions;
     check_read(&src, m, nm, ms, us)
         .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
@@ -447,7 +492,9 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     );
     let (layout, src) = copy_source(g, &i.copy_source, conditions).await?;
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    let same = matches!(&i.copy_source, CopySource::Bucket { bucket, key, .. } if **bucket == *i.bucket && **key == *i.key);
+    // A copy of an older version onto its own key restores it: not the same object.
+    let same = matches!(&i.copy_source, CopySource::Bucket { bucket, key, version_id }
+        if **bucket == *i.bucket && **key == *i.key && version_id.is_none());
     // The copy's checksum: the one asked for, else the source's algorithm, computed anew
     // over the whole body.
     let algorithm = match &i.checksum_algorithm {
@@ -469,6 +516,7 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         let (content_type, headers, user) = (src.content_type.clone(), src.headers.clone(), src.user.clone());
         ObjectMeta { content_type, headers, user, tags, ..Default::default() }
     };
+    let source_version = read_id(&layout);
     let size = layout.size;
     if size > MAX_PUT {
         return Err(s3_error!(InvalidRequest, "an object over 5 GiB is copied part by part (UploadPartCopy)"));
@@ -488,5 +536,10 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
             checksum_type,
         }
     );
-    Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(result),
+        copy_source_version_id: source_version,
+        version_id: w.version_id,
+        ..Default::default()
+    }))
 }

@@ -3,7 +3,7 @@
 //! bucket create`), kept in the bucket's record, applied to every object put in it.
 
 use kintsugi_codes::CodeSpec;
-use kintsugi_proto::{Attrs, LayoutSpec};
+use kintsugi_proto::{Attrs, LayoutSpec, Versioning};
 
 pub const CODE_HEADER: &str = "x-kintsugi-code";
 pub const LAYOUT_HEADER: &str = "x-kintsugi-layout";
@@ -16,6 +16,8 @@ pub struct BucketSettings {
     pub layout: LayoutSpec,
     /// Stripe layouts' chunk size (0: the coordinator's).
     pub chunk_size: u64,
+    /// What its writes and deletes do to versions (set by PutBucketVersioning).
+    pub versioning: Versioning,
 }
 
 impl BucketSettings {
@@ -36,7 +38,7 @@ impl BucketSettings {
             Some(c) => parse_size(c)?,
             None => default.chunk_size,
         };
-        Ok(BucketSettings { code, layout, chunk_size })
+        Ok(BucketSettings { code, layout, chunk_size, versioning: Versioning::Unversioned })
     }
 
     pub fn to_attrs(self, created_ms: u64) -> Attrs {
@@ -54,6 +56,7 @@ impl BucketSettings {
             code: parse_code(get("code")?)?,
             layout: parse_layout(get("layout")?)?,
             chunk_size: get("chunk")?.parse().map_err(|e| format!("bucket record's chunk size: {e}"))?,
+            versioning: crate::versioning::state(a),
         })
     }
 }
@@ -136,7 +139,8 @@ mod tests {
 
     #[test]
     fn settings_come_from_headers_and_survive_the_bucket_record() {
-        let default = BucketSettings { code: "rs:4,2".parse().unwrap(), layout: LayoutSpec::Stripe, chunk_size: 0 };
+        let default =
+            BucketSettings { code: "rs:4,2".parse().unwrap(), layout: LayoutSpec::Stripe, chunk_size: 0, versioning: Default::default() };
         let mut h = http::HeaderMap::new();
         assert_eq!(BucketSettings::from_headers(&h, default).unwrap(), default);
         h.insert(CODE_HEADER, "clay:10,4,13".parse().unwrap());

@@ -87,32 +87,40 @@ async fn retag(g: &Gateway, name: &str, tags: &Tags, missing: impl Fn() -> s3s::
     g.update_attrs(name, &|a| with_tags(a, tags), &missing).await
 }
 
-async fn object_name(g: &Gateway, bucket: &str, key: &str, version: Option<&str>) -> S3Result<String> {
-    crate::objects::only_null_version(version)?;
-    g.bucket(bucket).await?;
-    Ok(names::object(bucket, key))
+/// Replaces the tags of version `version_id` of `key` (its latest when None); answers the
+/// version id tagged.
+async fn retag_version(g: &Gateway, bucket: &str, key: &str, version_id: Option<&str>, tags: &Tags) -> S3Result<Option<String>> {
+    let (l, _) = g.object_at(bucket, key, version_id).await?;
+    let name = names::object(bucket, key);
+    match g.client.set_attrs(&name, l.version, with_tags(l.attrs.clone(), tags)).await {
+        Ok(()) => Ok(crate::versioning::read_id(&l)),
+        // The latest was replaced meanwhile: tag what is latest now, as S3 would have.
+        Err(e) if e.kind() == kintsugi_client::ErrorKind::PreconditionFailed && version_id.is_none() => {
+            retag(g, &name, tags, || s3_error!(NoSuchKey, "no key '{key}'")).await?;
+            Ok(None)
+        }
+        Err(e) if crate::errors::is_missing(&e) => Err(s3_error!(NoSuchVersion, "the version of '{key}' was deleted meanwhile")),
+        Err(e) => Err(crate::errors::from_cluster(e)),
+    }
 }
 
 pub async fn put_object(g: &Gateway, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
     let i = req.input;
     let tags = of_document(i.tagging, MAX_OBJECT_TAGS)?;
-    let name = object_name(g, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-    retag(g, &name, &tags, || s3_error!(NoSuchKey, "no key '{}'", i.key)).await?;
-    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+    let version_id = retag_version(g, &i.bucket, &i.key, i.version_id.as_deref(), &tags).await?;
+    Ok(S3Response::new(PutObjectTaggingOutput { version_id }))
 }
 
 pub async fn get_object(g: &Gateway, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
-    crate::objects::only_null_version(i.version_id.as_deref())?;
-    let (l, _) = g.object(&i.bucket, &i.key).await?;
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&of_attrs(&l.attrs)), version_id: None }))
+    let (l, _) = g.object_at(&i.bucket, &i.key, i.version_id.as_deref()).await?;
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&of_attrs(&l.attrs)), version_id: crate::versioning::read_id(&l) }))
 }
 
 pub async fn delete_object(g: &Gateway, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let i = req.input;
-    let name = object_name(g, &i.bucket, &i.key, i.version_id.as_deref()).await?;
-    retag(g, &name, &Tags::new(), || s3_error!(NoSuchKey, "no key '{}'", i.key)).await?;
-    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+    let version_id = retag_version(g, &i.bucket, &i.key, i.version_id.as_deref(), &Tags::new()).await?;
+    Ok(S3Response::new(DeleteObjectTaggingOutput { version_id }))
 }
 
 pub async fn put_bucket(g: &Gateway, req: S3Request<PutBucketTaggingInput>) -> S3Result<S3Response<PutBucketTaggingOutput>> {

@@ -59,7 +59,16 @@ class Ctx:
                 self.s3.delete_object(Bucket=b, Key=o["Key"])
         for u in self.s3.list_multipart_uploads(Bucket=b).get("Uploads", []):
             self.s3.abort_multipart_upload(Bucket=b, Key=u["Key"], UploadId=u["UploadId"])
+        # Versions and delete markers too, by their ids.
+        for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=b):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                self.s3.delete_object(Bucket=b, Key=v["Key"], VersionId=v["VersionId"])
         self.s3.delete_bucket(Bucket=b)
+
+    def versioned_bucket(self):
+        b = self.bucket()
+        self.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        return b
 
 
 def data(n, seed):
@@ -617,6 +626,210 @@ def post_object_form_upload(c):
     req = urllib.request.Request(post["url"], data=body, method="POST", headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     eq(urllib.request.urlopen(req).status in (200, 204), True, "POST Object")
     eq(c.s3.get_object(Bucket=b, Key="form/up.txt")["Body"].read(), b"form bytes", "the form's file")
+    c.empty(b)
+
+
+# ---- versioning ----
+
+def headers(e):
+    return e.response["ResponseMetadata"]["HTTPHeaders"]
+
+
+def client_error(fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except botocore.exceptions.ClientError as e:
+        return e
+    raise AssertionError(f"{getattr(fn, '__name__', fn)} succeeded; an error was expected")
+
+
+@test
+def versioning_state(c):
+    b = c.bucket()
+    eq(c.s3.get_bucket_versioning(Bucket=b).get("Status"), None, "a new bucket's versioning")
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    eq(c.s3.get_bucket_versioning(Bucket=b).get("Status"), "Enabled", "after enabling")
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Suspended"})
+    eq(c.s3.get_bucket_versioning(Bucket=b).get("Status"), "Suspended", "after suspending")
+    eq(error(c.s3.get_bucket_versioning, Bucket="conf-missing-" + uuid.uuid4().hex[:8]), ("NoSuchBucket", 404), "of no bucket")
+    c.empty(b)
+
+
+@test
+def versioning_three_versions_read_by_id(c):
+    b = c.versioned_bucket()
+    bodies = [data(1000 + 777 * i, 40 + i) for i in range(3)]
+    ids = [c.s3.put_object(Bucket=b, Key="k", Body=x)["VersionId"] for x in bodies]
+    eq(len(set(ids)), 3, "three distinct version ids")
+    for i, (v, x) in enumerate(zip(ids, bodies)):
+        r = c.s3.get_object(Bucket=b, Key="k", VersionId=v)
+        eq(r["Body"].read(), x, f"version {i} by id")
+        eq(r["VersionId"], v, "the version answered")
+        eq(c.s3.head_object(Bucket=b, Key="k", VersionId=v)["ContentLength"], len(x), f"HEAD of version {i}")
+        r = c.s3.get_object(Bucket=b, Key="k", VersionId=v, Range="bytes=10-19")
+        eq(r["Body"].read(), x[10:20], f"a range of version {i}")
+    eq(c.s3.get_object(Bucket=b, Key="k")["Body"].read(), bodies[2], "the latest")
+    vs = c.s3.list_object_versions(Bucket=b)["Versions"]
+    eq([(v["Key"], v["VersionId"], v["IsLatest"]) for v in vs], [("k", ids[2], True), ("k", ids[1], False), ("k", ids[0], False)],
+       "versions newest first, the latest marked")
+    eq([v["Size"] for v in vs], [len(x) for x in reversed(bodies)], "their sizes")
+    eq([v["ETag"].strip('"') for v in vs], [md5_hex(x) for x in reversed(bodies)], "their ETags")
+    eq([o["Key"] for o in c.s3.list_objects_v2(Bucket=b)["Contents"]], ["k"], "a key is listed once")
+    c.empty(b)
+
+
+@test
+def versioning_delete_marker_and_its_removal(c):
+    b = c.versioned_bucket()
+    v1 = c.s3.put_object(Bucket=b, Key="k", Body=b"one")["VersionId"]
+    v2 = c.s3.put_object(Bucket=b, Key="k", Body=b"two")["VersionId"]
+    d = c.s3.delete_object(Bucket=b, Key="k")
+    eq(d.get("DeleteMarker"), True, "a delete writes a marker")
+    marker = d["VersionId"]
+    eq(error(c.s3.get_object, Bucket=b, Key="k"), ("NoSuchKey", 404), "GET of a deleted key")
+    eq(c.s3.list_objects_v2(Bucket=b).get("Contents", []), [], "a deleted key is not listed")
+    eq(c.s3.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read(), b"one", "older versions stay readable")
+    r = c.s3.list_object_versions(Bucket=b)
+    eq([(m["VersionId"], m["IsLatest"]) for m in r["DeleteMarkers"]], [(marker, True)], "the marker listed as latest")
+    eq([(v["VersionId"], v["IsLatest"]) for v in r["Versions"]], [(v2, False), (v1, False)], "the versions below it")
+    eq(error(c.s3.delete_bucket, Bucket=b), ("BucketNotEmpty", 409), "versions keep a bucket from being deleted")
+    eq(c.s3.delete_object(Bucket=b, Key="k", VersionId=marker).get("VersionId"), marker, "deleting the marker by id")
+    eq(c.s3.get_object(Bucket=b, Key="k")["Body"].read(), b"two", "the version below is latest again")
+    c.s3.delete_object(Bucket=b, Key="k", VersionId=v2)
+    eq(c.s3.get_object(Bucket=b, Key="k")["Body"].read(), b"one", "deleting the latest by id restores the one before")
+    eq(error(c.s3.get_object, Bucket=b, Key="k", VersionId=v2), ("NoSuchVersion", 404), "a deleted version")
+    c.empty(b)
+
+
+@test
+def versioning_delete_marker_answers(c):
+    b = c.versioned_bucket()
+    c.s3.put_object(Bucket=b, Key="k", Body=b"one")
+    marker = c.s3.delete_object(Bucket=b, Key="k")["VersionId"]
+    e = client_error(c.s3.get_object, Bucket=b, Key="k")
+    eq(headers(e).get("x-amz-delete-marker"), "true", "the 404 of a deleted key says a delete marker is latest")
+    eq(headers(e).get("x-amz-version-id"), marker, "and names it")
+    e = client_error(c.s3.get_object, Bucket=b, Key="k", VersionId=marker)
+    eq(e.response["ResponseMetadata"]["HTTPStatusCode"], 405, "GET of a marker by id (MethodNotAllowed)")
+    eq(headers(e).get("x-amz-delete-marker"), "true", "says it is a marker")
+    r = c.s3.delete_object(Bucket=b, Key="k", VersionId=marker)
+    eq((r.get("DeleteMarker"), r.get("VersionId")), (True, marker), "deleting the marker by id says it was one")
+    eq(error(c.s3.get_object, Bucket=b, Key="k", VersionId="not a version id")[1], 400, "a malformed version id")
+    c.empty(b)
+
+
+@test
+def versioning_listing_pages_in_order(c):
+    b = c.versioned_bucket()
+    keys = [f"d{i % 3}/k{i:02d}" for i in range(12)] + ["top"]
+    put = {}
+    r = random.Random(5)
+    for n in range(60):
+        k = r.choice(keys)
+        if r.random() < 0.15 and k in put:
+            v = c.s3.delete_object(Bucket=b, Key=k)["VersionId"]
+        else:
+            v = c.s3.put_object(Bucket=b, Key=k, Body=data(r.randrange(0, 300), n))["VersionId"]
+        put.setdefault(k, []).insert(0, v)
+    want = [(k, v) for k in sorted(put) for v in put[k]]
+    got, kw = [], {}
+    while True:
+        p = c.s3.list_object_versions(Bucket=b, MaxKeys=7, **kw)
+        page = [(x["Key"], x["VersionId"]) for x in p.get("Versions", []) + p.get("DeleteMarkers", [])]
+        eq(len(page) <= 7, True, "a page holds at most MaxKeys")
+        # Within a page, S3 lists versions and markers apart: order them by where they stand.
+        got += sorted(page, key=lambda kv: want.index(kv))
+        if not p["IsTruncated"]:
+            break
+        kw = {"KeyMarker": p["NextKeyMarker"], "VersionIdMarker": p["NextVersionIdMarker"]}
+    eq(got, want, "every version once, keys in order, each newest first")
+    p = c.s3.list_object_versions(Bucket=b, Delimiter="/", Prefix="")
+    eq(sorted(x["Prefix"] for x in p.get("CommonPrefixes", [])), sorted({k.split("/")[0] + "/" for k in put if "/" in k}), "common prefixes")
+    eq({x["Key"] for x in p.get("Versions", []) + p.get("DeleteMarkers", [])}, {k for k in put if "/" not in k}, "keys beside them")
+    p = c.s3.list_object_versions(Bucket=b, Prefix="d1/")
+    eq({x["Key"] for x in p.get("Versions", []) + p.get("DeleteMarkers", [])}, {k for k in put if k.startswith("d1/")}, "under a prefix")
+    c.empty(b)
+
+
+@test
+def versioning_suspended_writes_the_null_version(c):
+    b = c.versioned_bucket()
+    v1 = c.s3.put_object(Bucket=b, Key="k", Body=b"versioned")["VersionId"]
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Suspended"})
+    c.s3.put_object(Bucket=b, Key="k", Body=b"null one")
+    c.s3.put_object(Bucket=b, Key="k", Body=b"null two")
+    vs = c.s3.list_object_versions(Bucket=b)["Versions"]
+    eq([v["VersionId"] for v in vs], ["null", v1], "a suspended bucket's puts replace the null version")
+    eq(c.s3.get_object(Bucket=b, Key="k", VersionId="null")["Body"].read(), b"null two", "the null version by id")
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    v3 = c.s3.put_object(Bucket=b, Key="k", Body=b"again")["VersionId"]
+    vs = c.s3.list_object_versions(Bucket=b)["Versions"]
+    eq([v["VersionId"] for v in vs], [v3, "null", v1], "re-enabled: the null version is kept")
+    eq(c.s3.get_object(Bucket=b, Key="k", VersionId="null")["Body"].read(), b"null two", "and reads")
+    c.empty(b)
+
+
+@test
+def versioning_of_objects_written_before_it(c):
+    b = c.bucket()
+    c.s3.put_object(Bucket=b, Key="old", Body=b"before")
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    v = c.s3.put_object(Bucket=b, Key="old", Body=b"after")["VersionId"]
+    vs = c.s3.list_object_versions(Bucket=b)["Versions"]
+    eq([x["VersionId"] for x in vs], [v, "null"], "an object written before versioning is the null version")
+    eq(c.s3.get_object(Bucket=b, Key="old", VersionId="null")["Body"].read(), b"before", "and reads by it")
+    c.empty(b)
+
+
+@test
+def versioning_copy_from_a_version(c):
+    b = c.versioned_bucket()
+    v1 = c.s3.put_object(Bucket=b, Key="src", Body=b"first body")["VersionId"]
+    c.s3.put_object(Bucket=b, Key="src", Body=b"second body")
+    r = c.s3.copy_object(Bucket=b, Key="dst", CopySource={"Bucket": b, "Key": "src", "VersionId": v1})
+    eq(r.get("CopySourceVersionId"), v1, "the source version answered")
+    eq(c.s3.get_object(Bucket=b, Key="dst")["Body"].read(), b"first body", "the copy is of that version")
+    eq(c.s3.get_object(Bucket=b, Key="dst", VersionId=r["VersionId"])["Body"].read(), b"first body", "the copy's own version")
+    # Restoring: an old version copied onto its own key becomes the latest.
+    c.s3.copy_object(Bucket=b, Key="src", CopySource={"Bucket": b, "Key": "src", "VersionId": v1})
+    eq(c.s3.get_object(Bucket=b, Key="src")["Body"].read(), b"first body", "restored")
+    eq(len(c.s3.list_object_versions(Bucket=b, Prefix="src")["Versions"]), 3, "as a third version")
+    c.empty(b)
+
+
+@test
+def versioning_tags_and_deletes_by_version(c):
+    b = c.versioned_bucket()
+    v1 = c.s3.put_object(Bucket=b, Key="k", Body=b"1")["VersionId"]
+    v2 = c.s3.put_object(Bucket=b, Key="k", Body=b"2")["VersionId"]
+    c.s3.put_object_tagging(Bucket=b, Key="k", VersionId=v1, Tagging={"TagSet": [{"Key": "age", "Value": "old"}]})
+    eq(c.s3.get_object_tagging(Bucket=b, Key="k", VersionId=v1)["TagSet"], [{"Key": "age", "Value": "old"}], "the old version's tags")
+    eq(c.s3.get_object_tagging(Bucket=b, Key="k")["TagSet"], [], "the latest has none")
+    r = c.s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "VersionId": v1}, {"Key": "k"}]})
+    by = {(d["Key"], d.get("VersionId")): d for d in r["Deleted"]}
+    eq((("k", v1) in by), True, "the version deleted by id is named")
+    markers = [d for d in r["Deleted"] if d.get("DeleteMarker")]
+    eq(len(markers), 1, "the delete without an id wrote a marker")
+    vs = c.s3.list_object_versions(Bucket=b)
+    eq([v["VersionId"] for v in vs["Versions"]], [v2], "the other version stays")
+    eq([m["VersionId"] for m in vs["DeleteMarkers"]], [markers[0]["DeleteMarkerVersionId"]], "below the marker")
+    c.empty(b)
+
+
+@test
+def versioning_multipart_makes_a_version(c):
+    b = c.versioned_bucket()
+    v1 = c.s3.put_object(Bucket=b, Key="big", Body=b"small first")["VersionId"]
+    body = data(5 * MIB + 1234, 9)
+    u = c.s3.create_multipart_upload(Bucket=b, Key="big")["UploadId"]
+    e1 = c.s3.upload_part(Bucket=b, Key="big", UploadId=u, PartNumber=1, Body=body[:5 * MIB])["ETag"]
+    e2 = c.s3.upload_part(Bucket=b, Key="big", UploadId=u, PartNumber=2, Body=body[5 * MIB:])["ETag"]
+    r = c.s3.complete_multipart_upload(Bucket=b, Key="big", UploadId=u,
+                                       MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    v2 = r["VersionId"]
+    eq(v2 != v1, True, "the completed upload is a new version")
+    eq(c.s3.get_object(Bucket=b, Key="big", VersionId=v2)["Body"].read() == body, True, "its bytes")
+    eq(c.s3.get_object(Bucket=b, Key="big", VersionId=v1)["Body"].read(), b"small first", "the version before stays")
     c.empty(b)
 
 

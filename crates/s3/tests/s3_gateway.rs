@@ -61,7 +61,12 @@ impl Store {
             listen: "127.0.0.1:0".into(),
             coordinator: addr,
             keys: vec![key.clone()],
-            defaults: BucketSettings { code: code.parse().unwrap(), layout: Default::default(), chunk_size: 0 },
+            defaults: BucketSettings {
+                code: code.parse().unwrap(),
+                layout: Default::default(),
+                chunk_size: 0,
+                versioning: Default::default(),
+            },
             method: Shape::Ppr,
             slice: 32 << 10,
             min_part,
@@ -203,7 +208,8 @@ async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
     }
     // A bucket whose code is wider than the cluster: the request's fault (400, not retried),
     // never a 503 that clients would retry forever; and nothing is created.
-    let wide = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let wide =
+        BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0, versioning: Default::default() };
     let g = kintsugi_s3::Gateway::new(s.client.clone(), wide, Shape::Cr, 32 << 10);
     let e = g.create_bucket_with("too-wide", wide).await.unwrap_err();
     assert_eq!(e.code(), &s3s::S3ErrorCode::InvalidRequest, "{e:?}");
@@ -219,10 +225,12 @@ async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_
     }
     let dir = tempfile::tempdir().unwrap();
     let mut s = Store::start(dir.path(), 9, "rs:6,3", 5 << 20).await;
-    let defaults = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let defaults =
+        BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0, versioning: Default::default() };
     let g = kintsugi_s3::Gateway::new(s.client.clone(), defaults, Shape::Cr, 32 << 10);
-    let rs = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
-    let clay = BucketSettings { code: "clay:6,3,8".parse().unwrap(), layout: Default::default(), chunk_size: 0 };
+    let rs = BucketSettings { code: "rs:6,3".parse().unwrap(), layout: Default::default(), chunk_size: 0, versioning: Default::default() };
+    let clay =
+        BucketSettings { code: "clay:6,3,8".parse().unwrap(), layout: Default::default(), chunk_size: 0, versioning: Default::default() };
     g.create_bucket_with("rs-bucket", rs).await.unwrap();
     g.create_bucket_with("clay-bucket", clay).await.unwrap();
     let s2 = tokio::task::spawn_blocking(move || {
@@ -333,6 +341,8 @@ const MOTO_DEPARTURES: &[(&str, &str)] = &[
     ("bad_signature_is_refused", "moto's server mode does not check signatures"),
     ("bucket_cors", "moto's server answers 403 to a path-style preflight whatever the bucket's rules"),
     ("list_multipart_uploads_paged", "moto's ListMultipartUploads ignores the delimiter"),
+    ("versioning_delete_marker_answers", "moto's 404 for a deleted key does not name its marker; moto answers 404, not 405, to a GET of a marker does not say a marker deleted by id was one, and answers 404 to a malformed version id"),
+    ("versioning_suspended_writes_the_null_version", "moto drops the versions with ids when a suspended bucket's put replaces the null one"),
 ];
 
 /// The conformance module against moto's server mode, as a check of the tests themselves:

@@ -26,6 +26,7 @@ fn records_survive_reopen() {
                 layout: LayoutSpec::Stripe,
                 extents: vec![],
                 attrs: Default::default(),
+                chain: Default::default(),
             }),
             Change::PutStripe(StripeRecord {
                 crcs: vec![Some(1), None, None],
@@ -173,6 +174,7 @@ fn indexes_match_the_records_after_random_changes_and_a_rebuild() {
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
                     attrs: Default::default(),
+                    chain: Default::default(),
                 })
             }
             _ => Change::DeleteObject(format!("o{}", rng.random_range(0..6))),
