@@ -144,6 +144,24 @@ impl Client {
         self.layout(CoordRequest::LookupVersion { name: name.into(), version }).await
     }
 
+    /// Reads version `version` of `name` (its latest when None; kept versions too) into
+    /// memory; NotFound for a delete marker.
+    pub async fn get_kept(
+        &self,
+        name: &str,
+        version: Option<VersionRef>,
+        method: Shape,
+        slice: u64,
+    ) -> Result<(Vec<u8>, crate::ReadReport), Error> {
+        let l = self.stat_version(name, version).await?;
+        if l.delete_marker {
+            return Err(WireError::not_found(format!("version {} of '{name}' is a delete marker", l.version)));
+        }
+        let mut out = Vec::with_capacity(l.size.min(1 << 30) as usize);
+        let report = self.read_layout(&l, 0, l.size, &mut out, method, slice).await?;
+        Ok((out, report))
+    }
+
     /// One page of the versions of names under `prefix` (see `CoordRequest::ListVersions`).
     pub async fn list_versions(&self, page: VersionsPage<'_>) -> Result<VersionListing, Error> {
         let req = CoordRequest::ListVersions {

@@ -46,6 +46,11 @@ pub struct S3BenchArgs {
     pub memory_clients: usize,
     #[arg(long, default_value = "1GiB", value_parser = crate::units::parse_nonzero_size)]
     pub memory_size: usize,
+    /// Also PUT (new keys, then overwrites, which keep the version they replace) and GET
+    /// small objects through the gateway into a bucket with versioning enabled, beside the
+    /// same into the unversioned bucket, in the same run.
+    #[arg(long)]
+    pub versioned: bool,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -160,7 +165,11 @@ async fn s3_put(s3: &mut S3Http, key: &str, size: u64, mut source: impl FnMut(&m
 
 /// GETs /bench/KEY; returns its CRC-32C and length.
 async fn s3_get(s3: &mut S3Http, key: &str) -> Result<(u32, u64)> {
-    let h = s3.send("GET", &format!("/bench/{key}"), &[], 0, Some(&[])).await?;
+    s3_get_from(s3, "bench", key).await
+}
+
+async fn s3_get_from(s3: &mut S3Http, bucket: &str, key: &str) -> Result<(u32, u64)> {
+    let h = s3.send("GET", &format!("/{bucket}/{key}"), &[], 0, Some(&[])).await?;
     expect(&h, 200, &format!("GET {key}"))?;
     let mut crc = Crc::default();
     s3.read_body(h.len, |b| {
@@ -217,6 +226,15 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     let h = s3.send("PUT", "/bench", &[], 0, Some(&[])).await?;
     let _ = s3.body(h.len).await?;
     expect(&h, 200, "creating the bucket")?;
+    if a.versioned {
+        let h = s3.send("PUT", "/bench-v", &[], 0, Some(&[])).await?;
+        let _ = s3.body(h.len).await?;
+        expect(&h, 200, "creating the versioned bucket")?;
+        let xml = b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
+        let h = s3.send("PUT", "/bench-v", &[("versioning", "")], xml.len() as u64, Some(xml)).await?;
+        let _ = s3.body(h.len).await?;
+        expect(&h, 200, "enabling versioning")?;
+    }
     let client = cluster.client.clone();
 
     // Large objects: the library and the gateway, alternately, each run.
@@ -295,8 +313,20 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     // Small objects, many clients: the gateway, then the library.
     let mut small = Vec::new();
     for op in ["PUT", "GET", "LIST"] {
-        small.push(small_phase(op, true, &a, &addr, &key, &client).await?);
-        small.push(small_phase(op, false, &a, &addr, &key, &client).await?);
+        small.push(small_phase(op, Some("bench"), &a, &addr, &key, &client).await?);
+        small.push(small_phase(op, None, &a, &addr, &key, &client).await?);
+    }
+    if a.versioned {
+        // Turn about, each bucket: new keys, overwrites, reads of the latest.
+        for op in ["PUT", "REPUT", "GET"] {
+            let buckets = if op == "REPUT" { ["bench", "bench-v"] } else { ["bench-v", "bench"] };
+            for b in buckets {
+                if b == "bench" && op == "PUT" {
+                    continue; // measured above
+                }
+                small.push(small_phase(op, Some(b), &a, &addr, &key, &client).await?);
+            }
+        }
     }
 
     // Huge objects from several clients at once, each generated and checked on the fly.
@@ -377,12 +407,14 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
 /// the library.
 async fn small_phase(
     op: &'static str,
-    s3: bool,
+    bucket: Option<&'static str>,
     a: &S3BenchArgs,
     addr: &str,
     key: &kintsugi_s3::credentials::Key,
     client: &Client,
 ) -> Result<SmallOps> {
+    let s3 = bucket.is_some();
+    let bucket = bucket.unwrap_or("bench");
     let per = a.small_ops.div_ceil(a.clients);
     let mut set = tokio::task::JoinSet::new();
     let started = Instant::now();
@@ -396,14 +428,14 @@ async fn small_phase(
                 let name = format!("small/{c:02}/{i:06}");
                 let t = Instant::now();
                 match (op, s3) {
-                    ("PUT", true) => {
-                        fill(&mut body, &mut ((c * per + i) as u64 + 1));
-                        let h = conn.send("PUT", &format!("/bench/{name}"), &[], size as u64, Some(&body)).await?;
+                    ("PUT" | "REPUT", true) => {
+                        fill(&mut body, &mut ((c * per + i) as u64 + 1 + (op == "REPUT") as u64 * 7_777_777));
+                        let h = conn.send("PUT", &format!("/{bucket}/{name}"), &[], size as u64, Some(&body)).await?;
                         let _ = conn.body(h.len).await?;
                         expect(&h, 200, "PUT")?;
                     }
                     ("GET", true) => {
-                        let (_, n) = s3_get(&mut conn, &name).await?;
+                        let (_, n) = s3_get_from(&mut conn, bucket, &name).await?;
                         if n != size as u64 {
                             bail!("GET {name}: {n} bytes");
                         }
@@ -442,7 +474,12 @@ async fn small_phase(
     let ops = all.len() as usize;
     Ok(SmallOps {
         op: op.into(),
-        path: if s3 { "gateway" } else { "library" }.into(),
+        path: match (s3, bucket) {
+            (false, _) => "library",
+            (true, "bench") => "gateway",
+            (true, _) => "versioned",
+        }
+        .into(),
         ops,
         ops_per_s: ops as f64 / secs,
         p50_ms: all.value_at_quantile(0.5) as f64 / 1e3,

@@ -4,7 +4,7 @@
 //! redirects are refused on PutObject, CopyObject and
 //! CreateMultipartUpload; a bucket asking for object lock or ACLs is not created; a read with
 //! an SSE-C key is refused (no object is encrypted). Operations the gateway does not serve at
-//! all (PutBucketVersioning, PutObjectLockConfiguration, PutBucketEncryption, ...) answer
+//! all (PutObjectLockConfiguration, PutBucketEncryption, ...) answer
 //! NotImplemented from s3s. When a later change implements one, it moves from here to its
 //! own module.
 

@@ -356,11 +356,54 @@ def suite():
     default_checksums(b)
     virtual_host(b)
     rclone_and_s3cmd()
+    versions_paging()
     S3.create_bucket(Bucket="listing")
     listing("listing")
     S3.create_bucket(Bucket="empty")
     S3.delete_bucket(Bucket="empty")
     check(error_code(S3.head_bucket, Bucket="empty")[1] == 404, "an empty bucket is deleted")
+
+
+def versions_paging():
+    """2,500 versions of 100 keys: ListObjectVersions pages them in S3's order (keys in
+    order, each one's versions newest first), with the SDK's paginator and with small pages."""
+    b = "versions"
+    S3.create_bucket(Bucket=b)
+    S3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    keys = [f"k/{i:03d}" for i in range(100)]
+
+    def writer(w):
+        # Each writer owns its keys, so that each key's versions have one order.
+        s3 = client()
+        mine = {k: [] for k in keys[w::8]}
+        for round_ in range(25):
+            for k in mine:
+                body = data(17 + (round_ * 31 + len(mine[k])) % 200, f"{k}/{round_}")
+                mine[k].append(s3.put_object(Bucket=b, Key=k, Body=body)["VersionId"])
+        return mine
+
+    written = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for mine in pool.map(writer, range(8)):
+            written.update(mine)
+    want = [(k, v, i == 0) for k in sorted(written) for i, v in enumerate(reversed(written[k]))]
+    check(len(want) == 2500 and len({v for _, v, _ in want}) == 2500, "2,500 versions with distinct ids")
+    got = []
+    for page in S3.get_paginator("list_object_versions").paginate(Bucket=b):
+        got += [(v["Key"], v["VersionId"], v["IsLatest"]) for v in page.get("Versions", [])]
+    check(got == want, "the paginator lists 2,500 versions in S3's order, the latest of each key marked")
+    got, kw, pages = [], {}, 0
+    while True:
+        p = S3.list_object_versions(Bucket=b, MaxKeys=333, **kw)
+        pages += 1
+        got += [(v["Key"], v["VersionId"], v["IsLatest"]) for v in p.get("Versions", [])]
+        if not p["IsTruncated"]:
+            break
+        kw = {"KeyMarker": p["NextKeyMarker"], "VersionIdMarker": p["NextVersionIdMarker"]}
+    check(got == want and pages == 8, f"pages of 333 by key and version markers ({pages} pages)")
+    k = keys[37]
+    for i, v in enumerate(written[k][::6]):
+        check(get(b, k, VersionId=v) == data(17 + (i * 6 * 31 + i * 6) % 200, f"{k}/{i * 6}"), f"{k} version {i * 6} by id")
 
 
 def degraded_put(b):
@@ -463,8 +506,7 @@ def refusals(b):
         check(error_code(S3.head_bucket, Bucket="refused-bucket")[1] == 404, f"CreateBucket with {sorted(extra)} made nothing")
         refused += 1
     # Whole operations the store does not serve.
-    for op, kw in [(S3.put_bucket_versioning, {"VersioningConfiguration": {"Status": "Enabled"}}),
-                   (S3.put_object_lock_configuration, {"ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled"}}),
+    for op, kw in [(S3.put_object_lock_configuration, {"ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled"}}),
                    (S3.put_bucket_encryption, {"ServerSideEncryptionConfiguration": {
                        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}),
                    (S3.put_bucket_acl, {"ACL": "public-read"})]:
