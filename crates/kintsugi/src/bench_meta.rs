@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
+use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord, VersionLinks};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, CoordRequest, CoordResponse, LayoutSpec};
 use serde::Serialize;
@@ -26,6 +26,11 @@ pub struct MetaBenchArgs {
     /// Objects in the metadata before the operations are timed (one stripe each).
     #[arg(long, default_value_t = 100_000)]
     pub objects: u64,
+    /// Versions of each name among the objects (S3 versioning): the newest is the name's
+    /// latest, the others kept versions; 1: unversioned names. A reused --dir keeps what it
+    /// was filled with.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub versions_per_key: u64,
     /// Nodes the stripes are placed on.
     #[arg(long, default_value_t = 9)]
     pub nodes: u32,
@@ -55,6 +60,8 @@ struct OpStats {
 #[derive(Serialize)]
 struct MetaReport {
     objects: u64,
+    /// Versions of each name among the objects (1: unversioned).
+    versions_per_key: u64,
     nodes: u32,
     code: String,
     fill_seconds: f64,
@@ -78,7 +85,7 @@ fn object_name(i: u64) -> String {
 }
 
 /// Adds objects until the store holds `want`; returns the seconds it took.
-fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> Result<f64> {
+fn fill(meta: &RedbMeta, want: u64, per_key: u64, code: CodeSpec, nodes: u32, quiet: bool) -> Result<f64> {
     let c = code.build().map_err(|e| anyhow!(e.to_string()))?;
     let (k, n) = (c.k() as u64, c.n());
     if (nodes as usize) < n {
@@ -106,8 +113,18 @@ fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> 
                 s.crcs = (0..n as u32).map(Some).collect();
                 s.changed_ms = 1;
                 t.put(Change::PutStripe(s))?;
+                // Version j of name i / per_key; the versions of a name are consecutive
+                // numbers, the newest its latest, the others kept and linked.
+                let (key, j) = (object_name(i / per_key), i % per_key);
+                let latest = j + 1 == per_key;
+                let chain = VersionLinks {
+                    versioned: per_key > 1,
+                    older: if j > 0 { version - 1 } else { 0 },
+                    newer: if latest { 0 } else { version + 1 },
+                    ..Default::default()
+                };
                 t.put(Change::PutObject(ObjectRecord {
-                    name: object_name(i),
+                    name: if latest { key } else { kintsugi_coord::versions::kept_name(&key, version) },
                     size,
                     code,
                     committed: true,
@@ -117,7 +134,7 @@ fn fill(meta: &RedbMeta, want: u64, code: CodeSpec, nodes: u32, quiet: bool) -> 
                     layout: LayoutSpec::Stripe,
                     extents: vec![],
                     attrs: Default::default(),
-                    chain: Default::default(),
+                    chain,
                 }))?;
             }
             Ok(())
@@ -252,11 +269,12 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
     // Filled, and node 0's chunks read from its index, before the coordinator holds the file.
     let (fill_seconds, inventory) = {
         let meta = RedbMeta::open(&store).map_err(|e| anyhow!(e))?;
-        let s = fill(&meta, a.objects, a.code, a.nodes, a.json)?;
+        let s = fill(&meta, a.objects, a.versions_per_key, a.code, a.nodes, a.json)?;
         let held: Vec<ChunkId> = meta.node_chunks(0).map_err(|e| anyhow!(e))?.iter().map(|c| ChunkId::new(c.stripe, c.index)).collect();
         (s, held)
     };
-    let objects = a.objects.max(1);
+    // Names with a latest version to look up.
+    let objects = (a.objects / a.versions_per_key).max(1);
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let listen = format!("127.0.0.1:{port}");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -325,6 +343,19 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
                 bail!("a listing page came back empty");
             }
             ms.entry("list 1000").or_default().push(t);
+            let versions = CoordRequest::ListVersions {
+                prefix: "bench/".into(),
+                delimiter: String::new(),
+                key_marker: object_name(pick()),
+                version_marker: None,
+                limit: 1000,
+            };
+            let (t, r) = timed(&client, &versions).await?;
+            let CoordResponse::Versions { versions: page, .. } = r else { bail!("list versions: {r:?}") };
+            if page.is_empty() {
+                bail!("a version listing page came back empty");
+            }
+            ms.entry("list versions 1000").or_default().push(t);
             let s = &layout.stripes[0];
             let holder = s.chunks[0].node;
             let report = CoordRequest::ReportChunk { node: holder, chunk: ChunkId::new(s.id, 0), reason: "bench".into() };
@@ -355,10 +386,11 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
             ms.entry("inventory").or_default().push(t.elapsed().as_secs_f64() * 1e3);
         }
         let (rss, peak) = rss_of(child.0.id());
-        let ops: Vec<OpStats> = ["create", "commit", "create+commit", "lookup", "list 1000", "mark bad", "delete", "inventory"]
-            .iter()
-            .map(|op| stats(op, ms.remove(op).unwrap_or_default()))
-            .collect();
+        let ops: Vec<OpStats> =
+            ["create", "commit", "create+commit", "lookup", "list 1000", "list versions 1000", "mark bad", "delete", "inventory"]
+                .iter()
+                .map(|op| stats(op, ms.remove(op).unwrap_or_default()))
+                .collect();
         let store_bytes = std::fs::metadata(&store).map(|m| m.len()).unwrap_or(0);
         // Restarts: after a clean stop, and after kill -9 (the store is reopened as after a crash).
         child.stop(libc::SIGINT)?;
@@ -370,6 +402,7 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
         again.stop(libc::SIGINT)?;
         Ok::<_, anyhow::Error>(MetaReport {
             objects: a.objects,
+            versions_per_key: a.versions_per_key,
             nodes: a.nodes,
             code: a.code.to_string(),
             fill_seconds,
@@ -389,12 +422,12 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "metadata at {} objects ({}, one stripe each, {} nodes), {} ops each; CPU: {}",
-        report.objects, report.code, report.nodes, a.ops, report.cpu
+        "metadata at {} objects ({} versions a name; {}, one stripe each, {} nodes), {} ops each; CPU: {}",
+        report.objects, report.versions_per_key, report.code, report.nodes, a.ops, report.cpu
     );
-    println!("{:<15} {:>7} {:>10} {:>10} {:>10}", "operation", "count", "p50 ms", "p99 ms", "max ms");
+    println!("{:<18} {:>7} {:>10} {:>10} {:>10}", "operation", "count", "p50 ms", "p99 ms", "max ms");
     for o in &report.ops {
-        println!("{:<15} {:>7} {:>10.2} {:>10.2} {:>10.2}", o.op, o.count, o.p50_ms, o.p99_ms, o.max_ms);
+        println!("{:<18} {:>7} {:>10.2} {:>10.2} {:>10.2}", o.op, o.count, o.p50_ms, o.p99_ms, o.max_ms);
     }
     println!("inventory of node 0: {} chunks", report.inventory_chunks);
     println!(
