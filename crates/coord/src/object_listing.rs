@@ -45,8 +45,7 @@ pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &st
             }
             if crate::versions::is_kept(&o.name) && !prefix.starts_with(crate::versions::KEPT) {
                 // Kept versions are listed by version listings only: past all of them.
-                let past = char::from_u32(crate::versions::KEPT as u32 + 1).expect("a char");
-                (from, inclusive) = (past.to_string(), true);
+                (from, inclusive) = (crate::versions::PAST_KEPT.to_string(), true);
                 continue 'pages;
             }
             if o.chain.delete_marker {

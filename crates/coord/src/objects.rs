@@ -449,12 +449,10 @@ impl Coordinator {
         let mut made = None;
         self.meta.update(&mut |t| {
             let now = now_ms();
-            let m = crate::versions::marker(t, name, now)?;
+            let mut m = crate::versions::marker(t, name, now)?;
+            m.chain.versioned = versioning == Versioning::Enabled;
             crate::versions::supersede(t, name, m.clone(), versioning, now)?;
-            made = Some(ObjectRecord {
-                chain: crate::meta::VersionLinks { versioned: versioning == Versioning::Enabled, ..m.chain.clone() },
-                ..m
-            });
+            made = Some(m);
             Ok(())
         })?;
         Ok(made.expect("set by the transaction"))

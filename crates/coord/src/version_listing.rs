@@ -53,7 +53,7 @@ impl Cursor {
                 }
                 if self.skip_kept && versions::is_kept(&o.name) {
                     // On past every kept name (they all start with KEPT), after what is read.
-                    (self.from, self.inclusive, self.done) = (char::from_u32(KEPT as u32 + 1).expect("a char").to_string(), true, false);
+                    (self.from, self.inclusive, self.done) = (versions::PAST_KEPT.to_string(), true, false);
                     break;
                 }
                 self.buf.push_back(o);

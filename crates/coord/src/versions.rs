@@ -19,7 +19,10 @@ use kintsugi_proto::{LayoutSpec, VersionRef, Versioning, WireError};
 /// The first character of every kept name.
 pub const KEPT: char = '\u{7f}';
 
-/// Where version `version` of `name` is kept once it is no longer the latest.
+/// The least string past every kept name: listings of names seek here.
+pub const PAST_KEPT: &str = "\u{80}";
+
+/// The kept name of version `version` of `name`.
 pub fn kept_name(name: &str, version: u64) -> String {
     format!("{KEPT}{name}\0{:016x}", !version)
 }
@@ -37,6 +40,16 @@ pub fn parse_kept(stored: &str) -> Option<(&str, u64)> {
 
 pub fn is_kept(stored: &str) -> bool {
     stored.starts_with(KEPT)
+}
+
+/// The number of the version `want` names, given the name's latest record: its own, the
+/// kept null version's, or the id's (None: there is no null version).
+fn number_of(latest: &ObjectRecord, want: VersionRef) -> Option<u64> {
+    match want {
+        _ if is_ref(latest, want) => Some(latest.version),
+        VersionRef::Null => (latest.chain.kept_null != 0).then_some(latest.chain.kept_null),
+        VersionRef::Id(v) => Some(v),
+    }
 }
 
 /// Whether the record is the version `want` names.
@@ -158,11 +171,7 @@ pub(crate) fn delete_version(t: &mut dyn Txn, name: &str, want: VersionRef, now_
         }
         return Ok(Some(latest));
     }
-    let version = match want {
-        VersionRef::Null if latest.chain.kept_null != 0 => latest.chain.kept_null,
-        VersionRef::Null => return Ok(None),
-        VersionRef::Id(v) => v,
-    };
+    let Some(version) = number_of(&latest, want) else { return Ok(None) };
     match kept(t, name, version)? {
         Some(k) if is_ref(&k, want) => {}
         _ => return Ok(None),
@@ -182,11 +191,7 @@ pub(crate) fn find(meta: &dyn MetaStore, name: &str, want: Option<VersionRef>) -
         if is_ref(&latest, want) {
             return Ok(Some(latest));
         }
-        let version = match want {
-            VersionRef::Null if latest.chain.kept_null != 0 => latest.chain.kept_null,
-            VersionRef::Null => return Ok(None),
-            VersionRef::Id(v) => v,
-        };
+        let Some(version) = number_of(&latest, want) else { return Ok(None) };
         if let Some(k) = meta.object(&kept_name(name, version))?.filter(|k| is_ref(k, want)) {
             return Ok(Some(k));
         }
