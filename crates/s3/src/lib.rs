@@ -23,6 +23,7 @@ pub mod region;
 pub mod server;
 pub mod settings;
 pub mod tagging;
+pub mod unread_body;
 pub mod unsupported;
 pub mod versioning;
 

@@ -221,10 +221,17 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                         // A browser's preflight: answered from the bucket's CORS rules, unsigned.
                         Ok(crate::cors::preflight(&cors_cache, &cors_client, cors).await)
                     } else {
-                        let r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
+                        let (parts, body) = req.into_parts();
+                        let h1 = parts.version < http::Version::HTTP_2;
+                        let (body, ended) = crate::unread_body::Watched::new(body);
+                        let req = http::Request::from_parts(parts, s3s::Body::http_body(body));
+                        let mut r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
                             Some(asked) => Ok(crate::region::wrong_region(&asked, &region)),
-                            None => hyper::service::Service::call(&service, req).await,
+                            None => service.call(req).await,
                         };
+                        if let (Ok(resp), true) = (&mut r, h1) {
+                            crate::unread_body::close_if_unread(resp, &ended);
+                        }
                         match (r, cors) {
                             (Ok(mut resp), Some(a)) => {
                                 crate::cors::decorate(&cors_cache, &cors_client, &a, resp.headers_mut()).await;

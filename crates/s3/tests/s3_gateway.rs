@@ -444,6 +444,37 @@ async fn a_body_that_fails_after_its_head_resets_the_connection() {
     s.stop().await;
 }
 
+/// A PUT answered before its body was sent (botocore sends `Expect: 100-continue` and then
+/// no body when the answer is final) ends its connection, so the bytes of the client's next
+/// request are never read as that body. Before, a `PUT` after an early 412 arrived as `UT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_before_the_body_closes_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::start(dir.path(), 3, "rs:2,1", kintsugi_s3::multipart::MIN_PART).await;
+    let mut c = tokio::net::TcpStream::connect(s.s3.addr).await.unwrap();
+    // Unsigned: refused (403) before its body is read, as a failed If-Match is.
+    let put = format!("PUT /some-bucket/k HTTP/1.1\r\nHost: {}\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", s.s3.addr);
+    c.write_all(put.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).await.unwrap(), 1, "the connection ended before an answer: {}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.starts_with("http/1.1 403"), "{head}");
+    assert!(head.contains("connection: close"), "the answer keeps the connection open:\n{head}");
+    // The next request on it is not served as anything: the server closes once the answer
+    // (its body included) is sent.
+    let _ = c.write_all(format!("GET /some-bucket/k HTTP/1.1\r\nHost: {}\r\n\r\n", s.s3.addr).as_bytes()).await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), c.read_to_end(&mut rest)).await.expect("the connection closes");
+    let rest = String::from_utf8_lossy(&rest);
+    assert_eq!(rest.matches("HTTP/1.1").count(), 0, "a second answer on the connection:\n{rest}");
+    s.stop().await;
+}
+
 /// Headless Chromium, if installed (CI installs it).
 fn browser() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
