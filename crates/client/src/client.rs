@@ -15,7 +15,7 @@ use kintsugi_proto::{
     recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
     READER,
 };
-use kintsugi_proto::{Fault, Scarce, VersionInfo, VersionRef, Versioning};
+use kintsugi_proto::{Fault, Precondition, Scarce, VersionInfo, VersionRef, Versioning};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,7 +112,7 @@ impl Client {
 
     /// Deletes object `name`; says whether it existed (deleting twice is not an error).
     pub async fn delete(&self, name: &str) -> Result<bool, Error> {
-        let req = CoordRequest::DeleteObject { name: name.into(), versioning: Versioning::Unversioned };
+        let req = CoordRequest::DeleteObject { name: name.into(), versioning: Versioning::Unversioned, precondition: None };
         match self.call(&req, self.io_timeout).await? {
             CoordResponse::Deleted { existed, .. } => Ok(existed),
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
@@ -123,8 +123,20 @@ impl Client {
     /// [`Client::delete`] (None); with it, a delete marker becomes its latest version
     /// (answered).
     pub async fn delete_versioned(&self, name: &str, versioning: Versioning) -> Result<Option<VersionInfo>, Error> {
-        match self.call(&CoordRequest::DeleteObject { name: name.into(), versioning }, self.io_timeout).await? {
-            CoordResponse::Deleted { version, .. } => Ok(version.map(|v| *v)),
+        self.delete_if(name, versioning, None).await.map(|(_, v)| v)
+    }
+
+    /// Deletes `name` as [`Client::delete_versioned`] does, only if it meets `precondition`
+    /// (`PreconditionFailed` otherwise, nothing changed). Says whether an object was there,
+    /// and the delete marker made, if one was.
+    pub async fn delete_if(
+        &self,
+        name: &str,
+        versioning: Versioning,
+        precondition: Option<Precondition>,
+    ) -> Result<(bool, Option<VersionInfo>), Error> {
+        match self.call(&CoordRequest::DeleteObject { name: name.into(), versioning, precondition }, self.io_timeout).await? {
+            CoordResponse::Deleted { existed, version } => Ok((existed, version.map(|v| *v))),
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }

@@ -442,15 +442,15 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Ok)
             }
-            CoordRequest::DeleteObject { name, versioning: Versioning::Unversioned } => {
-                let (existed, indexed) = self.delete(&name)?;
+            CoordRequest::DeleteObject { name, versioning: Versioning::Unversioned, precondition } => {
+                let (existed, indexed) = self.delete(&name, precondition)?;
                 if indexed {
                     self.publish_acknowledged(&name).await?;
                 }
                 Ok(CoordResponse::Deleted { existed, version: None })
             }
-            CoordRequest::DeleteObject { name, versioning } => {
-                let m = self.delete_marking(&name, versioning)?;
+            CoordRequest::DeleteObject { name, versioning, precondition } => {
+                let m = self.delete_marking(&name, versioning, precondition)?;
                 Ok(CoordResponse::Deleted { existed: true, version: Some(Box::new(version_info(&name, m, true))) })
             }
             CoordRequest::DeleteVersion { name, version } => {

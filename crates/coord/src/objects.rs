@@ -415,13 +415,14 @@ impl Coordinator {
     /// Deletes `name` (idempotent); says whether it existed, and whether the per-object
     /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
     /// retried delete whose tombstone may not have reached the index).
-    pub(crate) fn delete(&self, name: &str) -> Result<(bool, bool), WireError> {
+    pub(crate) fn delete(&self, name: &str, precondition: Option<Precondition>) -> Result<(bool, bool), WireError> {
         if crate::versions::is_kept(name) {
             return bad("a kept version is deleted by its version id");
         }
         let (mut existed, mut indexed) = (false, true);
         self.meta.update(&mut |t| {
             (existed, indexed) = (false, true);
+            check_precondition(t, name, precondition)?;
             if let Some(o) = t.object(name)? {
                 if !o.chain.is_plain() {
                     // A name with versions loses only its latest.
@@ -444,10 +445,16 @@ impl Coordinator {
     /// Deletes `name` as a versioned bucket does: a delete marker becomes its latest
     /// version (answered), the one it replaces kept or, when both are the null version,
     /// discarded.
-    pub(crate) fn delete_marking(&self, name: &str, versioning: Versioning) -> Result<ObjectRecord, WireError> {
+    pub(crate) fn delete_marking(
+        &self,
+        name: &str,
+        versioning: Versioning,
+        precondition: Option<Precondition>,
+    ) -> Result<ObjectRecord, WireError> {
         check_name_and_size(name, 0)?;
         let mut made = None;
         self.meta.update(&mut |t| {
+            check_precondition(t, name, precondition)?;
             let now = now_ms();
             let mut m = crate::versions::marker(t, name, now)?;
             m.chain.versioned = versioning == Versioning::Enabled;

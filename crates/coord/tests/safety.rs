@@ -568,4 +568,28 @@ async fn conditional_commits_let_exactly_one_writer_win() {
     assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1));
     assert_eq!(c.client.set_attrs("once", v, tagged.clone()).await.unwrap_err().kind(), ErrorKind::PreconditionFailed);
     assert_eq!(c.client.set_attrs("nothing", 1, tagged).await.unwrap_err().kind(), ErrorKind::NotFound);
+
+    // A conditional delete (lifecycle's): refused at a stale version, nothing changed;
+    // made at the version read; refused again once gone, with or without versioning.
+    use kintsugi_proto::Versioning;
+    let now = c.client.stat("once").await.unwrap().version;
+    let e = c.client.delete_if("once", Versioning::Unversioned, Some(Precondition::Version(v))).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PreconditionFailed);
+    assert_eq!(c.client.get("once", Shape::Cr, 4096).await.unwrap().0, data(1000, 1), "a refused delete changes nothing");
+    assert!(c.client.delete_if("once", Versioning::Unversioned, Some(Precondition::Version(now))).await.unwrap().0);
+    let again = c.client.delete_if("once", Versioning::Enabled, Some(Precondition::Version(now))).await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::PreconditionFailed, "no delete marker over a version already gone");
+    assert!(c
+        .client
+        .list_versions(kintsugi_client::client::VersionsPage {
+            prefix: "once",
+            delimiter: "",
+            key_marker: "",
+            version_marker: None,
+            limit: 0
+        })
+        .await
+        .unwrap()
+        .versions
+        .is_empty());
 }

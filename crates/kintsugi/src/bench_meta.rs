@@ -361,7 +361,7 @@ pub fn run(a: MetaBenchArgs) -> Result<()> {
             let report = CoordRequest::ReportChunk { node: holder, chunk: ChunkId::new(s.id, 0), reason: "bench".into() };
             let (t, _) = timed(&client, &report).await?;
             ms.entry("mark bad").or_default().push(t);
-            let (t, r) = timed(&client, &CoordRequest::DeleteObject { name, versioning: Default::default() }).await?;
+            let (t, r) = timed(&client, &CoordRequest::DeleteObject { name, versioning: Default::default(), precondition: None }).await?;
             if !matches!(r, CoordResponse::Deleted { existed: true, .. }) {
                 bail!("delete: {r:?}");
             }

@@ -144,7 +144,7 @@ fn seeds() -> Vec<Vec<u8>> {
             precondition: None,
             versioning: Default::default(),
         },
-        CoordRequest::DeleteObject { name: "o".into(), versioning: Default::default() },
+        CoordRequest::DeleteObject { name: "o".into(), versioning: Default::default(), precondition: None },
         CoordRequest::Inventory { node: 1, boot: 2, chunks: vec![chunk.clone()], last: true, token: String::new() },
         CoordRequest::ReportChunk { node: 1, chunk: chunk.clone(), reason: "corrupt chunk".into() },
         CoordRequest::Lookup { name: "o".into() },

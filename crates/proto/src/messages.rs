@@ -411,11 +411,15 @@ pub enum CoordRequest {
         attrs: Attrs,
     },
     /// Deletes an object (idempotent); with versioning, writes a delete marker instead
-    /// (answered with it).
+    /// (answered with it). With a precondition, only if the object is as it says
+    /// (`PreconditionFailed` otherwise, nothing changed): lifecycle expires exactly the
+    /// version it judged.
     DeleteObject {
         name: String,
         #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
         versioning: Versioning,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precondition: Option<Precondition>,
     },
     /// Deletes exactly one version of `name` (idempotent; answered with it, if it existed):
     /// its chunks go to garbage. Deleting the latest makes the next older one latest.
