@@ -38,6 +38,12 @@ pub struct GatewayConfig {
     pub region: String,
     /// Base domains for virtual-hosted-style requests (bucket.DOMAIN/key).
     pub domains: Vec<String>,
+    /// Seconds in a lifecycle rule's "day" (86400; shorter only to test rules).
+    pub lifecycle_day_seconds: u64,
+    /// Seconds between lifecycle passes over the buckets.
+    pub lifecycle_interval_seconds: u64,
+    /// Lifecycle deletions per second at most.
+    pub lifecycle_rate: u32,
 }
 
 impl Default for GatewayConfig {
@@ -56,6 +62,9 @@ impl Default for GatewayConfig {
             metrics_listen: None,
             region: kintsugi_s3::DEFAULT_REGION.into(),
             domains: vec![],
+            lifecycle_day_seconds: 86_400,
+            lifecycle_interval_seconds: 3600,
+            lifecycle_rate: 100,
         }
     }
 }
@@ -96,6 +105,9 @@ impl GatewayConfig {
             Some(c) => size("chunk_size", c)?,
             None => 0,
         };
+        if self.lifecycle_day_seconds == 0 || self.lifecycle_interval_seconds == 0 || self.lifecycle_rate == 0 {
+            bail!("lifecycle_day_seconds, lifecycle_interval_seconds and lifecycle_rate are at least 1");
+        }
         Ok(kintsugi_s3::S3Config {
             listen: self.listen.clone(),
             coordinator: self.coordinator.clone(),
@@ -108,6 +120,12 @@ impl GatewayConfig {
             metrics_listen: self.metrics_listen.clone(),
             region: self.region.clone(),
             domains: self.domains.clone(),
+            lifecycle: kintsugi_s3::lifecycle_worker::LifecyclePace {
+                day: std::time::Duration::from_secs(self.lifecycle_day_seconds),
+                interval: std::time::Duration::from_secs(self.lifecycle_interval_seconds),
+                rate: self.lifecycle_rate,
+                ..Default::default()
+            },
         })
     }
 }

@@ -109,6 +109,15 @@ pub struct S3Args {
     /// repeat for several [default: path style only].
     #[arg(long = "domain")]
     pub domains: Vec<String>,
+    /// Seconds in a bucket lifecycle rule's "day"; shorter only to test rules [default: 86400].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lifecycle_day_seconds: Option<u64>,
+    /// Seconds between lifecycle passes over the buckets [default: 3600].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lifecycle_interval_seconds: Option<u64>,
+    /// Lifecycle deletions per second at most [default: 100].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub lifecycle_rate: Option<u32>,
 }
 
 impl S3Args {
@@ -121,7 +130,20 @@ impl S3Args {
         macro_rules! over {
             ($($f:ident),*) => {$( if let Some(v) = self.$f { c.$f = v; } )*};
         }
-        over!(listen, coordinator, code, layout, method, slice, min_part_size, memory_budget, region);
+        over!(
+            listen,
+            coordinator,
+            code,
+            layout,
+            method,
+            slice,
+            min_part_size,
+            memory_budget,
+            region,
+            lifecycle_day_seconds,
+            lifecycle_interval_seconds,
+            lifecycle_rate
+        );
         c.credentials = self.credentials.or(c.credentials);
         c.chunk_size = self.chunk_size.or(c.chunk_size);
         c.metrics_listen = self.metrics_listen.or(c.metrics_listen);
@@ -170,6 +192,12 @@ pub struct ServeArgs {
     /// Layout of new buckets: stripe, stripe-max, geo, geo:S0,Q[,CAP] or contiguous:CHUNK.
     #[arg(long, default_value = "stripe", value_parser = parse_layout_arg)]
     pub layout: kintsugi_proto::LayoutSpec,
+    /// Seconds in a bucket lifecycle rule's "day"; shorter only to test rules.
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lifecycle_day_seconds: u64,
+    /// Seconds between lifecycle passes over the buckets.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lifecycle_interval_seconds: u64,
     #[command(flatten)]
     pub read: ReadArgs,
 }
@@ -333,6 +361,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             metrics_listen: None,
             region: kintsugi_s3::DEFAULT_REGION.into(),
             domains: vec![],
+            lifecycle: kintsugi_s3::lifecycle_worker::LifecyclePace {
+                day: Duration::from_secs(a.lifecycle_day_seconds),
+                interval: Duration::from_secs(a.lifecycle_interval_seconds),
+                ..Default::default()
+            },
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         let state = crate::serve_state::ServeState {

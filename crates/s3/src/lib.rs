@@ -12,6 +12,8 @@ pub mod credentials;
 pub mod errors;
 pub mod gateway;
 pub mod hosts;
+pub mod lifecycle;
+pub mod lifecycle_worker;
 pub mod listing;
 pub mod memory_budget;
 pub mod metrics;

@@ -18,6 +18,8 @@ pub struct RequestMetrics {
     latency: Family<Labels, Histogram, fn() -> Histogram>,
     degraded: Histogram,
     cut: Counter,
+    lifecycle: Family<Labels, Counter>,
+    lifecycle_passes: Counter,
 }
 
 impl Default for RequestMetrics {
@@ -29,6 +31,8 @@ impl Default for RequestMetrics {
             latency: Family::new_with_constructor(buckets),
             degraded: buckets(),
             cut: Counter::default(),
+            lifecycle: Family::default(),
+            lifecycle_passes: Counter::default(),
         }
     }
 }
@@ -47,6 +51,17 @@ impl RequestMetrics {
     }
 
     /// What the gateway's client calls after each degraded read.
+    /// One thing lifecycle did: `current` (a current version expired), `noncurrent` (a
+    /// noncurrent version removed), `marker` (a lone delete marker removed) or `upload` (an
+    /// incomplete multipart upload aborted).
+    pub fn lifecycle_done(&self, action: &'static str) {
+        self.lifecycle.get_or_create(&vec![("action", action.to_string())]).inc();
+    }
+
+    pub fn lifecycle_pass(&self) {
+        self.lifecycle_passes.inc();
+    }
+
     pub fn degraded_read_observer(&self) -> kintsugi_client::DegradedReadObserver {
         let h = self.degraded.clone();
         Arc::new(move |took: Duration| h.observe(took.as_secs_f64()))
@@ -73,6 +88,12 @@ impl RequestMetrics {
             "Responses whose body failed after their head was sent; each connection was reset, not closed",
             self.cut.clone(),
         );
+        r.register(
+            "lifecycle_actions",
+            "What bucket lifecycle rules did, by action: current, noncurrent, marker, upload",
+            self.lifecycle.clone(),
+        );
+        r.register("lifecycle_passes", "Lifecycle passes finished over every bucket", self.lifecycle_passes.clone());
         r
     }
 }

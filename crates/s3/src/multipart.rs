@@ -20,10 +20,10 @@ pub const MIN_PART: u64 = 5 << 20;
 pub const MAX_PART_NUMBER: i32 = 10_000;
 
 /// An upload in progress, from its record.
-struct Upload {
-    key: String,
+pub(crate) struct Upload {
+    pub(crate) key: String,
     meta: ObjectMeta,
-    initiated_ms: u64,
+    pub(crate) initiated_ms: u64,
     /// The checksum its parts carry, and whether the object's is COMPOSITE (else FULL_OBJECT).
     checksum: Option<(Algorithm, bool)>,
 }
@@ -86,7 +86,7 @@ struct PartInfo {
     checksum: Option<Stored>,
 }
 
-fn upload_of(a: &Attrs) -> Upload {
+pub(crate) fn upload_of(a: &Attrs) -> Upload {
     let checksum = a.get(UPLOAD_CHECKSUM).and_then(|c| {
         let (alg, t) = c.split_once(' ')?;
         Some((alg.parse().ok()?, t == ChecksumType::COMPOSITE))
@@ -375,19 +375,26 @@ fn completed(bucket: &str, key: &str, m: &ObjectMeta) -> S3Response<CompleteMult
 pub async fn abort(g: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let i = req.input;
     g.upload(&i.bucket, &i.key, &i.upload_id).await?;
-    // Parts first, then the record: an abort cut short leaves the record, so a retried
-    // abort finds the upload and finishes the job.
-    loop {
-        let (page, more) = g.parts(&i.upload_id, 0, 1000).await?;
-        for p in &page {
-            g.client.delete(&p.name).await.map_err(from_cluster)?;
-        }
-        if !more {
-            break;
-        }
-    }
-    g.client.delete(&names::upload_record(&i.bucket, &i.upload_id)).await.map_err(from_cluster)?;
+    g.abort_upload(&i.bucket, &i.upload_id).await?;
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+impl Gateway {
+    /// Deletes upload `id` of `bucket`: its parts, then its record. An abort cut short
+    /// leaves the record, so a retried abort finds the upload and finishes the job.
+    pub async fn abort_upload(&self, bucket: &str, id: &str) -> S3Result<()> {
+        loop {
+            let (page, more) = self.parts(id, 0, 1000).await?;
+            for p in &page {
+                self.client.delete(&p.name).await.map_err(from_cluster)?;
+            }
+            if !more {
+                break;
+            }
+        }
+        self.client.delete(&names::upload_record(bucket, id)).await.map_err(from_cluster)?;
+        Ok(())
+    }
 }
 
 pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {

@@ -40,6 +40,8 @@ pub struct S3Config {
     /// Base domains for virtual-hosted-style requests (`bucket.DOMAIN/key`); path style is
     /// served whatever the host.
     pub domains: Vec<String>,
+    /// How fast bucket lifecycle rules are applied, and how long their day is.
+    pub lifecycle: crate::lifecycle_worker::LifecyclePace,
 }
 
 /// The region when none is configured.
@@ -160,6 +162,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     for k in &cfg.keys {
         auth.register(k.access_key.clone(), k.secret_key.as_str().into());
     }
+    let lifecycle_gateway = gateway.clone();
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(auth);
     if !cfg.domains.is_empty() {
@@ -184,6 +187,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("S3 gateway cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, mut stopped) = watch::channel(false);
+    let lifecycle = tokio::spawn(crate::lifecycle_worker::run(lifecycle_gateway, cfg.lifecycle, counters.clone(), stopped.clone()));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let region: Arc<str> = cfg.region.as_str().into();
     let task = tokio::spawn(async move {
@@ -263,6 +267,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         if tokio::time::timeout(DRAIN_DEADLINE, graceful.shutdown()).await.is_err() {
             tracing::warn!("S3 gateway stopping: requests still running after {DRAIN_DEADLINE:?} are cut");
         }
+        let _ = lifecycle.await;
     });
     tracing::info!("S3 gateway on {addr} for the cluster at {}", cfg.coordinator);
     Ok(S3Handle { addr, stop, task, metrics_addr, metrics })

@@ -11,6 +11,7 @@ independent implementation (moto's server mode) check the tests themselves.
 """
 import argparse
 import base64
+import datetime
 import hashlib
 import json
 import os
@@ -830,6 +831,56 @@ def versioning_multipart_makes_a_version(c):
     eq(v2 != v1, True, "the completed upload is a new version")
     eq(c.s3.get_object(Bucket=b, Key="big", VersionId=v2)["Body"].read() == body, True, "its bytes")
     eq(c.s3.get_object(Bucket=b, Key="big", VersionId=v1)["Body"].read(), b"small first", "the version before stays")
+    c.empty(b)
+
+
+@test
+def bucket_lifecycle_configuration(c):
+    b = c.bucket()
+    eq(error(c.s3.get_bucket_lifecycle_configuration, Bucket=b), ("NoSuchLifecycleConfiguration", 404), "a bucket without rules")
+    rules = [
+        {"ID": "logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled", "Expiration": {"Days": 30}},
+        {"ID": "old", "Filter": {"And": {"Prefix": "data/", "Tags": [{"Key": "k", "Value": "v"}], "ObjectSizeGreaterThan": 10}},
+         "Status": "Disabled", "NoncurrentVersionExpiration": {"NoncurrentDays": 7, "NewerNoncurrentVersions": 2}},
+        {"ID": "mpu", "Filter": {"Prefix": ""}, "Status": "Enabled", "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 3}},
+        {"ID": "date", "Filter": {"Prefix": "d/"}, "Status": "Enabled",
+         "Expiration": {"Date": datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)}},
+    ]
+    c.s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": rules})
+    got = {r["ID"]: r for r in c.s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]}
+    eq(sorted(got), ["date", "logs", "mpu", "old"], "the rules put")
+    eq(got["logs"]["Expiration"], {"Days": 30}, "expiration in days")
+    eq(got["old"]["Filter"], rules[1]["Filter"], "an And filter with tags and a size")
+    eq(got["old"]["NoncurrentVersionExpiration"], rules[1]["NoncurrentVersionExpiration"], "noncurrent expiration")
+    eq(got["old"]["Status"], "Disabled", "status")
+    eq(got["date"]["Expiration"]["Date"].year, 2030, "expiration on a date")
+    bad = [
+        ([{"ID": "x", "Filter": {"Prefix": ""}, "Status": "Enabled", "Expiration": {"Days": 0}}], "InvalidArgument", "Days 0"),
+        ([{"ID": "x", "Filter": {"Prefix": ""}, "Status": "Enabled"}], "InvalidRequest", "a rule with no action"),
+        ([{"ID": "x", "Filter": {"Prefix": ""}, "Status": "Enabled", "Expiration": {"Days": 1}},
+          {"ID": "x", "Filter": {"Prefix": "b"}, "Status": "Enabled", "Expiration": {"Days": 1}}], "InvalidArgument", "two rules with one ID"),
+        ([{"ID": "x", "Filter": {"Prefix": ""}, "Status": "Enabled",
+           "Expiration": {"Date": datetime.datetime(2030, 1, 1, 12, tzinfo=datetime.timezone.utc)}}], "InvalidArgument",
+         "a date not at midnight"),
+        ([{"ID": "x", "Filter": {"Tag": {"Key": "a", "Value": "b"}}, "Status": "Enabled",
+           "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}], "InvalidRequest", "abort uploads with a tag filter"),
+    ]
+    for r, code, what in bad:
+        eq(error(c.s3.put_bucket_lifecycle_configuration, Bucket=b, LifecycleConfiguration={"Rules": r})[0], code, what)
+    eq(len(c.s3.get_bucket_lifecycle_configuration(Bucket=b)["Rules"]), 4, "a refused configuration changes nothing")
+    c.s3.delete_bucket_lifecycle(Bucket=b)
+    eq(error(c.s3.get_bucket_lifecycle_configuration, Bucket=b)[0], "NoSuchLifecycleConfiguration", "deleted")
+    eq(error(c.s3.put_bucket_lifecycle_configuration, Bucket=b + "-none", LifecycleConfiguration={"Rules": rules})[0],
+       "NoSuchBucket", "no such bucket")
+    c.empty(b)
+
+
+@test
+def bucket_lifecycle_transitions_are_refused(c):
+    """One storage class: a transition is refused, never accepted and ignored."""
+    b = c.bucket()
+    r = [{"ID": "t", "Filter": {"Prefix": ""}, "Status": "Enabled", "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}]}]
+    eq(error(c.s3.put_bucket_lifecycle_configuration, Bucket=b, LifecycleConfiguration={"Rules": r})[1], 501, "a transition")
     c.empty(b)
 
 

@@ -707,6 +707,94 @@ def cors_check(b):
     check(get(b, "from-browser.txt") == b"written by the browser", "the browser's cross-origin PUT stored its body")
 
 
+def lifecycle_setup():
+    """Three buckets with lifecycle rules (the gateway runs with a day of a second or two):
+    lc-plain (expiry by prefix, tag and size; a disabled rule; an upload to abort), lc-versions
+    (noncurrent versions beyond the newest one; a lone delete marker) and lc-bulk (300 keys
+    to expire, each into a delete marker)."""
+    S3.create_bucket(Bucket="lc-plain")
+    for i in range(5):
+        S3.put_object(Bucket="lc-plain", Key=f"logs/{i}", Body=data(100 + i, i))
+    for i in range(3):
+        S3.put_object(Bucket="lc-plain", Key=f"keep/{i}", Body=data(100 + i, 10 + i))
+    S3.put_object(Bucket="lc-plain", Key="tagged/x", Body=b"x", Tagging="class=tmp")
+    S3.put_object(Bucket="lc-plain", Key="tagged/y", Body=b"y", Tagging="class=keep")
+    S3.put_object(Bucket="lc-plain", Key="sized/big", Body=data(2000, 20))
+    S3.put_object(Bucket="lc-plain", Key="sized/small", Body=data(10, 21))
+    up = S3.create_multipart_upload(Bucket="lc-plain", Key="mp/obj")["UploadId"]
+    for n in (1, 2):
+        S3.upload_part(Bucket="lc-plain", Key="mp/obj", UploadId=up, PartNumber=n, Body=data(100 << 10, 30 + n))
+    rules = [
+        {"ID": "logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled", "Expiration": {"Days": 1}},
+        {"ID": "tmp", "Filter": {"Tag": {"Key": "class", "Value": "tmp"}}, "Status": "Enabled", "Expiration": {"Days": 1}},
+        {"ID": "sized", "Filter": {"And": {"Prefix": "sized/", "ObjectSizeGreaterThan": 1000}}, "Status": "Enabled",
+         "Expiration": {"Days": 1}},
+        {"ID": "uploads", "Filter": {"Prefix": ""}, "Status": "Enabled", "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}},
+        {"ID": "off", "Filter": {"Prefix": "keep/"}, "Status": "Disabled", "Expiration": {"Days": 1}},
+    ]
+    S3.put_bucket_lifecycle_configuration(Bucket="lc-plain", LifecycleConfiguration={"Rules": rules})
+    got = S3.get_bucket_lifecycle_configuration(Bucket="lc-plain")["Rules"]
+    check([r["ID"] for r in got] == [r["ID"] for r in rules], "GetBucketLifecycleConfiguration answers the rules put")
+    check(got[2]["Filter"] == rules[2]["Filter"] and got[4]["Status"] == "Disabled", "filters and status answered as put")
+
+    S3.create_bucket(Bucket="lc-versions")
+    S3.put_bucket_versioning(Bucket="lc-versions", VersioningConfiguration={"Status": "Enabled"})
+    for i in range(4):
+        S3.put_object(Bucket="lc-versions", Key="k", Body=data(1000 + i, 40 + i))
+    S3.put_object(Bucket="lc-versions", Key="gone", Body=b"soon gone")
+    S3.delete_object(Bucket="lc-versions", Key="gone")
+    S3.put_bucket_lifecycle_configuration(Bucket="lc-versions", LifecycleConfiguration={"Rules": [
+        {"ID": "old", "Filter": {"Prefix": "k"}, "Status": "Enabled",
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1, "NewerNoncurrentVersions": 1}},
+        {"ID": "markers", "Filter": {"Prefix": "gone"}, "Status": "Enabled", "Expiration": {"ExpiredObjectDeleteMarker": True},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1}},
+    ]})
+
+    S3.create_bucket(Bucket="lc-bulk")
+    S3.put_bucket_versioning(Bucket="lc-bulk", VersioningConfiguration={"Status": "Enabled"})
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: S3.put_object(Bucket="lc-bulk", Key=f"bulk/{i:04}", Body=data(10, 100 + i)), range(300)))
+    S3.put_object(Bucket="lc-bulk", Key="stay/0", Body=b"stays")
+    S3.put_bucket_lifecycle_configuration(Bucket="lc-bulk", LifecycleConfiguration={"Rules": [
+        {"ID": "bulk", "Filter": {"Prefix": "bulk/"}, "Status": "Enabled", "Expiration": {"Days": 1}}]})
+
+
+def all_versions(b):
+    out = []
+    for page in S3.get_paginator("list_object_versions").paginate(Bucket=b):
+        out += [(v["Key"], v["VersionId"], False, v["IsLatest"]) for v in page.get("Versions", [])]
+        out += [(v["Key"], v["VersionId"], True, v["IsLatest"]) for v in page.get("DeleteMarkers", [])]
+    return out
+
+
+def lifecycle_check():
+    """What the rules left, checked against what they say (not against the store's answer)."""
+    keys = sorted(o["Key"] for p in S3.get_paginator("list_objects_v2").paginate(Bucket="lc-plain") for o in p.get("Contents", []))
+    check(keys == ["keep/0", "keep/1", "keep/2", "sized/small", "tagged/y"],
+          f"lc-plain keeps exactly what no enabled rule matches: {keys}")
+    for i in range(3):
+        check(get("lc-plain", f"keep/{i}") == data(100 + i, 10 + i), f"keep/{i} byte-exact")
+    check(S3.list_multipart_uploads(Bucket="lc-plain").get("Uploads", []) == [], "the incomplete upload was aborted")
+    vs = all_versions("lc-versions")
+    k = [v for v in vs if v[0] == "k"]
+    check(len(k) == 2 and not any(v[2] for v in k), f"k keeps its current version and one noncurrent: {k}")
+    bodies = sorted(get("lc-versions", "k", VersionId=v[1]) for v in k)
+    check(bodies == sorted([data(1003, 43), data(1002, 42)]), "the two newest versions of k, byte-exact")
+    check(not [v for v in vs if v[0] == "gone"], "the lone delete marker and the version under it are gone")
+    vs = all_versions("lc-bulk")
+    per = {}
+    for key, _, marker, latest in vs:
+        per.setdefault(key, []).append((marker, latest))
+    bulk = {k: v for k, v in per.items() if k.startswith("bulk/")}
+    check(len(bulk) == 300, f"300 bulk keys listed: {len(bulk)}")
+    bad = {k: v for k, v in bulk.items() if sorted(v) != [(False, False), (True, True)]}
+    check(not bad, f"each bulk key expired exactly once (one delete marker over its version): {list(bad.items())[:5]}")
+    check(per.get("stay/0") == [(False, True)] and get("lc-bulk", "stay/0") == b"stays", "stay/0 untouched")
+    for i in (0, 150, 299):
+        check(get("lc-bulk", f"bulk/{i:04}", VersionId=[v[1] for v in vs if v[0] == f"bulk/{i:04}" and not v[2]][0]) == data(10, 100 + i),
+              f"bulk/{i:04}'s version under its marker byte-exact")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -719,6 +807,10 @@ if __name__ == "__main__":
         cors_setup(sys.argv[2], sys.argv[3])
     elif what == "cors-check":
         cors_check(sys.argv[2])
+    elif what == "lifecycle-setup":
+        lifecycle_setup()
+    elif what == "lifecycle-check":
+        lifecycle_check()
     elif what == "cut-read":
         cut_read(sys.argv[2])
     elif what == "unreadable-check":

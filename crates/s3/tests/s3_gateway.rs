@@ -7,6 +7,7 @@ use kintsugi_coord::{CoordConfig, CoordHandle};
 use kintsugi_node::{NodeConfig, NodeHandle};
 use kintsugi_plan::Shape;
 use kintsugi_s3::credentials::{generate, Key};
+use kintsugi_s3::lifecycle_worker::LifecyclePace;
 use kintsugi_s3::settings::BucketSettings;
 use kintsugi_s3::{S3Config, S3Handle};
 use std::path::Path;
@@ -21,8 +22,30 @@ struct Store {
     client: Client,
 }
 
+fn gateway_config(coordinator: &str, key: &Key, code: &str, min_part: u64, lifecycle: LifecyclePace) -> S3Config {
+    S3Config {
+        listen: "127.0.0.1:0".into(),
+        coordinator: coordinator.into(),
+        keys: vec![key.clone()],
+        defaults: BucketSettings { code: code.parse().unwrap(), layout: Default::default(), chunk_size: 0, versioning: Default::default() },
+        method: Shape::Ppr,
+        slice: 32 << 10,
+        min_part,
+        memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
+        metrics_listen: Some("127.0.0.1:0".into()),
+        region: kintsugi_s3::DEFAULT_REGION.into(),
+        domains: vec!["s3.localhost".into()],
+        lifecycle,
+    }
+}
+
 impl Store {
     async fn start(dir: &Path, nodes: usize, code: &str, min_part: u64) -> Store {
+        Store::start_paced(dir, nodes, code, min_part, Default::default()).await
+    }
+
+    /// A store whose gateway applies lifecycle rules at `lifecycle`'s pace.
+    async fn start_paced(dir: &Path, nodes: usize, code: &str, min_part: u64, lifecycle: LifecyclePace) -> Store {
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
         }
@@ -57,27 +80,16 @@ impl Store {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let key = generate();
-        let s3 = kintsugi_s3::start(S3Config {
-            listen: "127.0.0.1:0".into(),
-            coordinator: addr,
-            keys: vec![key.clone()],
-            defaults: BucketSettings {
-                code: code.parse().unwrap(),
-                layout: Default::default(),
-                chunk_size: 0,
-                versioning: Default::default(),
-            },
-            method: Shape::Ppr,
-            slice: 32 << 10,
-            min_part,
-            memory_budget: kintsugi_s3::memory_budget::DEFAULT_BUDGET,
-            metrics_listen: Some("127.0.0.1:0".into()),
-            region: kintsugi_s3::DEFAULT_REGION.into(),
-            domains: vec!["s3.localhost".into()],
-        })
-        .await
-        .unwrap();
+        let s3 = kintsugi_s3::start(gateway_config(&addr, &key, code, min_part, lifecycle)).await.unwrap();
         Store { coord, nodes: handles, s3, key, client }
+    }
+
+    /// Stops the gateway (its lifecycle worker too, wherever its pass is) and starts a new
+    /// one on the same cluster and key.
+    async fn restart_gateway(&mut self, code: &str, lifecycle: LifecyclePace) {
+        let cfg = gateway_config(&self.coord.addr.to_string(), &self.key, code, 1, lifecycle);
+        let old = std::mem::replace(&mut self.s3, kintsugi_s3::start(cfg).await.unwrap());
+        old.stop().await;
     }
 
     /// Runs `s3_clients.py ARGS` against the gateway; panics with its output if it fails.
@@ -354,6 +366,8 @@ const MOTO_DEPARTURES: &[(&str, &str)] = &[
     ("list_multipart_uploads_paged", "moto's ListMultipartUploads ignores the delimiter"),
     ("versioning_delete_marker_answers", "moto's 404 for a deleted key does not name its marker; moto answers 404, not 405, to a GET of a marker does not say a marker deleted by id was one, and answers 404 to a malformed version id"),
     ("versioning_suspended_writes_the_null_version", "moto drops the versions with ids when a suspended bucket's put replaces the null one"),
+    ("bucket_lifecycle_configuration", "moto drops ObjectSizeGreaterThan from an And filter"),
+    ("bucket_lifecycle_transitions_are_refused", "moto, like AWS, has storage classes to move objects to; kintsugi has one and refuses"),
 ];
 
 /// The conformance module against moto's server mode, as a check of the tests themselves:
@@ -472,6 +486,113 @@ async fn an_answer_before_the_body_closes_the_connection() {
     let _ = tokio::time::timeout(Duration::from_secs(30), c.read_to_end(&mut rest)).await.expect("the connection closes");
     let rest = String::from_utf8_lossy(&rest);
     assert_eq!(rest.matches("HTTP/1.1").count(), 0, "a second answer on the connection:\n{rest}");
+    s.stop().await;
+}
+
+/// Versions and delete markers under `prefix`: (versions, markers).
+async fn versions_under(c: &Client, prefix: &str) -> (usize, usize) {
+    let (mut versions, mut markers) = (0, 0);
+    let (mut key, mut version) = (String::new(), None);
+    loop {
+        let page = kintsugi_client::client::VersionsPage { prefix, delimiter: "", key_marker: &key, version_marker: version, limit: 0 };
+        let l = c.list_versions(page).await.unwrap();
+        for v in &l.versions {
+            if v.delete_marker {
+                markers += 1;
+            } else {
+                versions += 1;
+            }
+        }
+        match l.next {
+            Some((k, v)) => (key, version) = (k, v),
+            None => return (versions, markers),
+        }
+    }
+}
+
+/// Lifecycle with a day of two seconds: objects matching an enabled rule's prefix, tag or
+/// size expire and the others stay; noncurrent versions beyond the newest kept go; a lone
+/// delete marker goes; an incomplete upload is aborted and its parts' chunk files leave the
+/// nodes. The gateway is stopped in the middle of a pass over 300 keys and a new one takes
+/// the pass over once the lease runs out: every key ends with exactly one delete marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lifecycle_expires_what_its_rules_match_and_a_pass_resumes_after_a_restart() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pace = LifecyclePace { day: Duration::from_secs(2), interval: Duration::from_millis(200), rate: 40, lease: Duration::from_secs(3) };
+    let mut s = Store::start_paced(dir.path(), 3, "rs:2,1", 1, pace).await;
+    let setup = tokio::task::spawn_blocking({
+        let (addr, key) = (s.s3.addr, s.key.clone());
+        move || {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_clients.py");
+            let out = Command::new("python3")
+                .arg(&script)
+                .arg("lifecycle-setup")
+                .env("S3_ENDPOINT", format!("http://{addr}"))
+                .env("AWS_ACCESS_KEY_ID", &key.access_key)
+                .env("AWS_SECRET_ACCESS_KEY", &key.secret_key)
+                .env_remove("AWS_PROFILE")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+    });
+    setup.await.unwrap();
+    // The pass over lc-bulk (40 deletions a second) is under way: stop its gateway there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, markers) = versions_under(&s.client, "lc-bulk/bulk/").await;
+        if markers >= 40 {
+            assert!(markers < 300, "the pass ended before the gateway could be stopped in it");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "lc-bulk expired nothing in 120 s ({markers} markers)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.restart_gateway("rs:2,1", pace).await;
+    let stopped_at = versions_under(&s.client, "lc-bulk/bulk/").await.1;
+    println!("gateway restarted with {stopped_at} of 300 bulk keys expired");
+    // Where the stopped pass got to is kept for the next worker: inside lc-bulk.
+    let cursor = s.client.stat(kintsugi_s3::lifecycle_worker::STATE).await.unwrap().attrs;
+    assert_eq!(cursor.get("bucket").map(String::as_str), Some("lc-bulk"), "{cursor:?}");
+    assert!(cursor.get("key").is_some_and(|k| k.starts_with("bulk/")), "the pass's place within the bucket: {cursor:?}");
+    // Everything the rules match is done: each part of the final state, polled.
+    let done = || async {
+        let plain = names_under(&s.client, "lc-plain/").await.len() == 5;
+        let uploads = names_under(&s.client, ".uploads/lc-plain/").await.is_empty();
+        let k = versions_under(&s.client, "lc-versions/k").await == (2, 0);
+        let gone = versions_under(&s.client, "lc-versions/gone").await == (0, 0);
+        let bulk = versions_under(&s.client, "lc-bulk/bulk/").await == (300, 300);
+        plain && uploads && k && gone && bulk
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "lifecycle did not finish in 180 s after the restart");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Exactly what the rules say, judged by boto3 against the bytes it wrote.
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["lifecycle-check"], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    // Objects with bytes left: lc-plain 5, lc-versions 2, lc-bulk 300 under markers and
+    // stay/0; one stripe of rs:2,1 each. The aborted upload's parts and every expired
+    // version's chunks are collected.
+    let want = 3 * (5 + 2 + 301);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while chunk_files(dir.path()) != want {
+        assert!(std::time::Instant::now() < deadline, "{} chunk files on the nodes, {want} expected", chunk_files(dir.path()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let m = s.s3.metrics_addr.expect("metrics served");
+    let text = tokio::task::spawn_blocking(move || ureq::get(&format!("http://{m}/metrics")).call().unwrap().into_string().unwrap())
+        .await
+        .unwrap();
+    assert!(text.contains("kintsugi_s3_lifecycle_actions_total{action=\"current\"}"), "lifecycle counted in the metrics:\n{text}");
     s.stop().await;
 }
 
