@@ -44,6 +44,14 @@ pub struct GatewayConfig {
     pub lifecycle_interval_seconds: u64,
     /// Lifecycle deletions per second at most.
     pub lifecycle_rate: u32,
+    /// Seconds a client has to send a request's head (from connecting, or from the end of
+    /// its last request).
+    pub header_timeout_seconds: u64,
+    /// Seconds a request body may send nothing, or a response go unread, before the
+    /// connection is closed.
+    pub idle_timeout_seconds: u64,
+    /// Connections open at once from one client address.
+    pub connections_per_address: usize,
 }
 
 impl Default for GatewayConfig {
@@ -65,6 +73,9 @@ impl Default for GatewayConfig {
             lifecycle_day_seconds: 86_400,
             lifecycle_interval_seconds: 3600,
             lifecycle_rate: 100,
+            header_timeout_seconds: 20,
+            idle_timeout_seconds: 30,
+            connections_per_address: 256,
         }
     }
 }
@@ -105,6 +116,9 @@ impl GatewayConfig {
             Some(c) => size("chunk_size", c)?,
             None => 0,
         };
+        if self.header_timeout_seconds == 0 || self.idle_timeout_seconds == 0 || self.connections_per_address == 0 {
+            bail!("header_timeout_seconds, idle_timeout_seconds and connections_per_address are at least 1");
+        }
         if self.lifecycle_day_seconds == 0 || self.lifecycle_interval_seconds == 0 || self.lifecycle_rate == 0 {
             bail!("lifecycle_day_seconds, lifecycle_interval_seconds and lifecycle_rate are at least 1");
         }
@@ -125,6 +139,11 @@ impl GatewayConfig {
                 interval: std::time::Duration::from_secs(self.lifecycle_interval_seconds),
                 rate: self.lifecycle_rate,
                 ..Default::default()
+            },
+            limits: kintsugi_s3::client_limits::ClientLimits {
+                header_timeout: std::time::Duration::from_secs(self.header_timeout_seconds),
+                idle_timeout: std::time::Duration::from_secs(self.idle_timeout_seconds),
+                connections_per_address: self.connections_per_address,
             },
         })
     }

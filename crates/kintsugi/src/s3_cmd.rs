@@ -118,6 +118,16 @@ pub struct S3Args {
     /// Lifecycle deletions per second at most [default: 100].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub lifecycle_rate: Option<u32>,
+    /// Seconds a client has to send a request's head [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_seconds: Option<u64>,
+    /// Seconds a request body may send nothing, or a response go unread, before the
+    /// connection is closed [default: 30].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_seconds: Option<u64>,
+    /// Connections open at once from one client address [default: 256].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub connections_per_address: Option<u32>,
 }
 
 impl S3Args {
@@ -142,8 +152,13 @@ impl S3Args {
             region,
             lifecycle_day_seconds,
             lifecycle_interval_seconds,
-            lifecycle_rate
+            lifecycle_rate,
+            header_timeout_seconds,
+            idle_timeout_seconds
         );
+        if let Some(n) = self.connections_per_address {
+            c.connections_per_address = n as usize;
+        }
         c.credentials = self.credentials.or(c.credentials);
         c.chunk_size = self.chunk_size.or(c.chunk_size);
         c.metrics_listen = self.metrics_listen.or(c.metrics_listen);
@@ -366,6 +381,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 interval: Duration::from_secs(a.lifecycle_interval_seconds),
                 ..Default::default()
             },
+            limits: Default::default(),
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         let state = crate::serve_state::ServeState {

@@ -6,6 +6,7 @@
 pub mod body;
 pub mod buckets;
 pub mod checksums;
+pub mod client_limits;
 pub mod conditions;
 pub mod cors;
 pub mod credentials;

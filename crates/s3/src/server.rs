@@ -42,6 +42,8 @@ pub struct S3Config {
     pub domains: Vec<String>,
     /// How fast bucket lifecycle rules are applied, and how long their day is.
     pub lifecycle: crate::lifecycle_worker::LifecyclePace,
+    /// Deadlines and caps that keep slow clients from holding the gateway.
+    pub limits: crate::client_limits::ClientLimits,
 }
 
 /// The region when none is configured.
@@ -83,10 +85,32 @@ pub const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2
 /// A connection that is reset (SO_LINGER 0, an RST) instead of closed when a response body
 /// failed after its head was sent: a client reading a Content-Length body sees an error,
 /// never a clean end it could take for a short file. Counted in the gateway's metrics.
+///
+/// A write the client does not take for the idle limit fails, ending the connection (and
+/// the response whose body was being sent).
 struct ResetOnFailure {
     stream: tokio::net::TcpStream,
     failed: Arc<std::sync::atomic::AtomicBool>,
     counters: crate::metrics::RequestMetrics,
+    write_stall: crate::client_limits::StallTimer,
+}
+
+impl ResetOnFailure {
+    /// `r`, or a timeout if the client has taken nothing for the idle limit.
+    fn unless_stalled<T>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        r: std::task::Poll<std::io::Result<T>>,
+    ) -> std::task::Poll<std::io::Result<T>> {
+        if self.write_stall.stalled(cx, r.is_pending()) {
+            let secs = self.write_stall.limit().as_secs();
+            return std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client read nothing for {secs} s"),
+            )));
+        }
+        r
+    }
 }
 
 impl Drop for ResetOnFailure {
@@ -114,20 +138,23 @@ impl tokio::io::AsyncWrite for ResetOnFailure {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+        let r = std::pin::Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.unless_stalled(cx, r)
     }
     fn poll_write_vectored(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let r = std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.unless_stalled(cx, r)
     }
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
     }
     fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+        let r = std::pin::Pin::new(&mut self.stream).poll_flush(cx);
+        self.unless_stalled(cx, r)
     }
     fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
         if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
@@ -189,6 +216,8 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let (stop, mut stopped) = watch::channel(false);
     let lifecycle = tokio::spawn(crate::lifecycle_worker::run(lifecycle_gateway, cfg.lifecycle, counters.clone(), stopped.clone()));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limits = cfg.limits;
+    let addresses = crate::client_limits::Addresses::new(limits.connections_per_address);
     let region: Arc<str> = cfg.region.as_str().into();
     let task = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -208,15 +237,23 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                 },
                 _ = stopped.changed() => break,
             };
+            let Some(slot) = addresses.admit(peer.ip()) else {
+                tracing::debug!("S3 connection from {peer} refused: {} open from that address", limits.connections_per_address);
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let stream = ResetOnFailure { stream, failed: failed.clone(), counters: counters.clone() };
+            let write_stall = crate::client_limits::StallTimer::new(limits.idle_timeout);
+            let stream = ResetOnFailure { stream, failed: failed.clone(), counters: counters.clone(), write_stall };
+            let first = Arc::new(tokio::sync::Notify::new());
+            let first_seen = first.clone();
             let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
             let (cors_cache, cors_client, domains) = (cors_cache.clone(), cors_client.clone(), domains.clone());
             // Each request counted, with its status and the time to its response's head.
             let counted = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (service, counters, region) = (service.clone(), counters.clone(), region.clone());
                 let (cors_cache, cors_client, domains) = (cors_cache.clone(), cors_client.clone(), domains.clone());
+                first_seen.notify_one();
                 async move {
                     let (method, started) = (req.method().clone(), std::time::Instant::now());
                     let bucket = || crate::hosts::bucket_of(&domains, req.headers(), req.uri());
@@ -227,14 +264,17 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                     } else {
                         let (parts, body) = req.into_parts();
                         let h1 = parts.version < http::Version::HTTP_2;
-                        let (body, ended) = crate::unread_body::Watched::new(body);
+                        let (body, state) = crate::unread_body::Watched::new(body, limits.idle_timeout);
                         let req = http::Request::from_parts(parts, s3s::Body::http_body(body));
                         let mut r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
                             Some(asked) => Ok(crate::region::wrong_region(&asked, &region)),
                             None => service.call(req).await,
                         };
+                        if state.timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+                            r = Ok(crate::client_limits::request_timeout(limits.idle_timeout));
+                        }
                         if let (Ok(resp), true) = (&mut r, h1) {
-                            crate::unread_body::close_if_unread(resp, &ended);
+                            crate::unread_body::close_if_unread(resp, &state.ended);
                         }
                         match (r, cors) {
                             (Ok(mut resp), Some(a)) => {
@@ -248,13 +288,30 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                     r
                 }
             });
-            let conn = ConnBuilder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), counted).into_owned();
+            let mut builder = ConnBuilder::new(TokioExecutor::new());
+            builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.header_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), counted).into_owned();
             let conn = graceful.watch(conn);
             tokio::spawn(crate::body::BODY_FAILED.scope(failed, async move {
-                if let Err(e) = conn.await {
+                let mut conn = std::pin::pin!(conn);
+                // The first request's head within the deadline (hyper's covers those after it,
+                // but not the bytes it reads to tell HTTP/1 from HTTP/2).
+                let begun = tokio::select! {
+                    r = conn.as_mut() => Some(r),
+                    _ = first.notified() => None,
+                    _ = tokio::time::sleep(limits.header_timeout) => {
+                        tracing::debug!("S3 connection from {peer}: no request within {:?}; closed", limits.header_timeout);
+                        return;
+                    }
+                };
+                let r = match begun {
+                    Some(r) => r,
+                    None => conn.await,
+                };
+                if let Err(e) = r {
                     tracing::debug!("S3 connection from {peer}: {e}");
                 }
-                drop(permit);
+                drop((permit, slot));
             }));
         }
         // Stopped: no new connections; idle ones close now, requests in flight finish

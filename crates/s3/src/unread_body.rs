@@ -1,4 +1,5 @@
-//! A request answered before its body was read ends its connection.
+//! A request answered before its body was read ends its connection; a body that stops
+//! arriving for the idle limit fails (answered RequestTimeout by the server).
 //!
 //! A client that sends `Expect: 100-continue` (botocore does on every PutObject) and is
 //! answered at once, say 412 from a failed `If-Match`, never sends its body. hyper cannot
@@ -7,38 +8,58 @@
 //! SignatureDoesNotMatch). RFC 9110 section 10.1.1 leaves the server two ways, read the body
 //! or close; an unread body cannot be read safely, so its answer says `Connection: close`.
 
+use crate::client_limits::StallTimer;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-/// A request body that records whether it was read to its end.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body that records whether it was read to its end, and fails if the client
+/// sends nothing of it for the idle limit.
 pub struct Watched {
     inner: Incoming,
     ended: Arc<AtomicBool>,
+    idle: StallTimer,
+    timed_out: Arc<AtomicBool>,
+}
+
+/// What the server learns of a body once its request is answered.
+pub struct BodyState {
+    /// Read to its end (true from the start for an empty body).
+    pub ended: Arc<AtomicBool>,
+    /// Failed because the client stopped sending it.
+    pub timed_out: Arc<AtomicBool>,
 }
 
 impl Watched {
-    /// The body, and the flag that says it was read to its end (true from the start for an
-    /// empty body).
-    pub fn new(inner: Incoming) -> (Self, Arc<AtomicBool>) {
+    pub fn new(inner: Incoming, idle: Duration) -> (Self, BodyState) {
         let ended = Arc::new(AtomicBool::new(inner.is_end_stream()));
-        (Watched { inner, ended: ended.clone() }, ended)
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let state = BodyState { ended: ended.clone(), timed_out: timed_out.clone() };
+        (Watched { inner, ended, idle: StallTimer::new(idle), timed_out }, state)
     }
 }
 
 impl Body for Watched {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(r, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.ended.store(true, Ordering::Relaxed);
         }
-        r
+        if self.idle.stalled(cx, r.is_pending()) {
+            self.timed_out.store(true, Ordering::Relaxed);
+            let secs = self.idle.limit().as_secs();
+            return Poll::Ready(Some(Err(format!("the client sent nothing of the body for {secs} s").into())));
+        }
+        r.map(|f| f.map(|f| f.map_err(BoxError::from)))
     }
 
     fn is_end_stream(&self) -> bool {

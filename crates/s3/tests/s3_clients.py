@@ -795,6 +795,65 @@ def lifecycle_check():
               f"bulk/{i:04}'s version under its marker byte-exact")
 
 
+def slow_clients(b):
+    """Two uploads declaring 4 GiB stall after 1,000 bytes; a normal PUT still completes once
+    their idle limit (a few seconds in the test's gateway) ends them; both are answered
+    RequestTimeout and closed; a client that never finishes its request's head is closed."""
+    S3.create_bucket(Bucket=b)
+    host, port = ENDPOINT.split("//")[1].split(":")
+    stalled = []
+    for i in range(2):
+        headers = signed_headers("PUT", f"/{b}/stall{i}", b"")
+        s = socket.create_connection((host, int(port)), timeout=60)
+        lines = [f"PUT /{b}/stall{i} HTTP/1.1", f"Host: {host}:{port}", "Content-Length: 4294967296"]
+        lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + b"x" * 1000)
+        stalled.append(s)
+    time.sleep(0.5)  # for the gateway to take their heads (the checks hold either way)
+    started = time.time()
+    S3.put_object(Bucket=b, Key="small", Body=b"hello!")
+    took = time.time() - started
+    check(get(b, "small") == b"hello!", f"a PUT beside two stalled uploads completed in {took:.1f} s")
+    check(took < 30, "well before the stalled uploads would have ended on their own (never)")
+    for s in stalled:
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        s.close()
+        check(out.startswith(b"HTTP/1.1 400") and b"RequestTimeout" in out, f"a stalled upload is answered RequestTimeout: {out[:200]!r}")
+    s = socket.create_connection((host, int(port)), timeout=60)
+    s.sendall(f"PUT /{b}/slow HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
+    started = time.time()
+    while s.recv(65536):  # whatever it is told (hyper may answer 408), then the end; a timeout raises
+        pass
+    check(time.time() - started < 30, f"the slow head's connection was closed after {time.time() - started:.1f} s")
+    s.close()
+    check([o["Key"] for o in S3.list_objects_v2(Bucket=b).get("Contents", [])] == ["small"], "nothing of the stalled uploads is stored")
+    # A GET whose client stops reading: cut off once its writes wait past the idle limit.
+    big = data(32 * MIB, 5)  # more than the socket buffers on both sides hold
+    S3.put_object(Bucket=b, Key="big", Body=big)
+    headers = signed_headers("GET", f"/{b}/big", b"")
+    s = socket.create_connection((host, int(port)), timeout=60)
+    lines = [f"GET /{b}/big HTTP/1.1", f"Host: {host}:{port}"] + [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
+    s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    got = len(s.recv(4096))
+    time.sleep(6)  # the stimulus: a client that reads nothing for twice the idle limit
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += len(chunk)
+    except ConnectionResetError:
+        pass
+    s.close()
+    check(got < len(big), f"the unread GET was cut off after {got} of {len(big)} bytes")
+    check(get(b, "big") == big, "a GET that reads is served in full")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -807,6 +866,8 @@ if __name__ == "__main__":
         cors_setup(sys.argv[2], sys.argv[3])
     elif what == "cors-check":
         cors_check(sys.argv[2])
+    elif what == "slow-clients":
+        slow_clients(sys.argv[2])
     elif what == "lifecycle-setup":
         lifecycle_setup()
     elif what == "lifecycle-check":

@@ -36,6 +36,7 @@ fn gateway_config(coordinator: &str, key: &Key, code: &str, min_part: u64, lifec
         region: kintsugi_s3::DEFAULT_REGION.into(),
         domains: vec!["s3.localhost".into()],
         lifecycle,
+        limits: Default::default(),
     }
 }
 
@@ -46,6 +47,11 @@ impl Store {
 
     /// A store whose gateway applies lifecycle rules at `lifecycle`'s pace.
     async fn start_paced(dir: &Path, nodes: usize, code: &str, min_part: u64, lifecycle: LifecyclePace) -> Store {
+        Store::start_with(dir, nodes, code, min_part, &|c| c.lifecycle = lifecycle).await
+    }
+
+    /// A store whose gateway's configuration `tune` changes.
+    async fn start_with(dir: &Path, nodes: usize, code: &str, min_part: u64, tune: &dyn Fn(&mut S3Config)) -> Store {
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
         }
@@ -80,7 +86,9 @@ impl Store {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let key = generate();
-        let s3 = kintsugi_s3::start(gateway_config(&addr, &key, code, min_part, lifecycle)).await.unwrap();
+        let mut cfg = gateway_config(&addr, &key, code, min_part, Default::default());
+        tune(&mut cfg);
+        let s3 = kintsugi_s3::start(cfg).await.unwrap();
         Store { coord, nodes: handles, s3, key, client }
     }
 
@@ -486,6 +494,32 @@ async fn an_answer_before_the_body_closes_the_connection() {
     let _ = tokio::time::timeout(Duration::from_secs(30), c.read_to_end(&mut rest)).await.expect("the connection closes");
     let rest = String::from_utf8_lossy(&rest);
     assert_eq!(rest.matches("HTTP/1.1").count(), 0, "a second answer on the connection:\n{rest}");
+    s.stop().await;
+}
+
+/// Slow clients hold nothing for long: two uploads that declare 4 GiB, send 1,000 bytes and
+/// go idle hold the whole memory budget until their idle limit ends them (answered
+/// RequestTimeout, connections closed); a normal PUT then goes through. A client that never
+/// finishes its request's head is disconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::start_with(dir.path(), 3, "rs:2,1", 1, &|c| {
+        // Two stalled 4 GiB puts of rs:2,1 reserve 24 MiB each: the whole budget.
+        c.memory_budget = 48 << 20;
+        c.limits.idle_timeout = Duration::from_secs(3);
+        c.limits.header_timeout = Duration::from_secs(3);
+    })
+    .await;
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["slow-clients", "slow-bucket"], &[]);
+        s
+    })
+    .await
+    .unwrap();
     s.stop().await;
 }
 
