@@ -38,10 +38,12 @@ impl Gateway {
         terms: PutTerms,
         reserved: bool,
     ) -> S3Result<Written> {
-        let _memory = if reserved { None } else { Some(self.memory.reserve(put_memory(size, settings)?).await) };
+        // Memory is charged as the body arrives (none here when the caller holds it).
+        let need = if reserved { 0 } else { put_memory(size, settings)? };
         let PutTerms { mut meta, content_md5, checksum, trailers, precondition } = terms;
         let hashed = HashedBody::new(size, checksum.as_ref().map(|c| c.algorithm));
-        let mut reader = hashed.reader(body);
+        let mut reader = crate::memory_budget::Charged::new(hashed.reader(body), self.memory.clone(), need);
+        let starved = reader.starved.clone();
         if size == 0 {
             // Nothing for the put to read: read the body's end (and its trailer) here.
             let _ = tokio::io::AsyncReadExt::read(&mut reader, &mut [0u8; 1]).await;
@@ -84,6 +86,9 @@ impl Gateway {
                 let m = ObjectMeta::from_attrs(&l.attrs);
                 let id = if l.versioned { VersionRef::Id(l.version) } else { VersionRef::Null };
                 Ok(Written { etag: m.etag, checksum: m.checksum, version_id: written_id(settings.versioning, id) })
+            }
+            Err(_) if starved.load(std::sync::atomic::Ordering::Relaxed) => {
+                Err(s3_error!(SlowDown, "the gateway's memory for bodies stayed taken; try again"))
             }
             Err(e) if e.kind() == ErrorKind::Input => Err(s3_error!(IncompleteBody, "the body is not its {size} bytes: {e}")),
             Err(e) => Err(from_cluster(e)),

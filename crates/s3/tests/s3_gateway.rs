@@ -497,10 +497,11 @@ async fn an_answer_before_the_body_closes_the_connection() {
     s.stop().await;
 }
 
-/// Slow clients hold nothing for long: two uploads that declare 4 GiB, send 1,000 bytes and
-/// go idle hold the whole memory budget until their idle limit ends them (answered
-/// RequestTimeout, connections closed); a normal PUT then goes through. A client that never
-/// finishes its request's head is disconnected.
+/// Slow clients hold nothing for long: ten uploads that declare 4 GiB (whose whole need
+/// would be five times the budget), send 1,000 bytes and go idle hold only a unit each, so
+/// a normal PUT goes through while they wait; their idle limit ends them (answered
+/// RequestTimeout, connections closed). A client that never finishes its request's head,
+/// and one that stops reading a GET, are disconnected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
     if !clients_installed() {
@@ -508,9 +509,9 @@ async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
     }
     let dir = tempfile::tempdir().unwrap();
     let s = Store::start_with(dir.path(), 3, "rs:2,1", 1, &|c| {
-        // Two stalled 4 GiB puts of rs:2,1 reserve 24 MiB each: the whole budget.
+        // A 4 GiB put of rs:2,1 needs 24 MiB, two of them the whole budget.
         c.memory_budget = 48 << 20;
-        c.limits.idle_timeout = Duration::from_secs(3);
+        c.limits.idle_timeout = Duration::from_secs(8);
         c.limits.header_timeout = Duration::from_secs(3);
     })
     .await;
