@@ -265,6 +265,16 @@ def signed_headers(method, path, body, extra=None):
     return dict(req.headers.items())
 
 
+def read_to_end(s):
+    """Everything a socket receives until the other side closes it."""
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
 def raw(method, path, body, extra=None, sign_body=True):
     host, port = ENDPOINT.split("//")[1].split(":")
     headers = signed_headers(method, path, body if sign_body else b"", extra)
@@ -273,12 +283,7 @@ def raw(method, path, body, extra=None, sign_body=True):
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() != "host"]
     s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-    out = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        out += chunk
+    out = read_to_end(s)
     s.close()
     head, _, rest = out.partition(b"\r\n\r\n")
     return int(head.split()[1]), rest.decode(errors="replace")
@@ -824,12 +829,7 @@ def slow_clients(b):
         s.settimeout(60)
     check(waiting == 10, f"while all ten still waited for their bodies ({waiting} unanswered)")
     for s in stalled:
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
+        out = read_to_end(s)
         s.close()
         check(out.startswith(b"HTTP/1.1 400") and b"RequestTimeout" in out, f"a stalled upload is answered RequestTimeout: {out[:200]!r}")
     s = socket.create_connection((host, int(port)), timeout=60)
