@@ -26,6 +26,8 @@ pub struct Gateway {
     pub region: String,
     /// Buckets' CORS rules as last read.
     pub cors: crate::cors::RulesCache,
+    /// Buckets' versioning states as last read.
+    pub versioning_states: crate::versioning::StateCache,
 }
 
 impl Gateway {
@@ -40,6 +42,7 @@ impl Gateway {
             memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(crate::memory_budget::DEFAULT_BUDGET)),
             region: crate::server::DEFAULT_REGION.into(),
             cors: Default::default(),
+            versioning_states: Default::default(),
         }
     }
 }

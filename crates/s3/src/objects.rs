@@ -10,7 +10,7 @@ use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
 use crate::settings::BucketSettings;
-use crate::versioning::{parse_id, read_id, written_id};
+use crate::versioning::{parse_id, written_id};
 use kintsugi_client::{CommitTerms, ErrorKind};
 use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition, VersionRef, Versioning};
 use s3s::dto::*;
@@ -319,7 +319,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
-    let version_id = read_id(&s.layout);
+    let version_id = g.read_id(&req.input.bucket, &s.layout).await;
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
@@ -354,7 +354,7 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
         HeadObjectOutput {
-            version_id: read_id(&s.layout),
+            version_id: g.read_id(&req.input.bucket, &s.layout).await,
             parts_count: s.parts_count,
             checksum_type,
             content_length: Some((s.end - s.start) as i64),
@@ -521,7 +521,10 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         let (content_type, headers, user) = (src.content_type.clone(), src.headers.clone(), src.user.clone());
         ObjectMeta { content_type, headers, user, tags, ..Default::default() }
     };
-    let source_version = read_id(&layout);
+    let source_version = match &i.copy_source {
+        CopySource::Bucket { bucket, .. } => g.read_id(bucket, &layout).await,
+        _ => None,
+    };
     let size = layout.size;
     if size > MAX_PUT {
         return Err(s3_error!(InvalidRequest, "an object over 5 GiB is copied part by part (UploadPartCopy)"));

@@ -182,6 +182,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         memory: std::sync::Arc::new(crate::memory_budget::MemoryBudget::new(cfg.memory_budget)),
         region: cfg.region.clone(),
         cors: Default::default(),
+        versioning_states: Default::default(),
     };
     let (cors_cache, cors_client) = (gateway.cors.clone(), gateway.client.clone());
     let domains = Arc::new(crate::hosts::VirtualDomains(cfg.domains.clone()));

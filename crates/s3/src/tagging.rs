@@ -93,7 +93,7 @@ async fn retag_version(g: &Gateway, bucket: &str, key: &str, version_id: Option<
     let (l, _) = g.object_at(bucket, key, version_id).await?;
     let name = names::object(bucket, key);
     match g.client.set_attrs(&name, l.version, with_tags(l.attrs.clone(), tags)).await {
-        Ok(()) => Ok(crate::versioning::read_id(&l)),
+        Ok(()) => Ok(g.read_id(bucket, &l).await),
         // The latest was replaced meanwhile: tag what is latest now, as S3 would have.
         Err(e) if e.kind() == kintsugi_client::ErrorKind::PreconditionFailed && version_id.is_none() => {
             retag(g, &name, tags, || s3_error!(NoSuchKey, "no key '{key}'")).await?;
@@ -114,7 +114,8 @@ pub async fn put_object(g: &Gateway, req: S3Request<PutObjectTaggingInput>) -> S
 pub async fn get_object(g: &Gateway, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let i = req.input;
     let (l, _) = g.object_at(&i.bucket, &i.key, i.version_id.as_deref()).await?;
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&of_attrs(&l.attrs)), version_id: crate::versioning::read_id(&l) }))
+    let version_id = g.read_id(&i.bucket, &l).await;
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: tag_set(&of_attrs(&l.attrs)), version_id }))
 }
 
 pub async fn delete_object(g: &Gateway, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {

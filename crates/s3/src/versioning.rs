@@ -11,6 +11,9 @@ use crate::object_meta::ObjectMeta;
 use kintsugi_proto::{Attrs, LayoutSpec, ObjectLayout, VersionRef, Versioning};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The bucket record's attribute holding its versioning state (absent: never versioned).
 pub const STATE_ATTR: &str = "s3.versioning";
@@ -38,10 +41,18 @@ pub fn written_id(bucket: Versioning, version: VersionRef) -> Option<String> {
     (!bucket.is_unversioned()).then(|| version.to_string())
 }
 
-/// The version id of a layout read, as S3 answers it: the object's own id; nothing for the
-/// null version (S3 says "null" in a versioned bucket; which bucket it is is not read for it).
-pub fn read_id(l: &ObjectLayout) -> Option<String> {
-    l.versioned.then(|| VersionRef::Id(l.version).to_string())
+/// How long a gateway answers from a bucket's versioning state as it read it (a change made
+/// through another gateway shows in a read's `x-amz-version-id: null` within this).
+pub const STATE_TTL: Duration = Duration::from_secs(2);
+
+/// Buckets' versioning states as last read.
+#[derive(Clone, Default)]
+pub struct StateCache(Arc<Mutex<HashMap<String, (Instant, Versioning)>>>);
+
+impl StateCache {
+    fn forget(&self, bucket: &str) {
+        self.0.lock().expect("versioning cache").remove(bucket);
+    }
 }
 
 /// The error for a read that met a delete marker: NoSuchKey (404) for the latest, or
@@ -67,6 +78,32 @@ fn marker_error(l: &ObjectLayout, by_id: bool, key: &str) -> s3s::S3Error {
 }
 
 impl Gateway {
+    /// The version id a read of `l` in `bucket` answers with, as S3 does: the version's own
+    /// id; "null" for the null version in a bucket whose versioning was ever set; none in a
+    /// bucket never versioned.
+    pub async fn read_id(&self, bucket: &str, l: &ObjectLayout) -> Option<String> {
+        if l.versioned {
+            return Some(VersionRef::Id(l.version).to_string());
+        }
+        (!self.versioning_of(bucket).await.is_unversioned()).then(|| VersionRef::Null.to_string())
+    }
+
+    /// `bucket`'s versioning state, read at most every [`STATE_TTL`].
+    async fn versioning_of(&self, bucket: &str) -> Versioning {
+        if let Some((at, v)) = self.versioning_states.0.lock().expect("versioning cache").get(bucket) {
+            if at.elapsed() < STATE_TTL {
+                return *v;
+            }
+        }
+        let v = self.client.stat(&names::bucket_record(bucket)).await.map_or(Versioning::Unversioned, |l| state(&l.attrs));
+        let mut c = self.versioning_states.0.lock().expect("versioning cache");
+        if c.len() > 10_000 {
+            c.clear();
+        }
+        c.insert(bucket.to_string(), (Instant::now(), v));
+        v
+    }
+
     /// Version `version_id` of `key` in `bucket` (its latest when None): NoSuchKey if there
     /// is none or its latest is a delete marker, NoSuchVersion if no such version,
     /// MethodNotAllowed if the version is a delete marker.
@@ -119,6 +156,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutBucketVersioningInput>) -> S3Res
         a
     };
     g.update_attrs(&names::bucket_record(&i.bucket), &set, &|| s3_error!(NoSuchBucket, "no bucket named '{b}'")).await?;
+    g.versioning_states.forget(&i.bucket);
     tracing::info!("bucket '{}': versioning {status}", i.bucket);
     Ok(S3Response::new(PutBucketVersioningOutput::default()))
 }

@@ -783,6 +783,17 @@ def versioning_of_objects_written_before_it(c):
 
 
 @test
+def versioning_null_version_id_on_reads(c):
+    b = c.bucket()
+    c.s3.put_object(Bucket=b, Key="plain", Body=b"p")
+    eq("VersionId" in c.s3.get_object(Bucket=b, Key="plain"), False, "no version id in a bucket never versioned")
+    c.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    eq(c.s3.get_object(Bucket=b, Key="plain").get("VersionId"), "null", "GET of the null version says so")
+    eq(c.s3.head_object(Bucket=b, Key="plain").get("VersionId"), "null", "and HEAD")
+    c.empty(b)
+
+
+@test
 def versioning_copy_from_a_version(c):
     b = c.versioned_bucket()
     v1 = c.s3.put_object(Bucket=b, Key="src", Body=b"first body")["VersionId"]

@@ -374,6 +374,7 @@ const MOTO_DEPARTURES: &[(&str, &str)] = &[
     ("list_multipart_uploads_paged", "moto's ListMultipartUploads ignores the delimiter"),
     ("versioning_delete_marker_answers", "moto's 404 for a deleted key does not name its marker; moto answers 404, not 405, to a GET of a marker does not say a marker deleted by id was one, and answers 404 to a malformed version id"),
     ("versioning_suspended_writes_the_null_version", "moto drops the versions with ids when a suspended bucket's put replaces the null one"),
+    ("versioning_null_version_id_on_reads", "moto answers no x-amz-version-id for the null version of a versioned bucket"),
     ("bucket_lifecycle_configuration", "moto drops ObjectSizeGreaterThan from an And filter"),
     ("bucket_lifecycle_transitions_are_refused", "moto, like AWS, has storage classes to move objects to; kintsugi has one and refuses"),
 ];
