@@ -79,13 +79,7 @@ pub async fn run(g: Gateway, pace: LifecyclePace, metrics: RequestMetrics, mut s
             cursor: Attrs::new(),
             stop: stop.clone(),
         };
-        // A cluster whose buckets have no rules is left untouched (no lease record).
-        let r = match any_rules(&g).await {
-            Ok(true) => w.pass().await,
-            Ok(false) => Ok(Some(PassReport::default())),
-            Err(e) => Err(e),
-        };
-        match r {
+        match w.pass().await {
             Ok(Some(r)) => {
                 metrics.lifecycle_pass();
                 if r != PassReport::default() {
@@ -111,17 +105,24 @@ pub async fn run(g: Gateway, pace: LifecyclePace, metrics: RequestMetrics, mut s
     }
 }
 
-/// Whether any bucket has lifecycle rules.
-async fn any_rules(g: &Gateway) -> S3Result<bool> {
+/// A bucket with lifecycle rules, as its record says: its name, rules and versioning state.
+type RuledBucket = (String, Vec<Rule>, Versioning);
+
+/// Every bucket with lifecycle rules, in name order: one listing of the bucket records (a
+/// record per bucket, so few).
+async fn ruled_buckets(g: &Gateway) -> S3Result<Vec<RuledBucket>> {
+    let mut out = Vec::new();
     let mut after = String::new();
     loop {
         let (page, _, next) = g.client.list_page(names::BUCKETS, "", &after, 0).await.map_err(from_cluster)?;
-        if page.iter().any(|o| o.attrs.contains_key(crate::lifecycle::LIFECYCLE)) {
-            return Ok(true);
+        for o in page {
+            if let Some(rules) = rules_of(&o.attrs) {
+                out.push((o.name[names::BUCKETS.len()..].to_string(), rules, crate::versioning::state(&o.attrs)));
+            }
         }
         match next {
             Some(n) => after = n,
-            None => return Ok(false),
+            None => return Ok(out),
         }
     }
 }
@@ -224,41 +225,32 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// One pass over every bucket from where the last one stopped; None if another worker
-    /// holds the lease.
+    /// One pass over every bucket with rules from where the last one stopped; None if
+    /// another worker holds the lease. A cluster whose buckets have no rules is left
+    /// untouched (no lease record is written).
     async fn pass(&mut self) -> S3Result<Option<PassReport>> {
+        let buckets = ruled_buckets(self.g).await?;
+        if buckets.is_empty() {
+            return Ok(Some(PassReport::default()));
+        }
         let Some(cursor) = self.claim().await? else { return Ok(None) };
         let mut report = PassReport::default();
-        let mut after = String::new();
-        if let Some(bucket) = cursor.get("bucket").filter(|b| !b.is_empty()) {
-            after = names::bucket_record(bucket);
-            match cursor.get("key") {
-                // The bucket was done: on to the next.
-                None => tracing::info!("lifecycle: resuming a pass after bucket '{bucket}'"),
-                Some(key) => {
-                    tracing::info!("lifecycle: resuming a pass in bucket '{bucket}' after key '{key}'");
-                    if let Ok(l) = self.g.client.stat(&after).await {
-                        if let Some(rules) = rules_of(&l.attrs).filter(|_| l.committed) {
-                            let versioning = crate::versioning::state(&l.attrs);
-                            self.bucket(bucket, &rules, versioning, key, &mut report).await?;
-                        }
-                    }
-                }
-            }
+        // Where the last pass stopped: inside a bucket (after a key), or after a whole one.
+        let (from_bucket, from_key) = (cursor.get("bucket").filter(|b| !b.is_empty()), cursor.get("key"));
+        if let Some(b) = from_bucket {
+            tracing::info!("lifecycle: resuming a pass at bucket '{b}' after key '{}'", from_key.map_or("(all)", String::as_str));
         }
-        loop {
-            let (page, _, next) = self.g.client.list_page(names::BUCKETS, "", &after, 0).await.map_err(from_cluster)?;
-            for o in page {
-                self.stopping()?;
-                let bucket = &o.name[names::BUCKETS.len()..];
-                if let Some(rules) = rules_of(&o.attrs) {
-                    self.bucket(bucket, &rules, crate::versioning::state(&o.attrs), "", &mut report).await?;
-                }
-            }
-            match next {
-                Some(n) => after = n,
-                None => break,
-            }
+        for (bucket, rules, versioning) in &buckets {
+            self.stopping()?;
+            let from = match from_bucket {
+                Some(b) if bucket.as_str() < b.as_str() => continue,
+                Some(b) if bucket == b => match from_key {
+                    Some(k) => k.as_str(),
+                    None => continue,
+                },
+                _ => "",
+            };
+            self.bucket(bucket, rules, *versioning, from, &mut report).await?;
         }
         // The pass is over: the next one starts from the first bucket.
         self.write_lease(self.lease, &Attrs::new()).await?;
