@@ -8,6 +8,7 @@ documented error codes); the first failure raises and the exit status is non-zer
 """
 import concurrent.futures
 import hashlib
+import json
 import os
 import socket
 import subprocess
@@ -862,6 +863,28 @@ def slow_clients(b):
     check(get(b, "big") == big, "a GET that reads is served in full")
 
 
+def mpu_begin(b, state):
+    """Begins an upload of two parts and keeps what completing it needs in `state`."""
+    S3.create_bucket(Bucket=b)
+    uid = S3.create_multipart_upload(Bucket=b, Key="retried")["UploadId"]
+    parts = [data(MIB, "retried-1"), data(1001, "retried-2")]
+    done = [{"PartNumber": i, "ETag": S3.upload_part(Bucket=b, Key="retried", UploadId=uid, PartNumber=i, Body=p)["ETag"]}
+            for i, p in enumerate(parts, 1)]
+    with open(state, "w") as f:
+        json.dump({"upload": uid, "parts": done}, f)
+
+
+def mpu_complete(b, state):
+    """Completes the upload in `state` (again, if it was); the object must be whole either way."""
+    with open(state) as f:
+        st = json.load(f)
+    r = S3.complete_multipart_upload(Bucket=b, Key="retried", UploadId=st["upload"], MultipartUpload={"Parts": st["parts"]})
+    whole = data(MIB, "retried-1") + data(1001, "retried-2")
+    md5s = hashlib.md5(whole[:MIB]).digest() + hashlib.md5(whole[MIB:]).digest()
+    check(r["ETag"].strip('"') == f"{hashlib.md5(md5s).hexdigest()}-2", "the completion answers the multipart ETag")
+    check(get(b, "retried") == whole, "the completed object is byte-exact")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -882,6 +905,10 @@ if __name__ == "__main__":
         lifecycle_check()
     elif what == "cut-read":
         cut_read(sys.argv[2])
+    elif what == "mpu-begin":
+        mpu_begin(sys.argv[2], sys.argv[3])
+    elif what == "mpu-complete":
+        mpu_complete(sys.argv[2], sys.argv[3])
     elif what == "unreadable-check":
         unreadable_check(sys.argv[2])
     else:

@@ -525,6 +525,53 @@ async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
     s.stop().await;
 }
 
+/// A completion whose object was made but whose upload record outlived it (the gateway or
+/// the coordinator stopped between the two) is retried: the retry answers as the first
+/// attempt would have, and removes the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_completion_retried_after_its_object_was_made_succeeds() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("upload.json");
+    let st = state.to_str().unwrap().to_string();
+    let s = Store::start(dir.path(), 3, "rs:2,1", 1 << 20).await;
+    let (s, st) = tokio::task::spawn_blocking(move || {
+        s.python(&["mpu-begin", "retried-bucket", &st], &[]);
+        (s, st)
+    })
+    .await
+    .unwrap();
+    let upload: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let record = kintsugi_s3::names::upload_record("retried-bucket", upload["upload"].as_str().unwrap());
+    let attrs = s.client.stat(&record).await.unwrap().attrs;
+    let (s, st) = tokio::task::spawn_blocking(move || {
+        s.python(&["mpu-complete", "retried-bucket", &st], &[]);
+        (s, st)
+    })
+    .await
+    .unwrap();
+    assert!(s.client.stat(&record).await.is_err(), "a completion removes its upload record");
+    // The record back, as a completion cut short after the object's commit leaves it.
+    let mut empty: &[u8] = &[];
+    let mut terms = Some(kintsugi_client::CommitTerms { attrs, ..Default::default() });
+    s.client
+        .put_with_attrs(&record, &mut empty, 0, "rs:2,1".parse().unwrap(), 0, Default::default(), &|_| {}, &mut || {
+            Ok(terms.take().unwrap_or_default())
+        })
+        .await
+        .unwrap();
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["mpu-complete", "retried-bucket", &st], &[]);
+        s
+    })
+    .await
+    .unwrap();
+    assert!(s.client.stat(&record).await.is_err(), "the retry removes the record left behind");
+    s.stop().await;
+}
+
 /// Versions and delete markers under `prefix`: (versions, markers).
 async fn versions_under(c: &Client, prefix: &str) -> (usize, usize) {
     let (mut versions, mut markers) = (0, 0);
