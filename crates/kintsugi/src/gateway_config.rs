@@ -52,6 +52,10 @@ pub struct GatewayConfig {
     pub idle_timeout_seconds: u64,
     /// Connections open at once from one client address.
     pub connections_per_address: usize,
+    /// HTTPS: the certificate chain (PEM), with `tls_key`; reread at SIGHUP. None: plain HTTP.
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for GatewayConfig {
@@ -76,6 +80,8 @@ impl Default for GatewayConfig {
             header_timeout_seconds: 20,
             idle_timeout_seconds: 30,
             connections_per_address: 256,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -122,6 +128,15 @@ impl GatewayConfig {
         if self.lifecycle_day_seconds == 0 || self.lifecycle_interval_seconds == 0 || self.lifecycle_rate == 0 {
             bail!("lifecycle_day_seconds, lifecycle_interval_seconds and lifecycle_rate are at least 1");
         }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => {
+                let files = kintsugi_s3::tls::TlsFiles { cert: cert.clone(), key: key.clone() };
+                kintsugi_s3::tls::load(&files)?;
+                Some(files)
+            }
+            _ => bail!("tls_cert and tls_key go together: give both, or neither for plain HTTP"),
+        };
         Ok(kintsugi_s3::S3Config {
             listen: self.listen.clone(),
             coordinator: self.coordinator.clone(),
@@ -145,6 +160,7 @@ impl GatewayConfig {
                 idle_timeout: std::time::Duration::from_secs(self.idle_timeout_seconds),
                 connections_per_address: self.connections_per_address,
             },
+            tls,
         })
     }
 }
@@ -175,5 +191,28 @@ mod tests {
             assert!(r.is_err(), "{bad} accepted");
         }
         assert!(GatewayConfig::default().resolve().is_err(), "no credentials");
+    }
+
+    #[test]
+    fn tls_needs_a_certificate_and_its_key_that_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("creds.toml");
+        kintsugi_s3::credentials::write(&creds, &kintsugi_s3::credentials::generate()).unwrap();
+        let (files, _) = kintsugi_s3::tls::self_signed(&dir.path().join("tls"), &["localhost".into()]).unwrap();
+        let with = |cert: Option<&std::path::Path>, key: Option<&std::path::Path>| {
+            let c = GatewayConfig {
+                credentials: Some(creds.clone()),
+                tls_cert: cert.map(Into::into),
+                tls_key: key.map(Into::into),
+                ..Default::default()
+            };
+            c.resolve()
+        };
+        assert_eq!(with(Some(&files.cert), Some(&files.key)).unwrap().tls, Some(files.clone()));
+        assert!(with(None, None).unwrap().tls.is_none(), "plain HTTP");
+        let half = with(Some(&files.cert), None).err().unwrap().to_string();
+        assert!(half.contains("go together"), "{half}");
+        let swapped = with(Some(&files.key), Some(&files.cert)).err().unwrap().to_string();
+        assert!(swapped.contains("no PEM certificate"), "{swapped}");
     }
 }

@@ -128,6 +128,13 @@ pub struct S3Args {
     /// Connections open at once from one client address [default: 256].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub connections_per_address: Option<u32>,
+    /// Serve HTTPS with this certificate chain (PEM), reread at SIGHUP; with --tls-key
+    /// [default: plain HTTP].
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl S3Args {
@@ -160,6 +167,8 @@ impl S3Args {
             c.connections_per_address = n as usize;
         }
         c.credentials = self.credentials.or(c.credentials);
+        c.tls_cert = self.tls_cert.or(c.tls_cert);
+        c.tls_key = self.tls_key.or(c.tls_key);
         c.chunk_size = self.chunk_size.or(c.chunk_size);
         c.metrics_listen = self.metrics_listen.or(c.metrics_listen);
         if !self.domains.is_empty() {
@@ -213,8 +222,65 @@ pub struct ServeArgs {
     /// Seconds between lifecycle passes over the buckets.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     pub lifecycle_interval_seconds: u64,
+    /// Serve HTTPS with this certificate chain (PEM), reread at SIGHUP; with --tls-key
+    /// [default: plain HTTP].
+    #[arg(long, requires = "tls_key", conflicts_with = "tls_self_signed")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a self-signed certificate made at the first start in
+    /// DATA_DIR/tls/ (for localhost, this host's name and the listening address); clients
+    /// trust it with e.g. `aws --ca-bundle DATA_DIR/tls/cert.pem`.
+    #[arg(long)]
+    pub tls_self_signed: bool,
     #[command(flatten)]
     pub read: ReadArgs,
+}
+
+/// The names a self-signed certificate for a gateway on `listen` is good for.
+fn self_signed_names(listen: &str) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        names.push(h.trim().to_string());
+    }
+    if let Ok(a) = listen.parse::<std::net::SocketAddr>() {
+        if !a.ip().is_unspecified() {
+            names.push(a.ip().to_string());
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names.dedup();
+    names
+}
+
+/// Rereads the gateway's certificate at each SIGHUP, saying what came of it.
+fn reload_on_hangup(certs: Option<std::sync::Arc<kintsugi_s3::tls::Certificates>>) {
+    let Some(certs) = certs else { return };
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGHUP ({e}): the certificate is not reloaded");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match certs.reload() {
+                Ok(()) => eprintln!("SIGHUP: certificate reloaded from {}", certs.files().cert.display()),
+                Err(e) => eprintln!("SIGHUP: {e}; the certificate in use stays"),
+            }
+        }
+    });
+}
+
+/// `http` or `https`, as the gateway speaks.
+fn scheme(h: &kintsugi_s3::S3Handle) -> &'static str {
+    if h.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
 }
 
 /// `kintsugi s3`: serves until Ctrl-C or SIGTERM.
@@ -223,7 +289,8 @@ pub fn s3(a: S3Args) -> Result<()> {
     runtime()?.block_on(async {
         let mut shutdown = crate::shutdown::listen();
         let h = kintsugi_s3::start(cfg.clone()).await.map_err(|e| anyhow!(e))?;
-        eprintln!("S3 gateway on http://{} for the cluster at {}", h.addr, cfg.coordinator);
+        reload_on_hangup(h.tls.clone());
+        eprintln!("S3 gateway on {}://{} for the cluster at {}", scheme(&h), h.addr, cfg.coordinator);
         if let Some(m) = h.metrics_addr {
             eprintln!("metrics on http://{m}/metrics");
         }
@@ -327,6 +394,17 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     let keys = credentials::load(&creds).map_err(|e| anyhow!(e))?;
     let last = crate::serve_state::ServeState::load(&a.data_dir)?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(kintsugi_s3::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
+        _ if a.tls_self_signed => {
+            let (files, made) = kintsugi_s3::tls::self_signed(&a.data_dir.join("tls"), &self_signed_names(&a.listen))?;
+            if made {
+                eprintln!("self-signed certificate made: {} (key {})", files.cert.display(), files.key.display());
+            }
+            Some(files)
+        }
+        _ => None,
+    };
     runtime()?.block_on(async {
         let mut shutdown = crate::shutdown::listen();
         // The ports of the last start, so that nodes, clients and `--data-dir` find the
@@ -382,8 +460,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 ..Default::default()
             },
             limits: Default::default(),
+            tls,
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
+        reload_on_hangup(s3.tls.clone());
         let state = crate::serve_state::ServeState {
             coordinator: addr.clone(),
             secret_file: std::path::absolute(a.data_dir.join("secret")).context("cannot name the secret file")?,
@@ -392,11 +472,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         };
         state.save(&a.data_dir)?;
         eprintln!(
-            "kintsugi store in {}: {} nodes, new buckets {} in layout {}; S3 on http://{}",
+            "kintsugi store in {}: {} nodes, new buckets {} in layout {}; S3 on {}://{}",
             a.data_dir.display(),
             a.nodes,
             code,
             layout_name(a.layout),
+            scheme(&s3),
             s3.addr
         );
         if first {
@@ -405,7 +486,16 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             eprintln!("credentials in {}:", creds.display());
         }
         eprintln!("  access key: {}\n  secret key: {}", keys[0].access_key, keys[0].secret_key);
-        eprintln!("  e.g. AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{} s3 ls", keys[0].access_key, s3.addr);
+        let ca = match &s3.tls {
+            Some(c) if a.tls_self_signed => format!(" --ca-bundle {}", c.files().cert.display()),
+            _ => String::new(),
+        };
+        eprintln!(
+            "  e.g. AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {}://{}{ca} s3 ls",
+            keys[0].access_key,
+            scheme(&s3),
+            s3.addr
+        );
         eprintln!(
             "coordinator on {addr} (recorded in {}); e.g. kintsugi status --data-dir {}",
             crate::serve_state::ServeState::path(&a.data_dir).display(),

@@ -210,9 +210,15 @@ struct Serve {
 impl Serve {
     /// Starts serve on `dir`, its log appended to `log` (kept across restarts).
     fn start(dir: &Path, listen: &str, log: &std::sync::Arc<std::sync::Mutex<String>>) -> Serve {
+        Serve::start_with(dir, listen, log, &[])
+    }
+
+    /// As [`Serve::start`], with `extra` flags.
+    fn start_with(dir: &Path, listen: &str, log: &std::sync::Arc<std::sync::Mutex<String>>, extra: &[&str]) -> Serve {
         let mut child = Command::new(BIN)
             .args(["serve", "--nodes", "6", "--listen", listen, "--data-dir"])
             .arg(dir)
+            .args(extra)
             .env("KINTSUGI_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -260,6 +266,74 @@ impl Serve {
             assert!(Instant::now() < deadline, "serve did not exit within {within:?}:\n{}", self.log.lock().unwrap());
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// `serve --tls-self-signed`: boto3 and the aws cli trust the certificate it made through
+/// their CA options, plain HTTP to the port gets a clear 400, and a new pair put in the
+/// files is served after SIGHUP (a broken one is refused and the old pair stays).
+#[test]
+fn serve_speaks_https_with_a_self_signed_certificate_and_reloads_it_at_sighup() {
+    let tools =
+        ["import boto3", "import ssl"].iter().all(|m| Command::new("python3").args(["-c", m]).output().is_ok_and(|o| o.status.success()))
+            && Command::new("aws").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !tools {
+        assert!(std::env::var_os("CI").is_none(), "CI must have boto3 and the aws cli (.ci/run installs them)");
+        eprintln!("skipped: boto3 or the aws cli is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut serve = Serve::start_with(&data, &listen, &log, &["--tls-self-signed"]);
+    assert_eq!(serve.s3, format!("https://{listen}"), "{}", log.lock().unwrap());
+    let (cert, key) = (data.join("tls/cert.pem"), data.join("tls/key.pem"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3_tls.py");
+    let python = |args: &[&std::ffi::OsStr]| {
+        Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .env("S3_ENDPOINT", &serve.s3)
+            .env("AWS_ACCESS_KEY_ID", &serve.keys.0)
+            .env("AWS_SECRET_ACCESS_KEY", &serve.keys.1)
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_CA_BUNDLE")
+            .output()
+            .unwrap()
+    };
+    let out = python(&["clients".as_ref(), cert.as_os_str()]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "s3_tls.py clients:\n{text}\n{}", log.lock().unwrap());
+    println!("{text}");
+
+    // A broken pair at SIGHUP is refused; the pair in use stays.
+    let old_ca = dir.path().join("old-ca.pem");
+    std::fs::copy(&cert, &old_ca).unwrap();
+    std::fs::write(&key, b"not a key").unwrap();
+    serve.signal(libc::SIGHUP);
+    until_logged(&serve, "the certificate in use stays");
+    assert!(python(&["trusts".as_ref(), old_ca.as_os_str()]).status.success(), "the old pair still serves");
+    // A new pair at SIGHUP is served to new connections.
+    let fresh = tempfile::tempdir().unwrap();
+    let (files, _) = kintsugi_s3::tls::self_signed(fresh.path(), &["127.0.0.1".to_string()]).unwrap();
+    std::fs::copy(&files.key, &key).unwrap();
+    std::fs::copy(&files.cert, &cert).unwrap();
+    serve.signal(libc::SIGHUP);
+    until_logged(&serve, "certificate reloaded");
+    assert!(python(&["trusts".as_ref(), cert.as_os_str()]).status.success(), "the new pair serves after SIGHUP");
+    assert!(!python(&["trusts".as_ref(), old_ca.as_os_str()]).status.success(), "the old pair is no longer served");
+
+    serve.signal(libc::SIGTERM);
+    assert!(serve.wait_exit(Duration::from_secs(60)).success(), "{}", log.lock().unwrap());
+}
+
+/// Waits until serve's log holds `text`.
+fn until_logged(serve: &Serve, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !serve.log.lock().unwrap().contains(text) {
+        assert!(Instant::now() < deadline, "serve never logged '{text}':\n{}", serve.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -26,6 +26,7 @@ pub mod region;
 pub mod server;
 pub mod settings;
 pub mod tagging;
+pub mod tls;
 pub mod unread_body;
 pub mod unsupported;
 pub mod versioning;

@@ -161,7 +161,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     let upload = g.upload(&i.bucket, &i.key, &i.upload_id).await?;
     let given = checksums::checksum_of!(i);
     let checksum = part_checksum_wanted(&upload, checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?)?;
-    let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
+    let (size, content_md5, body) = incoming(i.content_length, &req.headers, i.content_md5, i.body)?;
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let name = names::part(&i.upload_id, i.part_number);

@@ -154,7 +154,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let given = checksums::checksum_of!(i);
     let checksum = checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?;
     let precondition = write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
-    let (size, content_md5, body) = incoming(i.content_length, i.content_md5, i.body)?;
+    let (size, content_md5, body) = incoming(i.content_length, &req.headers, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
     let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() };
@@ -172,10 +172,17 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
 /// given, and the body (empty when absent).
 pub(crate) fn incoming(
     content_length: Option<i64>,
+    headers: &http::HeaderMap,
     md5: Option<String>,
     body: Option<StreamingBlob>,
 ) -> S3Result<(u64, Option<String>, StreamingBlob)> {
-    let size = body_length(content_length, MAX_PUT)?;
+    // An aws-chunked body sent with Transfer-Encoding: chunked (boto3 over HTTPS, with its
+    // trailing checksum) has no Content-Length: its decoded length is the object's.
+    let decoded = || {
+        let v = headers.get("x-amz-decoded-content-length")?;
+        v.to_str().ok()?.trim().parse::<i64>().ok()
+    };
+    let size = body_length(content_length.or_else(decoded), MAX_PUT)?;
     let md5 = content_md5(md5)?;
     let body = body.unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     Ok((size, md5, body))

@@ -1,5 +1,6 @@
 //! The gateway's HTTP server: SigV4 with the credentials file's keys (anonymous and badly
-//! signed requests are refused with 403), HTTP/1.1 on a TCP listener, a cap on open
+//! signed requests are refused with 403), HTTP/1.1 on a TCP listener (or over TLS, see
+//! [`crate::tls`]), a cap on open
 //! connections.
 
 use crate::credentials::Key;
@@ -44,6 +45,8 @@ pub struct S3Config {
     pub lifecycle: crate::lifecycle_worker::LifecyclePace,
     /// Deadlines and caps that keep slow clients from holding the gateway.
     pub limits: crate::client_limits::ClientLimits,
+    /// HTTPS with this certificate and key; plain HTTP when absent.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The region when none is configured.
@@ -56,6 +59,8 @@ pub const MAX_POST_OBJECT: u64 = 64 << 20;
 /// A running gateway.
 pub struct S3Handle {
     pub addr: SocketAddr,
+    /// The certificate served, when the gateway speaks HTTPS.
+    pub tls: Option<Arc<crate::tls::Certificates>>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     /// Where `/metrics` is served, and its task.
@@ -71,6 +76,15 @@ impl S3Handle {
             m.abort();
         }
         let _ = self.task.await;
+    }
+
+    /// Reads the certificate and key files again (at SIGHUP): new connections get the new
+    /// pair, open ones keep theirs. On failure the pair in use stays.
+    pub fn reload_tls(&self) -> Result<(), crate::tls::TlsError> {
+        match &self.tls {
+            Some(c) => c.reload(),
+            None => Ok(()),
+        }
     }
 
     /// Serves until the gateway is stopped.
@@ -165,6 +179,24 @@ impl tokio::io::AsyncWrite for ResetOnFailure {
     }
 }
 
+/// A connection's byte stream, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// The TLS session on `stream`, or why there is none (plain HTTP, answered; a failed handshake).
+async fn handshake(certs: &crate::tls::Certificates, stream: ResetOnFailure) -> Result<Box<dyn Io>, String> {
+    let mut first = [0u8; 1];
+    match stream.stream.peek(&mut first).await {
+        Ok(0) => return Err("closed before a request".into()),
+        Ok(_) => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    match crate::tls::accept(certs, first[0], stream).await {
+        crate::tls::Accepted::Tls(s) => Ok(s),
+        crate::tls::Accepted::Refused(why) => Err(why),
+    }
+}
+
 /// Binds `cfg.listen` and serves S3 on it.
 pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     if cfg.keys.is_empty() {
@@ -212,6 +244,10 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         }
         None => (None, None),
     };
+    let tls = match &cfg.tls {
+        Some(files) => Some(Arc::new(crate::tls::Certificates::new(files.clone()).map_err(|e| e.to_string())?)),
+        None => None,
+    };
     let listener = TcpListener::bind(&cfg.listen).await.map_err(|e| format!("S3 gateway cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let (stop, mut stopped) = watch::channel(false);
@@ -220,6 +256,12 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let limits = cfg.limits;
     let addresses = crate::client_limits::Addresses::new(limits.connections_per_address);
     let region: Arc<str> = cfg.region.as_str().into();
+    if tls.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            "S3 gateway on {addr} speaks plain HTTP: keys' signatures and data cross the network in clear; give it a certificate"
+        );
+    }
+    let certs = tls.clone();
     let task = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         loop {
@@ -291,9 +333,24 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
             });
             let mut builder = ConnBuilder::new(TokioExecutor::new());
             builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(limits.header_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), counted).into_owned();
-            let conn = graceful.watch(conn);
+            let watcher = graceful.watcher();
+            let certs = certs.clone();
             tokio::spawn(crate::body::BODY_FAILED.scope(failed, async move {
+                let io: Box<dyn Io> = match certs {
+                    None => Box::new(stream),
+                    Some(certs) => match tokio::time::timeout(limits.header_timeout, handshake(&certs, stream)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(why)) => {
+                            tracing::debug!("S3 connection from {peer}: {why}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("S3 connection from {peer}: no TLS handshake within {:?}; closed", limits.header_timeout);
+                            return;
+                        }
+                    },
+                };
+                let conn = watcher.watch(builder.serve_connection(TokioIo::new(io), counted).into_owned());
                 let mut conn = std::pin::pin!(conn);
                 // The first request's head within the deadline (hyper's covers those after it,
                 // but not the bytes it reads to tell HTTP/1 from HTTP/2).
@@ -328,5 +385,5 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         let _ = lifecycle.await;
     });
     tracing::info!("S3 gateway on {addr} for the cluster at {}", cfg.coordinator);
-    Ok(S3Handle { addr, stop, task, metrics_addr, metrics })
+    Ok(S3Handle { addr, tls, stop, task, metrics_addr, metrics })
 }

@@ -37,6 +37,7 @@ fn gateway_config(coordinator: &str, key: &Key, code: &str, min_part: u64, lifec
         domains: vec!["s3.localhost".into()],
         lifecycle,
         limits: Default::default(),
+        tls: None,
     }
 }
 
