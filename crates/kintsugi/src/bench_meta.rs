@@ -239,6 +239,18 @@ pub(crate) fn rss_of(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU seconds (user and system) process `pid` has used so far.
+pub(crate) fn cpu_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name, which may hold spaces, in parentheses: utime and stime are
+    // fields 14 and 15, the 12th and 13th after it.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse().ok()).collect();
+    // SAFETY: sysconf reads a constant of the system; no memory is passed.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    f.iter().sum::<f64>() / tick
+}
+
 fn stats(op: &str, mut ms: Vec<f64>) -> OpStats {
     ms.sort_by(f64::total_cmp);
     let at =

@@ -5,7 +5,7 @@
 //! second, p50 and p99), and optionally several clients moving huge objects at once while
 //! the gateway's peak RSS is watched. Every byte read back is checked (CRC-32C, both ways).
 
-use crate::bench_meta::{cpu_name, rss_of};
+use crate::bench_meta::{cpu_name, cpu_of, rss_of};
 use crate::embedded::Embedded;
 use crate::s3_http::S3Http;
 use anyhow::{anyhow, bail, Context, Result};
@@ -16,6 +16,7 @@ use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::Shape;
 use serde::Serialize;
+use std::ffi::OsStr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,10 @@ pub struct S3BenchArgs {
     /// same into the unversioned bucket, in the same run.
     #[arg(long)]
     pub versioned: bool,
+    /// Also move the large objects through a second gateway that serves HTTPS (a
+    /// self-signed certificate), in turn with the plain-HTTP one, for the cost of TLS.
+    #[arg(long)]
+    pub tls: bool,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -95,12 +100,67 @@ struct S3Report {
     /// Gateway against library, per run: throughput ratio.
     put_ratio: Spread,
     get_ratio: Spread,
+    /// With --tls: the HTTPS gateway's MB/s per run, and its ratio to the HTTP one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    https: Option<HttpsReport>,
     small: Vec<SmallOps>,
     memory_clients: usize,
     memory_size: usize,
     memory_seconds: f64,
     gateway_peak_rss_bytes: u64,
     cpu: String,
+}
+
+#[derive(Serialize)]
+struct HttpsReport {
+    put_mb_s: Spread,
+    get_mb_s: Spread,
+    /// HTTPS against HTTP, per run.
+    put_ratio: Spread,
+    get_ratio: Spread,
+    /// Each gateway's CPU seconds per GB (1e9 bytes) moved, median of the runs: what TLS
+    /// costs the server, whatever the client beside it on this host takes.
+    http_put_cpu_s_per_gb: f64,
+    https_put_cpu_s_per_gb: f64,
+    http_get_cpu_s_per_gb: f64,
+    https_get_cpu_s_per_gb: f64,
+}
+
+/// Which way a large object goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Library,
+    Http,
+    Https,
+}
+
+/// Starts `kintsugi s3` on `addr` for the cluster at `coord` with `extra` flags, and waits
+/// until it listens.
+async fn start_gateway(
+    addr: &str,
+    coord: &str,
+    a: &S3BenchArgs,
+    creds: &std::path::Path,
+    secret: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+) -> Result<GatewayProc> {
+    let child = Command::new(std::env::current_exe()?)
+        .args(["s3", "--listen", addr, "--coordinator", coord, "--code", &a.code.to_string()])
+        .arg("--credentials")
+        .arg(creds)
+        .args(extra)
+        .env("KINTSUGI_SECRET_FILE", secret)
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting the gateway")?;
+    let gateway = GatewayProc(child);
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(gateway);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("the gateway did not start listening on {addr}")
 }
 
 /// The gateway process, killed if dropped (a failed bench leaves none).
@@ -199,30 +259,20 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     let key = kintsugi_s3::credentials::generate();
     let creds = dir.path().join("credentials.toml");
     kintsugi_s3::credentials::write(&creds, &key).map_err(|e| anyhow!(e))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(std::env::current_exe()?)
-        .args(["s3", "--listen", &addr, "--coordinator", &coord, "--code", &a.code.to_string()])
-        .arg("--credentials")
-        .arg(&creds)
-        .env("KINTSUGI_SECRET_FILE", &secret)
-        .stdout(Stdio::null())
-        .spawn()
-        .context("starting the gateway")?;
-    let gateway = GatewayProc(child);
+    let free = || -> Result<String> { Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())) };
+    let addr = free()?;
+    let gateway = start_gateway(&addr, &coord, &a, &creds, &secret, &[]).await?;
     let pid = gateway.0.id();
-    let mut up = false;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(&addr).await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if !up {
-        bail!("the gateway did not start listening on {addr}");
-    }
     let mut s3 = S3Http::new(&addr, &key.access_key, &key.secret_key);
+    // The HTTPS gateway, beside it on the same cluster.
+    let mut https = None;
+    if a.tls {
+        let (files, _) = kintsugi_s3::tls::self_signed(&dir.path().join("tls"), &["127.0.0.1".to_string()])?;
+        let tls_addr = free()?;
+        let extra = [OsStr::new("--tls-cert"), files.cert.as_os_str(), OsStr::new("--tls-key"), files.key.as_os_str()];
+        let proc = start_gateway(&tls_addr, &coord, &a, &creds, &secret, &extra).await?;
+        https = Some((proc, S3Http::new(&tls_addr, &key.access_key, &key.secret_key).with_tls(&files.cert)?));
+    }
     let h = s3.send("PUT", "/bench", &[], 0, Some(&[])).await?;
     let _ = s3.body(h.len).await?;
     expect(&h, 200, "creating the bucket")?;
@@ -243,6 +293,11 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     fill(&mut data, &mut 42);
     let want = kintsugi_proto::crc::crc32c(&data);
     let (mut lp, mut sp, mut lg, mut sg) = (vec![], vec![], vec![], vec![]);
+    let (mut tp, mut tg) = (vec![], vec![]);
+    // Gateway CPU seconds per GB: HTTP put, HTTPS put, HTTP get, HTTPS get.
+    let mut cpu: [Vec<f64>; 4] = Default::default();
+    let https_pid = https.as_ref().map(|(p, _)| p.0.id());
+    let gb = size as f64 / 1e9;
     let mb = |secs: f64| size as f64 / secs / 1e6;
     // What the gateway's PUT adds to the library's: the MD5 S3 makes the ETag of, one core
     // hashing alone at this speed.
@@ -253,55 +308,87 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         // Each run writes new names, so no collection of a replaced version runs under a
         // measured transfer; the library goes first in even runs and second in odd ones, so
         // neither always follows the other's writeback.
-        let (lib_key, s3_key) = (format!("lib/big{run}"), format!("big{run}"));
-        for lib_turn in [run % 2 == 0, run % 2 != 0] {
+        let (lib_key, s3_key, tls_key) = (format!("lib/big{run}"), format!("big{run}"), format!("tls/big{run}"));
+        let mut ways = vec![Way::Library, Way::Http];
+        if https.is_some() {
+            ways.push(Way::Https);
+        }
+        let turn = run % ways.len();
+        ways.rotate_left(turn);
+        for &way in &ways {
             let t = Instant::now();
-            if lib_turn {
-                let mut r: &[u8] = &data;
-                client.put_from(&lib_key, &mut r, size, a.code, 0, &|_| {}).await.map_err(|e| anyhow!(e))?;
-                lp.push(mb(t.elapsed().as_secs_f64()));
-            } else {
-                let mut at = 0usize;
-                s3_put(&mut s3, &s3_key, size, |b| {
-                    b.copy_from_slice(&data[at..at + b.len()]);
-                    at += b.len();
-                })
-                .await?;
-                sp.push(mb(t.elapsed().as_secs_f64()));
+            let cpu0 = (cpu_of(pid), https_pid.map_or(0.0, cpu_of));
+            let mut at = 0usize;
+            let source = |b: &mut [u8]| {
+                b.copy_from_slice(&data[at..at + b.len()]);
+                at += b.len();
+            };
+            match (way, &mut https) {
+                (Way::Library, _) => {
+                    let mut r: &[u8] = &data;
+                    client.put_from(&lib_key, &mut r, size, a.code, 0, &|_| {}).await.map_err(|e| anyhow!(e))?;
+                    lp.push(mb(t.elapsed().as_secs_f64()));
+                }
+                (Way::Http, _) => {
+                    s3_put(&mut s3, &s3_key, size, source).await?;
+                    sp.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[0].push((cpu_of(pid) - cpu0.0) / gb);
+                }
+                (Way::Https, Some((_, tls))) => {
+                    s3_put(tls, &tls_key, size, source).await?;
+                    tp.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[1].push((https_pid.map_or(0.0, cpu_of) - cpu0.1) / gb);
+                }
+                (Way::Https, None) => unreachable!("HTTPS runs only with its gateway"),
             }
         }
-        for lib_turn in [run % 2 == 0, run % 2 != 0] {
+        for &way in &ways {
             let t = Instant::now();
-            let got = if lib_turn {
-                let mut crc = Crc::default();
-                client.get_into(&lib_key, &mut crc, Shape::Ecpipe, 32 << 10, &|_| {}).await.map_err(|e| anyhow!(e))?;
-                lg.push(mb(t.elapsed().as_secs_f64()));
-                (crc.0, crc.1)
-            } else {
-                let got = s3_get(&mut s3, &s3_key).await?;
-                sg.push(mb(t.elapsed().as_secs_f64()));
-                got
+            let cpu0 = (cpu_of(pid), https_pid.map_or(0.0, cpu_of));
+            let (got, what) = match (way, &mut https) {
+                (Way::Library, _) => {
+                    let mut crc = Crc::default();
+                    client.get_into(&lib_key, &mut crc, Shape::Ecpipe, 32 << 10, &|_| {}).await.map_err(|e| anyhow!(e))?;
+                    lg.push(mb(t.elapsed().as_secs_f64()));
+                    ((crc.0, crc.1), "library")
+                }
+                (Way::Http, _) => {
+                    let got = s3_get(&mut s3, &s3_key).await?;
+                    sg.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[2].push((cpu_of(pid) - cpu0.0) / gb);
+                    (got, "gateway")
+                }
+                (Way::Https, Some((_, tls))) => {
+                    let got = s3_get(tls, &tls_key).await?;
+                    tg.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[3].push((https_pid.map_or(0.0, cpu_of) - cpu0.1) / gb);
+                    (got, "HTTPS gateway")
+                }
+                (Way::Https, None) => unreachable!("HTTPS runs only with its gateway"),
             };
             if got != (want, size) {
-                bail!("the {} read back other bytes", if lib_turn { "library" } else { "gateway" });
+                bail!("the {what} read back other bytes");
             }
         }
         if !a.json {
             eprintln!(
-                "run {}: put {:.0} / {:.0} MB/s, get {:.0} / {:.0} MB/s (library / gateway)",
+                "run {}: put {:.0} / {:.0} MB/s, get {:.0} / {:.0} MB/s (library / gateway){}",
                 run + 1,
                 lp[run],
                 sp[run],
                 lg[run],
-                sg[run]
+                sg[run],
+                if https.is_some() { format!("; HTTPS put {:.0}, get {:.0} MB/s", tp[run], tg[run]) } else { String::new() }
             );
         }
         // Both objects go, and their chunks are collected and written back before the next
         // run: every run starts from the same state.
         client.delete(&lib_key).await.map_err(|e| anyhow!(e))?;
-        let h = s3.send("DELETE", &format!("/bench/{s3_key}"), &[], 0, Some(&[])).await?;
-        let _ = s3.body(h.len).await?;
-        expect(&h, 204, &format!("DELETE {s3_key}"))?;
+        for k in [&s3_key, &tls_key] {
+            let h = s3.send("DELETE", &format!("/bench/{k}"), &[], 0, Some(&[])).await?;
+            let _ = s3.body(h.len).await?;
+            expect(&h, 204, &format!("DELETE {k}"))?;
+        }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         // SAFETY: sync(2) takes no arguments and cannot fail.
         unsafe { libc::sync() };
@@ -309,6 +396,16 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     drop(data);
     let put_ratio: Vec<f64> = sp.iter().zip(&lp).map(|(s, l)| s / l).collect();
     let get_ratio: Vec<f64> = sg.iter().zip(&lg).map(|(s, l)| s / l).collect();
+    let https_report = https.take().map(|_| HttpsReport {
+        put_ratio: spread(tp.iter().zip(&sp).map(|(t, s)| t / s).collect()),
+        get_ratio: spread(tg.iter().zip(&sg).map(|(t, s)| t / s).collect()),
+        put_mb_s: spread(tp),
+        get_mb_s: spread(tg),
+        http_put_cpu_s_per_gb: spread(cpu[0].clone()).median,
+        https_put_cpu_s_per_gb: spread(cpu[1].clone()).median,
+        http_get_cpu_s_per_gb: spread(cpu[2].clone()).median,
+        https_get_cpu_s_per_gb: spread(cpu[3].clone()).median,
+    });
 
     // Small objects, many clients: the gateway, then the library.
     let mut small = Vec::new();
@@ -362,6 +459,7 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         md5_mb_s,
         put_ratio: spread(put_ratio),
         get_ratio: spread(get_ratio),
+        https: https_report,
         small,
         memory_clients: a.memory_clients,
         memory_size: a.memory_size,
@@ -383,6 +481,16 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         ("GET", &report.lib_get_mb_s, &report.s3_get_mb_s, &report.get_ratio),
     ] {
         println!("{what:<6} {:>14.0} {:>14.0} {:>10.2} ({:.2}-{:.2})", l.median, s.median, r.median, r.min, r.max);
+    }
+    if let Some(h) = &report.https {
+        println!("{:<6} {:>14} {:>14} {:>22}", "", "", "HTTPS MB/s", "HTTPS/HTTP (min-max)");
+        for (what, t, r) in [("PUT", &h.put_mb_s, &h.put_ratio), ("GET", &h.get_mb_s, &h.get_ratio)] {
+            println!("{what:<6} {:>14} {:>14.0} {:>10.2} ({:.2}-{:.2})", "", t.median, r.median, r.min, r.max);
+        }
+        println!(
+            "gateway CPU s per GB: PUT {:.2} HTTP, {:.2} HTTPS; GET {:.2} HTTP, {:.2} HTTPS",
+            h.http_put_cpu_s_per_gb, h.https_put_cpu_s_per_gb, h.http_get_cpu_s_per_gb, h.https_get_cpu_s_per_gb
+        );
     }
     println!("MD5 alone (every byte of a PUT through S3 is hashed for its ETag): {:.0} MB/s on one core", report.md5_mb_s);
     println!("\n{} B objects, {} clients", a.small_size, a.clients);

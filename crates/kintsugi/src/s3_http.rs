@@ -1,6 +1,7 @@
 //! A small S3 client for the benchmark: SigV4-signed requests (headers, UNSIGNED-PAYLOAD,
-//! as the aws cli does for streamed bodies) over one kept-alive HTTP/1.1 connection, bodies
-//! streamed both ways. Not a general client: path-style, Content-Length bodies only.
+//! as the aws cli does for streamed bodies) over one kept-alive HTTP/1.1 connection, plain
+//! or TLS, bodies streamed both ways. Not a general client: path-style, Content-Length
+//! bodies only.
 
 use anyhow::{anyhow, bail, Context, Result};
 use hmac::{Hmac, Mac};
@@ -8,11 +9,17 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+/// A connection's byte stream, plain or TLS.
+trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
+
 pub struct S3Http {
     addr: String,
     access: String,
     secret: String,
-    conn: Option<BufReader<TcpStream>>,
+    conn: Option<BufReader<Box<dyn Conn>>>,
+    /// HTTPS, trusting the certificates it was given.
+    tls: Option<tokio_rustls::TlsConnector>,
 }
 
 /// A response: status, and the body length that follows on the connection.
@@ -23,7 +30,23 @@ pub struct Head {
 
 impl S3Http {
     pub fn new(addr: &str, access: &str, secret: &str) -> Self {
-        S3Http { addr: addr.into(), access: access.into(), secret: secret.into(), conn: None }
+        S3Http { addr: addr.into(), access: access.into(), secret: secret.into(), conn: None, tls: None }
+    }
+
+    /// The same client over HTTPS, trusting the certificates in the PEM file `ca`.
+    pub fn with_tls(mut self, ca: &std::path::Path) -> Result<Self> {
+        let pem = std::fs::read(ca).with_context(|| format!("cannot read {}", ca.display()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in <rustls::pki_types::CertificateDer as rustls::pki_types::pem::PemObject>::pem_slice_iter(&pem) {
+            roots.add(c.with_context(|| format!("{} is not PEM", ca.display()))?)?;
+        }
+        let provider = std::sync::Arc::new(kintsugi_s3::tls::provider());
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        self.tls = Some(tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg)));
+        Ok(self)
     }
 
     /// Sends a request whose body is `body_len` bytes produced by `body` (called with the
@@ -32,6 +55,17 @@ impl S3Http {
         if self.conn.is_none() {
             let s = TcpStream::connect(&self.addr).await.with_context(|| format!("connecting to {}", self.addr))?;
             s.set_nodelay(true)?;
+            let s: Box<dyn Conn> = match &self.tls {
+                None => Box::new(s),
+                Some(tls) => {
+                    let host = self.addr.rsplit_once(':').map_or(self.addr.as_str(), |(h, _)| h);
+                    let name = rustls::pki_types::ServerName::try_from(host.to_string())?;
+                    // Read-buffered under TLS, so that rustls takes records from memory, not
+                    // from a syscall of a few KiB each.
+                    let s = tokio::io::BufStream::with_capacity(256 << 10, 64 << 10, s);
+                    Box::new(tls.connect(name, s).await.with_context(|| format!("TLS to {}", self.addr))?)
+                }
+            };
             self.conn = Some(BufReader::with_capacity(256 << 10, s));
         }
         let head = self.sign(method, path, query, body_len);
@@ -40,6 +74,7 @@ impl S3Http {
         if let Some(b) = body {
             c.get_mut().write_all(b).await?;
         }
+        c.get_mut().flush().await?;
         if body.is_some() || body_len == 0 {
             return self.read_head().await;
         }
@@ -48,7 +83,9 @@ impl S3Http {
 
     /// Writes more of a request body after `send` with `body: None`.
     pub async fn write_body(&mut self, piece: &[u8]) -> Result<()> {
-        self.conn.as_mut().ok_or(anyhow!("not connected"))?.get_mut().write_all(piece).await?;
+        let c = self.conn.as_mut().ok_or(anyhow!("not connected"))?.get_mut();
+        c.write_all(piece).await?;
+        c.flush().await?;
         Ok(())
     }
 

@@ -191,6 +191,9 @@ async fn handshake(certs: &crate::tls::Certificates, stream: ResetOnFailure) -> 
         Ok(_) => {}
         Err(e) => return Err(e.to_string()),
     }
+    // Read-buffered under TLS, so that rustls takes an upload's records from memory, not
+    // from a syscall of a few KiB each (writes pass straight through).
+    let stream = tokio::io::BufReader::with_capacity(64 << 10, stream);
     match crate::tls::accept(certs, first[0], stream).await {
         crate::tls::Accepted::Tls(s) => Ok(s),
         crate::tls::Accepted::Refused(why) => Err(why),

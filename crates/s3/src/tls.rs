@@ -51,18 +51,38 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     let key = PrivateKeyDer::from_pem_slice(&read(&files.key)?)
         .map_err(|e| TlsError::BadKey { path: files.key.clone(), reason: e.to_string() })?;
     let mismatch = |e: rustls::Error| TlsError::Mismatch { cert: files.cert.clone(), key: files.key.clone(), reason: e.to_string() };
-    // ring, which the cluster's Noise links use already, over aws-lc-rs: one C crypto build,
-    // not two. Its provider lacks post-quantum key exchange, hence rustls's deprecation.
-    #[allow(deprecated)]
-    let provider = rustls::crypto::ring::default_provider();
-    let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider))
+    let mut cfg = ServerConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .map_err(mismatch)?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(mismatch)?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The server's order of suites, AES-128-GCM first: it is what bulk transfers cost.
+    cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
+}
+
+/// The TLS algorithms of the gateway (and of the benchmark's client): ring's, with
+/// AES-128-GCM ahead of AES-256-GCM, as Go orders them; both are sound, and the first takes
+/// about a third less CPU per byte on AES-NI.
+///
+/// ring, which the cluster's Noise links use already, rather than aws-lc-rs: one C crypto
+/// build, not two. Its provider lacks post-quantum key exchange, hence rustls's deprecation.
+pub fn provider() -> rustls::crypto::CryptoProvider {
+    #[allow(deprecated)]
+    let mut p = rustls::crypto::ring::default_provider();
+    let aes128 = |s: &rustls::SupportedCipherSuite| {
+        matches!(
+            s.suite(),
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+                | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        )
+    };
+    // Stable: the AES-128 suites move ahead, each protocol version's order otherwise kept.
+    p.cipher_suites.sort_by_key(|s| (s.version() != &rustls::version::TLS13, !aes128(s)));
+    p
 }
 
 /// The certificate in use, replaced whole by [`Certificates::reload`].
@@ -182,6 +202,15 @@ mod tests {
             assert_eq!(std::fs::metadata(&files.key).unwrap().permissions().mode() & 0o777, 0o600);
         }
         certs.reload().unwrap();
+    }
+
+    #[test]
+    fn aes_128_gcm_goes_first_in_each_version() {
+        let names: Vec<String> = provider().cipher_suites.iter().map(|s| format!("{:?}", s.suite())).collect();
+        assert_eq!(names[0], "TLS13_AES_128_GCM_SHA256", "{names:?}");
+        let first12 = names.iter().position(|n| !n.starts_with("TLS13")).unwrap();
+        assert!(names[first12].contains("AES_128_GCM"), "{names:?}");
+        assert!(names[..first12].iter().all(|n| n.starts_with("TLS13")), "{names:?}");
     }
 
     #[test]
