@@ -144,7 +144,13 @@ impl Client {
     /// Deletes exactly version `version` of `name`; answers it, if it existed (see
     /// `CoordRequest::DeleteVersion`).
     pub async fn delete_version(&self, name: &str, version: VersionRef) -> Result<Option<VersionInfo>, Error> {
-        match self.call(&CoordRequest::DeleteVersion { name: name.into(), version }, self.io_timeout).await? {
+        self.delete_version_as(name, version, false).await
+    }
+
+    /// As [`Client::delete_version`]; with `bypass_governance`, a version under GOVERNANCE
+    /// retention is deleted too (COMPLIANCE and legal holds never yield: `Locked`).
+    pub async fn delete_version_as(&self, name: &str, version: VersionRef, bypass_governance: bool) -> Result<Option<VersionInfo>, Error> {
+        match self.call(&CoordRequest::DeleteVersion { name: name.into(), version, bypass_governance }, self.io_timeout).await? {
             CoordResponse::Deleted { version, .. } => Ok(version.map(|v| *v)),
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
@@ -347,7 +353,13 @@ impl Client {
     /// Replaces the attributes of committed object `name` at exactly `version` (see
     /// `CoordRequest::SetAttrs`): PreconditionFailed if it changed meanwhile.
     pub async fn set_attrs(&self, name: &str, version: u64, attrs: kintsugi_proto::Attrs) -> Result<(), Error> {
-        self.call(&CoordRequest::SetAttrs { name: name.into(), version, attrs }, self.io_timeout).await?;
+        self.set_attrs_as(name, version, attrs, false).await
+    }
+
+    /// As [`Client::set_attrs`]; with `bypass_governance`, a GOVERNANCE retention in force
+    /// may be shortened or removed.
+    pub async fn set_attrs_as(&self, name: &str, version: u64, attrs: kintsugi_proto::Attrs, bypass_governance: bool) -> Result<(), Error> {
+        self.call(&CoordRequest::SetAttrs { name: name.into(), version, attrs, bypass_governance }, self.io_timeout).await?;
         Ok(())
     }
 

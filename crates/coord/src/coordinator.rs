@@ -436,8 +436,8 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Committed { version: c.version, versioned: c.versioned })
             }
-            CoordRequest::SetAttrs { name, version, attrs } => {
-                if self.set_attrs(&name, version, attrs)? {
+            CoordRequest::SetAttrs { name, version, attrs, bypass_governance } => {
+                if self.set_attrs(&name, version, attrs, bypass_governance)? {
                     self.publish_acknowledged(&name).await?;
                 }
                 Ok(CoordResponse::Ok)
@@ -453,8 +453,8 @@ impl Coordinator {
                 let m = self.delete_marking(&name, versioning, precondition)?;
                 Ok(CoordResponse::Deleted { existed: true, version: Some(Box::new(version_info(&name, m, true))) })
             }
-            CoordRequest::DeleteVersion { name, version } => {
-                let gone = self.delete_version(&name, version)?;
+            CoordRequest::DeleteVersion { name, version, bypass_governance } => {
+                let gone = self.delete_version(&name, version, bypass_governance)?;
                 if gone.as_ref().is_some_and(|o| o.shares_stripes()) {
                     self.publish_acknowledged(&name).await?;
                 }

@@ -267,7 +267,12 @@ pub trait Txn {
     /// never committed is freed for the next put; a committed chunk stays in its stripe as
     /// dead space (parity is never updated in place; reclaiming it takes a compaction,
     /// which is not built).
-    fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64) -> Result<(), WireError> {
+    ///
+    /// Every path that deletes or replaces a version comes here, so object lock is checked
+    /// here: a version under retention or legal hold is refused (`Locked`), GOVERNANCE
+    /// retention yielding to `bypass_governance`.
+    fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64, bypass_governance: bool) -> Result<(), WireError> {
+        kintsugi_proto::retention::may_delete(&o.name, &o.attrs, now_ms, bypass_governance)?;
         for (si, &id) in o.stripes.iter().enumerate() {
             let Some(mut s) = self.stripe(id)? else { continue };
             if s.owners.is_empty() {

@@ -383,7 +383,7 @@ impl Coordinator {
 
     /// Replaces the attributes of committed `name` at exactly `version`, in one transaction;
     /// says whether the per-object index must hear of it (a Geo or Contiguous object).
-    pub(crate) fn set_attrs(&self, name: &str, version: u64, attrs: Attrs) -> Result<bool, WireError> {
+    pub(crate) fn set_attrs(&self, name: &str, version: u64, attrs: Attrs, bypass_governance: bool) -> Result<bool, WireError> {
         check_attrs(&attrs)?;
         let mut indexed = false;
         self.meta.update(&mut |t| {
@@ -406,6 +406,7 @@ impl Coordinator {
                 ));
             }
             indexed = o.shares_stripes();
+            kintsugi_proto::retention::may_change(name, &o.attrs, &attrs, now_ms(), bypass_governance)?;
             o.attrs = attrs.clone();
             t.put(Change::PutObject(o))
         })?;
@@ -429,12 +430,12 @@ impl Coordinator {
                     existed = !o.chain.delete_marker;
                     indexed = false;
                     let want = if o.chain.versioned { VersionRef::Id(o.version) } else { VersionRef::Null };
-                    crate::versions::delete_version(t, name, want, now_ms())?;
+                    crate::versions::delete_version(t, name, want, now_ms(), false)?;
                     return Ok(());
                 }
                 existed = true;
                 indexed = o.shares_stripes();
-                t.discard_version(&o, now_ms())?;
+                t.discard_version(&o, now_ms(), false)?;
                 t.put(Change::DeleteObject(name.to_string()))?;
             }
             Ok(())
@@ -467,10 +468,10 @@ impl Coordinator {
 
     /// Deletes version `want` of `name` (see `CoordRequest::DeleteVersion`); says what it
     /// deleted, if anything.
-    pub(crate) fn delete_version(&self, name: &str, want: VersionRef) -> Result<Option<ObjectRecord>, WireError> {
+    pub(crate) fn delete_version(&self, name: &str, want: VersionRef, bypass_governance: bool) -> Result<Option<ObjectRecord>, WireError> {
         let mut gone = None;
         self.meta.update(&mut |t| {
-            gone = crate::versions::delete_version(t, name, want, now_ms())?;
+            gone = crate::versions::delete_version(t, name, want, now_ms(), bypass_governance)?;
             Ok(())
         })?;
         Ok(gone)
@@ -481,7 +482,7 @@ impl Coordinator {
         self.meta.update(&mut |t| {
             match t.upload(version)? {
                 Some(u) if u.name == name => {
-                    t.discard_version(&u, now_ms())?;
+                    t.discard_version(&u, now_ms(), false)?;
                     t.put(Change::DeleteUpload(version))
                 }
                 // Committed, reclaimed or another object's: nothing to abandon.
@@ -499,7 +500,7 @@ impl Coordinator {
             self.meta.update(&mut |t| {
                 // Committed meanwhile? Then it is no upload any more.
                 if t.upload(u.version)?.is_some() {
-                    t.discard_version(u, now_ms())?;
+                    t.discard_version(u, now_ms(), false)?;
                     t.put(Change::DeleteUpload(u.version))?;
                 }
                 Ok(())

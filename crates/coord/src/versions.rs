@@ -77,7 +77,7 @@ pub(crate) fn supersede(t: &mut dyn Txn, name: &str, mut new: ObjectRecord, vers
     };
     if !new.chain.versioned && old.chain.kept_null != 0 {
         let null = old.chain.kept_null;
-        remove_kept(t, name, &mut old, null, now_ms)?;
+        remove_kept(t, name, &mut old, null, now_ms, false)?;
     }
     new.chain.older = old.chain.older;
     new.chain.kept_null = old.chain.kept_null;
@@ -99,7 +99,7 @@ pub(crate) fn supersede(t: &mut dyn Txn, name: &str, mut new: ObjectRecord, vers
         t.put(Change::DeleteObject(name.to_string()))?;
         t.put(Change::PutObject(k))?;
     } else {
-        t.discard_version(&old, now_ms)?;
+        t.discard_version(&old, now_ms, false)?;
         if let Some(mut below) = (old.chain.older != 0).then(|| kept(t, name, old.chain.older)).transpose()?.flatten() {
             below.chain.newer = new.version;
             t.put(Change::PutObject(below))?;
@@ -117,6 +117,7 @@ fn remove_kept(
     latest: &mut ObjectRecord,
     version: u64,
     now_ms: u64,
+    bypass_governance: bool,
 ) -> Result<Option<ObjectRecord>, WireError> {
     let Some(k) = kept(t, name, version)? else { return Ok(None) };
     if let Some(mut o) = (k.chain.older != 0).then(|| kept(t, name, k.chain.older)).transpose()?.flatten() {
@@ -132,7 +133,7 @@ fn remove_kept(
     if latest.chain.kept_null == version {
         latest.chain.kept_null = 0;
     }
-    t.discard_version(&k, now_ms)?;
+    t.discard_version(&k, now_ms, bypass_governance)?;
     t.put(Change::DeleteObject(k.name.clone()))?;
     Ok(Some(k))
 }
@@ -157,10 +158,16 @@ pub(crate) fn marker(t: &mut dyn Txn, name: &str, now_ms: u64) -> Result<ObjectR
 /// Deletes exactly version `want` of `name`: its stripes go to garbage; if it was the
 /// latest, the next older version becomes the latest. Returns the record deleted (with its
 /// place as it was), or None if there is no such version.
-pub(crate) fn delete_version(t: &mut dyn Txn, name: &str, want: VersionRef, now_ms: u64) -> Result<Option<ObjectRecord>, WireError> {
+pub(crate) fn delete_version(
+    t: &mut dyn Txn,
+    name: &str,
+    want: VersionRef,
+    now_ms: u64,
+    bypass_governance: bool,
+) -> Result<Option<ObjectRecord>, WireError> {
     let Some(mut latest) = t.object(name)? else { return Ok(None) };
     if is_ref(&latest, want) {
-        t.discard_version(&latest, now_ms)?;
+        t.discard_version(&latest, now_ms, bypass_governance)?;
         t.put(Change::DeleteObject(name.to_string()))?;
         if let Some(mut up) = (latest.chain.older != 0).then(|| kept(t, name, latest.chain.older)).transpose()?.flatten() {
             t.put(Change::DeleteObject(up.name.clone()))?;
@@ -176,7 +183,7 @@ pub(crate) fn delete_version(t: &mut dyn Txn, name: &str, want: VersionRef, now_
         Some(k) if is_ref(&k, want) => {}
         _ => return Ok(None),
     }
-    let gone = remove_kept(t, name, &mut latest, version, now_ms)?;
+    let gone = remove_kept(t, name, &mut latest, version, now_ms, bypass_governance)?;
     t.put(Change::PutObject(latest))?;
     Ok(gone)
 }
@@ -231,6 +238,56 @@ mod tests {
         made
     }
 
+    /// Object lock holds wherever a version would go: a delete by id, an overwrite of an
+    /// unversioned name, the deletion of the latest; GOVERNANCE yields to a bypass, and a
+    /// version past its date goes.
+    #[test]
+    fn a_retained_version_survives_every_way_of_deleting_it() {
+        use kintsugi_proto::retention::{set_legal_hold, set_retention, Mode, Retention};
+        use kintsugi_proto::wire_error::ErrorKind;
+        let dir = tempfile::tempdir().unwrap();
+        let m = RedbMeta::open(&dir.path().join("meta.redb")).unwrap();
+        let lock = |name: &str, r: Option<Retention>, hold: bool| {
+            m.update(&mut |t| {
+                let mut o = t.object(name)?.unwrap();
+                set_retention(&mut o.attrs, r);
+                set_legal_hold(&mut o.attrs, hold);
+                t.put(Change::PutObject(o))
+            })
+            .unwrap()
+        };
+        let del = |name: &str, v: u64, now: u64, bypass: bool| {
+            let mut r = Ok(None);
+            let _ = m.update(&mut |t| {
+                r = delete_version(t, name, VersionRef::Id(v), now, bypass);
+                r.clone().map(|_| ())
+            });
+            r.map(|g| g.is_some()).map_err(|e| e.kind())
+        };
+        let (old, _) = write(&m, "c", Versioning::Enabled, false);
+        lock("c", Some(Retention { mode: Mode::Compliance, until_ms: 1000 }), false);
+        let (new, _) = write(&m, "c", Versioning::Enabled, false);
+        assert_eq!(del("c", old, 999, true), Err(ErrorKind::Locked), "a kept COMPLIANCE version, even with a bypass");
+        assert_eq!(del("c", new, 999, false), Ok(true), "the unlocked latest goes");
+        assert_eq!(del("c", old, 1000, false), Ok(true), "at its date it goes");
+
+        let (g, _) = write(&m, "g", Versioning::Enabled, false);
+        lock("g", Some(Retention { mode: Mode::Governance, until_ms: 1000 }), false);
+        assert_eq!(del("g", g, 5, false), Err(ErrorKind::Locked), "the latest, GOVERNANCE");
+        assert_eq!(del("g", g, 5, true), Ok(true), "GOVERNANCE yields to a bypass");
+
+        // An overwrite of an unversioned name would discard it; a held one stays.
+        write(&m, "u", Versioning::Unversioned, false);
+        lock("u", None, true);
+        let r = m.update(&mut |t| {
+            let mut o = super::marker(t, "u", 1)?;
+            o.chain.delete_marker = false;
+            supersede(t, "u", o, Versioning::Unversioned, 1)
+        });
+        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::Locked), "an overwrite of a held version");
+        assert!(!m.object("u").unwrap().unwrap().attrs.is_empty(), "the held version is still there");
+    }
+
     /// Random writes, delete markers and deletes by id on a few names, in the real store,
     /// against a model of S3's rules: every version reads back by its id, the latest is the
     /// model's, version listings page in S3's order, name listings hide marked names, and
@@ -270,7 +327,7 @@ mod tests {
                     let want = if own { VersionRef::Id(v) } else { VersionRef::Null };
                     let mut gone = None;
                     m.update(&mut |t| {
-                        gone = delete_version(t, name, want, 1)?;
+                        gone = delete_version(t, name, want, 1, false)?;
                         Ok(())
                     })
                     .unwrap();
@@ -283,7 +340,7 @@ mod tests {
             }
             // Deleting a version that is not there changes nothing.
             m.update(&mut |t| {
-                assert!(delete_version(t, name, VersionRef::Id(1 << 60), 1)?.is_none());
+                assert!(delete_version(t, name, VersionRef::Id(1 << 60), 1, false)?.is_none());
                 Ok(())
             })
             .unwrap();

@@ -12,6 +12,7 @@ pub mod layout;
 pub mod messages;
 pub mod object_index;
 pub mod placement;
+pub mod retention;
 pub mod rpc;
 pub mod secure;
 mod spill_read;

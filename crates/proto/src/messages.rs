@@ -409,6 +409,9 @@ pub enum CoordRequest {
         name: String,
         version: u64,
         attrs: Attrs,
+        /// Shortens or lifts a GOVERNANCE retention (see [`crate::retention`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bypass_governance: bool,
     },
     /// Deletes an object (idempotent); with versioning, writes a delete marker instead
     /// (answered with it). With a precondition, only if the object is as it says
@@ -426,6 +429,9 @@ pub enum CoordRequest {
     DeleteVersion {
         name: String,
         version: VersionRef,
+        /// Deletes a version under GOVERNANCE retention (see [`crate::retention`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bypass_governance: bool,
     },
     /// A version of `name`, or its latest when `version` is None: a layout to read, or a
     /// delete marker (flagged, no stripes). `Lookup` answers NotFound for a marker.

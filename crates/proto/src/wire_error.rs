@@ -31,6 +31,9 @@ pub enum ErrorKind {
     Unavailable,
     /// Stored bytes that do not match their checksums.
     Corrupt,
+    /// A version under retention or legal hold (object lock) that the request would delete,
+    /// replace or release early (S3's AccessDenied).
+    Locked,
     /// A request the receiver refused for another reason.
     BadRequest,
     /// The caller's reader failed or ended before the size it announced (a put).

@@ -18,6 +18,7 @@ pub const STORAGE_FULL: &str = "XKintsugiStorageFull";
 /// | TooLarge | EntityTooLarge | 400 |
 /// | a shortfall of space (the cluster is full) | XKintsugiStorageFull | 507 |
 /// | Unavailable (no coordinator, a leader changing, too few live nodes or chunks), Replaced | ServiceUnavailable, with Retry-After | 503 |
+/// | Locked (object lock keeps the version) | AccessDenied | 403 |
 /// | BadRequest (a code wider than the cluster, ...) | InvalidRequest | 400 |
 /// | Input (the request's body broke off) | IncompleteBody | 400 |
 /// | Internal, Corrupt | InternalError (logged) | 500 |
@@ -35,6 +36,8 @@ pub fn from_cluster(e: Error) -> S3Error {
         ErrorKind::TooLarge => S3ErrorCode::EntityTooLarge,
         // A version replaced under a read: the client asks again and gets the new one.
         ErrorKind::Unavailable | ErrorKind::Replaced => S3ErrorCode::ServiceUnavailable,
+        // A version kept by object lock, as S3 answers its deletion.
+        ErrorKind::Locked => S3ErrorCode::AccessDenied,
         ErrorKind::BadRequest => S3ErrorCode::InvalidRequest,
         ErrorKind::Input => S3ErrorCode::IncompleteBody,
         // Stored bytes that fail their checksums where no other copy could stand in.
