@@ -272,7 +272,12 @@ pub trait Txn {
     /// here: a version under retention or legal hold is refused (`Locked`), GOVERNANCE
     /// retention yielding to `bypass_governance`.
     fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64, bypass_governance: bool) -> Result<(), WireError> {
-        kintsugi_proto::retention::may_delete(&o.name, &o.attrs, now_ms, bypass_governance)?;
+        // Named as the user knows it: a kept version by its name and number.
+        let shown = match crate::versions::parse_kept(&o.name) {
+            Some((name, v)) => format!("{name}' version '{v}"),
+            None => o.name.clone(),
+        };
+        kintsugi_proto::retention::may_delete(&shown, &o.attrs, now_ms, bypass_governance)?;
         for (si, &id) in o.stripes.iter().enumerate() {
             let Some(mut s) = self.stripe(id)? else { continue };
             if s.owners.is_empty() {

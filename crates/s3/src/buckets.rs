@@ -13,8 +13,14 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 impl Gateway {
     /// The settings of `bucket`, or NoSuchBucket.
     pub async fn bucket(&self, bucket: &str) -> S3Result<BucketSettings> {
+        self.bucket_and_attrs(bucket).await.map(|(s, _)| s)
+    }
+
+    /// `bucket`'s settings and its record's attributes (object lock, CORS, tags), in one read.
+    pub async fn bucket_and_attrs(&self, bucket: &str) -> S3Result<(BucketSettings, Attrs)> {
         let attrs = self.bucket_attrs(bucket).await?;
-        BucketSettings::from_attrs(&attrs).map_err(|e| s3_error!(InternalError, "bucket '{bucket}': {e}"))
+        let s = BucketSettings::from_attrs(&attrs).map_err(|e| s3_error!(InternalError, "bucket '{bucket}': {e}"))?;
+        Ok((s, attrs))
     }
 
     /// The attributes of `bucket`'s record (its settings, tags, CORS rules), or NoSuchBucket.
@@ -28,6 +34,12 @@ impl Gateway {
 
     /// Creates `bucket` with `settings`; BucketAlreadyOwnedByYou if it exists (one tenant).
     pub async fn create_bucket_with(&self, bucket: &str, settings: BucketSettings) -> S3Result<()> {
+        self.create_bucket_locked(bucket, settings, false).await
+    }
+
+    /// Creates `bucket` as [`Gateway::create_bucket_with`], with object lock (and so
+    /// versioning) enabled from the start when `lock`.
+    pub async fn create_bucket_locked(&self, bucket: &str, settings: BucketSettings, lock: bool) -> S3Result<()> {
         if !s3s::path::check_bucket_name(bucket) {
             return Err(s3_error!(InvalidBucketName, "'{bucket}': 3 to 63 lower-case letters, digits, dots and hyphens"));
         }
@@ -35,7 +47,17 @@ impl Gateway {
         if self.bucket(bucket).await.is_ok() {
             return Err(exists());
         }
-        let attrs = settings.to_attrs(crate::object_meta::now_ms());
+        let mut attrs = settings.to_attrs(crate::object_meta::now_ms());
+        if lock {
+            if !matches!(settings.layout, LayoutSpec::Stripe | LayoutSpec::StripeMax) {
+                return Err(s3_error!(
+                    InvalidBucketState,
+                    "object lock keeps versions, which the {} layout does not: use a stripe layout",
+                    settings::layout_name(settings.layout)
+                ));
+            }
+            crate::object_lock::created_enabled(&mut attrs);
+        }
         // Created only if still absent at the commit: of two creations at once, one wins.
         let terms = CommitTerms { attrs, precondition: Some(Precondition::Absent), ..Default::default() };
         match self.put_record(&names::bucket_record(bucket), settings, terms).await {
@@ -88,8 +110,9 @@ impl Gateway {
 pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
     check_location(&g.region, &req.input)?;
     let settings = BucketSettings::from_headers(&req.headers, g.defaults).map_err(|e| s3_error!(InvalidArgument, "{e}"))?;
+    let lock = req.input.object_lock_enabled_for_bucket == Some(true);
     let bucket = req.input.bucket;
-    g.create_bucket_with(&bucket, settings).await?;
+    g.create_bucket_locked(&bucket, settings, lock).await?;
     tracing::info!("bucket '{bucket}' created: {} in {}", settings.code, settings::layout_name(settings.layout));
     let mut resp = S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) });
     // Said where the creator sees it (a response header) and in the log: a code as wide as

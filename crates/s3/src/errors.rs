@@ -46,7 +46,7 @@ pub fn from_cluster(e: Error) -> S3Error {
             S3ErrorCode::InternalError
         }
     };
-    let mut s = S3Error::with_message(code, e.message().to_string());
+    let mut s = S3Error::with_message(code, printable(e.message()));
     if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Replaced) {
         // Worth retrying soon: a node restarting or a leader changing takes about this long.
         let mut h = http::HeaderMap::new();
@@ -54,6 +54,12 @@ pub fn from_cluster(e: Error) -> S3Error {
         s.set_headers(h);
     }
     s
+}
+
+/// `m` without control characters, which XML 1.0 cannot carry even escaped (a client that
+/// meets one cannot parse the error at all).
+fn printable(m: &str) -> String {
+    m.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
 }
 
 /// What a 503 asks the client to wait before retrying.
@@ -89,5 +95,9 @@ mod tests {
         // A code wider than the cluster: the request's fault, not retried.
         let wide = Error { kind: ErrorKind::BadRequest, ..Error::shortfall(kintsugi_proto::Scarce::Nodes, 9, 6, "too wide") };
         assert_eq!(from_cluster(wide).code().clone(), S3ErrorCode::InvalidRequest);
+        assert_eq!(code(ErrorKind::Locked), S3ErrorCode::AccessDenied);
+        // Control characters (of internal names) never reach the XML.
+        let e = from_cluster(Error::new(ErrorKind::Locked, "'\u{7f}b/k\0ff' is held"));
+        assert_eq!(e.message(), Some("'?b/k?ff' is held"));
     }
 }

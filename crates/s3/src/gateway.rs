@@ -2,7 +2,7 @@
 //! (`buckets`, `objects`, `listing`, `multipart`); what is not here answers NotImplemented.
 
 use crate::settings::BucketSettings;
-use crate::{buckets, cors, lifecycle, listing, multipart, objects, tagging, unsupported, versioning};
+use crate::{buckets, cors, lifecycle, listing, multipart, object_lock, objects, tagging, unsupported, versioning};
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
 use s3s::dto::*;
@@ -151,6 +151,30 @@ impl S3 for Gateway {
     }
     async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
         versioning::get(self, req).await
+    }
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        object_lock::put_configuration(self, req).await
+    }
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        object_lock::get_configuration(self, req).await
+    }
+    async fn put_object_retention(&self, req: S3Request<PutObjectRetentionInput>) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        object_lock::put_retention(self, req).await
+    }
+    async fn get_object_retention(&self, req: S3Request<GetObjectRetentionInput>) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        object_lock::get_retention(self, req).await
+    }
+    async fn put_object_legal_hold(&self, req: S3Request<PutObjectLegalHoldInput>) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        object_lock::put_legal_hold(self, req).await
+    }
+    async fn get_object_legal_hold(&self, req: S3Request<GetObjectLegalHoldInput>) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        object_lock::get_legal_hold(self, req).await
     }
     async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         listing::list_versions(self, req).await

@@ -20,6 +20,7 @@ pub mod memory_budget;
 pub mod metrics;
 pub mod multipart;
 pub mod names;
+pub mod object_lock;
 pub mod object_meta;
 pub mod objects;
 pub mod region;

@@ -356,10 +356,19 @@ impl Worker<'_> {
                 self.paced().await?;
             }
             Decision::RemoveVersion => {
-                if self.g.client.delete_version(&v.name, v.id()).await.map_err(from_cluster)?.is_some() {
-                    report.noncurrent += 1;
-                    self.metrics.lifecycle_done("noncurrent");
-                    tracing::debug!("lifecycle: removed noncurrent version {} of '{}'", v.id(), v.name);
+                match self.g.client.delete_version(&v.name, v.id()).await {
+                    Ok(Some(_)) => {
+                        report.noncurrent += 1;
+                        self.metrics.lifecycle_done("noncurrent");
+                        tracing::debug!("lifecycle: removed noncurrent version {} of '{}'", v.id(), v.name);
+                    }
+                    Ok(None) => {}
+                    // Object lock keeps it (S3's lifecycle passes such versions by too).
+                    Err(e) if e.kind() == ErrorKind::Locked => {
+                        self.metrics.lifecycle_done("kept_locked");
+                        tracing::debug!("lifecycle: version {} of '{}' is locked: kept", v.id(), v.name);
+                    }
+                    Err(e) => return Err(from_cluster(e)),
                 }
                 self.paced().await?;
             }

@@ -90,7 +90,7 @@ impl RequestMetrics {
         );
         r.register(
             "lifecycle_actions",
-            "What bucket lifecycle rules did, by action: current, noncurrent, marker, upload",
+            "What bucket lifecycle rules did, by action: current, noncurrent, marker, upload (and kept_locked: a version object lock kept)",
             self.lifecycle.clone(),
         );
         r.register("lifecycle_passes", "Lifecycle passes finished over every bucket", self.lifecycle_passes.clone());

@@ -7,6 +7,7 @@ use crate::checksums::{self, Algorithm, Stored, Wanted};
 use crate::errors::{from_cluster, is_missing};
 use crate::gateway::Gateway;
 use crate::names;
+use crate::object_lock::Lock;
 use crate::object_meta::{multipart_etag, now_ms, user_metadata, ObjectMeta};
 use crate::objects::{incoming, PutTerms};
 use crate::settings::BucketSettings;
@@ -30,6 +31,8 @@ pub(crate) struct Upload {
 
 /// The upload record's attribute naming its checksum (`CRC32 COMPOSITE`).
 const UPLOAD_CHECKSUM: &str = "s3.mpu.checksum";
+/// The upload record's attribute holding the object lock it asked for ([`Lock::encode`]).
+const UPLOAD_LOCK: &str = "s3.mpu.lock";
 
 impl Gateway {
     /// The upload `id` of `key` in `bucket`, or NoSuchUpload.
@@ -93,7 +96,7 @@ pub(crate) fn upload_of(a: &Attrs) -> Upload {
     });
     Upload {
         key: a.get("key").cloned().unwrap_or_default(),
-        meta: ObjectMeta::from_attrs(a),
+        meta: ObjectMeta { lock: a.get(UPLOAD_LOCK).map(|l| Lock::decode(l)).unwrap_or_default(), ..ObjectMeta::from_attrs(a) },
         initiated_ms: a.get("initiated").and_then(|t| t.parse().ok()).unwrap_or(0),
         checksum,
     }
@@ -110,7 +113,14 @@ fn timestamp(ms: u64) -> Timestamp {
 
 pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let i = req.input;
-    let settings = g.bucket(&i.bucket).await?;
+    let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
+    let lock = crate::object_lock::asked(
+        &bucket_attrs,
+        i.object_lock_mode.as_ref(),
+        i.object_lock_retain_until_date.as_ref(),
+        i.object_lock_legal_hold_status.as_ref(),
+        now_ms(),
+    )?;
     let id = names::new_upload_id();
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
@@ -118,6 +128,9 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let mut attrs = meta.to_attrs();
     attrs.insert("key".into(), i.key.clone());
     attrs.insert("initiated".into(), now_ms().to_string());
+    if lock != Lock::default() {
+        attrs.insert(UPLOAD_LOCK.into(), lock.encode());
+    }
     let algorithm = i.checksum_algorithm.as_ref().map(|a| a.as_str().parse::<Algorithm>()).transpose()?;
     let composite = match i.checksum_type.as_ref().map(|t| t.as_str()) {
         None | Some(ChecksumType::COMPOSITE) => algorithm != Some(Algorithm::Crc64Nvme),
@@ -343,8 +356,10 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
         }
     }
     let etag = multipart_etag(&etags).map_err(|e| s3_error!(InternalError, "{e}"))?;
-    let meta = ObjectMeta { etag, mtime_ms: now_ms(), checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), ..upload.meta };
-    let settings = g.bucket(&i.bucket).await?;
+    let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
+    let now = now_ms();
+    let lock = crate::object_lock::with_default(upload.meta.lock, &bucket_attrs, now);
+    let meta = ObjectMeta { etag, mtime_ms: now, checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), lock, ..upload.meta };
     let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning };
     let version = g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
         kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),

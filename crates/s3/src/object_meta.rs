@@ -42,6 +42,8 @@ pub struct ObjectMeta {
     pub upload: Option<String>,
     /// Its tags.
     pub tags: crate::tagging::Tags,
+    /// Its object lock: retention and legal hold (enforced by the coordinator).
+    pub lock: crate::object_lock::Lock,
 }
 
 /// The standard headers S3 keeps with an object.
@@ -108,6 +110,7 @@ impl ObjectMeta {
         if let Some(u) = &self.upload {
             a.insert(UPLOAD.into(), u.clone());
         }
+        self.lock.write(&mut a);
         crate::tagging::with_tags(a, &self.tags)
     }
 
@@ -134,6 +137,7 @@ impl ObjectMeta {
             parts: a.get(PARTS).and_then(|p| parts_of_runs(p)),
             upload: a.get(UPLOAD).cloned(),
             tags: crate::tagging::of_attrs(a),
+            lock: crate::object_lock::Lock::of_attrs(a),
         }
     }
 
@@ -229,6 +233,13 @@ mod tests {
             parts: Some(vec![5 << 20, 5 << 20, 5 << 20, 17, 5 << 20, 1]),
             upload: Some("u1".into()),
             tags: [("project".to_string(), "x y".to_string())].into(),
+            lock: crate::object_lock::Lock {
+                retention: Some(kintsugi_proto::retention::Retention {
+                    mode: kintsugi_proto::retention::Mode::Governance,
+                    until_ms: 1_900_000_000_000,
+                }),
+                legal_hold: true,
+            },
         };
         let mut a = m.to_attrs();
         a.insert("other".into(), "x".into());

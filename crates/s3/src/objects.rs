@@ -150,14 +150,21 @@ fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
 
 pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let i = req.input;
-    let settings = g.bucket(&i.bucket).await?;
+    let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
+    let lock = crate::object_lock::for_write(
+        &bucket_attrs,
+        i.object_lock_mode.as_ref(),
+        i.object_lock_retain_until_date.as_ref(),
+        i.object_lock_legal_hold_status.as_ref(),
+        crate::object_meta::now_ms(),
+    )?;
     let given = checksums::checksum_of!(i);
     let checksum = checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?;
     let precondition = write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
     let (size, content_md5, body) = incoming(i.content_length, &req.headers, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() };
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, ..Default::default() };
     let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
@@ -327,6 +334,7 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
     let version_id = g.read_id(&req.input.bucket, &s.layout).await;
+    let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = m.lock.answer();
     let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
@@ -348,6 +356,9 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
             expires,
             metadata: m.user_map(),
             version_id,
+            object_lock_mode,
+            object_lock_retain_until_date,
+            object_lock_legal_hold_status,
             ..Default::default()
         }
     )))
@@ -358,9 +369,13 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
     let m = s.meta.clone();
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
+    let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = m.lock.answer();
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
         HeadObjectOutput {
+            object_lock_mode,
+            object_lock_retain_until_date,
+            object_lock_legal_hold_status,
             version_id: g.read_id(&req.input.bucket, &s.layout).await,
             parts_count: s.parts_count,
             checksum_type,
@@ -385,7 +400,8 @@ pub async fn delete(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<
     let i = req.input;
     let settings = g.bucket(&i.bucket).await?;
     let want = parse_id(i.version_id.as_deref())?;
-    let d = delete_key(g, &i.bucket, &i.key, want, settings.versioning).await.map_err(from_cluster)?;
+    let bypass = i.bypass_governance_retention.unwrap_or(false);
+    let d = delete_key(g, &i.bucket, &i.key, want, settings.versioning, bypass).await.map_err(from_cluster)?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: d.delete_marker.then_some(true),
         version_id: d.version_id,
@@ -400,18 +416,21 @@ struct KeyDeleted {
 }
 
 /// Deletes `key`: exactly version `want` if given, else as the bucket's versioning says (a
-/// delete marker with versioning). Deleting what is not there succeeds, as in S3.
+/// delete marker with versioning). Deleting what is not there succeeds, as in S3. A version
+/// under object lock is refused by the coordinator (`Locked`); GOVERNANCE yields to
+/// `bypass_governance` (x-amz-bypass-governance-retention).
 async fn delete_key(
     g: &Gateway,
     bucket: &str,
     key: &str,
     want: Option<VersionRef>,
     versioning: Versioning,
+    bypass_governance: bool,
 ) -> Result<KeyDeleted, kintsugi_client::Error> {
     let name = names::object(bucket, key);
     match want {
         Some(v) => {
-            let gone = g.client.delete_version(&name, v).await?;
+            let gone = g.client.delete_version_as(&name, v, bypass_governance).await?;
             Ok(KeyDeleted { delete_marker: gone.is_some_and(|d| d.delete_marker), version_id: Some(v.to_string()) })
         }
         None if versioning.is_unversioned() => {
@@ -446,7 +465,8 @@ pub async fn delete_many(g: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3R
                 continue;
             }
         };
-        match delete_key(g, &i.bucket, &o.key, want, settings.versioning).await {
+        let bypass = i.bypass_governance_retention.unwrap_or(false);
+        match delete_key(g, &i.bucket, &o.key, want, settings.versioning, bypass).await {
             Ok(_) if quiet => {}
             Ok(d) => deleted.push(DeletedObject {
                 key: Some(o.key),
@@ -495,7 +515,15 @@ pub(crate) async fn copy_source(
 
 pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
     let i = req.input;
-    let settings = g.bucket(&i.bucket).await?;
+    let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
+    // A copy's lock is its own request's (or the bucket's default), never the source's.
+    let lock = crate::object_lock::for_write(
+        &bucket_attrs,
+        i.object_lock_mode.as_ref(),
+        i.object_lock_retain_until_date.as_ref(),
+        i.object_lock_legal_hold_status.as_ref(),
+        crate::object_meta::now_ms(),
+    )?;
     let conditions = (
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
@@ -523,10 +551,10 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     };
     let meta = if replace {
         let headers = crate::object_meta::stored_headers!(i);
-        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() }
+        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, ..Default::default() }
     } else {
         let (content_type, headers, user) = (src.content_type.clone(), src.headers.clone(), src.user.clone());
-        ObjectMeta { content_type, headers, user, tags, ..Default::default() }
+        ObjectMeta { content_type, headers, user, tags, lock, ..Default::default() }
     };
     let source_version = match &i.copy_source {
         CopySource::Bucket { bucket, .. } => g.read_id(bucket, &layout).await,

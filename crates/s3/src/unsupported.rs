@@ -1,11 +1,9 @@
 //! Requests for guarantees kintsugi does not give, refused with S3's error before anything
-//! changes: a store must never acknowledge what it does not do. Object lock, server-side
-//! encryption, ACL grants beyond private, storage classes other than STANDARD and website
-//! redirects are refused on PutObject, CopyObject and
-//! CreateMultipartUpload; a bucket asking for object lock or ACLs is not created; a read with
-//! an SSE-C key is refused (no object is encrypted). Operations the gateway does not serve at
-//! all (PutObjectLockConfiguration, PutBucketEncryption, ...) answer
-//! NotImplemented from s3s. When a later change implements one, it moves from here to its
+//! changes: a store must never acknowledge what it does not do. Server-side encryption, ACL
+//! grants beyond private, storage classes other than STANDARD and website redirects are
+//! refused on PutObject, CopyObject and CreateMultipartUpload; a bucket asking for ACLs is
+//! not created; a read with an SSE-C key is refused (no object is encrypted). Operations the
+//! gateway does not serve at all (PutBucketEncryption, ...) answer NotImplemented from s3s. When a later change implements one, it moves from here to its
 //! own module.
 
 use s3s::dto::*;
@@ -20,7 +18,6 @@ pub struct WriteAsks<'a> {
     pub sse: Option<&'a str>,
     pub sse_c: bool,
     pub kms: bool,
-    pub lock: bool,
     pub website: bool,
     pub append: bool,
 }
@@ -38,7 +35,6 @@ macro_rules! write_asks {
             sse: $i.server_side_encryption.as_ref().map(|s| s.as_str()),
             sse_c: $i.sse_customer_algorithm.is_some() || $i.sse_customer_key_md5.is_some(),
             kms: $i.ssekms_key_id.is_some() || $i.ssekms_encryption_context.is_some() || $i.bucket_key_enabled == Some(true),
-            lock: $i.object_lock_mode.is_some() || $i.object_lock_retain_until_date.is_some() || $i.object_lock_legal_hold_status.is_some(),
             website: $i.website_redirect_location.is_some(),
             ..Default::default()
         }
@@ -65,9 +61,6 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
             NotImplemented,
             "server-side encryption ({what}) is not supported: chunks hold the bytes as written; encrypt before uploading"
         ));
-    }
-    if a.lock {
-        return Err(s3_error!(InvalidRequest, "Bucket is missing Object Lock Configuration: object lock is not supported"));
     }
     if a.website {
         return Err(s3_error!(NotImplemented, "website redirects are not supported"));
@@ -103,9 +96,6 @@ pub fn read(sse_customer_algorithm: Option<&String>) -> S3Result<()> {
 }
 
 pub fn create_bucket(i: &CreateBucketInput) -> S3Result<()> {
-    if i.object_lock_enabled_for_bucket == Some(true) {
-        return Err(s3_error!(NotImplemented, "object lock is not supported: the bucket is not created"));
-    }
     let grants = i.grant_full_control.is_some()
         || i.grant_read.is_some()
         || i.grant_read_acp.is_some()
@@ -137,7 +127,6 @@ mod tests {
         assert_eq!(code(WriteAsks { sse: Some("AES256"), ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { sse_c: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { kms: true, ..Default::default() }), "NotImplemented");
-        assert_eq!(code(WriteAsks { lock: true, ..Default::default() }), "InvalidRequest");
         assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { append: true, ..Default::default() }), "NotImplemented");
     }

@@ -141,7 +141,13 @@ pub async fn put(g: &Gateway, req: S3Request<PutBucketVersioningInput>) -> S3Res
         Some(other) => return Err(s3_error!(MalformedXML, "versioning status '{other}': Enabled or Suspended")),
         None => return Err(s3_error!(MalformedXML, "a versioning configuration needs a Status")),
     };
-    let settings = g.bucket(&i.bucket).await?;
+    let (settings, attrs) = g.bucket_and_attrs(&i.bucket).await?;
+    if status == "Suspended" && crate::object_lock::enabled(&attrs) {
+        return Err(s3_error!(
+            InvalidBucketState,
+            "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."
+        ));
+    }
     if !matches!(settings.layout, LayoutSpec::Stripe | LayoutSpec::StripeMax) {
         return Err(s3_error!(
             NotImplemented,

@@ -895,6 +895,31 @@ def bucket_lifecycle_transitions_are_refused(c):
     c.empty(b)
 
 
+@test
+def object_lock_retention_and_legal_hold(c):
+    """A version under GOVERNANCE retention or a legal hold is not deleted; the bypass
+    header lifts the first and not the second."""
+    b = "conf-" + uuid.uuid4().hex[:20]
+    c.s3.create_bucket(Bucket=b, ObjectLockEnabledForBucket=True)
+    eq(c.s3.get_bucket_versioning(Bucket=b).get("Status"), "Enabled", "a lock bucket is versioned")
+    eq(c.s3.get_object_lock_configuration(Bucket=b)["ObjectLockConfiguration"]["ObjectLockEnabled"], "Enabled", "lock enabled")
+    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+    v = c.s3.put_object(Bucket=b, Key="k", Body=b"kept", ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=until)["VersionId"]
+    eq(c.s3.head_object(Bucket=b, Key="k")["ObjectLockMode"], "GOVERNANCE", "HEAD answers the mode")
+    eq(error(c.s3.delete_object, Bucket=b, Key="k", VersionId=v), ("AccessDenied", 403), "a retained version")
+    c.s3.put_object_legal_hold(Bucket=b, Key="k", VersionId=v, LegalHold={"Status": "ON"})
+    eq(c.s3.get_object_legal_hold(Bucket=b, Key="k", VersionId=v)["LegalHold"]["Status"], "ON", "GetObjectLegalHold")
+    eq(error(c.s3.delete_object, Bucket=b, Key="k", VersionId=v, BypassGovernanceRetention=True)[1], 403,
+       "a held version, even with the bypass")
+    c.s3.put_object_legal_hold(Bucket=b, Key="k", VersionId=v, LegalHold={"Status": "OFF"})
+    c.s3.delete_object(Bucket=b, Key="k", VersionId=v, BypassGovernanceRetention=True)
+    eq(error(c.s3.head_object, Bucket=b, Key="k", VersionId=v)[1], 404, "deleted with the bypass")
+    c.empty(b)
+    plain = c.bucket()
+    eq(error(c.s3.get_object_lock_configuration, Bucket=plain)[0], "ObjectLockConfigurationNotFoundError", "a bucket without lock")
+    c.empty(plain)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--endpoint", required=True)

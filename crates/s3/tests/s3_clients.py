@@ -503,21 +503,21 @@ def refusals(b):
         refused += 1
     got = error_code(S3.get_object, Bucket=b, Key="refused-source", SSECustomerAlgorithm="AES256", SSECustomerKey=key)
     check(got == ("InvalidRequest", 400), f"GET with an SSE-C key of an object that has none: {got}")
-    for extra, want in [({"ObjectLockEnabledForBucket": True}, "NotImplemented"),
-                        ({"ACL": "public-read"}, "AccessControlListNotSupported"),
+    for extra, want in [({"ACL": "public-read"}, "AccessControlListNotSupported"),
                         ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, "AccessControlListNotSupported"),
                         ({"ObjectOwnership": "ObjectWriter"}, "AccessControlListNotSupported")]:
         got = error_code(S3.create_bucket, Bucket="refused-bucket", **extra)
         check(got[0] == want, f"CreateBucket with {sorted(extra)}: {got}, not {want}")
         check(error_code(S3.head_bucket, Bucket="refused-bucket")[1] == 404, f"CreateBucket with {sorted(extra)} made nothing")
         refused += 1
-    # Whole operations the store does not serve.
-    for op, kw in [(S3.put_object_lock_configuration, {"ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled"}}),
-                   (S3.put_bucket_encryption, {"ServerSideEncryptionConfiguration": {
-                       "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}),
-                   (S3.put_bucket_acl, {"ACL": "public-read"})]:
+    # Whole operations the store does not serve, and object lock on a bucket not versioned.
+    for op, kw, want in [(S3.put_object_lock_configuration, {"ObjectLockConfiguration": {"ObjectLockEnabled": "Enabled"}},
+                          "InvalidBucketState"),
+                         (S3.put_bucket_encryption, {"ServerSideEncryptionConfiguration": {
+                             "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}, "NotImplemented"),
+                         (S3.put_bucket_acl, {"ACL": "public-read"}, "NotImplemented")]:
         got = error_code(op, Bucket=b, **kw)
-        check(got[0] == "NotImplemented", f"{op.__name__}: {got}")
+        check(got[0] == want, f"{op.__name__}: {got}, not {want}")
         refused += 1
     S3.delete_object(Bucket=b, Key="refused-source")
     check(refused >= 20, f"{refused} refusals")
@@ -885,6 +885,84 @@ def mpu_complete(b, state):
     check(get(b, "retried") == whole, "the completed object is byte-exact")
 
 
+def object_lock(b):
+    """Object lock through boto3: COMPLIANCE never yields, GOVERNANCE only to the bypass, a
+    legal hold to nothing; retention is only extended; every delete path is held."""
+    S3.create_bucket(Bucket=b, ObjectLockEnabledForBucket=True)
+    check(S3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled", "a lock bucket is versioned from the start")
+    S3.put_object_lock_configuration(Bucket=b, ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}})
+    cfg = S3.get_object_lock_configuration(Bucket=b)["ObjectLockConfiguration"]
+    check(cfg["Rule"]["DefaultRetention"] == {"Mode": "GOVERNANCE", "Days": 1}, f"the default retention reads back: {cfg}")
+    check(error_code(S3.put_bucket_versioning, Bucket=b, VersioningConfiguration={"Status": "Suspended"})
+          == ("InvalidBucketState", 409), "versioning of a lock bucket is not suspended")
+
+    until = datetime.now(timezone.utc) + timedelta(days=1)
+    body = data(100_001, "locked")
+    vc = S3.put_object(Bucket=b, Key="c", Body=body, ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=until)["VersionId"]
+    h = S3.head_object(Bucket=b, Key="c")
+    check(h["ObjectLockMode"] == "COMPLIANCE" and abs((h["ObjectLockRetainUntilDate"] - until).total_seconds()) < 1,
+          f"HEAD answers the retention: {h.get('ObjectLockMode')} {h.get('ObjectLockRetainUntilDate')}")
+    check(error_code(S3.delete_object, Bucket=b, Key="c", VersionId=vc) == ("AccessDenied", 403), "a COMPLIANCE version is not deleted")
+    check(error_code(S3.delete_object, Bucket=b, Key="c", VersionId=vc, BypassGovernanceRetention=True) == ("AccessDenied", 403),
+          "nor with the governance bypass")
+    r = S3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "c", "VersionId": vc}]}, BypassGovernanceRetention=True)
+    check([e["Code"] for e in r.get("Errors", [])] == ["AccessDenied"], f"nor by DeleteObjects: {r}")
+    check(error_code(S3.put_object_retention, Bucket=b, Key="c", VersionId=vc,
+                     Retention={"Mode": "COMPLIANCE", "RetainUntilDate": until - timedelta(hours=1)}, BypassGovernanceRetention=True)
+          == ("AccessDenied", 403), "a COMPLIANCE retention is not shortened")
+    check(error_code(S3.put_object_retention, Bucket=b, Key="c", VersionId=vc,
+                     Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until + timedelta(days=1)}) == ("AccessDenied", 403),
+          "nor weakened to GOVERNANCE")
+    later = until + timedelta(days=2)
+    S3.put_object_retention(Bucket=b, Key="c", VersionId=vc, Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later})
+    r = S3.get_object_retention(Bucket=b, Key="c", VersionId=vc)["Retention"]
+    check(r["Mode"] == "COMPLIANCE" and abs((r["RetainUntilDate"] - later).total_seconds()) < 1, "a retention is extended")
+    # Overwritten and deleted without a version id: a new version and a marker; the locked one stays.
+    S3.put_object(Bucket=b, Key="c", Body=b"newer")
+    m = S3.delete_object(Bucket=b, Key="c")
+    check(m.get("DeleteMarker") is True, "a delete without a version id writes a marker over a locked version")
+    check(S3.get_object(Bucket=b, Key="c", VersionId=vc)["Body"].read() == body, "the locked version reads back whole")
+
+    vg = S3.put_object(Bucket=b, Key="g", Body=b"governed")["VersionId"]
+    h = S3.head_object(Bucket=b, Key="g", VersionId=vg)
+    check(h["ObjectLockMode"] == "GOVERNANCE", "the bucket's default retention applies to a write without one")
+    check(error_code(S3.delete_object, Bucket=b, Key="g", VersionId=vg) == ("AccessDenied", 403), "GOVERNANCE keeps without the bypass")
+    S3.put_object_legal_hold(Bucket=b, Key="g", VersionId=vg, LegalHold={"Status": "ON"})
+    check(S3.get_object_legal_hold(Bucket=b, Key="g", VersionId=vg)["LegalHold"]["Status"] == "ON", "a legal hold reads back")
+    check(error_code(S3.delete_object, Bucket=b, Key="g", VersionId=vg, BypassGovernanceRetention=True) == ("AccessDenied", 403),
+          "a legal hold keeps even with the bypass")
+    S3.put_object_legal_hold(Bucket=b, Key="g", VersionId=vg, LegalHold={"Status": "OFF"})
+    S3.delete_object(Bucket=b, Key="g", VersionId=vg, BypassGovernanceRetention=True)
+    check(error_code(S3.head_object, Bucket=b, Key="g", VersionId=vg)[1] == 404, "GOVERNANCE yields to the bypass once the hold is off")
+
+    up = S3.create_multipart_upload(Bucket=b, Key="m", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=until)["UploadId"]
+    e = S3.upload_part(Bucket=b, Key="m", UploadId=up, PartNumber=1, Body=b"multi")["ETag"]
+    vm = S3.complete_multipart_upload(Bucket=b, Key="m", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})["VersionId"]
+    check(S3.head_object(Bucket=b, Key="m")["ObjectLockMode"] == "COMPLIANCE", "a multipart upload's lock is its object's")
+    check(error_code(S3.delete_object, Bucket=b, Key="m", VersionId=vm) == ("AccessDenied", 403), "a locked multipart object is kept")
+    up = S3.create_multipart_upload(Bucket=b, Key="aborted", ObjectLockLegalHoldStatus="ON")["UploadId"]
+    S3.abort_multipart_upload(Bucket=b, Key="aborted", UploadId=up)
+    check(error_code(S3.list_parts, Bucket=b, Key="aborted", UploadId=up)[0] == "NoSuchUpload", "an upload asking for a lock still aborts")
+
+    S3.create_bucket(Bucket=b + "-plain")
+    check(error_code(S3.put_object, Bucket=b + "-plain", Key="k", Body=b"x", ObjectLockLegalHoldStatus="ON")
+          == ("InvalidRequest", 400), "a lock asked in a bucket without lock is refused")
+    check(error_code(S3.get_object_lock_configuration, Bucket=b + "-plain")[0] == "ObjectLockConfigurationNotFoundError",
+          "a bucket without lock has no configuration")
+    with open(os.environ["LOCK_STATE"], "w") as f:
+        json.dump({"c": vc, "m": vm}, f)
+
+
+def object_lock_check(b):
+    """After the coordinator's restart: the locked versions are still kept."""
+    with open(os.environ["LOCK_STATE"]) as f:
+        st = json.load(f)
+    got = error_code(S3.delete_object, Bucket=b, Key="c", VersionId=st["c"], BypassGovernanceRetention=True)
+    check(got == ("AccessDenied", 403), f"after a restart the COMPLIANCE version is still kept: {got}")
+    check(S3.get_object(Bucket=b, Key="c", VersionId=st["c"])["Body"].read() == data(100_001, "locked"), "and reads back whole")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -905,6 +983,10 @@ if __name__ == "__main__":
         lifecycle_check()
     elif what == "cut-read":
         cut_read(sys.argv[2])
+    elif what == "object-lock":
+        object_lock(sys.argv[2])
+    elif what == "object-lock-check":
+        object_lock_check(sys.argv[2])
     elif what == "mpu-begin":
         mpu_begin(sys.argv[2], sys.argv[3])
     elif what == "mpu-complete":

@@ -573,6 +573,69 @@ async fn a_completion_retried_after_its_object_was_made_succeeds() {
     s.stop().await;
 }
 
+/// Object lock through boto3 (`s3_clients.py object-lock`), then the same versions through
+/// the client library as the CLI deletes, and again through S3 after the coordinator
+/// restarts: a locked version is kept on every path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn object_lock_keeps_versions_on_every_delete_path_and_across_a_restart() {
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("lock.json");
+    let env = [("LOCK_STATE".to_string(), state.to_str().unwrap().to_string())];
+    let mut s = Store::start(dir.path(), 3, "rs:2,1", 1).await;
+    let (s2, env) = tokio::task::spawn_blocking(move || {
+        let e: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        s.python(&["object-lock", "locked"], &e);
+        (s, env)
+    })
+    .await
+    .unwrap();
+    s = s2;
+    let ids: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let vc: kintsugi_proto::VersionRef = ids["c"].as_str().unwrap().parse().unwrap();
+    let name = kintsugi_s3::names::object("locked", "c");
+    let e = s.client.delete_version(&name, vc).await.unwrap_err();
+    assert_eq!(e.kind(), kintsugi_client::ErrorKind::Locked, "the library's delete by id: {e}");
+    let e = s.client.delete_version_as(&name, vc, true).await.unwrap_err();
+    assert_eq!(e.kind(), kintsugi_client::ErrorKind::Locked, "COMPLIANCE with a bypass: {e}");
+    // `kintsugi rm` deletes a name's latest version: m's is locked.
+    let e = s.client.delete(&kintsugi_s3::names::object("locked", "m")).await.unwrap_err();
+    assert_eq!(e.kind(), kintsugi_client::ErrorKind::Locked, "the CLI's delete: {e}");
+
+    // The coordinator restarts on its address; the lock is in its metadata.
+    let addr = s.coord.addr;
+    let cfg = CoordConfig {
+        listen: addr.to_string(),
+        data_dir: dir.path().join("coord"),
+        dead_after_ms: 1000,
+        chunk_size: 1 << 20,
+        gc_grace_ms: 0,
+        gc_interval_ms: 300,
+        ..Default::default()
+    };
+    // (A stand-in holds the Store's place while the address is free; nothing talks to it.)
+    let spare = CoordConfig { listen: "127.0.0.1:0".into(), data_dir: dir.path().join("spare"), ..Default::default() };
+    let old = std::mem::replace(&mut s.coord, kintsugi_coord::start(spare).await.unwrap());
+    old.stop().await;
+    let spare = std::mem::replace(&mut s.coord, kintsugi_coord::start(cfg).await.unwrap());
+    spare.stop().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while s.client.status().await.map(|st| st.nodes.iter().filter(|n| n.alive).count()).unwrap_or(0) < 3 {
+        assert!(std::time::Instant::now() < deadline, "the nodes did not rejoin the restarted coordinator");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = tokio::task::spawn_blocking(move || {
+        let e: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        s.python(&["object-lock-check", "locked"], &e);
+        s
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}
+
 /// Versions and delete markers under `prefix`: (versions, markers).
 async fn versions_under(c: &Client, prefix: &str) -> (usize, usize) {
     let (mut versions, mut markers) = (0, 0);
