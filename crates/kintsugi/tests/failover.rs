@@ -17,6 +17,7 @@ use kintsugi_coord::etcd_http::{Cmp, Op};
 use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
 use kintsugi_coord::meta_etcd::EtcdMeta;
 use kintsugi_plan::Shape;
+use kintsugi_proto::retention;
 use kintsugi_proto::LayoutSpec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -356,6 +357,24 @@ async fn worker(c: Client, id: u64, deadline: Instant, hist: Arc<Mutex<History>>
 #[test]
 fn a_standby_leads_within_10s_of_a_leader_killed_during_puts_gets_and_deletes() {
     let Some((_one, _tmp, rt, mut cluster)) = setup() else { return };
+    // Two objects under object lock (a COMPLIANCE retention a day long, a legal hold): the
+    // lock is metadata in etcd, and holds on every leader.
+    let locked = rt.block_on(async {
+        let c = cluster.client();
+        let mut locked = Vec::new();
+        for (name, retention, hold) in [("locked-c", true, false), ("locked-h", false, true)] {
+            let data = content(99, locked.len() as u64, &mut StdRng::seed_from_u64(99));
+            let l = c.put(name, &data, "rs:4,2".parse().unwrap(), 0).await.unwrap();
+            let mut attrs = l.attrs.clone();
+            let until_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 + 86_400_000;
+            let r = retention.then_some(retention::Retention { mode: retention::Mode::Compliance, until_ms });
+            retention::set_retention(&mut attrs, r);
+            retention::set_legal_hold(&mut attrs, hold);
+            c.set_attrs(name, l.version, attrs).await.unwrap();
+            locked.push((name, data));
+        }
+        locked
+    });
     let hist = Arc::new(Mutex::new(History { writes: vec![Vec::new(); NAMES], versions: vec![Vec::new(); NAMES], ..Default::default() }));
     let deadline = Instant::now() + Duration::from_secs(16);
     let workers: Vec<_> = (0..4).map(|w| rt.spawn(worker(cluster.client(), w + 1, deadline, hist.clone()))).collect();
@@ -398,6 +417,13 @@ fn a_standby_leads_within_10s_of_a_leader_killed_during_puts_gets_and_deletes() 
                 "{key}: {} is not an outcome the clients allow",
                 now.map_or("absent".into(), |b| format!("{} bytes", b.len()))
             );
+        }
+    });
+    rt.block_on(async {
+        for (name, data) in &locked {
+            let e = c.delete(name).await.expect_err("a locked object is not deleted after failovers");
+            assert_eq!(e.kind(), kintsugi_client::ErrorKind::Locked, "{name}: {e}");
+            assert_eq!(&c.get(name, Shape::Ppr, 8192).await.unwrap().0, data, "{name} reads back whole");
         }
     });
     let acked = h.writes.iter().flatten().filter(|w| w.acked).count();
