@@ -25,6 +25,7 @@ mod embedded;
 mod gateway_config;
 mod geo_cmd;
 mod geo_sim;
+mod key_cmd;
 mod load;
 mod load_traces;
 mod plot;
@@ -105,6 +106,10 @@ enum Cmd {
     /// Buckets of the S3 gateway, each with the code and layout its objects are stored in.
     #[command(subcommand)]
     Bucket(s3_cmd::BucketCmd),
+    /// S3 access keys kept in the cluster, each with read, write or owner permission per
+    /// bucket (the credentials file's keys may do everything).
+    #[command(subcommand)]
+    Key(key_cmd::KeyCmd),
     /// A whole store on this machine: a coordinator, N nodes and the S3 gateway, kept in
     /// one data directory across restarts (credentials printed at start).
     Serve(s3_cmd::ServeArgs),
@@ -249,6 +254,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Coordinator(a) => service_cmd::coordinator(a),
         Cmd::S3(a) => s3_cmd::s3(a),
         Cmd::Bucket(c) => s3_cmd::bucket(c),
+        Cmd::Key(c) => key_cmd::key(c),
         Cmd::Serve(a) => s3_cmd::serve(a),
         Cmd::Config(c) => config_cmd::run(c),
         Cmd::Secret { file } => write_secret(&file),

@@ -271,7 +271,8 @@ impl Serve {
 
 /// `serve --tls-self-signed`: boto3 and the aws cli trust the certificate it made through
 /// their CA options, plain HTTP to the port gets a clear 400, and a new pair put in the
-/// files is served after SIGHUP (a broken one is refused and the old pair stays).
+/// files is served after SIGHUP (a broken one is refused and the old pair stays). A key
+/// made with `kintsugi key` reads and cannot write, and is revoked.
 #[test]
 fn serve_speaks_https_with_a_self_signed_certificate_and_reloads_it_at_sighup() {
     let tools =
@@ -306,6 +307,31 @@ fn serve_speaks_https_with_a_self_signed_certificate_and_reloads_it_at_sighup() 
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "s3_tls.py clients:\n{text}\n{}", log.lock().unwrap());
     println!("{text}");
+
+    // A key made with the CLI, allowed to read the bucket only.
+    let cli = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).arg("--data-dir").arg(&data).output().unwrap();
+        assert!(out.status.success(), "kintsugi {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let made: serde_json::Value = serde_json::from_str(&cli(&["key", "create", "--name", "reader", "--json"])).unwrap();
+    let (ak, sk) = (made["access_key"].as_str().unwrap().to_string(), made["secret_key"].as_str().unwrap().to_string());
+    cli(&["key", "allow", &ak, "tls-bucket", "read"]);
+    let listed: serde_json::Value = serde_json::from_str(&cli(&["key", "ls", "--json"])).unwrap();
+    assert_eq!(listed[0]["buckets"]["tls-bucket"], "read", "{listed}");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(["reads".as_ref(), cert.as_os_str()])
+        .env("S3_ENDPOINT", &serve.s3)
+        .env("AWS_ACCESS_KEY_ID", &ak)
+        .env("AWS_SECRET_ACCESS_KEY", &sk)
+        .env_remove("AWS_PROFILE")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "s3_tls.py reads with a CLI-made key:\n{text}");
+    cli(&["key", "revoke", &ak]);
+    assert_eq!(cli(&["key", "ls", "--json"]).trim(), "[]", "revoked");
 
     // A broken pair at SIGHUP is refused; the pair in use stays.
     let old_ca = dir.path().join("old-ca.pem");

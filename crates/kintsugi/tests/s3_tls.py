@@ -4,6 +4,7 @@
 
     s3_tls.py clients CA     every check below; exits non-zero on the first that fails
     s3_tls.py trusts CA      exit 0 if a handshake verifies against CA, 1 if it does not
+    s3_tls.py reads CA       the key reads tls-bucket and cannot write it (a read-only key)
 
 S3_ENDPOINT (https://HOST:PORT), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY name the gateway.
 """
@@ -98,10 +99,22 @@ def clients(ca):
     check(got.startswith(b"HTTP/1.1 400") and b"speaks HTTPS" in got, f"plain HTTP to the TLS port gets a 400: {got[:80]!r}")
 
 
+def reads(ca):
+    c = s3(ca)
+    check(len(c.get_object(Bucket="tls-bucket", Key="one")["Body"].read()) == (1 << 20) + 3, "a read key reads")
+    try:
+        c.put_object(Bucket="tls-bucket", Key="nope", Body=b"x")
+        raise AssertionError("a read key wrote")
+    except botocore.exceptions.ClientError as e:
+        check(e.response["Error"]["Code"] == "AccessDenied", "a read key cannot write")
+
+
 if __name__ == "__main__":
     what, ca = sys.argv[1], sys.argv[2]
     if what == "clients":
         clients(ca)
+    elif what == "reads":
+        reads(ca)
     elif what == "trusts":
         sys.exit(0 if trusts(ca) else 1)
     else:

@@ -111,8 +111,18 @@ pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<
     check_location(&g.region, &req.input)?;
     let settings = BucketSettings::from_headers(&req.headers, g.defaults).map_err(|e| s3_error!(InvalidArgument, "{e}"))?;
     let lock = req.input.object_lock_enabled_for_bucket == Some(true);
+    let creator = g.scoped_signer(req.credentials.as_ref()).await?;
     let bucket = req.input.bucket;
     g.create_bucket_locked(&bucket, settings, lock).await?;
+    // A scoped key owns the buckets it creates.
+    if let Some(k) = creator {
+        crate::access_keys::grant(&g.client, &k.access_key, &bucket, Some(crate::access_keys::Permission::Owner))
+            .await
+            .map_err(|e| s3_error!(InternalError, "bucket '{bucket}' created, but its owner key was not granted it: {e}"))?;
+        if let Some(keys) = &g.keys {
+            keys.forget(&k.access_key);
+        }
+    }
     tracing::info!("bucket '{bucket}' created: {} in {}", settings.code, settings::layout_name(settings.layout));
     let mut resp = S3Response::new(CreateBucketOutput { location: Some(format!("/{bucket}")) });
     // Said where the creator sees it (a response header) and in the log: a code as wide as
@@ -191,7 +201,7 @@ const OWNER_ID: &str = "eb777bd61e47f0f6606020bcafa6f6840b50cb338876e8baf6788548
 
 /// ListBuckets, paged when asked (`max-buckets`, `continuation-token`) and by prefix.
 pub async fn list(g: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
-    let i = req.input;
+    let i = &req.input;
     let max = match i.max_buckets {
         None => usize::MAX,
         Some(n) if (1..=10_000).contains(&n) => n as usize,
@@ -203,14 +213,23 @@ pub async fn list(g: &Gateway, req: S3Request<ListBucketsInput>) -> S3Result<S3R
         None => String::new(),
     };
     let prefix = i.prefix.clone().unwrap_or_default();
-    let mut all: Vec<BucketEntry> = g.buckets().await?.into_iter().filter(|b| b.name.starts_with(&prefix) && b.name > after).collect();
+    // A scoped key sees the buckets it holds a permission in.
+    let scoped = g.scoped_signer(req.credentials.as_ref()).await?;
+    let visible = |b: &str| scoped.as_ref().is_none_or(|k| k.permission(b).is_some());
+    let mut all: Vec<BucketEntry> =
+        g.buckets().await?.into_iter().filter(|b| b.name.starts_with(&prefix) && b.name > after && visible(&b.name)).collect();
     let next = (all.len() > max).then(|| hex::encode(&all[max - 1].name));
     all.truncate(max);
     let buckets = all
         .into_iter()
         .map(|b| Bucket { name: Some(b.name), creation_date: Some(Timestamp::from(b.created)), ..Default::default() })
         .collect();
-    Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), continuation_token: next, prefix: i.prefix }))
+    Ok(S3Response::new(ListBucketsOutput {
+        buckets: Some(buckets),
+        owner: Some(owner()),
+        continuation_token: next,
+        prefix: i.prefix.clone(),
+    }))
 }
 
 /// GetBucketLocation: the gateway's region (none for us-east-1, as S3 answers).

@@ -28,6 +28,9 @@ pub struct Gateway {
     pub cors: crate::cors::RulesCache,
     /// Buckets' versioning states as last read.
     pub versioning_states: crate::versioning::StateCache,
+    /// The keys requests are signed with and what each may do (none: the gateway is used
+    /// in-process, as by the CLI, where nothing is signed).
+    pub keys: Option<std::sync::Arc<crate::access::Keys>>,
 }
 
 impl Gateway {
@@ -43,7 +46,17 @@ impl Gateway {
             region: crate::server::DEFAULT_REGION.into(),
             cors: Default::default(),
             versioning_states: Default::default(),
+            keys: None,
         }
+    }
+
+    /// The scoped key that signed `req`, if one did (None for a bootstrap key).
+    pub async fn scoped_signer(&self, credentials: Option<&s3s::auth::Credentials>) -> S3Result<Option<crate::access_keys::ScopedKey>> {
+        let (Some(keys), Some(c)) = (&self.keys, credentials) else { return Ok(None) };
+        Ok(match keys.principal(&c.access_key).await? {
+            Some(crate::access::Principal::Scoped(k)) => Some(k),
+            _ => None,
+        })
     }
 }
 

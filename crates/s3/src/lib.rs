@@ -3,6 +3,8 @@
 //! (buckets, uploads and parts are records in the cluster, see `names`), so any number of
 //! gateways serve one cluster, and it streams bodies with bounded memory (`body`).
 
+pub mod access;
+pub mod access_keys;
 pub mod body;
 pub mod buckets;
 pub mod checksums;

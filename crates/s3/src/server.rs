@@ -10,7 +10,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use kintsugi_client::Client;
 use kintsugi_plan::Shape;
-use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -208,6 +207,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let counters = crate::metrics::RequestMetrics::default();
     let mut client = Client::new(&cfg.coordinator);
     client.on_degraded_read = Some(counters.degraded_read_observer());
+    let keys = crate::access::Keys::new(&cfg.keys, client.clone());
     let gateway = Gateway {
         client,
         defaults: cfg.defaults,
@@ -218,16 +218,14 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         region: cfg.region.clone(),
         cors: Default::default(),
         versioning_states: Default::default(),
+        keys: Some(keys.clone()),
     };
     let (cors_cache, cors_client) = (gateway.cors.clone(), gateway.client.clone());
     let domains = Arc::new(crate::hosts::VirtualDomains(cfg.domains.clone()));
-    let mut auth = SimpleAuth::new();
-    for k in &cfg.keys {
-        auth.register(k.access_key.clone(), k.secret_key.as_str().into());
-    }
     let lifecycle_gateway = gateway.clone();
     let mut b = S3ServiceBuilder::new(gateway);
-    b.set_auth(auth);
+    b.set_auth(crate::access::KeyAuth(keys.clone()));
+    b.set_access(crate::access::KeyAccess(keys));
     if !cfg.domains.is_empty() {
         for d in &cfg.domains {
             if d.is_empty() || d.starts_with('.') || d.contains([':', '/']) {

@@ -963,6 +963,81 @@ def object_lock_check(b):
     check(S3.get_object(Bucket=b, Key="c", VersionId=st["c"])["Body"].read() == data(100_001, "locked"), "and reads back whole")
 
 
+def scoped_keys():
+    """Keys kept in the cluster, each allowed what its grants say (KEYS: name=AK:SK,...)."""
+    keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
+    as_ = {n: client(secret=sk, access=ak) for n, (ak, sk) in keys.items()}
+    ro, rw, none, maker = as_["ro"], as_["rw"], as_["none"], as_["maker"]
+    S3.create_bucket(Bucket="shared")
+    S3.create_bucket(Bucket="private")
+    S3.put_object(Bucket="shared", Key="a", Body=b"shared bytes")
+    S3.put_object(Bucket="private", Key="b", Body=b"private bytes")
+    denied = ("AccessDenied", 403)
+
+    check(ro.get_object(Bucket="shared", Key="a")["Body"].read() == b"shared bytes", "a read key reads its bucket")
+    check(len(ro.list_objects_v2(Bucket="shared")["Contents"]) == 1, "a read key lists its bucket")
+    check(error_code(ro.put_object, Bucket="shared", Key="x", Body=b"x") == denied, "a read key cannot PUT")
+    check(error_code(ro.delete_object, Bucket="shared", Key="a") == denied, "a read key cannot DELETE")
+    check(error_code(ro.list_objects_v2, Bucket="private") == denied, "a key without a bucket cannot list it")
+    check(error_code(ro.get_object, Bucket="private", Key="b") == denied, "nor read it")
+    check([b["Name"] for b in ro.list_buckets()["Buckets"]] == ["shared"], "ListBuckets shows a key its buckets only")
+    check(error_code(ro.create_bucket, Bucket="ro-made") == denied, "a key without the flag cannot create buckets")
+    url = ro.generate_presigned_url("get_object", Params={"Bucket": "shared", "Key": "a"}, ExpiresIn=300)
+    check(urllib.request.urlopen(url).read() == b"shared bytes", "a presigned GET carries its signer's read permission")
+    put_url = ro.generate_presigned_url("put_object", Params={"Bucket": "shared", "Key": "p"}, ExpiresIn=300)
+    try:
+        urllib.request.urlopen(urllib.request.Request(put_url, data=b"p", method="PUT"))
+        raise AssertionError("a presigned PUT of a read key was served")
+    except urllib.error.HTTPError as e:
+        check(e.code == 403, "a presigned PUT carries no more than its signer's read permission")
+
+    rw.put_object(Bucket="shared", Key="x", Body=b"written")
+    check(S3.get_object(Bucket="shared", Key="x")["Body"].read() == b"written", "a write key PUTs")
+    rw.copy_object(Bucket="shared", Key="c", CopySource={"Bucket": "shared", "Key": "a"})
+    check(error_code(rw.copy_object, Bucket="shared", Key="d", CopySource={"Bucket": "private", "Key": "b"}) == denied,
+          "a copy needs read where it comes from")
+    rw.delete_object(Bucket="shared", Key="x")
+    check(error_code(rw.put_bucket_versioning, Bucket="shared", VersioningConfiguration={"Status": "Enabled"}) == denied,
+          "a write key does not change the bucket's settings")
+    check(error_code(rw.delete_bucket, Bucket="shared") == denied, "nor delete it")
+
+    check(error_code(none.list_objects_v2, Bucket="shared") == denied, "a key with no grant lists nothing")
+    check(none.list_buckets().get("Buckets", []) == [], "and sees no bucket")
+
+    maker.create_bucket(Bucket="made")
+    maker.put_object(Bucket="made", Key="k", Body=b"mine")
+    maker.put_bucket_versioning(Bucket="made", VersioningConfiguration={"Status": "Enabled"})
+    check([b["Name"] for b in maker.list_buckets()["Buckets"]] == ["made"], "a key owns the bucket it creates")
+    check(error_code(maker.get_object, Bucket="shared", Key="a") == denied, "and no other")
+
+    host, port = ENDPOINT.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"GET /shared/a HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        got = read_to_end(sock)
+    check(got.startswith(b"HTTP/1.1 403"), f"an anonymous GET is refused: {got[:40]!r}")
+
+
+def scoped_revoked():
+    """The `ro` key was revoked at REVOKED_AT (epoch seconds): refused within a second."""
+    keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
+    ak, sk = keys["ro"]
+    ro = client(secret=sk, access=ak)
+    revoked_at = float(os.environ["REVOKED_AT"])
+    while True:
+        try:
+            ro.head_object(Bucket="shared", Key="a")
+        except botocore.exceptions.ClientError as e:
+            if e.response["ResponseMetadata"]["HTTPStatusCode"] == 403:
+                break
+            raise
+        if time.time() - revoked_at > 5:
+            raise AssertionError("a revoked key still served after 5 s")
+        time.sleep(0.05)
+    took = time.time() - revoked_at
+    check(took < 1.5, f"a revoked key is refused {took:.2f} s after its revocation")
+    check(error_code(ro.list_objects_v2, Bucket="shared")[0] == "InvalidAccessKeyId", "as a key that does not exist")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -983,6 +1058,10 @@ if __name__ == "__main__":
         lifecycle_check()
     elif what == "cut-read":
         cut_read(sys.argv[2])
+    elif what == "scoped-keys":
+        scoped_keys()
+    elif what == "scoped-revoked":
+        scoped_revoked()
     elif what == "object-lock":
         object_lock(sys.argv[2])
     elif what == "object-lock-check":

@@ -636,6 +636,51 @@ async fn object_lock_keeps_versions_on_every_delete_path_and_across_a_restart() 
     s.stop().await;
 }
 
+/// Keys made in the cluster (as `kintsugi key` makes them) with read, write or owner
+/// permission per bucket: each is allowed exactly what its grants say, through boto3,
+/// presigned URLs and copies; a revoked key is refused within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scoped_keys_do_what_their_grants_allow_and_a_revocation_takes_within_a_second() {
+    use kintsugi_s3::access_keys::{self, Permission};
+    if !clients_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::start(dir.path(), 3, "rs:2,1", 1).await;
+    let c = &s.client;
+    let ro = access_keys::create(c, "reader", false).await.unwrap();
+    access_keys::grant(c, &ro.access_key, "shared", Some(Permission::Read)).await.unwrap();
+    let rw = access_keys::create(c, "writer", false).await.unwrap();
+    access_keys::grant(c, &rw.access_key, "shared", Some(Permission::Write)).await.unwrap();
+    let none = access_keys::create(c, "nothing", false).await.unwrap();
+    let maker = access_keys::create(c, "maker", true).await.unwrap();
+    let listed: Vec<String> = access_keys::list(c).await.unwrap().into_iter().map(|k| k.name).collect();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    let keys = [("ro", &ro), ("rw", &rw), ("none", &none), ("maker", &maker)]
+        .iter()
+        .map(|(n, k)| format!("{n}={}:{}", k.access_key, k.secret_key))
+        .collect::<Vec<_>>()
+        .join(",");
+    let (s, keys) = tokio::task::spawn_blocking(move || {
+        s.python(&["scoped-keys"], &[("KEYS", &keys)]);
+        (s, keys)
+    })
+    .await
+    .unwrap();
+    let made = access_keys::get(&s.client, &maker.access_key).await.unwrap().unwrap();
+    assert_eq!(made.permission("made"), Some(Permission::Owner), "the creator owns its bucket");
+    // Served once (so cached), then revoked.
+    access_keys::revoke(&s.client, &ro.access_key).await.unwrap();
+    let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let s = tokio::task::spawn_blocking(move || {
+        s.python(&["scoped-revoked"], &[("KEYS", &keys), ("REVOKED_AT", &format!("{at}"))]);
+        s
+    })
+    .await
+    .unwrap();
+    s.stop().await;
+}
+
 /// Versions and delete markers under `prefix`: (versions, markers).
 async fn versions_under(c: &Client, prefix: &str) -> (usize, usize) {
     let (mut versions, mut markers) = (0, 0);
