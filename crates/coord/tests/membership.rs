@@ -610,10 +610,12 @@ async fn nodes_on_one_file_system_share_its_capacity() {
     let first = data(16 << 20, 3);
     c.client.put("first", &first, "rs:4,2".parse().unwrap(), 0).await.unwrap();
     wait_status(&c, |s| s.nodes.iter().all(|n| n.fs.as_ref().is_some_and(|f| f.used >= 24 << 20))).await;
-    // 24 MiB more is 36 MiB of chunks: 6 MiB per node, which each node has, but 60 MiB
-    // on a 64 MiB file system is past 0.95 of it.
+    // 26 MiB more is 39 MiB of chunks: 6.5 MiB per node, which each node has, but 63 MiB
+    // on a 64 MiB file system is past 0.95 (60.8 MiB) of it, with room to spare for the
+    // metadata file's growth (at 24 MiB, 60 MiB of chunks sat under the ratio and the put
+    // could start, then fail on the full disk).
     let files = c.chunk_files();
-    let e = c.client.put("second", &data(24 << 20, 4), "rs:4,2".parse().unwrap(), 0).await.unwrap_err();
+    let e = c.client.put("second", &data(26 << 20, 4), "rs:4,2".parse().unwrap(), 0).await.unwrap_err();
     assert!(e.to_string().contains("full ratio"), "{e}");
     assert_eq!(c.chunk_files(), files, "nothing written");
     assert!(c.client.get("first", Shape::Cr, 1 << 20).await.unwrap().0 == first);

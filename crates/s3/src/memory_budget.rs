@@ -13,8 +13,10 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Budgets are counted in these units.
-const UNIT: u64 = 1 << 20;
+/// Budgets are counted in these units: a stalled upload holds one. Small enough that the
+/// most connections a gateway serves at once ([`crate::server::MAX_CONNECTIONS`]), each a
+/// stalled upload, hold less than the default budget (see the test below).
+const UNIT: u64 = 64 << 10;
 
 /// The default budget: a large PUT (two stripes of RS(6,3) with 4 MiB chunks, 72 MiB) and a
 /// GET's read-ahead at once. With the allocator's slack and the gateway's own few tens of
@@ -153,14 +155,14 @@ mod tests {
         assert_eq!(stalled.read(&mut buf).await.unwrap(), 1000);
         let more = tokio::time::timeout(Duration::from_millis(50), stalled.read(&mut buf)).await;
         assert!(more.is_err(), "nothing more was sent");
-        assert_eq!((stalled.held(), budget.free()), (1 << 20, 7 << 20), "it holds one unit, not its whole need");
+        assert_eq!((stalled.held(), budget.free()), (UNIT, (8 << 20) - UNIT), "it holds one unit, not its whole need");
         // Another body reads its whole 5 MiB beside it.
         let body = vec![1u8; 5 << 20];
         let mut other = Charged::new(&body[..], budget.clone(), 6 << 20);
         let mut out = Vec::new();
         other.read_to_end(&mut out).await.unwrap();
         assert_eq!(out, body);
-        assert_eq!(other.held(), 6 << 20, "up to its need (its end read with a unit more)");
+        assert_eq!(other.held(), (5 << 20) + UNIT, "what it read (its end read with a unit more), not its need");
         drop(other);
         drop(stalled);
         assert_eq!(budget.free(), 8 << 20, "all of it back");
@@ -182,9 +184,15 @@ mod tests {
         drop(whole);
         assert_eq!(b.free(), 10 << 20);
         let small = b.reserve(1).await;
-        assert_eq!(b.free(), 9 << 20);
+        assert_eq!(b.free(), (10 << 20) - UNIT);
         drop(small);
         assert_eq!(put_bytes(4096, 4, 6, 4 << 20), 6144);
         assert_eq!(put_bytes(1 << 30, 4, 6, 4 << 20), 48 << 20);
+    }
+
+    #[test]
+    fn every_connection_a_stalled_upload_leaves_room_in_the_default_budget() {
+        let held = crate::server::MAX_CONNECTIONS as u64 * UNIT;
+        assert!(held < DEFAULT_BUDGET, "{held} bytes held by stalled uploads on every connection");
     }
 }

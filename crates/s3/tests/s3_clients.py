@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -802,14 +803,51 @@ def lifecycle_check():
 
 
 def slow_clients(b):
-    """Ten uploads declaring 4 GiB stall after 1,000 bytes: they hold only what they sent of
-    the memory budget, so a normal PUT completes while they still wait; then their idle limit
-    ends them, each answered RequestTimeout and closed. A client that never finishes its
-    request's head is closed; a GET whose client stops reading is cut off."""
+    """Slowloris: 200 connections send a request's head a byte a second, and 50 uploads
+    declaring 4 GiB stall after 1,000 bytes (they hold only what they sent of the memory
+    budget). Meanwhile a 6-byte PUT and a 10 MiB GET complete, about as fast as alone; the
+    heads are closed at their deadline, and the idle limit ends the uploads, each answered
+    RequestTimeout. A GET whose client stops reading is cut off."""
     S3.create_bucket(Bucket=b)
     host, port = ENDPOINT.split("//")[1].split(":")
+    ten = data(10 * MIB, 10)
+    S3.put_object(Bucket=b, Key="ten", Body=ten)
+
+    def timed():
+        t = time.time()
+        S3.put_object(Bucket=b, Key="small", Body=b"hello!")
+        put = time.time() - t
+        t = time.time()
+        if get(b, "ten") != ten:
+            raise AssertionError("the 10 MiB GET is not whole")
+        return put, time.time() - t
+
+    def median3():
+        runs = [timed() for _ in range(3)]
+        return sorted(r[0] for r in runs)[1], sorted(r[1] for r in runs)[1]
+
+    alone = median3()
+    heads = []
+    for i in range(200):
+        s = socket.create_connection((host, int(port)), timeout=60)
+        s.sendall(b"G")
+        heads.append(s)
+    trickle = threading.Event()
+
+    def trickling():
+        line = f"ET /{b}/ten HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode() + b"a" * 1000
+        for at in range(len(line)):
+            if trickle.wait(1.0):
+                return
+            for s in heads:
+                try:
+                    s.send(line[at:at + 1])
+                except OSError:
+                    pass
+
+    threading.Thread(target=trickling, daemon=True).start()
     stalled = []
-    for i in range(10):
+    for i in range(50):
         headers = signed_headers("PUT", f"/{b}/stall{i}", b"")
         s = socket.create_connection((host, int(port)), timeout=60)
         lines = [f"PUT /{b}/stall{i} HTTP/1.1", f"Host: {host}:{port}", "Content-Length: 4294967296"]
@@ -817,8 +855,13 @@ def slow_clients(b):
         s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + b"x" * 1000)
         stalled.append(s)
     time.sleep(0.5)  # for the gateway to take their heads (the checks hold either way)
-    S3.put_object(Bucket=b, Key="small", Body=b"hello!")
-    check(get(b, "small") == b"hello!", "a PUT beside ten stalled uploads completed")
+    loaded = median3()
+    print(f"slowloris: 6-byte PUT {loaded[0] * 1000:.1f} ms (alone {alone[0] * 1000:.1f}), "
+          f"10 MiB GET {loaded[1] * 1000:.1f} ms (alone {alone[1] * 1000:.1f})", flush=True)
+    # Twice as long as alone, with 50 ms for a loopback's scheduling noise on a busy machine.
+    check(loaded[0] < 2 * alone[0] + 0.05 and loaded[1] < 2 * alone[1] + 0.05,
+          "the PUT and the GET beside 200 slow heads and 50 stalled uploads take at most twice as long")
+    check(get(b, "small") == b"hello!", "a PUT beside fifty stalled uploads completed")
     waiting = 0
     for s in stalled:
         s.setblocking(False)
@@ -828,11 +871,30 @@ def slow_clients(b):
             waiting += 1
         s.setblocking(True)
         s.settimeout(60)
-    check(waiting == 10, f"while all ten still waited for their bodies ({waiting} unanswered)")
+    check(waiting == 50, f"while all fifty still waited for their bodies ({waiting} unanswered)")
+    closed = 0
+    for s in heads:
+        s.settimeout(30)
+        try:
+            while s.recv(65536):
+                pass
+            closed += 1
+        except socket.timeout:
+            pass
+        except OSError:  # reset: closed too
+            closed += 1
+        s.close()
+    trickle.set()
+    check(closed == 200, "the 200 slow heads were closed at their deadline")
+    timed_out = 0
     for s in stalled:
         out = read_to_end(s)
         s.close()
-        check(out.startswith(b"HTTP/1.1 400") and b"RequestTimeout" in out, f"a stalled upload is answered RequestTimeout: {out[:200]!r}")
+        if out.startswith(b"HTTP/1.1 400") and b"RequestTimeout" in out:
+            timed_out += 1
+        else:
+            print(f"a stalled upload was answered otherwise: {out[:200]!r}")
+    check(timed_out == 50, f"every stalled upload is answered RequestTimeout ({timed_out} of 50)")
     s = socket.create_connection((host, int(port)), timeout=60)
     s.sendall(f"PUT /{b}/slow HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
     started = time.time()
@@ -840,7 +902,8 @@ def slow_clients(b):
         pass
     check(time.time() - started < 30, f"the slow head's connection was closed after {time.time() - started:.1f} s")
     s.close()
-    check([o["Key"] for o in S3.list_objects_v2(Bucket=b).get("Contents", [])] == ["small"], "nothing of the stalled uploads is stored")
+    check(sorted(o["Key"] for o in S3.list_objects_v2(Bucket=b).get("Contents", [])) == ["small", "ten"],
+          "nothing of the stalled uploads is stored")
     # A GET whose client stops reading: cut off once its writes wait past the idle limit.
     big = data(32 * MIB, 5)  # more than the socket buffers on both sides hold
     S3.put_object(Bucket=b, Key="big", Body=big)

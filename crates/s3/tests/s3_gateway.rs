@@ -499,11 +499,11 @@ async fn an_answer_before_the_body_closes_the_connection() {
     s.stop().await;
 }
 
-/// Slow clients hold nothing for long: ten uploads that declare 4 GiB (whose whole need
-/// would be five times the budget), send 1,000 bytes and go idle hold only a unit each, so
-/// a normal PUT goes through while they wait; their idle limit ends them (answered
-/// RequestTimeout, connections closed). A client that never finishes its request's head,
-/// and one that stops reading a GET, are disconnected.
+/// Slowloris: 200 connections trickle a request's head a byte a second and 50 uploads
+/// declare 4 GiB (each one's whole need half the budget), send 1,000 bytes and go idle,
+/// holding a 64 KiB unit each; meanwhile a 6-byte PUT and a 10 MiB GET take at most twice
+/// their time alone. The heads are closed at their deadline, the uploads by the idle limit
+/// (answered RequestTimeout); a client that stops reading a GET is disconnected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
     if !clients_installed() {
