@@ -305,7 +305,23 @@ impl Client {
         if !loc.lost {
             match get_chunk(loc, s.chunk_len, self.stall_timeout, &self.shaper).await.and_then(|c| check(c, loc)) {
                 Ok(c) => return Ok((c, None)),
-                Err(x) => why = x,
+                Err(x) => {
+                    // A corrupt chunk is reported, so that a repair rebuilds it (a dead
+                    // node's are found by its missed heartbeats).
+                    if x.kind() == ErrorKind::Corrupt || x.bad_chunks().any(|c| *c == loc.chunk) {
+                        let report = kintsugi_proto::CoordRequest::ReportBad {
+                            name: layout.name.clone(),
+                            stripe: e.stripe,
+                            index: e.index,
+                            reason: x.message().to_string(),
+                            version: layout.version,
+                        };
+                        if let Err(r) = self.call(&report, self.io_timeout).await {
+                            tracing::warn!("chunk {}: {x}; reporting it failed: {r}", loc.chunk);
+                        }
+                    }
+                    why = x
+                }
             }
         }
         let t = Instant::now();

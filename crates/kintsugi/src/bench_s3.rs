@@ -56,6 +56,11 @@ pub struct S3BenchArgs {
     /// self-signed certificate), in turn with the plain-HTTP one, for the cost of TLS.
     #[arg(long)]
     pub tls: bool,
+    /// Also move the large objects through the HTTP gateway into a bucket that seals them by
+    /// default (SSE-S3, a master key file made for the run), in turn with the unencrypted
+    /// bucket, for the cost of encryption at rest.
+    #[arg(long)]
+    pub sse: bool,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -103,6 +108,9 @@ struct S3Report {
     /// With --tls: the HTTPS gateway's MB/s per run, and its ratio to the HTTP one's.
     #[serde(skip_serializing_if = "Option::is_none")]
     https: Option<HttpsReport>,
+    /// With --sse: the encrypted bucket's MB/s per run, and its ratio to the plain one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sse: Option<SseReport>,
     small: Vec<SmallOps>,
     memory_clients: usize,
     memory_size: usize,
@@ -126,13 +134,32 @@ struct HttpsReport {
     https_get_cpu_s_per_gb: f64,
 }
 
+#[derive(Serialize)]
+struct SseReport {
+    put_mb_s: Spread,
+    get_mb_s: Spread,
+    /// SSE-S3 against unencrypted, per run (both through the same HTTP gateway).
+    put_ratio: Spread,
+    get_ratio: Spread,
+    /// The gateway's CPU seconds per GB (1e9 bytes) moved, median of the runs.
+    plain_put_cpu_s_per_gb: f64,
+    sealed_put_cpu_s_per_gb: f64,
+    plain_get_cpu_s_per_gb: f64,
+    sealed_get_cpu_s_per_gb: f64,
+}
+
 /// Which way a large object goes.
 #[derive(Clone, Copy, PartialEq)]
 enum Way {
     Library,
     Http,
     Https,
+    /// Through the HTTP gateway into the bucket sealed by default.
+    Sealed,
 }
+
+/// The bucket `--sse` puts into, sealed by default with SSE-S3.
+const SEALED_BUCKET: &str = "bench-sse";
 
 /// Starts `kintsugi s3` on `addr` for the cluster at `coord` with `extra` flags, and waits
 /// until it listens.
@@ -208,8 +235,12 @@ fn expect(h: &crate::s3_http::Head, want: u16, what: &str) -> Result<()> {
 }
 
 /// PUTs `size` bytes from `source` (called per piece) as /bench/KEY.
-async fn s3_put(s3: &mut S3Http, key: &str, size: u64, mut source: impl FnMut(&mut [u8])) -> Result<()> {
-    s3.send("PUT", &format!("/bench/{key}"), &[], size, None).await?;
+async fn s3_put(s3: &mut S3Http, key: &str, size: u64, source: impl FnMut(&mut [u8])) -> Result<()> {
+    s3_put_into(s3, "bench", key, size, source).await
+}
+
+async fn s3_put_into(s3: &mut S3Http, bucket: &str, key: &str, size: u64, mut source: impl FnMut(&mut [u8])) -> Result<()> {
+    s3.send("PUT", &format!("/{bucket}/{key}"), &[], size, None).await?;
     let mut buf = vec![0u8; 1 << 20];
     let mut left = size;
     while left > 0 {
@@ -261,7 +292,12 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     kintsugi_s3::credentials::write(&creds, &key).map_err(|e| anyhow!(e))?;
     let free = || -> Result<String> { Ok(format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())) };
     let addr = free()?;
-    let gateway = start_gateway(&addr, &coord, &a, &creds, &secret, &[]).await?;
+    let key_file = dir.path().join("sse.key");
+    if a.sse {
+        kintsugi_s3::sse::MasterKeys::create(&key_file, "bench")?;
+    }
+    let sse_flags = [OsStr::new("--sse-key-file"), key_file.as_os_str()];
+    let gateway = start_gateway(&addr, &coord, &a, &creds, &secret, if a.sse { &sse_flags } else { &[] }).await?;
     let pid = gateway.0.id();
     let mut s3 = S3Http::new(&addr, &key.access_key, &key.secret_key);
     // The HTTPS gateway, beside it on the same cluster.
@@ -285,6 +321,15 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         let _ = s3.body(h.len).await?;
         expect(&h, 200, "enabling versioning")?;
     }
+    if a.sse {
+        let h = s3.send("PUT", &format!("/{SEALED_BUCKET}"), &[], 0, Some(&[])).await?;
+        let _ = s3.body(h.len).await?;
+        expect(&h, 200, "creating the sealed bucket")?;
+        let xml = b"<ServerSideEncryptionConfiguration><Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>AES256</SSEAlgorithm></ApplyServerSideEncryptionByDefault></Rule></ServerSideEncryptionConfiguration>";
+        let h = s3.send("PUT", &format!("/{SEALED_BUCKET}"), &[("encryption", "")], xml.len() as u64, Some(xml)).await?;
+        let body = s3.body(h.len).await?;
+        expect(&h, 200, &format!("sealing the bucket by default ({})", String::from_utf8_lossy(&body)))?;
+    }
     let client = cluster.client.clone();
 
     // Large objects: the library and the gateway, alternately, each run.
@@ -293,9 +338,9 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
     fill(&mut data, &mut 42);
     let want = kintsugi_proto::crc::crc32c(&data);
     let (mut lp, mut sp, mut lg, mut sg) = (vec![], vec![], vec![], vec![]);
-    let (mut tp, mut tg) = (vec![], vec![]);
-    // Gateway CPU seconds per GB: HTTP put, HTTPS put, HTTP get, HTTPS get.
-    let mut cpu: [Vec<f64>; 4] = Default::default();
+    let (mut tp, mut tg, mut ep, mut eg) = (vec![], vec![], vec![], vec![]);
+    // Gateway CPU seconds per GB: HTTP put, HTTPS put, HTTP get, HTTPS get, sealed put, sealed get.
+    let mut cpu: [Vec<f64>; 6] = Default::default();
     let https_pid = https.as_ref().map(|(p, _)| p.0.id());
     let gb = size as f64 / 1e9;
     let mb = |secs: f64| size as f64 / secs / 1e6;
@@ -312,6 +357,9 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         let mut ways = vec![Way::Library, Way::Http];
         if https.is_some() {
             ways.push(Way::Https);
+        }
+        if a.sse {
+            ways.push(Way::Sealed);
         }
         let turn = run % ways.len();
         ways.rotate_left(turn);
@@ -339,6 +387,11 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
                     tp.push(mb(t.elapsed().as_secs_f64()));
                     cpu[1].push((https_pid.map_or(0.0, cpu_of) - cpu0.1) / gb);
                 }
+                (Way::Sealed, _) => {
+                    s3_put_into(&mut s3, SEALED_BUCKET, &s3_key, size, source).await?;
+                    ep.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[4].push((cpu_of(pid) - cpu0.0) / gb);
+                }
                 (Way::Https, None) => unreachable!("HTTPS runs only with its gateway"),
             }
         }
@@ -364,6 +417,12 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
                     cpu[3].push((https_pid.map_or(0.0, cpu_of) - cpu0.1) / gb);
                     (got, "HTTPS gateway")
                 }
+                (Way::Sealed, _) => {
+                    let got = s3_get_from(&mut s3, SEALED_BUCKET, &s3_key).await?;
+                    eg.push(mb(t.elapsed().as_secs_f64()));
+                    cpu[5].push((cpu_of(pid) - cpu0.0) / gb);
+                    (got, "sealed bucket")
+                }
                 (Way::Https, None) => unreachable!("HTTPS runs only with its gateway"),
             };
             if got != (want, size) {
@@ -379,6 +438,7 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
                 lg[run],
                 sg[run],
                 if https.is_some() { format!("; HTTPS put {:.0}, get {:.0} MB/s", tp[run], tg[run]) } else { String::new() }
+                    + &if a.sse { format!("; SSE-S3 put {:.0}, get {:.0} MB/s", ep[run], eg[run]) } else { String::new() }
             );
         }
         // Both objects go, and their chunks are collected and written back before the next
@@ -388,6 +448,11 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
             let h = s3.send("DELETE", &format!("/bench/{k}"), &[], 0, Some(&[])).await?;
             let _ = s3.body(h.len).await?;
             expect(&h, 204, &format!("DELETE {k}"))?;
+        }
+        if a.sse {
+            let h = s3.send("DELETE", &format!("/{SEALED_BUCKET}/{s3_key}"), &[], 0, Some(&[])).await?;
+            let _ = s3.body(h.len).await?;
+            expect(&h, 204, &format!("DELETE {SEALED_BUCKET}/{s3_key}"))?;
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         // SAFETY: sync(2) takes no arguments and cannot fail.
@@ -405,6 +470,16 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         https_put_cpu_s_per_gb: spread(cpu[1].clone()).median,
         http_get_cpu_s_per_gb: spread(cpu[2].clone()).median,
         https_get_cpu_s_per_gb: spread(cpu[3].clone()).median,
+    });
+    let sse_report = a.sse.then(|| SseReport {
+        put_ratio: spread(ep.iter().zip(&sp).map(|(e, s)| e / s).collect()),
+        get_ratio: spread(eg.iter().zip(&sg).map(|(e, s)| e / s).collect()),
+        put_mb_s: spread(ep),
+        get_mb_s: spread(eg),
+        plain_put_cpu_s_per_gb: spread(cpu[0].clone()).median,
+        sealed_put_cpu_s_per_gb: spread(cpu[4].clone()).median,
+        plain_get_cpu_s_per_gb: spread(cpu[2].clone()).median,
+        sealed_get_cpu_s_per_gb: spread(cpu[5].clone()).median,
     });
 
     // Small objects, many clients: the gateway, then the library.
@@ -460,6 +535,7 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         put_ratio: spread(put_ratio),
         get_ratio: spread(get_ratio),
         https: https_report,
+        sse: sse_report,
         small,
         memory_clients: a.memory_clients,
         memory_size: a.memory_size,
@@ -490,6 +566,16 @@ async fn run_async(a: S3BenchArgs) -> Result<()> {
         println!(
             "gateway CPU s per GB: PUT {:.2} HTTP, {:.2} HTTPS; GET {:.2} HTTP, {:.2} HTTPS",
             h.http_put_cpu_s_per_gb, h.https_put_cpu_s_per_gb, h.http_get_cpu_s_per_gb, h.https_get_cpu_s_per_gb
+        );
+    }
+    if let Some(e) = &report.sse {
+        println!("{:<6} {:>14} {:>14} {:>22}", "", "", "SSE-S3 MB/s", "SSE-S3/plain (min-max)");
+        for (what, t, r) in [("PUT", &e.put_mb_s, &e.put_ratio), ("GET", &e.get_mb_s, &e.get_ratio)] {
+            println!("{what:<6} {:>14} {:>14.0} {:>10.2} ({:.2}-{:.2})", "", t.median, r.median, r.min, r.max);
+        }
+        println!(
+            "gateway CPU s per GB: PUT {:.2} plain, {:.2} SSE-S3; GET {:.2} plain, {:.2} SSE-S3",
+            e.plain_put_cpu_s_per_gb, e.sealed_put_cpu_s_per_gb, e.plain_get_cpu_s_per_gb, e.sealed_get_cpu_s_per_gb
         );
     }
     println!("MD5 alone (every byte of a PUT through S3 is hashed for its ETag): {:.0} MB/s on one core", report.md5_mb_s);

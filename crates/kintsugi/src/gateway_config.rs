@@ -56,6 +56,9 @@ pub struct GatewayConfig {
     pub tls_cert: Option<PathBuf>,
     /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
     pub tls_key: Option<PathBuf>,
+    /// SSE-S3's master keys (`ID BASE64-KEY` a line, the first current, mode 0600). None:
+    /// SSE-S3 and bucket default encryption are refused; SSE-C works without.
+    pub sse_key_file: Option<PathBuf>,
 }
 
 impl Default for GatewayConfig {
@@ -82,6 +85,7 @@ impl Default for GatewayConfig {
             connections_per_address: 256,
             tls_cert: None,
             tls_key: None,
+            sse_key_file: None,
         }
     }
 }
@@ -137,6 +141,10 @@ impl GatewayConfig {
             }
             _ => bail!("tls_cert and tls_key go together: give both, or neither for plain HTTP"),
         };
+        let master_keys = match &self.sse_key_file {
+            Some(f) => Some(std::sync::Arc::new(kintsugi_s3::sse::MasterKeys::load(f)?)),
+            None => None,
+        };
         Ok(kintsugi_s3::S3Config {
             listen: self.listen.clone(),
             coordinator: self.coordinator.clone(),
@@ -161,6 +169,7 @@ impl GatewayConfig {
                 connections_per_address: self.connections_per_address,
             },
             tls,
+            master_keys,
         })
     }
 }

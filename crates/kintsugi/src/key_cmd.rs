@@ -1,6 +1,6 @@
 //! `kintsugi key ...`: the S3 access keys kept in the cluster's metadata, each with its own
-//! permissions per bucket (see `kintsugi_s3::access_keys`). Every gateway takes a change
-//! within a second.
+//! permissions per bucket (see `kintsugi_s3::access_keys`), of which every gateway takes a
+//! change within a second; and SSE-S3's master key file (`kintsugi_s3::sse`).
 
 use crate::cluster_cmd::{client, runtime, Target};
 use anyhow::{anyhow, Result};
@@ -45,6 +45,24 @@ pub enum KeyCmd {
     /// Revoke a key: every gateway refuses it within a second.
     Revoke {
         access_key: String,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Make an SSE-S3 master key file for `kintsugi s3 --sse-key-file` (mode 0600), or put a
+    /// new key first in an existing one: a rotation. Gateways started with the file wrap new
+    /// objects with the new key; older objects open with the keys after it until `key rewrap`.
+    Master {
+        file: std::path::PathBuf,
+        /// The new key's id [default: k<seconds since the epoch>].
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Re-wrap every SSE-S3 object's data key with the file's first (current) master key:
+    /// only metadata changes, no chunk is rewritten. Afterwards the older keys can leave the file.
+    Rewrap {
+        /// The master key file (as given to `kintsugi s3 --sse-key-file`).
+        #[arg(long)]
+        sse_key_file: std::path::PathBuf,
         #[command(flatten)]
         target: Target,
     },
@@ -106,6 +124,40 @@ pub fn key(cmd: KeyCmd) -> Result<()> {
             KeyCmd::Revoke { access_key, target } => {
                 access_keys::revoke(&client(&target)?, &access_key).await.map_err(|e| anyhow!(e))?;
                 println!("{access_key} revoked");
+            }
+            KeyCmd::Master { file, id } => {
+                let id = id.unwrap_or_else(|| format!("k{}", kintsugi_s3::object_meta::now_ms() / 1000));
+                let existed = file.exists();
+                kintsugi_s3::sse::MasterKeys::rotate(&file, &id)?;
+                if existed {
+                    println!("{}: key '{id}' put first; restart the gateways, then `kintsugi key rewrap`", file.display());
+                } else {
+                    println!("{}: made with key '{id}'; keep a copy, encrypted objects cannot be read without it", file.display());
+                }
+            }
+            KeyCmd::Rewrap { sse_key_file, target } => {
+                let keys = kintsugi_s3::sse::MasterKeys::load(&sse_key_file)?;
+                let quiet = target.json;
+                let show = |r: &kintsugi_s3::sse::rotation::Rewrapped| {
+                    if !quiet {
+                        eprintln!("scanned {} versions: {} re-wrapped, {} already current", r.scanned, r.rewrapped, r.current);
+                    }
+                };
+                let r = kintsugi_s3::sse::rotation::rewrap(&client(&target)?, &keys, &show).await?;
+                if target.json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!(
+                        "{} data keys re-wrapped with '{}', {} were already; {} versions scanned",
+                        r.rewrapped,
+                        keys.current().0,
+                        r.current,
+                        r.scanned
+                    );
+                }
+                if !r.unopenable.is_empty() {
+                    anyhow::bail!("{} objects could not be opened with the file's keys: {}", r.unopenable.len(), r.unopenable.join("; "));
+                }
             }
         }
         Ok(())

@@ -135,6 +135,11 @@ pub struct S3Args {
     /// The certificate's private key (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// SSE-S3's master keys: a file of `ID BASE64-OF-32-BYTES` lines, mode 0600, the first
+    /// wrapping new objects [default: none; SSE-S3 refused, SSE-C served]. Make one with
+    /// `kintsugi key master FILE`.
+    #[arg(long)]
+    pub sse_key_file: Option<PathBuf>,
 }
 
 impl S3Args {
@@ -169,6 +174,7 @@ impl S3Args {
         c.credentials = self.credentials.or(c.credentials);
         c.tls_cert = self.tls_cert.or(c.tls_cert);
         c.tls_key = self.tls_key.or(c.tls_key);
+        c.sse_key_file = self.sse_key_file.or(c.sse_key_file);
         c.chunk_size = self.chunk_size.or(c.chunk_size);
         c.metrics_listen = self.metrics_listen.or(c.metrics_listen);
         if !self.domains.is_empty() {
@@ -394,6 +400,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     }
     let keys = credentials::load(&creds).map_err(|e| anyhow!(e))?;
     let last = crate::serve_state::ServeState::load(&a.data_dir)?;
+    // SSE-S3's master key, made at the first start beside the store's other secrets.
+    let sse_key = a.data_dir.join("sse.key");
+    if kintsugi_s3::sse::MasterKeys::create(&sse_key, "serve-1").with_context(|| format!("cannot write {}", sse_key.display()))? {
+        eprintln!("SSE-S3 master key made: {} (keep a copy: encrypted objects cannot be read without it)", sse_key.display());
+    }
+    let master_keys = Some(std::sync::Arc::new(kintsugi_s3::sse::MasterKeys::load(&sse_key)?));
     let tls = match (&a.tls_cert, &a.tls_key) {
         (Some(cert), Some(key)) => Some(kintsugi_s3::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
         _ if a.tls_self_signed => {
@@ -461,6 +473,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             },
             limits: Default::default(),
             tls,
+            master_keys,
         };
         let s3 = kintsugi_s3::start(cfg).await.map_err(|e| anyhow!(e))?;
         reload_on_hangup(s3.tls.clone());

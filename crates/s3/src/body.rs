@@ -113,6 +113,42 @@ pub async fn object_body(
     Ok(ChunkStream { rx, pieces })
 }
 
+/// A body as S3 answers it.
+pub type PlainBody = Pin<Box<dyn Stream<Item = std::io::Result<Bytes>> + Send + Sync>>;
+
+/// Bytes [start, end) of an object's plaintext: [`object_body`] of the packages that hold
+/// them, opened with `key`, for an encrypted object (of parts `parts`); else its bytes.
+pub async fn plain_body(
+    g: &Gateway,
+    layout: ObjectLayout,
+    key: Option<&crate::sse::DataKey>,
+    parts: &[u64],
+    start: u64,
+    end: u64,
+    reserved: bool,
+) -> Result<PlainBody, kintsugi_client::Error> {
+    let Some(key) = key else {
+        return Ok(Box::pin(object_body(g, layout, start, end, reserved).await?));
+    };
+    let packages = crate::sse::packages::packages(parts, start, end);
+    let (Some(first), Some(last)) = (packages.first(), packages.last()) else {
+        return Ok(Box::pin(futures::stream::empty()));
+    };
+    let (from, to) = (first.stored_start, last.stored_start + last.stored_len());
+    if to > layout.size {
+        return Err(kintsugi_client::Error::internal(format!(
+            "'{}' holds {} bytes, short of its packages' {to}",
+            layout.name, layout.size
+        )));
+    }
+    let stored = object_body(g, layout, from, to, reserved).await?;
+    use futures::TryStreamExt;
+    Ok(Box::pin(crate::sse::packages::decrypting(stored, key, parts, start, end).map_err(|e| {
+        tracing::warn!("GET of an encrypted object failed: {e}");
+        std::io::Error::other(e)
+    })))
+}
+
 /// A window being read: the client's chunk buffers, kept as they come (a whole-chunk read
 /// hands over its buffer, so the window costs no copy).
 #[derive(Default)]

@@ -31,6 +31,8 @@ pub struct Gateway {
     /// The keys requests are signed with and what each may do (none: the gateway is used
     /// in-process, as by the CLI, where nothing is signed).
     pub keys: Option<std::sync::Arc<crate::access::Keys>>,
+    /// SSE-S3's master keys (none: SSE-S3 is refused; SSE-C needs none).
+    pub master_keys: Option<std::sync::Arc<crate::sse::MasterKeys>>,
 }
 
 impl Gateway {
@@ -47,6 +49,7 @@ impl Gateway {
             cors: Default::default(),
             versioning_states: Default::default(),
             keys: None,
+            master_keys: None,
         }
     }
 
@@ -91,12 +94,22 @@ impl S3 for Gateway {
         objects::put(self, req).await
     }
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
         objects::get(self, req).await
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        unsupported::read(req.input.sse_customer_algorithm.as_ref())?;
         objects::head(self, req).await
+    }
+    async fn put_bucket_encryption(&self, req: S3Request<PutBucketEncryptionInput>) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        crate::sse::bucket_default::put(self, req).await
+    }
+    async fn get_bucket_encryption(&self, req: S3Request<GetBucketEncryptionInput>) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        crate::sse::bucket_default::get(self, req).await
+    }
+    async fn delete_bucket_encryption(
+        &self,
+        req: S3Request<DeleteBucketEncryptionInput>,
+    ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        crate::sse::bucket_default::delete(self, req).await
     }
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         objects::delete(self, req).await
@@ -203,7 +216,6 @@ impl S3 for Gateway {
         multipart::upload_part(self, req).await
     }
     async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        unsupported::read(req.input.copy_source_sse_customer_algorithm.as_ref())?;
         multipart::upload_part_copy(self, req).await
     }
     async fn complete_multipart_upload(

@@ -28,6 +28,7 @@ pub mod objects;
 pub mod region;
 pub mod server;
 pub mod settings;
+pub mod sse;
 pub mod tagging;
 pub mod tls;
 pub mod unread_body;

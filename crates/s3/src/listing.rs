@@ -45,7 +45,7 @@ impl Gateway {
                     let m = ObjectMeta::from_attrs(&o.attrs);
                     Object {
                         key: Some(strip(&o.name)),
-                        size: Some(o.size as i64),
+                        size: Some(m.size(o.size) as i64),
                         e_tag: Some(m.etag()),
                         last_modified: Some(m.last_modified()),
                         storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
@@ -219,7 +219,7 @@ pub async fn list_versions(g: &Gateway, req: S3Request<ListObjectVersionsInput>)
             key,
             version_id,
             is_latest: Some(v.latest),
-            size: Some(v.size as i64),
+            size: Some(m.size(v.size) as i64),
             e_tag: Some(m.etag()),
             last_modified: Some(m.last_modified()),
             owner: Some(crate::buckets::owner()),

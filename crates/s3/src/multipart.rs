@@ -68,7 +68,7 @@ impl Gateway {
                 let m = ObjectMeta::from_attrs(&o.attrs);
                 Some(PartInfo {
                     number: names::part_number(&o.name)?,
-                    size: o.size,
+                    size: m.size(o.size),
                     etag: m.etag,
                     mtime_ms: m.mtime_ms,
                     checksum: m.checksum,
@@ -124,7 +124,15 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let id = names::new_upload_id();
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, ..Default::default() };
+    // An encrypted upload's data key is made now; each part is sealed with it.
+    let customer =
+        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let asked = crate::sse::asked(i.server_side_encryption.as_ref(), customer)?;
+    let encryption = g.encryption(&asked, crate::sse::bucket_default::encrypts(&bucket_attrs))?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
+    let sse = encryption.map(|e| e.sealed);
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, sse, ..Default::default() };
     let mut attrs = meta.to_attrs();
     attrs.insert("key".into(), i.key.clone());
     attrs.insert("initiated".into(), now_ms().to_string());
@@ -161,6 +169,9 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
         upload_id: Some(id),
         checksum_algorithm: algorithm.map(|a| ChecksumAlgorithm::from(a.name().to_string())),
         checksum_type,
+        server_side_encryption,
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         ..Default::default()
     }))
 }
@@ -178,10 +189,24 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let name = names::part(&i.upload_id, i.part_number);
-    let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, ..Default::default() };
+    let customer =
+        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let encryption = g.part_encryption(upload.meta.sse.as_ref(), customer, i.part_number as u32)?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
+    let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, encryption, ..Default::default() };
     let w = g.put_stream(&name, body, size, part_settings, terms, false).await?;
     let c = part_checksum(w.checksum.as_ref());
-    Ok(S3Response::new(crate::checksums::with_checksum!(c, UploadPartOutput { e_tag: Some(ETag::Strong(w.etag)), ..Default::default() })))
+    Ok(S3Response::new(crate::checksums::with_checksum!(
+        c,
+        UploadPartOutput {
+            e_tag: Some(ETag::Strong(w.etag)),
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
+            ..Default::default()
+        }
+    )))
 }
 
 /// The checksum a part is written with: the upload's algorithm, checked against the value
@@ -213,10 +238,28 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
         i.copy_source_if_modified_since.as_ref(),
         i.copy_source_if_unmodified_since.as_ref(),
     );
-    let (layout, _) = crate::objects::copy_source(g, &i.copy_source, conditions).await?;
+    let (layout, src) = crate::objects::copy_source(g, &i.copy_source, conditions).await?;
+    let source_customer = crate::sse::customer_key(
+        i.copy_source_sse_customer_algorithm.as_deref(),
+        i.copy_source_sse_customer_key.as_deref(),
+        i.copy_source_sse_customer_key_md5.as_deref(),
+    )?;
+    let source_key = match &src.sse {
+        Some(s) => Some(g.data_key(s, source_customer.as_ref())?),
+        None => {
+            crate::sse::no_key_for_plain(source_customer.as_ref())?;
+            None
+        }
+    };
+    let customer =
+        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let encryption = g.part_encryption(upload.meta.sse.as_ref(), customer, i.part_number as u32)?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
+    let source_size = src.size(layout.size);
     let (start, end) = match &i.copy_source_range {
-        None => (0, layout.size),
-        Some(r) => copy_range(r, layout.size)?,
+        None => (0, source_size),
+        Some(r) => copy_range(r, source_size)?,
     };
     let size = end - start;
     if size > crate::objects::MAX_PUT {
@@ -224,9 +267,10 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
     }
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let _memory = g.memory.reserve(crate::body::get_bytes(start, end) + crate::objects::put_memory(size, part_settings)?).await;
-    let body = crate::body::object_body(g, layout, start, end, true).await.map_err(from_cluster)?;
+    let body =
+        crate::body::plain_body(g, layout, source_key.as_ref(), &src.sealed_parts(), start, end, true).await.map_err(from_cluster)?;
     let checksum = part_checksum_wanted(&upload, None)?;
-    let terms = PutTerms { checksum, ..Default::default() };
+    let terms = PutTerms { checksum, encryption, ..Default::default() };
     let name = names::part(&i.upload_id, i.part_number);
     let w = g.put_stream(&name, StreamingBlob::wrap(body), size, part_settings, terms, true).await?;
     let c = part_checksum(w.checksum.as_ref());
@@ -234,7 +278,13 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
         c,
         CopyPartResult { e_tag: Some(ETag::Strong(w.etag)), last_modified: Some(Timestamp::from(std::time::SystemTime::now())) }
     );
-    Ok(S3Response::new(UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() }))
+    Ok(S3Response::new(UploadPartCopyOutput {
+        copy_part_result: Some(result),
+        server_side_encryption,
+        sse_customer_algorithm,
+        sse_customer_key_md5,
+        ..Default::default()
+    }))
 }
 
 /// `x-amz-copy-source-range: bytes=first-last`, within the source's `size` bytes.
@@ -359,7 +409,17 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
     let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
     let now = now_ms();
     let lock = crate::object_lock::with_default(upload.meta.lock, &bucket_attrs, now);
-    let meta = ObjectMeta { etag, mtime_ms: now, checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), lock, ..upload.meta };
+    let total: u64 = sizes.iter().sum();
+    let sse = upload.meta.sse.clone().map(|s| crate::sse::Sealed { size: total, ..s });
+    let meta =
+        ObjectMeta { etag, mtime_ms: now, checksum, parts: Some(sizes), upload: Some(i.upload_id.clone()), lock, sse, ..upload.meta };
+    // An encrypted object is read through its parts' boundaries, which must be kept.
+    if meta.sse.is_some() && ObjectMeta::from_attrs(&meta.to_attrs()).parts != meta.parts {
+        return Err(s3_error!(
+            NotImplemented,
+            "an encrypted upload of this many different part sizes cannot be completed: upload parts of one size (the last may be smaller)"
+        ));
+    }
     let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning };
     let version = g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
         kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),
@@ -382,9 +442,11 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
 fn completed(bucket: &str, key: &str, m: &ObjectMeta) -> S3Response<CompleteMultipartUploadOutput> {
     let (c, checksum_type) = m.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
+    let (server_side_encryption, _, _) = m.sse.as_ref().map(|s| s.answer(None)).unwrap_or_default();
     S3Response::new(crate::checksums::with_checksum!(
         c,
         CompleteMultipartUploadOutput {
+            server_side_encryption,
             bucket: Some(bucket.to_string()),
             key: Some(key.to_string()),
             e_tag: Some(m.etag()),

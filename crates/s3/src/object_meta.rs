@@ -44,6 +44,8 @@ pub struct ObjectMeta {
     pub tags: crate::tagging::Tags,
     /// Its object lock: retention and legal hold (enforced by the coordinator).
     pub lock: crate::object_lock::Lock,
+    /// Its encryption at rest, if it is encrypted.
+    pub sse: Option<crate::sse::Sealed>,
 }
 
 /// The standard headers S3 keeps with an object.
@@ -111,6 +113,9 @@ impl ObjectMeta {
             a.insert(UPLOAD.into(), u.clone());
         }
         self.lock.write(&mut a);
+        if let Some(s) = &self.sse {
+            s.write(&mut a);
+        }
         crate::tagging::with_tags(a, &self.tags)
     }
 
@@ -138,6 +143,22 @@ impl ObjectMeta {
             upload: a.get(UPLOAD).cloned(),
             tags: crate::tagging::of_attrs(a),
             lock: crate::object_lock::Lock::of_attrs(a),
+            sse: crate::sse::Sealed::of_attrs(a),
+        }
+    }
+
+    /// The object's length as S3 answers it: the plaintext's, of an object whose cluster
+    /// object of `stored` bytes holds it encrypted.
+    pub fn size(&self, stored: u64) -> u64 {
+        self.sse.as_ref().map_or(stored, |s| s.size)
+    }
+
+    /// The plaintext sizes of the parts an encrypted object's packages were sealed in: a
+    /// multipart object's parts, else one.
+    pub fn sealed_parts(&self) -> Vec<u64> {
+        match (&self.sse, &self.upload, &self.parts) {
+            (Some(_), Some(_), Some(parts)) => parts.clone(),
+            (s, _, _) => vec![s.as_ref().map_or(0, |s| s.size)],
         }
     }
 
@@ -232,6 +253,7 @@ mod tests {
             checksum: Some(Stored { algorithm: crate::checksums::Algorithm::Crc32c, value: "yZRlqg==".into(), composite: true }),
             parts: Some(vec![5 << 20, 5 << 20, 5 << 20, 17, 5 << 20, 1]),
             upload: Some("u1".into()),
+            sse: Some(crate::sse::Sealed { by: crate::sse::SealedBy::Master("k1".into()), wrapped: vec![9; 60], size: 5 }),
             tags: [("project".to_string(), "x y".to_string())].into(),
             lock: crate::object_lock::Lock {
                 retention: Some(kintsugi_proto::retention::Retention {

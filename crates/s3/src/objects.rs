@@ -2,7 +2,7 @@
 //! commit, so a bad digest leaves nothing), GET and HEAD with ranges and conditions, DELETE,
 //! DeleteObjects and CopyObject (streamed from one object into another).
 
-use crate::body::{object_body, HashedBody};
+use crate::body::HashedBody;
 use crate::checksums::{self, Stored, Wanted};
 use crate::conditions::{check_read, write_precondition};
 use crate::errors::from_cluster;
@@ -10,6 +10,7 @@ use crate::gateway::Gateway;
 use crate::names;
 use crate::object_meta::{now_ms, user_metadata, ObjectMeta};
 use crate::settings::BucketSettings;
+use crate::sse;
 use crate::versioning::{parse_id, written_id};
 use kintsugi_client::{CommitTerms, ErrorKind};
 use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition, VersionRef, Versioning};
@@ -40,7 +41,7 @@ impl Gateway {
     ) -> S3Result<Written> {
         // Memory is charged as the body arrives (none here when the caller holds it).
         let need = if reserved { 0 } else { put_memory(size, settings)? };
-        let PutTerms { mut meta, content_md5, checksum, trailers, precondition } = terms;
+        let PutTerms { mut meta, content_md5, checksum, trailers, precondition, encryption } = terms;
         let hashed = HashedBody::new(size, checksum.as_ref().map(|c| c.algorithm));
         let mut reader = crate::memory_budget::Charged::new(hashed.reader(body), self.memory.clone(), need);
         let starved = reader.starved.clone();
@@ -48,6 +49,17 @@ impl Gateway {
             // Nothing for the put to read: read the body's end (and its trailer) here.
             let _ = tokio::io::AsyncReadExt::read(&mut reader, &mut [0u8; 1]).await;
         }
+        // Encrypted, the cluster's object holds the plaintext's packages.
+        let (mut reader, stored): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, u64) = match &encryption {
+            Some(e) => {
+                (Box::new(crate::sse::packages::Encrypting::new(reader, &e.key, e.part, size)), crate::sse::packages::stored_len(size))
+            }
+            None => (Box::new(reader), size),
+        };
+        meta.sse = encryption.as_ref().map(|e| crate::sse::Sealed { size, ..e.sealed.clone() });
+        // An SSE-C object's ETag is not its plaintext's MD5, which would let anyone who may
+        // list the bucket test a guess of its bytes (S3's is not either).
+        let etag_key = encryption.as_ref().filter(|e| e.customer_md5.is_some()).map(|e| e.key.clone());
         // An empty object is one record, whatever the bucket's layout.
         let layout = if size == 0 { LayoutSpec::Stripe } else { settings.layout };
         let mut refused: Option<s3s::S3Error> = None;
@@ -71,12 +83,16 @@ impl Gateway {
                 meta.checksum = Some(Stored { algorithm: w.algorithm, value: got, composite: false });
             }
             meta.etag = hashed.hex().map_err(kintsugi_client::Error::internal)?;
+            if let Some(k) = &etag_key {
+                use md5::Digest;
+                meta.etag = hex::encode(md5::Md5::new().chain_update(k.0).chain_update(meta.etag.as_bytes()).finalize());
+            }
             meta.mtime_ms = now_ms();
             Ok(CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning })
         };
         let r = self
             .client
-            .put_with_attrs(name, &mut reader, size, settings.code, settings.chunk_size, layout, &|_| {}, &mut commit_terms)
+            .put_with_attrs(name, &mut reader, stored, settings.code, settings.chunk_size, layout, &|_| {}, &mut commit_terms)
             .await;
         if let Some(e) = refused {
             return Err(e);
@@ -108,6 +124,8 @@ pub struct PutTerms {
     pub trailers: Option<s3s::TrailingHeaders>,
     /// What the object must be at the commit (a conditional write).
     pub precondition: Option<Precondition>,
+    /// Encrypt its bytes with this.
+    pub encryption: Option<crate::sse::Encryption>,
 }
 
 /// What a put committed: its ETag, additional checksum and version id (in a bucket with
@@ -164,14 +182,28 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let (size, content_md5, body) = incoming(i.content_length, &req.headers, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
+    let customer =
+        sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let asked = sse::asked(i.server_side_encryption.as_ref(), customer)?;
+    let encryption = g.encryption(&asked, sse::bucket_default::encrypts(&bucket_attrs))?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        encryption.as_ref().map(sse::Encryption::answer).unwrap_or_default();
     let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, ..Default::default() };
-    let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition };
+    let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition, encryption };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
-        PutObjectOutput { e_tag: Some(ETag::Strong(w.etag)), checksum_type: t, version_id: w.version_id, ..Default::default() }
+        PutObjectOutput {
+            e_tag: Some(ETag::Strong(w.etag)),
+            checksum_type: t,
+            version_id: w.version_id,
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
+            ..Default::default()
+        }
     )))
 }
 
@@ -215,6 +247,9 @@ struct Selected {
     parts_count: Option<i32>,
     /// The checksum to answer with: asked for (`x-amz-checksum-mode`), and of what is sent.
     checksum: Option<Stored>,
+    /// The data key of an encrypted object, and the SSE-C key it was opened with.
+    key: Option<sse::DataKey>,
+    customer: Option<sse::CustomerKey>,
 }
 
 impl Selected {
@@ -237,6 +272,8 @@ trait ReadRequest {
     fn part_number(&self) -> Option<i32>;
     fn checksum_mode(&self) -> bool;
     fn version_id(&self) -> Option<&str>;
+    /// The SSE-C key sent with it.
+    fn customer_key(&self) -> S3Result<Option<sse::CustomerKey>>;
 }
 
 macro_rules! read_request {
@@ -251,6 +288,9 @@ macro_rules! read_request {
             fn range(&self) -> Option<Range> { self.range }
             fn part_number(&self) -> Option<i32> { self.part_number }
             fn version_id(&self) -> Option<&str> { self.version_id.as_deref() }
+            fn customer_key(&self) -> S3Result<Option<sse::CustomerKey>> {
+                sse::customer_key(self.sse_customer_algorithm.as_deref(), self.sse_customer_key.as_deref(), self.sse_customer_key_md5.as_deref())
+            }
             fn checksum_mode(&self) -> bool {
                 self.checksum_mode.as_ref().is_some_and(|m| m.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED))
             }
@@ -263,23 +303,32 @@ read_request!(GetObjectInput, HeadObjectInput);
 /// part number asks for.
 async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
     let (layout, meta) = g.object_at(i.bucket(), i.key(), i.version_id()).await?;
+    let customer = i.customer_key()?;
+    let key = match &meta.sse {
+        Some(s) => Some(g.data_key(s, customer.as_ref())?),
+        None => {
+            sse::no_key_for_plain(customer.as_ref())?;
+            None
+        }
+    };
     check_read(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
+    let size = meta.size(layout.size);
     let (range, parts_count) = match i.part_number() {
         Some(_) if i.range().is_some() => {
             return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter"))
         }
         Some(n) => {
-            let (r, count) = part_range(&meta, layout.size, n)?;
+            let (r, count) = part_range(&meta, size, n)?;
             (Some(r), count)
         }
-        None => (byte_range(i.range(), layout.size)?, None),
+        None => (byte_range(i.range(), size)?, None),
     };
-    let (start, end) = range.as_ref().map_or((0, layout.size), |r| (r.start, r.end));
-    let content_range = range.filter(|r| r.end > r.start).map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, layout.size));
+    let (start, end) = range.as_ref().map_or((0, size), |r| (r.start, r.end));
+    let content_range = range.filter(|r| r.end > r.start).map(|r| format!("bytes {}-{}/{}", r.start, r.end - 1, size));
     // A checksum covers the whole object: a range or one part of it goes without.
-    let whole = start == 0 && end == layout.size && parts_count.is_none();
+    let whole = start == 0 && end == size && parts_count.is_none();
     let checksum = meta.checksum.clone().filter(|_| i.checksum_mode() && whole);
-    Ok(Selected { layout, meta, start, end, content_range, parts_count, checksum })
+    Ok(Selected { layout, meta, start, end, content_range, parts_count, checksum, key, customer })
 }
 
 /// S3's answer to a part number past the object's parts (416, a code s3s does not name).
@@ -335,7 +384,11 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
     let (c, checksum_type) = s.checksum();
     let version_id = g.read_id(&req.input.bucket, &s.layout).await;
     let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = m.lock.answer();
-    let body = object_body(g, s.layout, s.start, s.end, false).await.map_err(crate::errors::from_cluster)?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        m.sse.as_ref().map(|x| x.answer(s.customer.as_ref())).unwrap_or_default();
+    let body = crate::body::plain_body(g, s.layout, s.key.as_ref(), &m.sealed_parts(), s.start, s.end, false)
+        .await
+        .map_err(crate::errors::from_cluster)?;
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
         GetObjectOutput {
@@ -359,6 +412,9 @@ pub async fn get(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Resp
             object_lock_mode,
             object_lock_retain_until_date,
             object_lock_legal_hold_status,
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             ..Default::default()
         }
     )))
@@ -370,9 +426,14 @@ pub async fn head(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Re
     let (content_type, cache_control, content_disposition, content_encoding, content_language, expires) = answered_headers!(m, req.input);
     let (c, checksum_type) = s.checksum();
     let (object_lock_mode, object_lock_retain_until_date, object_lock_legal_hold_status) = m.lock.answer();
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        m.sse.as_ref().map(|x| x.answer(s.customer.as_ref())).unwrap_or_default();
     Ok(S3Response::new(crate::checksums::with_checksum!(
         c,
         HeadObjectOutput {
+            server_side_encryption,
+            sse_customer_algorithm,
+            sse_customer_key_md5,
             object_lock_mode,
             object_lock_retain_until_date,
             object_lock_legal_hold_status,
@@ -531,6 +592,26 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         i.copy_source_if_unmodified_since.as_ref(),
     );
     let (layout, src) = copy_source(g, &i.copy_source, conditions).await?;
+    // The source is opened with its key, the copy sealed as asked (or by the bucket's default).
+    let source_customer = sse::customer_key(
+        i.copy_source_sse_customer_algorithm.as_deref(),
+        i.copy_source_sse_customer_key.as_deref(),
+        i.copy_source_sse_customer_key_md5.as_deref(),
+    )?;
+    let source_key = match &src.sse {
+        Some(s) => Some(g.data_key(s, source_customer.as_ref())?),
+        None => {
+            sse::no_key_for_plain(source_customer.as_ref())?;
+            None
+        }
+    };
+    let customer =
+        sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let asked = sse::asked(i.server_side_encryption.as_ref(), customer)?;
+    let changes_encryption = !matches!(asked, sse::Asked::Nothing);
+    let encryption = g.encryption(&asked, sse::bucket_default::encrypts(&bucket_attrs))?;
+    let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
+        encryption.as_ref().map(sse::Encryption::answer).unwrap_or_default();
     let replace = i.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     // A copy of an older version onto its own key restores it: not the same object.
     let same = matches!(&i.copy_source, CopySource::Bucket { bucket, key, version_id }
@@ -541,7 +622,7 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         Some(a) => Some(a.as_str().parse::<checksums::Algorithm>()?),
         None => src.checksum.as_ref().map(|c| c.algorithm),
     };
-    if same && !replace && i.checksum_algorithm.is_none() {
+    if same && !replace && i.checksum_algorithm.is_none() && !changes_encryption {
         return Err(s3_error!(InvalidRequest, "copying an object onto itself changes nothing: use the REPLACE metadata directive"));
     }
     // Tags: the source's unless the copy replaces them (S3's x-amz-tagging-directive).
@@ -560,14 +641,16 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         CopySource::Bucket { bucket, .. } => g.read_id(bucket, &layout).await,
         _ => None,
     };
-    let size = layout.size;
+    let size = src.size(layout.size);
     if size > MAX_PUT {
         return Err(s3_error!(InvalidRequest, "an object over 5 GiB is copied part by part (UploadPartCopy)"));
     }
     let _memory = g.memory.reserve(crate::body::get_bytes(0, size) + put_memory(size, settings)?).await;
-    let body = object_body(g, layout, 0, size, true).await.map_err(crate::errors::from_cluster)?;
+    let body = crate::body::plain_body(g, layout, source_key.as_ref(), &src.sealed_parts(), 0, size, true)
+        .await
+        .map_err(crate::errors::from_cluster)?;
     let checksum = algorithm.map(|algorithm| Wanted { algorithm, value: None, trailer: false });
-    let terms = PutTerms { meta, checksum, ..Default::default() };
+    let terms = PutTerms { meta, checksum, encryption, ..Default::default() };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), StreamingBlob::wrap(body), size, settings, terms, true).await?;
     let (c, checksum_type) = w.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();
@@ -583,6 +666,9 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         copy_object_result: Some(result),
         copy_source_version_id: source_version,
         version_id: w.version_id,
+        server_side_encryption,
+        sse_customer_algorithm,
+        sse_customer_key_md5,
         ..Default::default()
     }))
 }

@@ -46,6 +46,8 @@ pub struct S3Config {
     pub limits: crate::client_limits::ClientLimits,
     /// HTTPS with this certificate and key; plain HTTP when absent.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// SSE-S3's master keys ([`crate::sse::MasterKeys`]); SSE-S3 is refused without them.
+    pub master_keys: Option<Arc<crate::sse::MasterKeys>>,
 }
 
 /// The region when none is configured.
@@ -219,6 +221,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         cors: Default::default(),
         versioning_states: Default::default(),
         keys: Some(keys.clone()),
+        master_keys: cfg.master_keys.clone(),
     };
     let (cors_cache, cors_client) = (gateway.cors.clone(), gateway.client.clone());
     let domains = Arc::new(crate::hosts::VirtualDomains(cfg.domains.clone()));
@@ -308,6 +311,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                     } else {
                         let (parts, body) = req.into_parts();
                         let h1 = parts.version < http::Version::HTTP_2;
+                        let withheld = h1 && crate::unread_body::continue_withheld(&parts, &body);
                         let (body, state) = crate::unread_body::Watched::new(body, limits.idle_timeout);
                         let req = http::Request::from_parts(parts, s3s::Body::http_body(body));
                         let mut r = match crate::region::signed_for(req.headers(), req.uri()).filter(|r| *r != *region) {
@@ -319,6 +323,9 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                         }
                         if let (Ok(resp), true) = (&mut r, h1) {
                             crate::unread_body::close_if_unread(resp, &state.ended);
+                            if withheld {
+                                crate::unread_body::close(resp);
+                            }
                         }
                         match (r, cors) {
                             (Ok(mut resp), Some(a)) => {

@@ -71,6 +71,21 @@ impl Body for Watched {
     }
 }
 
+/// Whether a request expects `100 Continue` and has no body: hyper answers it without the
+/// `100` (RFC 9110 allows that), and botocore, which sends the expectation on an empty
+/// PutObject too, then reads the next response on that connection against the stale status
+/// line and loses its headers (boto/botocore#3755: an empty PUT, then a PUT whose ETag comes
+/// back missing). Its answer closes the connection, as botocore's own state does not survive it.
+pub fn continue_withheld(head: &http::request::Parts, body: &Incoming) -> bool {
+    let expects = head.headers.get(http::header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    expects && body.is_end_stream()
+}
+
+/// Marks `resp` (HTTP/1) to close its connection.
+pub fn close(resp: &mut http::Response<impl Sized>) {
+    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+}
+
 /// Marks `resp` (HTTP/1) to close its connection when the request's body was not read to
 /// its end (HTTP/2 ends a stream's body on its own).
 pub fn close_if_unread<B>(resp: &mut http::Response<B>, ended: &AtomicBool) {

@@ -1,10 +1,9 @@
 //! Requests for guarantees kintsugi does not give, refused with S3's error before anything
-//! changes: a store must never acknowledge what it does not do. Server-side encryption, ACL
-//! grants beyond private, storage classes other than STANDARD and website redirects are
-//! refused on PutObject, CopyObject and CreateMultipartUpload; a bucket asking for ACLs is
-//! not created; a read with an SSE-C key is refused (no object is encrypted). Operations the
-//! gateway does not serve at all (PutBucketEncryption, ...) answer NotImplemented from s3s. When a later change implements one, it moves from here to its
-//! own module.
+//! changes: a store must never acknowledge what it does not do. KMS encryption, ACL grants
+//! beyond private, storage classes other than STANDARD and website redirects are refused on
+//! PutObject, CopyObject and CreateMultipartUpload; a bucket asking for ACLs is not created.
+//! Operations the gateway does not serve at all answer NotImplemented from s3s. When a later
+//! change implements one, it moves from here to its own module.
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Result};
@@ -15,8 +14,6 @@ pub struct WriteAsks<'a> {
     pub acl: Option<&'a str>,
     pub grants: bool,
     pub storage_class: Option<&'a str>,
-    pub sse: Option<&'a str>,
-    pub sse_c: bool,
     pub kms: bool,
     pub website: bool,
     pub append: bool,
@@ -32,8 +29,6 @@ macro_rules! write_asks {
                 || $i.grant_read_acp.is_some()
                 || $i.grant_write_acp.is_some(),
             storage_class: $i.storage_class.as_ref().map(|c| c.as_str()),
-            sse: $i.server_side_encryption.as_ref().map(|s| s.as_str()),
-            sse_c: $i.sse_customer_algorithm.is_some() || $i.sse_customer_key_md5.is_some(),
             kms: $i.ssekms_key_id.is_some() || $i.ssekms_encryption_context.is_some() || $i.bucket_key_enabled == Some(true),
             website: $i.website_redirect_location.is_some(),
             ..Default::default()
@@ -55,12 +50,8 @@ pub fn check_write(a: &WriteAsks) -> S3Result<()> {
     if let Some(c) = a.storage_class.filter(|c| *c != "STANDARD") {
         return Err(s3_error!(InvalidStorageClass, "storage class {c}: only STANDARD (every object is stored erasure-coded alike)"));
     }
-    if a.sse.is_some() || a.sse_c || a.kms {
-        let what = if a.sse_c { "SSE-C" } else { a.sse.unwrap_or("aws:kms") };
-        return Err(s3_error!(
-            NotImplemented,
-            "server-side encryption ({what}) is not supported: chunks hold the bytes as written; encrypt before uploading"
-        ));
+    if a.kms {
+        return Err(s3_error!(NotImplemented, "KMS keys are not supported: SSE-S3 (AES256) and SSE-C are"));
     }
     if a.website {
         return Err(s3_error!(NotImplemented, "website redirects are not supported"));
@@ -76,23 +67,11 @@ pub fn put(i: &PutObjectInput) -> S3Result<()> {
 }
 
 pub fn copy(i: &CopyObjectInput) -> S3Result<()> {
-    if i.copy_source_sse_customer_algorithm.is_some() || i.copy_source_sse_customer_key_md5.is_some() {
-        return Err(s3_error!(InvalidRequest, "The encryption parameters are not applicable to this object"));
-    }
     check_write(&write_asks!(i))
 }
 
 pub fn create_multipart(i: &CreateMultipartUploadInput) -> S3Result<()> {
     check_write(&write_asks!(i))
-}
-
-/// A read with an SSE-C key: no object here is encrypted with one (S3's answer for an
-/// object that is not).
-pub fn read(sse_customer_algorithm: Option<&String>) -> S3Result<()> {
-    match sse_customer_algorithm {
-        Some(_) => Err(s3_error!(InvalidRequest, "The encryption parameters are not applicable to this object")),
-        None => Ok(()),
-    }
 }
 
 pub fn create_bucket(i: &CreateBucketInput) -> S3Result<()> {
@@ -124,8 +103,6 @@ mod tests {
         assert_eq!(code(WriteAsks { acl: Some("public-read"), ..Default::default() }), "AccessControlListNotSupported");
         assert_eq!(code(WriteAsks { grants: true, ..Default::default() }), "AccessControlListNotSupported");
         assert_eq!(code(WriteAsks { storage_class: Some("GLACIER"), ..Default::default() }), "InvalidStorageClass");
-        assert_eq!(code(WriteAsks { sse: Some("AES256"), ..Default::default() }), "NotImplemented");
-        assert_eq!(code(WriteAsks { sse_c: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { kms: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { append: true, ..Default::default() }), "NotImplemented");

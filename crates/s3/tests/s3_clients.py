@@ -6,6 +6,7 @@ Environment: S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY.
 Every check compares with an independent answer (the bytes sent, hashlib's MD5, S3's
 documented error codes); the first failure raises and the exit status is non-zero.
 """
+import base64
 import concurrent.futures
 import hashlib
 import json
@@ -348,6 +349,7 @@ def suite():
     S3.head_bucket(Bucket=b)
     check(b in [x["Name"] for x in S3.list_buckets()["Buckets"]], "ListBuckets")
     round_trips(b)
+    empty_then_full(b)
     multipart(b, [data(5 * MIB, 1), data(5 * MIB, 2), data(MIB + 3, 3)], "mp/three")
     small = int(os.environ.get("S3_MIN_PART", 5 * MIB))
     if small <= 8192:
@@ -369,6 +371,21 @@ def suite():
     S3.create_bucket(Bucket="empty")
     S3.delete_bucket(Bucket="empty")
     check(error_code(S3.head_bucket, Bucket="empty")[1] == 404, "an empty bucket is deleted")
+
+
+def empty_then_full(b):
+    """An empty PUT, then PUTs with bodies on the same pooled connection: botocore sends
+    `Expect: 100-continue` on the empty one too, and if that connection is kept after an
+    answer without `100 Continue`, it loses the next answer's headers (boto/botocore#3755)."""
+    for i in range(3):
+        S3.put_object(Bucket=b, Key=f"empty-then-full/{i}/empty", Body=b"")
+        body = data(MIB + i, 40 + i)
+        r = S3.put_object(Bucket=b, Key=f"empty-then-full/{i}/full", Body=body)
+        check(r.get("ETag", "").strip('"') == hashlib.md5(body).hexdigest(), f"the PUT after an empty PUT gets its ETag ({i})")
+        check(get(b, f"empty-then-full/{i}/full") == body, "and is stored")
+    for i in range(3):
+        for k in ["empty", "full"]:
+            S3.delete_object(Bucket=b, Key=f"empty-then-full/{i}/{k}")
 
 
 def versions_paging():
@@ -476,7 +493,9 @@ def refusals(b):
         ({"StorageClass": "STANDARD_IA"}, "InvalidStorageClass"),
         ({"ServerSideEncryption": "AES256"}, "NotImplemented"),
         ({"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/x"}, "NotImplemented"),
-        ({"SSECustomerAlgorithm": "AES256", "SSECustomerKey": key}, "NotImplemented"),
+        # (with its MD5 given, botocore sends the key as it is: base64)
+        ({"SSECustomerAlgorithm": "AES256", "SSECustomerKey": base64.b64encode(key).decode(),
+          "SSECustomerKeyMD5": "AAAAAAAAAAAAAAAAAAAAAA=="}, "InvalidArgument"),
         ({"ObjectLockMode": "COMPLIANCE", "ObjectLockRetainUntilDate": later}, "InvalidRequest"),
         ({"ObjectLockMode": "GOVERNANCE", "ObjectLockRetainUntilDate": later}, "InvalidRequest"),
         ({"ObjectLockLegalHoldStatus": "ON"}, "InvalidRequest"),
@@ -1101,6 +1120,137 @@ def scoped_revoked():
     check(error_code(ro.list_objects_v2, Bucket="shared")[0] == "InvalidAccessKeyId", "as a key that does not exist")
 
 
+MARK_SEALED = b"kintsugi: this must not be seen!"  # 32 bytes, in every encrypted object
+MARK_PLAIN = b"kintsugi: stored as it was sent."  # 32 bytes, in an object stored unencrypted
+SSE_C_KEY = hashlib.sha256(b"the customer's own key").digest()
+SSE_C = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": SSE_C_KEY}
+SOURCE_C = {"CopySourceSSECustomerAlgorithm": "AES256", "CopySourceSSECustomerKey": SSE_C_KEY}
+
+
+def marked(n, seed, mark=MARK_SEALED):
+    """n bytes with `mark` at every 4 KiB."""
+    d = bytearray(data(n, seed))
+    for at in range(0, n - len(mark) + 1, 4096):
+        d[at:at + len(mark)] = mark
+    return bytes(d)
+
+
+MP_PARTS = [300_001, 300_001, 4321]
+
+
+def sse_objects():
+    """Every encrypted object of `sse-put`: (bucket, key, its bytes, what reading it takes)."""
+    s3, c = marked(3 * MIB + 12345, 1), marked(2 * MIB + 777, 2)
+    mp = [marked(n, 10 + i) for i, n in enumerate(MP_PARTS)]
+    return [
+        ("enc", "s3", s3, {}),
+        ("enc", "c", c, SSE_C),
+        ("enc", "empty", b"", {}),
+        ("dflt", "d", marked(MIB + 3, 3), {}),
+        ("enc", "mp-c", b"".join(mp), SSE_C),
+        ("dflt", "mp", b"".join(reversed(mp)), {}),
+        ("enc", "upc", c[100:400_101] + mp[2], {}),
+        ("enc", "c-to-s3", c, {}),
+        ("dflt", "s3-to-c", s3, SSE_C),
+    ]
+
+
+def sse_put():
+    """Objects sealed every way: SSE-S3, SSE-C, a bucket's default, multipart (each part
+    sealed), UploadPartCopy and CopyObject from one encryption to another; and one plain."""
+    objs = {(b, k): (body, extra) for b, k, body, extra in sse_objects()}
+    for b in ["enc", "dflt", "plain"]:
+        S3.create_bucket(Bucket=b)
+    check(error_code(S3.get_bucket_encryption, Bucket="dflt")[0] == "ServerSideEncryptionConfigurationNotFoundError",
+          "a bucket has no default encryption until given one")
+    S3.put_bucket_encryption(Bucket="dflt", ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    rule = S3.get_bucket_encryption(Bucket="dflt")["ServerSideEncryptionConfiguration"]["Rules"][0]
+    check(rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256", f"the default reads back: {rule}")
+    for key in ["s3", "empty"]:
+        body = objs[("enc", key)][0]
+        r = S3.put_object(Bucket="enc", Key=key, Body=body, ServerSideEncryption="AES256")
+        check(r["ServerSideEncryption"] == "AES256", f"PUT {key} answers SSE-S3")
+        check(r["ETag"].strip('"') == hashlib.md5(body).hexdigest(), "an SSE-S3 object's ETag is its bytes' MD5")
+    c = objs[("enc", "c")][0]
+    r = S3.put_object(Bucket="enc", Key="c", Body=c, **SSE_C)
+    key_md5 = base64.b64encode(hashlib.md5(SSE_C_KEY).digest()).decode()
+    check(r["SSECustomerAlgorithm"] == "AES256" and r["SSECustomerKeyMD5"] == key_md5, "PUT with SSE-C answers the key's MD5")
+    check(r["ETag"].strip('"') != hashlib.md5(c).hexdigest(), "an SSE-C object's ETag is not its bytes' MD5")
+    r = S3.put_object(Bucket="dflt", Key="d", Body=objs[("dflt", "d")][0])
+    check(r.get("ServerSideEncryption") == "AES256", "a plain PUT into the default-encrypted bucket is sealed")
+    mp = [marked(n, 10 + i) for i, n in enumerate(MP_PARTS)]
+    for b, key, parts, extra in [("enc", "mp-c", mp, SSE_C), ("dflt", "mp", list(reversed(mp)), {})]:
+        u = S3.create_multipart_upload(Bucket=b, Key=key, **extra)["UploadId"]
+        done = []
+        for n, part in enumerate(parts, 1):
+            r = S3.upload_part(Bucket=b, Key=key, UploadId=u, PartNumber=n, Body=part, **extra)
+            done.append({"PartNumber": n, "ETag": r["ETag"]})
+        if extra:
+            got = error_code(S3.upload_part, Bucket=b, Key=key, UploadId=u, PartNumber=9, Body=b"x")
+            check(got[1] == 400, f"a part of an SSE-C upload without the key is refused: {got}")
+        listed = S3.list_parts(Bucket=b, Key=key, UploadId=u)["Parts"]
+        check([p["Size"] for p in listed] == [len(p) for p in parts], "ListParts gives the parts' own sizes")
+        r = S3.complete_multipart_upload(Bucket=b, Key=key, UploadId=u, MultipartUpload={"Parts": done})
+    u = S3.create_multipart_upload(Bucket="enc", Key="upc", ServerSideEncryption="AES256")["UploadId"]
+    r1 = S3.upload_part_copy(Bucket="enc", Key="upc", UploadId=u, PartNumber=1, CopySource={"Bucket": "enc", "Key": "c"},
+                             CopySourceRange="bytes=100-400100", **SOURCE_C)
+    r2 = S3.upload_part(Bucket="enc", Key="upc", UploadId=u, PartNumber=2, Body=mp[2])
+    S3.complete_multipart_upload(Bucket="enc", Key="upc", UploadId=u, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": r2["ETag"]}]})
+    got = error_code(S3.copy_object, Bucket="enc", Key="nope", CopySource={"Bucket": "enc", "Key": "c"})
+    check(got[1] == 400, f"a copy of an SSE-C object without its key is refused: {got}")
+    r = S3.copy_object(Bucket="enc", Key="c-to-s3", CopySource={"Bucket": "enc", "Key": "c"}, ServerSideEncryption="AES256",
+                       **SOURCE_C)
+    check(r["ServerSideEncryption"] == "AES256", "the copy is sealed by SSE-S3")
+    S3.copy_object(Bucket="dflt", Key="s3-to-c", CopySource={"Bucket": "enc", "Key": "s3"}, **SSE_C)
+    S3.put_object(Bucket="plain", Key="p", Body=marked(MIB, 9, MARK_PLAIN))
+    print("sse-put: every object written")
+
+
+def sse_check():
+    """Every encrypted object reads back byte-exact whole, in odd ranges and by part; keys
+    are demanded and checked; listings give the plaintext's sizes."""
+    import random
+    rng = random.Random(int(os.environ.get("SSE_SEED", "1")))
+    sizes = {}
+    for b, key, body, extra in sse_objects():
+        n = len(body)
+        sizes[(b, key)] = n
+        got = get(b, key, **extra)
+        check(got == body, f"{b}/{key}: {n} bytes whole")
+        h = S3.head_object(Bucket=b, Key=key, **extra)
+        check(h["ContentLength"] == n, f"{b}/{key}: HEAD gives {h['ContentLength']} bytes")
+        if extra:
+            check(h["SSECustomerAlgorithm"] == "AES256", "HEAD says SSE-C")
+        else:
+            check(h["ServerSideEncryption"] == "AES256", "HEAD says SSE-S3")
+        if n == 0:
+            continue
+        cases = [(0, 1), (n - 1, n), (min(4095, n - 1), min(n, 4097 + 65536)), (min(65535, n - 1), min(n, 65537))]
+        cases += [sorted((rng.randrange(n), rng.randrange(n) + 1)) for _ in range(4)]
+        for a, e in cases:
+            if a >= e:
+                continue
+            got = get(b, key, Range=f"bytes={a}-{e - 1}", **extra)
+            check(got == body[a:e], f"{b}/{key}: bytes {a}-{e - 1}")
+    parts = [marked(n, 10 + i) for i, n in enumerate(MP_PARTS)]
+    check(get("enc", "mp-c", PartNumber=2, **SSE_C) == parts[1], "part 2 of an encrypted multipart object")
+    got = error_code(S3.get_object, Bucket="enc", Key="c")
+    check(got == ("InvalidRequest", 400), f"GET of an SSE-C object without its key: {got}")
+    wrong = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": hashlib.sha256(b"a wrong key").digest()}
+    got = error_code(S3.get_object, Bucket="enc", Key="c", **wrong)
+    check(got[1] == 403, f"GET with a wrong key: {got}")
+    check(error_code(S3.head_object, Bucket="enc", Key="c")[1] == 400, "HEAD without the key")
+    check(error_code(S3.head_object, Bucket="enc", Key="c", **wrong)[1] == 403, "HEAD with a wrong key")
+    got = error_code(S3.get_object, Bucket="enc", Key="s3", **SSE_C)
+    check(got == ("InvalidRequest", 400), f"an SSE-C key for an SSE-S3 object: {got}")
+    for b in ["enc", "dflt"]:
+        for o in S3.list_objects_v2(Bucket=b)["Contents"]:
+            check(o["Size"] == sizes[(b, o["Key"])], f"{b}/{o['Key']} listed at {o['Size']} bytes")
+    print("sse-check: every encrypted object byte-exact")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "suite":
@@ -1133,6 +1283,10 @@ if __name__ == "__main__":
         mpu_begin(sys.argv[2], sys.argv[3])
     elif what == "mpu-complete":
         mpu_complete(sys.argv[2], sys.argv[3])
+    elif what == "sse-put":
+        sse_put()
+    elif what == "sse-check":
+        sse_check()
     elif what == "unreadable-check":
         unreadable_check(sys.argv[2])
     else:
