@@ -1,12 +1,14 @@
 //! Who may do what: the signature's key is looked up among the credentials file's keys
-//! (which may do everything) and the cluster's scoped keys ([`crate::access_keys`]), and
-//! each operation is allowed by the permission its key holds in the bucket it touches.
+//! (which may do everything) and the cluster's scoped keys ([`crate::access_keys`]); an
+//! operation is allowed by the permission its key holds in the bucket it touches, or by the
+//! bucket's policy ([`crate::bucket_policy`]), whose Deny overrules both. An anonymous
+//! request is served only where a policy allows it.
 //!
-//! Scoped keys are read through a cache of one second, so a revocation or a changed grant
-//! takes effect on every gateway within a second. Anonymous requests are refused: no bucket
-//! policy or ACL can open one yet.
+//! Scoped keys and policies are read through caches of one second, so a revocation, a
+//! changed grant or a new policy takes effect on every gateway within a second.
 
 use crate::access_keys::{Permission, ScopedKey};
+use crate::bucket_policy::{Decision, Policies, Request as PolicyRequest};
 use kintsugi_client::Client;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
@@ -111,35 +113,107 @@ pub fn needed(op: &str, bypass_governance: bool) -> Permission {
     }
 }
 
-/// The policy s3s asks before each operation.
-pub struct KeyAccess(pub Arc<Keys>);
+/// Where a request came from, put in its extensions by the server for policies' conditions.
+#[derive(Clone, Copy, Debug)]
+pub struct Origin {
+    pub ip: std::net::IpAddr,
+    /// Over TLS.
+    pub secure: bool,
+}
 
-fn denied(ak: &str, what: &str) -> s3s::S3Error {
-    s3_error!(AccessDenied, "access key {ak} may not {what}")
+/// The policy s3s asks before each operation.
+pub struct KeyAccess {
+    pub keys: Arc<Keys>,
+    pub policies: Arc<Policies>,
+}
+
+fn denied(who: Option<&str>, what: &str) -> s3s::S3Error {
+    match who {
+        Some(ak) => s3_error!(AccessDenied, "access key {ak} may not {what}"),
+        None => s3_error!(AccessDenied, "an anonymous request may not {what}: no bucket policy allows it"),
+    }
+}
+
+/// Operations on a bucket's policy itself: a bootstrap key is never locked out of them.
+const POLICY_OPS: [&str; 3] = ["GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"];
+
+/// A request as a policy sees it, from its parts.
+fn policy_request(
+    ak: Option<&str>,
+    op: &str,
+    path: &S3Path,
+    uri: &http::Uri,
+    headers: &http::HeaderMap,
+    origin: Option<Origin>,
+) -> PolicyRequest {
+    let resource = match path {
+        S3Path::Root => "arn:aws:s3:::".to_string(),
+        S3Path::Bucket { bucket } => format!("arn:aws:s3:::{bucket}"),
+        S3Path::Object { bucket, key } => format!("arn:aws:s3:::{bucket}/{key}"),
+    };
+    let query = |name: &str| {
+        uri.query()?.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == name).then(|| percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
+        })
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    PolicyRequest {
+        principal: ak.map(str::to_string),
+        action: crate::bucket_policy::action_of(op),
+        resource,
+        source_ip: origin.map(|o| o.ip),
+        secure: origin.is_some_and(|o| o.secure),
+        prefix: query("prefix"),
+        delimiter: query("delimiter"),
+        referer: header("referer"),
+        user_agent: header("user-agent"),
+    }
 }
 
 impl KeyAccess {
-    async fn require(&self, ak: &str, bucket: &str, want: Permission, what: &str) -> S3Result<()> {
-        match self.0.permission(ak, bucket).await? {
-            Some(p) if p >= want => Ok(()),
-            _ => Err(denied(ak, &format!("{what} in bucket '{bucket}' (it needs {} permission there)", want.as_str()))),
+    pub fn new(keys: Arc<Keys>, policies: Arc<Policies>) -> Self {
+        KeyAccess { keys, policies }
+    }
+
+    /// Whether `r` on `bucket` is allowed: by the key's permission `want`, or its policy.
+    async fn decide(&self, bucket: &str, r: &PolicyRequest, want: Permission, op: &str) -> S3Result<()> {
+        let policy = self.policies.of(bucket).await.map_err(crate::errors::from_cluster)?;
+        let decision = policy.map_or(Decision::Neither, |p| p.decide(r));
+        let ak = r.principal.as_deref();
+        let principal = match ak {
+            Some(ak) => self.keys.principal(ak).await?,
+            None => None,
+        };
+        let what = format!("{op} in bucket '{bucket}'");
+        match (principal, decision) {
+            (Some(Principal::Bootstrap), _) if POLICY_OPS.contains(&op) => Ok(()),
+            (_, Decision::Deny) => Err(s3_error!(AccessDenied, "the policy of bucket '{bucket}' denies {op} to this request")),
+            (Some(Principal::Bootstrap), _) => Ok(()),
+            (Some(Principal::Scoped(k)), d) => match k.permission(bucket) {
+                Some(p) if p >= want => Ok(()),
+                _ if d == Decision::Allow => Ok(()),
+                _ => Err(denied(ak, &format!("{what} (it needs {} permission there)", want.as_str()))),
+            },
+            (None, Decision::Allow) if ak.is_none() => Ok(()),
+            (None, _) => Err(denied(ak, &what)),
         }
     }
 
-    /// A copy reads its source: the key must hold read where it comes from.
-    async fn source(&self, ak: Option<&str>, source: &CopySource) -> S3Result<()> {
-        let (Some(ak), CopySource::Bucket { bucket, .. }) = (ak, source) else { return Ok(()) };
-        self.require(ak, bucket, Permission::Read, "copy from").await
+    /// A copy reads its source: read permission or the policy's GetObject where it comes from.
+    async fn source(&self, ak: Option<&str>, source: &CopySource, origin: Option<Origin>, headers: &http::HeaderMap) -> S3Result<()> {
+        let CopySource::Bucket { bucket, key, .. } = source else { return Ok(()) };
+        let path = S3Path::Object { bucket: bucket.clone(), key: key.clone() };
+        let r = policy_request(ak, "GetObject", &path, &http::Uri::from_static("/"), headers, origin);
+        self.decide(bucket, &r, Permission::Read, "copy from").await
     }
 }
 
 #[async_trait::async_trait]
 impl S3Access for KeyAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        let Some(creds) = cx.credentials() else {
-            return Err(s3_error!(AccessDenied, "anonymous requests are not served: sign with an access key"));
-        };
-        let ak = creds.access_key.clone();
+        let origin = cx.extensions_mut().get::<Origin>().copied();
+        let ak = cx.credentials().map(|c| c.access_key.clone());
         let op = cx.s3_op().name();
         let bypass = cx
             .headers()
@@ -147,30 +221,34 @@ impl S3Access for KeyAccess {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         match cx.s3_path() {
-            S3Path::Root => Ok(()),
+            S3Path::Root if ak.is_some() => Ok(()),
+            S3Path::Root => Err(denied(None, "list buckets")),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => {
                 let bucket = bucket.to_string();
                 if op == "CreateBucket" {
-                    return match self.0.principal(&ak).await? {
+                    let Some(ak) = &ak else { return Err(denied(None, "create buckets")) };
+                    return match self.keys.principal(ak).await? {
                         Some(Principal::Bootstrap) => Ok(()),
                         Some(Principal::Scoped(k)) if k.create_bucket => Ok(()),
-                        _ => Err(denied(&ak, "create buckets")),
+                        _ => Err(denied(Some(ak), "create buckets")),
                     };
                 }
-                let want = needed(op, bypass);
-                self.require(&ak, &bucket, want, op).await
+                let r = policy_request(ak.as_deref(), op, cx.s3_path(), cx.uri(), cx.headers(), origin);
+                self.decide(&bucket, &r, needed(op, bypass), op).await
             }
         }
     }
 
     async fn copy_object(&self, req: &mut S3Request<s3s::dto::CopyObjectInput>) -> S3Result<()> {
         let ak = req.credentials.as_ref().map(|c| c.access_key.clone());
-        self.source(ak.as_deref(), &req.input.copy_source).await
+        let origin = req.extensions.get::<Origin>().copied();
+        self.source(ak.as_deref(), &req.input.copy_source, origin, &req.headers).await
     }
 
     async fn upload_part_copy(&self, req: &mut S3Request<s3s::dto::UploadPartCopyInput>) -> S3Result<()> {
         let ak = req.credentials.as_ref().map(|c| c.access_key.clone());
-        self.source(ak.as_deref(), &req.input.copy_source).await
+        let origin = req.extensions.get::<Origin>().copied();
+        self.source(ak.as_deref(), &req.input.copy_source, origin, &req.headers).await
     }
 }
 

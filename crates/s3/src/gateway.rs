@@ -33,6 +33,8 @@ pub struct Gateway {
     pub keys: Option<std::sync::Arc<crate::access::Keys>>,
     /// SSE-S3's master keys (none: SSE-S3 is refused; SSE-C needs none).
     pub master_keys: Option<std::sync::Arc<crate::sse::MasterKeys>>,
+    /// Buckets' policies as the access check last read them (none in-process).
+    pub policies: Option<std::sync::Arc<crate::bucket_policy::Policies>>,
 }
 
 impl Gateway {
@@ -50,6 +52,7 @@ impl Gateway {
             versioning_states: Default::default(),
             keys: None,
             master_keys: None,
+            policies: None,
         }
     }
 
@@ -98,6 +101,15 @@ impl S3 for Gateway {
     }
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         objects::head(self, req).await
+    }
+    async fn put_bucket_policy(&self, req: S3Request<PutBucketPolicyInput>) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        crate::bucket_policy::put(self, req).await
+    }
+    async fn get_bucket_policy(&self, req: S3Request<GetBucketPolicyInput>) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        crate::bucket_policy::get(self, req).await
+    }
+    async fn delete_bucket_policy(&self, req: S3Request<DeleteBucketPolicyInput>) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        crate::bucket_policy::delete(self, req).await
     }
     async fn put_bucket_encryption(&self, req: S3Request<PutBucketEncryptionInput>) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
         crate::sse::bucket_default::put(self, req).await

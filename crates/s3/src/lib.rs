@@ -6,6 +6,7 @@
 pub mod access;
 pub mod access_keys;
 pub mod body;
+pub mod bucket_policy;
 pub mod buckets;
 pub mod checksums;
 pub mod client_limits;

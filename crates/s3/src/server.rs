@@ -210,6 +210,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
     let mut client = Client::new(&cfg.coordinator);
     client.on_degraded_read = Some(counters.degraded_read_observer());
     let keys = crate::access::Keys::new(&cfg.keys, client.clone());
+    let policies = crate::bucket_policy::Policies::new(client.clone());
     let gateway = Gateway {
         client,
         defaults: cfg.defaults,
@@ -222,13 +223,14 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         versioning_states: Default::default(),
         keys: Some(keys.clone()),
         master_keys: cfg.master_keys.clone(),
+        policies: Some(policies.clone()),
     };
     let (cors_cache, cors_client) = (gateway.cors.clone(), gateway.client.clone());
     let domains = Arc::new(crate::hosts::VirtualDomains(cfg.domains.clone()));
     let lifecycle_gateway = gateway.clone();
     let mut b = S3ServiceBuilder::new(gateway);
     b.set_auth(crate::access::KeyAuth(keys.clone()));
-    b.set_access(crate::access::KeyAccess(keys));
+    b.set_access(crate::access::KeyAccess::new(keys, policies));
     if !cfg.domains.is_empty() {
         for d in &cfg.domains {
             if d.is_empty() || d.starts_with('.') || d.contains([':', '/']) {
@@ -266,6 +268,7 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
         );
     }
     let certs = tls.clone();
+    let secure = tls.is_some();
     let task = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         loop {
@@ -309,7 +312,8 @@ pub async fn start(cfg: S3Config) -> Result<S3Handle, String> {
                         // A browser's preflight: answered from the bucket's CORS rules, unsigned.
                         Ok(crate::cors::preflight(&cors_cache, &cors_client, cors).await)
                     } else {
-                        let (parts, body) = req.into_parts();
+                        let (mut parts, body) = req.into_parts();
+                        parts.extensions.insert(crate::access::Origin { ip: peer.ip(), secure });
                         let h1 = parts.version < http::Version::HTTP_2;
                         let withheld = h1 && crate::unread_body::continue_withheld(&parts, &body);
                         let (body, state) = crate::unread_body::Watched::new(body, limits.idle_timeout);

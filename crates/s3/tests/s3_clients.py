@@ -1099,6 +1099,70 @@ def scoped_keys():
     check(got.startswith(b"HTTP/1.1 403"), f"an anonymous GET is refused: {got[:40]!r}")
 
 
+def policies():
+    """Bucket policies: a public prefix anonymous clients may read and list and nothing else,
+    a Deny that overrules a key's grant, a Deny of plain HTTP that holds even for a bootstrap
+    key (which may still remove it), and what the gateway does not evaluate refused."""
+    import json
+    keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
+    ro_ak, ro_sk = keys["ro"]
+    ro = client(secret=ro_sk, access=ro_ak)
+    anon = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                        config=Config(signature_version=botocore.UNSIGNED, s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+    denied = ("AccessDenied", 403)
+    S3.create_bucket(Bucket="site")
+    S3.put_object(Bucket="site", Key="public/a.html", Body=b"<p>public</p>")
+    S3.put_object(Bucket="site", Key="private/b", Body=b"private")
+    check(error_code(anon.get_object, Bucket="site", Key="public/a.html") == denied, "without a policy nothing is public")
+    check(error_code(S3.get_bucket_policy, Bucket="site")[0] == "NoSuchBucketPolicy", "no policy yet")
+    public = {"Version": "2012-10-17", "Statement": [
+        {"Sid": "PublicRead", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+         "Resource": "arn:aws:s3:::site/public/*"},
+        {"Sid": "PublicList", "Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::site",
+         "Condition": {"StringLike": {"s3:prefix": "public/*"}}}]}
+    S3.put_bucket_policy(Bucket="site", Policy=json.dumps(public))
+    check(json.loads(S3.get_bucket_policy(Bucket="site")["Policy"]) == public, "the policy reads back")
+    check(anon.get_object(Bucket="site", Key="public/a.html")["Body"].read() == b"<p>public</p>",
+          "an anonymous GET under the public prefix is served")
+    check(anon.head_object(Bucket="site", Key="public/a.html")["ContentLength"] == 13, "and HEAD")
+    check(error_code(anon.get_object, Bucket="site", Key="private/b") == denied, "but not outside it")
+    check(error_code(anon.put_object, Bucket="site", Key="public/x", Body=b"x") == denied, "an anonymous PUT is refused")
+    check(error_code(anon.delete_object, Bucket="site", Key="public/a.html") == denied, "an anonymous DELETE is refused")
+    listed = [o["Key"] for o in anon.list_objects_v2(Bucket="site", Prefix="public/")["Contents"]]
+    check(listed == ["public/a.html"], f"an anonymous listing of the public prefix: {listed}")
+    check(error_code(anon.list_objects_v2, Bucket="site") == denied, "an anonymous listing of the whole bucket is refused")
+    check(error_code(anon.list_buckets) == denied, "anonymous ListBuckets is refused")
+    check(error_code(anon.get_object, Bucket="shared", Key="a") == denied, "another bucket stays closed")
+
+    no_a = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Principal": {"AWS": [ro_ak]}, "Action": "s3:GetObject", "Resource": "arn:aws:s3:::shared/a"}]}
+    S3.put_bucket_policy(Bucket="shared", Policy=json.dumps(no_a))
+    check(error_code(ro.get_object, Bucket="shared", Key="a") == denied, "a policy's Deny overrules the key's read grant")
+    check(len(ro.list_objects_v2(Bucket="shared")["Contents"]) >= 1, "and only what it names")
+    tls_only = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": ["arn:aws:s3:::shared", "arn:aws:s3:::shared/*"],
+         "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+    S3.put_bucket_policy(Bucket="shared", Policy=json.dumps(tls_only))
+    check(error_code(S3.get_object, Bucket="shared", Key="a") == denied, "a Deny of plain HTTP holds for a bootstrap key")
+    S3.delete_bucket_policy(Bucket="shared")
+    check(S3.get_object(Bucket="shared", Key="a")["Body"].read() == b"shared bytes", "which may remove the policy")
+
+    for bad, why in [
+        ({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::site/*",
+          "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}, "an operator not evaluated"),
+        ({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::shared/*"},
+         "another bucket's resource"),
+        ({"Effect": "Allow", "NotPrincipal": {"AWS": ro_ak}, "Action": "s3:GetObject", "Resource": "arn:aws:s3:::site/*"},
+         "NotPrincipal"),
+    ]:
+        got = error_code(S3.put_bucket_policy, Bucket="site", Policy=json.dumps({"Version": "2012-10-17", "Statement": [bad]}))
+        check(got == ("MalformedPolicy", 400), f"a policy with {why} is refused: {got}")
+    check(json.loads(S3.get_bucket_policy(Bucket="site")["Policy"]) == public, "a refused policy changes nothing")
+    S3.delete_bucket_policy(Bucket="site")
+    check(error_code(anon.get_object, Bucket="site", Key="public/a.html") == denied, "the policy removed, nothing is public")
+
+
 def scoped_revoked():
     """The `ro` key was revoked at REVOKED_AT (epoch seconds): refused within a second."""
     keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
@@ -1273,6 +1337,8 @@ if __name__ == "__main__":
         cut_read(sys.argv[2])
     elif what == "scoped-keys":
         scoped_keys()
+    elif what == "policies":
+        policies()
     elif what == "scoped-revoked":
         scoped_revoked()
     elif what == "object-lock":

@@ -767,7 +767,8 @@ async fn encrypted_objects_leave_no_plaintext_on_disk_and_survive_corruption_fai
 
 /// Keys made in the cluster (as `kintsugi key` makes them) with read, write or owner
 /// permission per bucket: each is allowed exactly what its grants say, through boto3,
-/// presigned URLs and copies; a revoked key is refused within a second.
+/// presigned URLs and copies; bucket policies open a public prefix to anonymous clients and
+/// their Deny overrules a key's grant; a revoked key is refused within a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scoped_keys_do_what_their_grants_allow_and_a_revocation_takes_within_a_second() {
     use kintsugi_s3::access_keys::{self, Permission};
@@ -792,6 +793,7 @@ async fn scoped_keys_do_what_their_grants_allow_and_a_revocation_takes_within_a_
         .join(",");
     let (s, keys) = tokio::task::spawn_blocking(move || {
         s.python(&["scoped-keys"], &[("KEYS", &keys)]);
+        s.python(&["policies"], &[("KEYS", &keys)]);
         (s, keys)
     })
     .await

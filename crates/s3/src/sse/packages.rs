@@ -4,7 +4,7 @@
 //! package that is tampered with, moved, dropped or cut short fails to open; a range read
 //! opens only the packages it touches.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -135,18 +135,6 @@ pub enum OpenError {
     Read(#[source] std::io::Error),
 }
 
-/// Opens package `p` stored in `stored`, in place: the plaintext.
-fn open(key: &LessSafeKey, p: &Package, mut stored: BytesMut) -> Result<Bytes, OpenError> {
-    let nonce: [u8; NONCE_LEN] = stored[..NONCE_LEN].try_into().expect("a package holds its nonce");
-    let plain = key
-        .open_in_place(Nonce::assume_unique_for_key(nonce), Aad::from(aad(p.part, p.seq, p.last)), &mut stored[NONCE_LEN..])
-        .map_err(|_| OpenError::Tampered { part: p.part, seq: p.seq })?
-        .len();
-    let mut b = stored.split_off(NONCE_LEN);
-    b.truncate(plain);
-    Ok(b.freeze())
-}
-
 /// Encrypts a part of `plain` bytes read from `inner` into its packages, as an
 /// [`AsyncRead`] of [`stored_len`]`(plain)` bytes. A body that ends early ends the
 /// stream early (the put then fails on its length).
@@ -205,30 +193,94 @@ impl<R: AsyncRead + Unpin> AsyncRead for Encrypting<R> {
     }
 }
 
+/// Stored bytes as they arrive, in pieces, read from the front.
+#[derive(Default)]
+struct Pieces {
+    queue: std::collections::VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Pieces {
+    fn push(&mut self, b: Bytes) {
+        self.len += b.len();
+        self.queue.push_back(b);
+    }
+
+    /// Moves the first `dst.len()` bytes into `dst` (there must be as many).
+    fn take_into(&mut self, dst: &mut [u8]) {
+        let mut at = 0;
+        while at < dst.len() {
+            let front = self.queue.front_mut().expect("enough bytes queued");
+            let n = front.len().min(dst.len() - at);
+            dst[at..at + n].copy_from_slice(&front[..n]);
+            bytes::Buf::advance(front, n);
+            if front.is_empty() {
+                self.queue.pop_front();
+            }
+            at += n;
+        }
+        self.len -= dst.len();
+    }
+}
+
+/// Plaintext handed on at a time (whole packages): large enough that a GET's stream moves
+/// few pieces, small enough to keep a range's memory low.
+const OPENED_AT_ONCE: u64 = 16 * PACKAGE;
+
 /// The plaintext [start, end) of an object of parts `parts` from `stored`, its stored
-/// bytes from the first package of the range on ([`packages`]`(..)[0].stored_start`).
+/// bytes from the first package of the range on ([`packages`]`(..)[0].stored_start`). Each
+/// package's ciphertext is copied once, into the buffer where it is opened.
 pub fn decrypting<S>(stored: S, key: &DataKey, parts: &[u64], start: u64, end: u64) -> impl Stream<Item = Result<Bytes, OpenError>> + Send
 where
     S: Stream<Item = std::io::Result<Bytes>> + Send + Unpin,
 {
-    let state = (stored, key.aead(), packages(parts, start, end).into_iter(), BytesMut::new());
-    futures::stream::try_unfold(state, move |(mut stored, key, mut todo, mut buf)| async move {
-        let Some(p) = todo.next() else { return Ok(None) };
-        let len = p.stored_len() as usize;
-        while buf.len() < len {
-            match stored.next().await {
-                Some(Ok(b)) => buf.extend_from_slice(&b),
-                Some(Err(e)) => return Err(OpenError::Read(e)),
-                None => return Err(OpenError::CutShort { part: p.part, seq: p.seq }),
-            }
+    let todo: std::collections::VecDeque<Package> = packages(parts, start, end).into();
+    let state = (stored, key.aead(), todo, Pieces::default());
+    futures::stream::try_unfold(state, move |(mut stored, key, mut todo, mut pieces)| async move {
+        if todo.is_empty() {
+            return Ok(None);
         }
-        let rest = buf.split_off(len);
-        let mut plain = open(&key, &p, buf)?;
+        // The packages of this piece of plaintext.
+        let mut batch = Vec::new();
+        let mut plain = 0u64;
+        while let Some(p) = todo.front() {
+            if !batch.is_empty() && plain + p.plain_len > OPENED_AT_ONCE {
+                break;
+            }
+            plain += p.plain_len;
+            batch.push(todo.pop_front().expect("a package"));
+        }
+        let mut out = vec![0u8; plain as usize];
+        let mut at = 0usize;
+        for p in &batch {
+            while pieces.len < p.stored_len() as usize {
+                match stored.next().await {
+                    Some(Ok(b)) => pieces.push(b),
+                    Some(Err(e)) => return Err(OpenError::Read(e)),
+                    None => return Err(OpenError::CutShort { part: p.part, seq: p.seq }),
+                }
+            }
+            let (mut nonce, mut tag) = ([0u8; NONCE_LEN], [0u8; 16]);
+            pieces.take_into(&mut nonce);
+            let len = p.plain_len as usize;
+            pieces.take_into(&mut out[at..at + len]);
+            pieces.take_into(&mut tag);
+            let tag = ring::aead::Tag::try_from(&tag[..]).expect("16 bytes");
+            key.open_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad(p.part, p.seq, p.last)),
+                tag,
+                &mut out[at..at + len],
+                0..,
+            )
+            .map_err(|_| OpenError::Tampered { part: p.part, seq: p.seq })?;
+            at += len;
+        }
         // Only the asked-for bytes of the first and last packages.
-        let from = start.saturating_sub(p.plain_start) as usize;
-        let to = (end.min(p.plain_start + p.plain_len) - p.plain_start) as usize;
-        plain = plain.slice(from..to);
-        Ok(Some((plain, (stored, key, todo, rest))))
+        let (first, last) = (batch[0], batch[batch.len() - 1]);
+        let from = start.saturating_sub(first.plain_start) as usize;
+        let to = (end.min(last.plain_start + last.plain_len) - first.plain_start) as usize;
+        Ok(Some((Bytes::from(out).slice(from..to), (stored, key, todo, pieces))))
     })
 }
 
