@@ -106,6 +106,10 @@ pub(crate) fn too_few_for(c: &Coordinator, code: &CodeSpec, needed: usize, up: u
     too_few_nodes(needed, up, format!("{code} needs {needed} live nodes, {up} are alive"))
 }
 
+/// Stripes of a new object counted against the room until the nodes report (see
+/// `Coordinator::create`).
+const BURST_STRIPES: usize = 4;
+
 /// The put's refusal when too few nodes have room for it below the full ratio.
 pub(crate) fn full(needed: usize, roomy: usize, why: String) -> WireError {
     WireError::shortfall(Scarce::Space, needed as u64, roomy as u64, format!("the cluster is full: {why}"))
@@ -221,7 +225,10 @@ impl Coordinator {
         })?;
         self.code_widths.observe(c.n());
         // Counted until the nodes' next reports: puts in a burst see each other's chunks.
-        for (n, bytes) in placed {
+        // Only the first stripes, which a put writes before the next report can: a body
+        // that never comes (a client declaring 4 GiB and stalling) must not take the
+        // room of every other put. The whole put was checked against the room above.
+        for (n, bytes) in placed.into_iter().take(BURST_STRIPES * c.n()) {
             self.space.add(n, bytes);
         }
         self.layout(&obj.expect("set by the transaction"))

@@ -176,10 +176,14 @@ impl KeyAccess {
         KeyAccess { keys, policies }
     }
 
-    /// Whether `r` on `bucket` is allowed: by the key's permission `want`, or its policy.
+    /// Whether `r` on `bucket` is allowed: by the key's permission `want`, or its policy,
+    /// or (where its Object Ownership takes them) its or the object's canned ACL.
     async fn decide(&self, bucket: &str, r: &PolicyRequest, want: Permission, op: &str) -> S3Result<()> {
-        let policy = self.policies.of(bucket).await.map_err(crate::errors::from_cluster)?;
-        let decision = policy.map_or(Decision::Neither, |p| p.decide(r));
+        let access = self.policies.of(bucket).await.map_err(crate::errors::from_cluster)?;
+        let mut decision = access.policy.as_ref().map_or(Decision::Neither, |p| p.decide(r));
+        if decision == Decision::Neither && self.acl_allows(&access, bucket, r).await? {
+            decision = Decision::Allow;
+        }
         let ak = r.principal.as_deref();
         let principal = match ak {
             Some(ak) => self.keys.principal(ak).await?,
@@ -198,6 +202,22 @@ impl KeyAccess {
             (None, Decision::Allow) if ak.is_none() => Ok(()),
             (None, _) => Err(denied(ak, &what)),
         }
+    }
+
+    /// Whether a canned ACL lets `r` through: the bucket's for listing and writing into it,
+    /// the object's for reading it (S3's split).
+    async fn acl_allows(&self, access: &crate::bucket_policy::BucketAccess, bucket: &str, r: &PolicyRequest) -> S3Result<bool> {
+        let Some(bucket_acl) = access.acl else { return Ok(false) };
+        let signed = r.principal.is_some();
+        Ok(match r.action.as_str() {
+            "s3:ListBucket" | "s3:ListBucketVersions" => bucket_acl.reads(signed),
+            "s3:PutObject" | "s3:DeleteObject" => bucket_acl.writes(),
+            "s3:GetObject" => {
+                let key = r.resource.strip_prefix(&format!("arn:aws:s3:::{bucket}/")).unwrap_or_default();
+                self.policies.object_acl(bucket, key).await.map_err(crate::errors::from_cluster)?.reads(signed)
+            }
+            _ => false,
+        })
     }
 
     /// A copy reads its source: read permission or the policy's GetObject where it comes from.

@@ -398,10 +398,18 @@ pub fn action_of(op: &str) -> String {
     format!("s3:{a}")
 }
 
-/// A bucket's policy as read, and when.
-type Cached = (Instant, Option<Arc<Policy>>);
+/// What the access check needs of a bucket's record: its policy, and its canned ACL when
+/// its Object Ownership takes ACLs.
+#[derive(Clone, Debug, Default)]
+pub struct BucketAccess {
+    pub policy: Option<Arc<Policy>>,
+    pub acl: Option<crate::acl::Canned>,
+}
 
-/// Buckets' policies as last read, each for [`CACHE_TTL`].
+/// A bucket's access as read, and when.
+type Cached = (Instant, BucketAccess);
+
+/// Buckets' policies (and ACLs) as last read, each for [`CACHE_TTL`].
 pub struct Policies {
     client: Client,
     cache: Mutex<HashMap<String, Cached>>,
@@ -412,27 +420,27 @@ impl Policies {
         Arc::new(Policies { client, cache: Mutex::new(HashMap::new()) })
     }
 
-    /// The policy of `bucket` (none: no policy, or no bucket). A bucket record that cannot be
-    /// read is an error: a Deny it may hold must not be skipped.
-    pub async fn of(&self, bucket: &str) -> Result<Option<Arc<Policy>>, kintsugi_client::Error> {
+    /// The policy and ACL of `bucket` (none: none set, or no bucket). A bucket record that
+    /// cannot be read is an error: a Deny it may hold must not be skipped.
+    pub async fn of(&self, bucket: &str) -> Result<BucketAccess, kintsugi_client::Error> {
         if let Some((at, p)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(bucket) {
             if at.elapsed() < CACHE_TTL {
                 return Ok(p.clone());
             }
         }
         let p = match self.client.stat(&names::bucket_record(bucket)).await {
-            Ok(l) => match l.attrs.get(POLICY_ATTR) {
-                Some(text) => match Policy::parse(text, bucket) {
-                    Ok(p) => Some(Arc::new(p)),
+            Ok(l) => BucketAccess {
+                policy: l.attrs.get(POLICY_ATTR).map(|text| match Policy::parse(text, bucket) {
+                    Ok(p) => Arc::new(p),
                     Err(e) => {
                         // Stored only once parsed: a policy that no longer parses denies.
                         tracing::error!("bucket '{bucket}': its stored policy does not parse ({e}); requests are refused");
-                        Some(Arc::new(Policy { statements: vec![deny_all(bucket)] }))
+                        Arc::new(Policy { statements: vec![deny_all(bucket)] })
                     }
-                },
-                None => None,
+                }),
+                acl: crate::acl::enabled(&l.attrs).then(|| crate::acl::Canned::of_attrs(&l.attrs)),
             },
-            Err(e) if crate::errors::is_missing(&e) => None,
+            Err(e) if crate::errors::is_missing(&e) => BucketAccess::default(),
             Err(e) => return Err(e),
         };
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -441,6 +449,15 @@ impl Policies {
         }
         c.insert(bucket.to_string(), (Instant::now(), p.clone()));
         Ok(p)
+    }
+
+    /// The canned ACL of object `key` of `bucket` as it is now (private if it is not there).
+    pub async fn object_acl(&self, bucket: &str, key: &str) -> Result<crate::acl::Canned, kintsugi_client::Error> {
+        match self.client.stat(&names::object(bucket, key)).await {
+            Ok(l) => Ok(crate::acl::Canned::of_attrs(&l.attrs)),
+            Err(e) if crate::errors::is_missing(&e) => Ok(crate::acl::Canned::Private),
+            Err(e) => Err(e),
+        }
     }
 
     /// Drops what is cached of `bucket`'s policy (changed here).

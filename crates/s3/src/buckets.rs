@@ -111,9 +111,13 @@ pub async fn create(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<
     check_location(&g.region, &req.input)?;
     let settings = BucketSettings::from_headers(&req.headers, g.defaults).map_err(|e| s3_error!(InvalidArgument, "{e}"))?;
     let lock = req.input.object_lock_enabled_for_bucket == Some(true);
+    let acls = crate::acl::at_creation(&req.input)?;
     let creator = g.scoped_signer(req.credentials.as_ref()).await?;
     let bucket = req.input.bucket;
     g.create_bucket_locked(&bucket, settings, lock).await?;
+    if let Some((ownership, acl)) = acls {
+        crate::acl::set_at_creation(g, &bucket, ownership, acl).await?;
+    }
     // A scoped key owns the buckets it creates.
     if let Some(k) = creator {
         crate::access_keys::grant(&g.client, &k.access_key, &bucket, Some(crate::access_keys::Permission::Owner))

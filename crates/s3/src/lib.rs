@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod access_keys;
+pub mod acl;
 pub mod body;
 pub mod bucket_policy;
 pub mod buckets;

@@ -132,7 +132,8 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
         encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
     let sse = encryption.map(|e| e.sealed);
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, sse, ..Default::default() };
+    let acl = crate::acl::for_write(&bucket_attrs, i.acl.as_ref().map(|a| a.as_str()), crate::objects::grants!(i))?;
+    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, sse, acl, ..Default::default() };
     let mut attrs = meta.to_attrs();
     attrs.insert("key".into(), i.key.clone());
     attrs.insert("initiated".into(), now_ms().to_string());

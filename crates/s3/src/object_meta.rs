@@ -46,6 +46,8 @@ pub struct ObjectMeta {
     pub lock: crate::object_lock::Lock,
     /// Its encryption at rest, if it is encrypted.
     pub sse: Option<crate::sse::Sealed>,
+    /// Its canned ACL (taken only in a bucket whose Object Ownership allows ACLs).
+    pub acl: crate::acl::Canned,
 }
 
 /// The standard headers S3 keeps with an object.
@@ -116,6 +118,7 @@ impl ObjectMeta {
         if let Some(s) = &self.sse {
             s.write(&mut a);
         }
+        self.acl.write(&mut a);
         crate::tagging::with_tags(a, &self.tags)
     }
 
@@ -144,6 +147,7 @@ impl ObjectMeta {
             tags: crate::tagging::of_attrs(a),
             lock: crate::object_lock::Lock::of_attrs(a),
             sse: crate::sse::Sealed::of_attrs(a),
+            acl: crate::acl::Canned::of_attrs(a),
         }
     }
 
@@ -254,6 +258,7 @@ mod tests {
             parts: Some(vec![5 << 20, 5 << 20, 5 << 20, 17, 5 << 20, 1]),
             upload: Some("u1".into()),
             sse: Some(crate::sse::Sealed { by: crate::sse::SealedBy::Master("k1".into()), wrapped: vec![9; 60], size: 5 }),
+            acl: crate::acl::Canned::PublicRead,
             tags: [("project".to_string(), "x y".to_string())].into(),
             lock: crate::object_lock::Lock {
                 retention: Some(kintsugi_proto::retention::Retention {

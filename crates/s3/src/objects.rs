@@ -17,6 +17,14 @@ use kintsugi_proto::{LayoutSpec, ObjectLayout, Precondition, VersionRef, Version
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+/// Whether a write's input sends any `x-amz-grant-*` (same field names in each).
+macro_rules! grants {
+    ($i:expr) => {
+        $i.grant_full_control.is_some() || $i.grant_read.is_some() || $i.grant_read_acp.is_some() || $i.grant_write_acp.is_some()
+    };
+}
+pub(crate) use grants;
+
 /// The largest object a single PUT takes (S3's limit is 5 GiB; multipart beyond).
 pub const MAX_PUT: u64 = 5 << 30;
 
@@ -188,7 +196,9 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let encryption = g.encryption(&asked, sse::bucket_default::encrypts(&bucket_attrs))?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
         encryption.as_ref().map(sse::Encryption::answer).unwrap_or_default();
-    let meta = ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, ..Default::default() };
+    let acl = crate::acl::for_write(&bucket_attrs, i.acl.as_ref().map(|a| a.as_str()), grants!(i))?;
+    let meta =
+        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, acl, ..Default::default() };
     let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition, encryption };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
@@ -630,12 +640,14 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
         Some(TaggingDirective::REPLACE) => crate::tagging::of_header(i.tagging.as_deref())?,
         _ => src.tags.clone(),
     };
+    // A copy's ACL is its request's, as S3's (private unless asked).
+    let acl = crate::acl::for_write(&bucket_attrs, i.acl.as_ref().map(|a| a.as_str()), grants!(i))?;
     let meta = if replace {
         let headers = crate::object_meta::stored_headers!(i);
-        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, ..Default::default() }
+        ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, acl, ..Default::default() }
     } else {
         let (content_type, headers, user) = (src.content_type.clone(), src.headers.clone(), src.user.clone());
-        ObjectMeta { content_type, headers, user, tags, lock, ..Default::default() }
+        ObjectMeta { content_type, headers, user, tags, lock, acl, ..Default::default() }
     };
     let source_version = match &i.copy_source {
         CopySource::Bucket { bucket, .. } => g.read_id(bucket, &layout).await,

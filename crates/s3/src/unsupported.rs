@@ -1,7 +1,7 @@
 //! Requests for guarantees kintsugi does not give, refused with S3's error before anything
-//! changes: a store must never acknowledge what it does not do. KMS encryption, ACL grants
-//! beyond private, storage classes other than STANDARD and website redirects are refused on
-//! PutObject, CopyObject and CreateMultipartUpload; a bucket asking for ACLs is not created.
+//! changes: a store must never acknowledge what it does not do. KMS encryption, storage
+//! classes other than STANDARD and website redirects are refused on PutObject, CopyObject and
+//! CreateMultipartUpload (ACLs are [`crate::acl`]'s).
 //! Operations the gateway does not serve at all answer NotImplemented from s3s. When a later
 //! change implements one, it moves from here to its own module.
 
@@ -11,8 +11,6 @@ use s3s::{s3_error, S3Result};
 /// What a write asks for beyond storing bytes, gathered from any of the writing operations.
 #[derive(Default)]
 pub struct WriteAsks<'a> {
-    pub acl: Option<&'a str>,
-    pub grants: bool,
     pub storage_class: Option<&'a str>,
     pub kms: bool,
     pub website: bool,
@@ -23,11 +21,6 @@ pub struct WriteAsks<'a> {
 macro_rules! write_asks {
     ($i:expr) => {
         WriteAsks {
-            acl: $i.acl.as_ref().map(|a| a.as_str()),
-            grants: $i.grant_full_control.is_some()
-                || $i.grant_read.is_some()
-                || $i.grant_read_acp.is_some()
-                || $i.grant_write_acp.is_some(),
             storage_class: $i.storage_class.as_ref().map(|c| c.as_str()),
             kms: $i.ssekms_key_id.is_some() || $i.ssekms_encryption_context.is_some() || $i.bucket_key_enabled == Some(true),
             website: $i.website_redirect_location.is_some(),
@@ -35,18 +28,8 @@ macro_rules! write_asks {
         }
     };
 }
-/// Canned ACLs that change nothing in a store whose objects are private to its keys.
-const HARMLESS_ACLS: [&str; 2] = ["private", "bucket-owner-full-control"];
-
 /// Refuses a write that asks for what the store does not do.
 pub fn check_write(a: &WriteAsks) -> S3Result<()> {
-    if a.acl.is_some_and(|acl| !HARMLESS_ACLS.contains(&acl)) || a.grants {
-        return Err(s3_error!(
-            AccessControlListNotSupported,
-            "The bucket does not allow ACLs: objects are private to the store's access keys (canned ACL '{}' refused)",
-            a.acl.unwrap_or("grant")
-        ));
-    }
     if let Some(c) = a.storage_class.filter(|c| *c != "STANDARD") {
         return Err(s3_error!(InvalidStorageClass, "storage class {c}: only STANDARD (every object is stored erasure-coded alike)"));
     }
@@ -74,23 +57,6 @@ pub fn create_multipart(i: &CreateMultipartUploadInput) -> S3Result<()> {
     check_write(&write_asks!(i))
 }
 
-pub fn create_bucket(i: &CreateBucketInput) -> S3Result<()> {
-    let grants = i.grant_full_control.is_some()
-        || i.grant_read.is_some()
-        || i.grant_read_acp.is_some()
-        || i.grant_write.is_some()
-        || i.grant_write_acp.is_some();
-    let acl = i.acl.as_ref().map(|a| a.as_str());
-    let ownership = i.object_ownership.as_ref().map(|o| o.as_str());
-    if grants || acl.is_some_and(|a| a != "private") || ownership.is_some_and(|o| o != "BucketOwnerEnforced") {
-        return Err(s3_error!(
-            AccessControlListNotSupported,
-            "The bucket does not allow ACLs: objects are private to the store's access keys; the bucket is not created"
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,9 +65,7 @@ mod tests {
     fn every_unsupported_ask_is_refused_with_its_code() {
         let code = |a: WriteAsks| check_write(&a).unwrap_err().code().as_str().to_string();
         assert!(check_write(&WriteAsks::default()).is_ok());
-        assert!(check_write(&WriteAsks { acl: Some("private"), storage_class: Some("STANDARD"), ..Default::default() }).is_ok());
-        assert_eq!(code(WriteAsks { acl: Some("public-read"), ..Default::default() }), "AccessControlListNotSupported");
-        assert_eq!(code(WriteAsks { grants: true, ..Default::default() }), "AccessControlListNotSupported");
+        assert!(check_write(&WriteAsks { storage_class: Some("STANDARD"), ..Default::default() }).is_ok());
         assert_eq!(code(WriteAsks { storage_class: Some("GLACIER"), ..Default::default() }), "InvalidStorageClass");
         assert_eq!(code(WriteAsks { kms: true, ..Default::default() }), "NotImplemented");
         assert_eq!(code(WriteAsks { website: true, ..Default::default() }), "NotImplemented");

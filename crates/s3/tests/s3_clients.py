@@ -249,7 +249,7 @@ def deletes_and_errors(b):
     # Raw signed requests: malformed XML, an unknown operation, a negative length, a body cut short.
     for method, path, body, want, code, what in [
         ("POST", f"/{b}?delete", b"<Delete><Object><Key>x</Ke", 400, "MalformedXML", "malformed XML"),
-        ("GET", f"/{b}?acl", b"", 501, "NotImplemented", "an operation not served"),
+        ("GET", f"/{b}?replication", b"", 501, "NotImplemented", "an operation not served"),
     ]:
         status, text = raw(method, path, body)
         check(status == want and f"<Code>{code}</Code>" in text, f"{what}: {status} {code} in S3 XML")
@@ -524,8 +524,7 @@ def refusals(b):
     got = error_code(S3.get_object, Bucket=b, Key="refused-source", SSECustomerAlgorithm="AES256", SSECustomerKey=key)
     check(got == ("InvalidRequest", 400), f"GET with an SSE-C key of an object that has none: {got}")
     for extra, want in [({"ACL": "public-read"}, "AccessControlListNotSupported"),
-                        ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, "AccessControlListNotSupported"),
-                        ({"ObjectOwnership": "ObjectWriter"}, "AccessControlListNotSupported")]:
+                        ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, "AccessControlListNotSupported")]:
         got = error_code(S3.create_bucket, Bucket="refused-bucket", **extra)
         check(got[0] == want, f"CreateBucket with {sorted(extra)}: {got}, not {want}")
         check(error_code(S3.head_bucket, Bucket="refused-bucket")[1] == 404, f"CreateBucket with {sorted(extra)} made nothing")
@@ -535,7 +534,7 @@ def refusals(b):
                           "InvalidBucketState"),
                          (S3.put_bucket_encryption, {"ServerSideEncryptionConfiguration": {
                              "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}}, "NotImplemented"),
-                         (S3.put_bucket_acl, {"ACL": "public-read"}, "NotImplemented")]:
+                         (S3.put_bucket_acl, {"ACL": "public-read"}, "AccessControlListNotSupported")]:
         got = error_code(op, Bucket=b, **kw)
         check(got[0] == want, f"{op.__name__}: {got}, not {want}")
         refused += 1
@@ -1163,6 +1162,46 @@ def policies():
     check(error_code(anon.get_object, Bucket="site", Key="public/a.html") == denied, "the policy removed, nothing is public")
 
 
+def acls():
+    """Canned ACLs in a bucket whose Object Ownership takes them: an object's opens it to
+    anonymous or signed reads, the bucket's to listing and writing; BucketOwnerEnforced
+    turns them off again (KEYS as scoped-keys: `none` signs but holds no grant)."""
+    keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
+    none = client(secret=keys["none"][1], access=keys["none"][0])
+    anon = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                        config=Config(signature_version=botocore.UNSIGNED, s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+    denied = ("AccessDenied", 403)
+    S3.create_bucket(Bucket="acl-on", ObjectOwnership="ObjectWriter")
+    rule = S3.get_bucket_ownership_controls(Bucket="acl-on")["OwnershipControls"]["Rules"][0]
+    check(rule["ObjectOwnership"] == "ObjectWriter", f"the ownership reads back: {rule}")
+    S3.put_object(Bucket="acl-on", Key="pub", Body=b"for everyone", ACL="public-read")
+    S3.put_object(Bucket="acl-on", Key="priv", Body=b"for the owner")
+    check(anon.get_object(Bucket="acl-on", Key="pub")["Body"].read() == b"for everyone", "a public-read object is read anonymously")
+    check(error_code(anon.get_object, Bucket="acl-on", Key="priv") == denied, "a private one is not")
+    grants = S3.get_object_acl(Bucket="acl-on", Key="pub")["Grants"]
+    check(any(g["Grantee"].get("URI", "").endswith("/AllUsers") and g["Permission"] == "READ" for g in grants),
+          f"GetObjectAcl names AllUsers READ: {grants}")
+    check(error_code(anon.list_objects_v2, Bucket="acl-on") == denied, "a private bucket is not listed anonymously")
+    S3.put_bucket_acl(Bucket="acl-on", ACL="public-read")
+    check(len(anon.list_objects_v2(Bucket="acl-on")["Contents"]) == 2, "a public-read bucket is listed anonymously")
+    check(error_code(anon.put_object, Bucket="acl-on", Key="new", Body=b"x") == denied, "but not written")
+    S3.put_bucket_acl(Bucket="acl-on", ACL="public-read-write")
+    anon.put_object(Bucket="acl-on", Key="new", Body=b"written by anyone")
+    check(S3.get_object(Bucket="acl-on", Key="new")["Body"].read() == b"written by anyone", "a public-read-write bucket takes anonymous writes")
+    S3.put_object_acl(Bucket="acl-on", Key="priv", ACL="authenticated-read")
+    check(error_code(anon.get_object, Bucket="acl-on", Key="priv") == denied, "authenticated-read is not anonymous")
+    check(none.get_object(Bucket="acl-on", Key="priv")["Body"].read() == b"for the owner", "but any signed key reads it")
+    got = error_code(S3.put_bucket_ownership_controls, Bucket="acl-on",
+                     OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    check(got[0] == "InvalidBucketAclWithObjectOwnership", f"enforcing ownership over a public bucket ACL is refused: {got}")
+    S3.put_bucket_acl(Bucket="acl-on", ACL="private")
+    S3.put_bucket_ownership_controls(Bucket="acl-on", OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    check(error_code(anon.get_object, Bucket="acl-on", Key="pub") == denied, "with ownership enforced, ACLs grant nothing")
+    got = error_code(S3.put_object, Bucket="acl-on", Key="x", Body=b"x", ACL="public-read")
+    check(got[0] == "AccessControlListNotSupported", f"and are refused: {got}")
+
+
 def scoped_revoked():
     """The `ro` key was revoked at REVOKED_AT (epoch seconds): refused within a second."""
     keys = dict((n, v.split(":", 1)) for n, v in (kv.split("=", 1) for kv in os.environ["KEYS"].split(",")))
@@ -1339,6 +1378,8 @@ if __name__ == "__main__":
         scoped_keys()
     elif what == "policies":
         policies()
+    elif what == "acls":
+        acls()
     elif what == "scoped-revoked":
         scoped_revoked()
     elif what == "object-lock":
