@@ -125,8 +125,7 @@ pub async fn create(g: &Gateway, req: S3Request<CreateMultipartUploadInput>) -> 
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
     // An encrypted upload's data key is made now; each part is sealed with it.
-    let customer =
-        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let customer = crate::sse::customer_key_of!(i)?;
     let asked = crate::sse::asked(i.server_side_encryption.as_ref(), customer)?;
     let encryption = g.encryption(&asked, crate::sse::bucket_default::encrypts(&bucket_attrs))?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
@@ -190,8 +189,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     // Parts are composed into the object, which composes Stripe layouts only.
     let part_settings = BucketSettings { layout: LayoutSpec::Stripe, versioning: Versioning::Unversioned, ..settings };
     let name = names::part(&i.upload_id, i.part_number);
-    let customer =
-        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let customer = crate::sse::customer_key_of!(i)?;
     let encryption = g.part_encryption(upload.meta.sse.as_ref(), customer, i.part_number as u32)?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
         encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
@@ -240,20 +238,9 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
         i.copy_source_if_unmodified_since.as_ref(),
     );
     let (layout, src) = crate::objects::copy_source(g, &i.copy_source, conditions).await?;
-    let source_customer = crate::sse::customer_key(
-        i.copy_source_sse_customer_algorithm.as_deref(),
-        i.copy_source_sse_customer_key.as_deref(),
-        i.copy_source_sse_customer_key_md5.as_deref(),
-    )?;
-    let source_key = match &src.sse {
-        Some(s) => Some(g.data_key(s, source_customer.as_ref())?),
-        None => {
-            crate::sse::no_key_for_plain(source_customer.as_ref())?;
-            None
-        }
-    };
-    let customer =
-        crate::sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let source_customer = crate::sse::source_customer_key_of!(i)?;
+    let source_key = g.key_of(src.sse.as_ref(), source_customer.as_ref())?;
+    let customer = crate::sse::customer_key_of!(i)?;
     let encryption = g.part_encryption(upload.meta.sse.as_ref(), customer, i.part_number as u32)?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
         encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();

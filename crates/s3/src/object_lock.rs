@@ -139,6 +139,20 @@ fn retention_of(mode: Option<&str>, until: Option<&Timestamp>, now_ms: u64) -> S
     }
 }
 
+/// [`for_write`] of a PutObject's or CopyObject's input (the same field names in each).
+macro_rules! write_lock {
+    ($bucket_attrs:expr, $i:expr) => {
+        $crate::object_lock::for_write(
+            $bucket_attrs,
+            $i.object_lock_mode.as_ref(),
+            $i.object_lock_retain_until_date.as_ref(),
+            $i.object_lock_legal_hold_status.as_ref(),
+            $crate::object_meta::now_ms(),
+        )
+    };
+}
+pub(crate) use write_lock;
+
 /// The lock a write (PutObject, CopyObject, CreateMultipartUpload) asks for with its
 /// headers, or else the bucket's default retention; refused in a bucket without lock.
 pub fn for_write(
@@ -284,13 +298,18 @@ pub async fn put_retention(g: &Gateway, req: S3Request<PutObjectRetentionInput>)
     Ok(S3Response::new(PutObjectRetentionOutput::default()))
 }
 
-pub async fn get_retention(g: &Gateway, req: S3Request<GetObjectRetentionInput>) -> S3Result<S3Response<GetObjectRetentionOutput>> {
-    let i = req.input;
-    if !enabled(&g.bucket_attrs(&i.bucket).await?) {
+/// The lock of a version of `key`, in a bucket with object lock (else S3's error for one without).
+async fn lock_of(g: &Gateway, bucket: &str, key: &str, version_id: Option<&str>) -> S3Result<Lock> {
+    if !enabled(&g.bucket_attrs(bucket).await?) {
         return Err(missing_configuration());
     }
-    let (l, _) = g.object_at(&i.bucket, &i.key, i.version_id.as_deref()).await?;
-    let Some(r) = Lock::of_attrs(&l.attrs).retention else {
+    let (l, _) = g.object_at(bucket, key, version_id).await?;
+    Ok(Lock::of_attrs(&l.attrs))
+}
+
+pub async fn get_retention(g: &Gateway, req: S3Request<GetObjectRetentionInput>) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+    let i = req.input;
+    let Some(r) = lock_of(g, &i.bucket, &i.key, i.version_id.as_deref()).await?.retention else {
         return Err(s3_error!(NoSuchObjectLockConfiguration, "The specified object does not have a ObjectLock configuration"));
     };
     Ok(S3Response::new(GetObjectRetentionOutput {
@@ -311,11 +330,7 @@ pub async fn put_legal_hold(g: &Gateway, req: S3Request<PutObjectLegalHoldInput>
 
 pub async fn get_legal_hold(g: &Gateway, req: S3Request<GetObjectLegalHoldInput>) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
     let i = req.input;
-    if !enabled(&g.bucket_attrs(&i.bucket).await?) {
-        return Err(missing_configuration());
-    }
-    let (l, _) = g.object_at(&i.bucket, &i.key, i.version_id.as_deref()).await?;
-    let on = Lock::of_attrs(&l.attrs).legal_hold;
+    let on = lock_of(g, &i.bucket, &i.key, i.version_id.as_deref()).await?.legal_hold;
     let status = ObjectLockLegalHoldStatus::from_static(if on { ObjectLockLegalHoldStatus::ON } else { ObjectLockLegalHoldStatus::OFF });
     Ok(S3Response::new(GetObjectLegalHoldOutput { legal_hold: Some(ObjectLockLegalHold { status: Some(status) }) }))
 }

@@ -177,21 +177,14 @@ fn content_md5(v: Option<String>) -> S3Result<Option<String>> {
 pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     let i = req.input;
     let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
-    let lock = crate::object_lock::for_write(
-        &bucket_attrs,
-        i.object_lock_mode.as_ref(),
-        i.object_lock_retain_until_date.as_ref(),
-        i.object_lock_legal_hold_status.as_ref(),
-        crate::object_meta::now_ms(),
-    )?;
+    let lock = crate::object_lock::write_lock!(&bucket_attrs, i)?;
     let given = checksums::checksum_of!(i);
     let checksum = checksums::wanted(&given, i.checksum_algorithm.as_ref(), &req.headers)?;
     let precondition = write_precondition(g, &i.bucket, &i.key, i.if_match.as_ref(), i.if_none_match.as_ref()).await?;
     let (size, content_md5, body) = incoming(i.content_length, &req.headers, i.content_md5, i.body)?;
     let headers = crate::object_meta::stored_headers!(i);
     let tags = crate::tagging::of_header(i.tagging.as_deref())?;
-    let customer =
-        sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let customer = crate::sse::customer_key_of!(i)?;
     let asked = sse::asked(i.server_side_encryption.as_ref(), customer)?;
     let encryption = g.encryption(&asked, sse::bucket_default::encrypts(&bucket_attrs))?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
@@ -299,7 +292,7 @@ macro_rules! read_request {
             fn part_number(&self) -> Option<i32> { self.part_number }
             fn version_id(&self) -> Option<&str> { self.version_id.as_deref() }
             fn customer_key(&self) -> S3Result<Option<sse::CustomerKey>> {
-                sse::customer_key(self.sse_customer_algorithm.as_deref(), self.sse_customer_key.as_deref(), self.sse_customer_key_md5.as_deref())
+                crate::sse::customer_key_of!(self)
             }
             fn checksum_mode(&self) -> bool {
                 self.checksum_mode.as_ref().is_some_and(|m| m.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED))
@@ -314,13 +307,7 @@ read_request!(GetObjectInput, HeadObjectInput);
 async fn select(g: &Gateway, i: &impl ReadRequest) -> S3Result<Selected> {
     let (layout, meta) = g.object_at(i.bucket(), i.key(), i.version_id()).await?;
     let customer = i.customer_key()?;
-    let key = match &meta.sse {
-        Some(s) => Some(g.data_key(s, customer.as_ref())?),
-        None => {
-            sse::no_key_for_plain(customer.as_ref())?;
-            None
-        }
-    };
+    let key = g.key_of(meta.sse.as_ref(), customer.as_ref())?;
     check_read(&meta, i.if_match(), i.if_none_match(), i.if_modified_since(), i.if_unmodified_since())?;
     let size = meta.size(layout.size);
     let (range, parts_count) = match i.part_number() {
@@ -588,13 +575,7 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     let i = req.input;
     let (settings, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
     // A copy's lock is its own request's (or the bucket's default), never the source's.
-    let lock = crate::object_lock::for_write(
-        &bucket_attrs,
-        i.object_lock_mode.as_ref(),
-        i.object_lock_retain_until_date.as_ref(),
-        i.object_lock_legal_hold_status.as_ref(),
-        crate::object_meta::now_ms(),
-    )?;
+    let lock = crate::object_lock::write_lock!(&bucket_attrs, i)?;
     let conditions = (
         i.copy_source_if_match.as_ref(),
         i.copy_source_if_none_match.as_ref(),
@@ -603,20 +584,9 @@ pub async fn copy(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Re
     );
     let (layout, src) = copy_source(g, &i.copy_source, conditions).await?;
     // The source is opened with its key, the copy sealed as asked (or by the bucket's default).
-    let source_customer = sse::customer_key(
-        i.copy_source_sse_customer_algorithm.as_deref(),
-        i.copy_source_sse_customer_key.as_deref(),
-        i.copy_source_sse_customer_key_md5.as_deref(),
-    )?;
-    let source_key = match &src.sse {
-        Some(s) => Some(g.data_key(s, source_customer.as_ref())?),
-        None => {
-            sse::no_key_for_plain(source_customer.as_ref())?;
-            None
-        }
-    };
-    let customer =
-        sse::customer_key(i.sse_customer_algorithm.as_deref(), i.sse_customer_key.as_deref(), i.sse_customer_key_md5.as_deref())?;
+    let source_customer = crate::sse::source_customer_key_of!(i)?;
+    let source_key = g.key_of(src.sse.as_ref(), source_customer.as_ref())?;
+    let customer = crate::sse::customer_key_of!(i)?;
     let asked = sse::asked(i.server_side_encryption.as_ref(), customer)?;
     let changes_encryption = !matches!(asked, sse::Asked::Nothing);
     let encryption = g.encryption(&asked, sse::bucket_default::encrypts(&bucket_attrs))?;

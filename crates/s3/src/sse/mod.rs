@@ -112,6 +112,26 @@ pub fn customer_key(algorithm: Option<&str>, key: Option<&str>, md5: Option<&str
     }
 }
 
+/// The SSE-C key of an S3 input's `sse_customer_*` fields (the same names in every input).
+macro_rules! customer_key_of {
+    ($i:expr) => {
+        $crate::sse::customer_key($i.sse_customer_algorithm.as_deref(), $i.sse_customer_key.as_deref(), $i.sse_customer_key_md5.as_deref())
+    };
+}
+pub(crate) use customer_key_of;
+
+/// The SSE-C key of a copy's source (`copy_source_sse_customer_*`).
+macro_rules! source_customer_key_of {
+    ($i:expr) => {
+        $crate::sse::customer_key(
+            $i.copy_source_sse_customer_algorithm.as_deref(),
+            $i.copy_source_sse_customer_key.as_deref(),
+            $i.copy_source_sse_customer_key_md5.as_deref(),
+        )
+    };
+}
+pub(crate) use source_customer_key_of;
+
 /// What a write asks for.
 #[derive(Clone)]
 pub enum Asked {
@@ -226,6 +246,17 @@ impl Gateway {
         };
         let key = self.data_key(sealed, customer.as_ref())?;
         Ok(Some(Encryption { key, sealed: sealed.clone(), customer_md5: customer.map(|c| c.md5), part }))
+    }
+}
+
+impl Gateway {
+    /// The data key of an object encrypted as `sealed` (none for an object stored plain,
+    /// which refuses a client's key as S3 does).
+    pub fn key_of(&self, sealed: Option<&Sealed>, customer: Option<&CustomerKey>) -> S3Result<Option<DataKey>> {
+        match sealed {
+            Some(s) => self.data_key(s, customer).map(Some),
+            None => no_key_for_plain(customer).map(|()| None),
+        }
     }
 }
 
