@@ -233,6 +233,12 @@ impl KeyAccess {
 impl S3Access for KeyAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let origin = cx.extensions_mut().get::<Origin>().copied();
+        if crate::sse::customer_key_in_clear(cx.headers(), origin) {
+            return Err(s3_error!(
+                InvalidRequest,
+                "Requests specifying Server Side Encryption with Customer provided keys must be made over a secure connection."
+            ));
+        }
         let ak = cx.credentials().map(|c| c.access_key.clone());
         let op = cx.s3_op().name();
         let bypass = cx

@@ -260,6 +260,16 @@ impl Gateway {
     }
 }
 
+/// Whether a request sends an SSE-C key (its own or its copy source's) in clear: over plain
+/// HTTP from another host. S3 refuses those; loopback is allowed, as for the gateway's own
+/// plain HTTP (`origin` is None in-process, where nothing crosses a network).
+pub fn customer_key_in_clear(headers: &http::HeaderMap, origin: Option<crate::access::Origin>) -> bool {
+    let sent = ["x-amz-server-side-encryption-customer-key", "x-amz-copy-source-server-side-encryption-customer-key"]
+        .iter()
+        .any(|h| headers.contains_key(*h));
+    sent && origin.is_some_and(|o| !o.secure && !o.ip.is_loopback())
+}
+
 /// Refuses a key sent for an object that is not encrypted with one (S3's answer).
 pub fn no_key_for_plain(customer: Option<&CustomerKey>) -> S3Result<()> {
     match customer {
@@ -290,6 +300,20 @@ mod tests {
         assert_eq!(code(Some("AES256"), &b64(&[5u8; 16]), &b64(&md5::Md5::digest([5u8; 16]))), "InvalidArgument");
         assert_eq!(code(Some("AES128"), &b64(&key), &md5), "InvalidEncryptionAlgorithmError");
         assert!(customer_key(Some("AES256"), None, Some(&md5)).is_err());
+    }
+
+    #[test]
+    fn a_customer_key_in_clear_is_told_from_one_over_tls_or_loopback() {
+        let mut h = http::HeaderMap::new();
+        let at = |ip: &str, secure| Some(crate::access::Origin { ip: ip.parse().unwrap(), secure });
+        assert!(!customer_key_in_clear(&h, at("10.0.0.1", false)), "no key sent");
+        h.insert("x-amz-copy-source-server-side-encryption-customer-key", "AAAA".parse().unwrap());
+        assert!(customer_key_in_clear(&h, at("10.0.0.1", false)));
+        assert!(customer_key_in_clear(&h, at("2001:db8::1", false)));
+        assert!(!customer_key_in_clear(&h, at("10.0.0.1", true)), "over TLS");
+        assert!(!customer_key_in_clear(&h, at("127.0.0.1", false)), "loopback");
+        assert!(!customer_key_in_clear(&h, at("::1", false)), "loopback");
+        assert!(!customer_key_in_clear(&h, None), "in-process");
     }
 
     #[test]
