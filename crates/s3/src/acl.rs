@@ -12,6 +12,17 @@ use kintsugi_proto::Attrs;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+/// Whether an input sends any `x-amz-grant-*` (the same field names in each that has them all).
+macro_rules! any_grant {
+    ($i:expr) => {
+        $i.grant_full_control.is_some()
+            || $i.grant_read.is_some()
+            || $i.grant_read_acp.is_some()
+            || $i.grant_write.is_some()
+            || $i.grant_write_acp.is_some()
+    };
+}
+
 /// A bucket's or an object's attribute holding its canned ACL (absent: private).
 pub const ACL_ATTR: &str = "s3.acl";
 /// A bucket's attribute holding its Object Ownership (absent: BucketOwnerEnforced).
@@ -189,11 +200,7 @@ fn ownership_of(o: &ObjectOwnership) -> S3Result<&'static str> {
 /// What a new bucket's creation asks of ACLs: its Object Ownership and canned ACL, written
 /// into its record once it is made.
 pub fn at_creation(i: &CreateBucketInput) -> S3Result<Option<(&'static str, Canned)>> {
-    let grants = i.grant_full_control.is_some()
-        || i.grant_read.is_some()
-        || i.grant_read_acp.is_some()
-        || i.grant_write.is_some()
-        || i.grant_write_acp.is_some();
+    let grants = any_grant!(i);
     let ownership = i.object_ownership.as_ref().map(ownership_of).transpose()?;
     let mut a = Attrs::new();
     if let Some(o) = ownership {
@@ -228,11 +235,7 @@ fn forget(g: &Gateway, bucket: &str) {
 pub async fn put_bucket(g: &Gateway, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
     let i = req.input;
     let (_, attrs) = g.bucket_and_attrs(&i.bucket).await?;
-    let grants = i.grant_full_control.is_some()
-        || i.grant_read.is_some()
-        || i.grant_read_acp.is_some()
-        || i.grant_write.is_some()
-        || i.grant_write_acp.is_some();
+    let grants = any_grant!(i);
     let c = asked(&attrs, i.acl.as_ref().map(|a| a.as_str()), i.access_control_policy.as_ref(), grants)?;
     let set = |mut a: Attrs| {
         c.write(&mut a);
@@ -253,11 +256,7 @@ pub async fn get_bucket(g: &Gateway, req: S3Request<GetBucketAclInput>) -> S3Res
 pub async fn put_object(g: &Gateway, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
     let i = req.input;
     let (_, bucket_attrs) = g.bucket_and_attrs(&i.bucket).await?;
-    let grants = i.grant_full_control.is_some()
-        || i.grant_read.is_some()
-        || i.grant_read_acp.is_some()
-        || i.grant_write.is_some()
-        || i.grant_write_acp.is_some();
+    let grants = any_grant!(i);
     let c = asked(&bucket_attrs, i.acl.as_ref().map(|a| a.as_str()), i.access_control_policy.as_ref(), grants)?;
     let (l, _) = g.object_at(&i.bucket, &i.key, i.version_id.as_deref()).await?;
     let mut attrs = l.attrs.clone();

@@ -433,7 +433,8 @@ impl Policies {
                 policy: l.attrs.get(POLICY_ATTR).map(|text| match Policy::parse(text, bucket) {
                     Ok(p) => Arc::new(p),
                     Err(e) => {
-                        // Stored only once parsed: a policy that no longer parses denies.
+                        // A stored policy that does not parse (one this gateway cannot evaluate) must not
+                        // open or skip anything: it denies.
                         tracing::error!("bucket '{bucket}': its stored policy does not parse ({e}); requests are refused");
                         Arc::new(Policy { statements: vec![deny_all(bucket)] })
                     }
