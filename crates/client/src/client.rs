@@ -12,8 +12,7 @@ use kintsugi_proto::graph_faults;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
-    recv, send, ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport,
-    READER,
+    ChunkId, ClusterStatus, CoordRequest, CoordResponse, NodeRequest, NodeResponse, ObjectInfo, ObjectLayout, RepairReport, READER,
 };
 use kintsugi_proto::{Fault, Precondition, Scarce, VersionInfo, VersionRef, Versioning};
 use std::collections::BTreeSet;
@@ -47,6 +46,8 @@ pub struct Client {
     pub(crate) map: Arc<std::sync::Mutex<Option<Arc<crate::index_reads::ClusterMap>>>>,
     /// Told how long each degraded read took that rebuilt its bytes (a server's metrics).
     pub on_degraded_read: Option<DegradedReadObserver>,
+    /// The coordinator keeps no object in its metadata: small ones go in stripes too.
+    pub(crate) inline_refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a server hands the client to time its degraded reads.
@@ -68,20 +69,21 @@ impl Client {
             index_reads: true,
             map: Arc::default(),
             on_degraded_read: None,
+            inline_refused: Arc::default(),
         }
     }
 
-    /// One request to the coordinator.
+    /// One request to the coordinator, on an idle connection to it when there is one: a
+    /// connection's setup (TCP and the secret's handshake) costs more CPU than a small
+    /// object's whole exchange. Every answer, errors too, leaves the connection clean.
     pub async fn call(&self, req: &CoordRequest, limit: Duration) -> Result<CoordResponse, WireError> {
         let c = &self.coordinator;
-        let mut s = self.connect().await?;
-        let unheard = |m: String| WireError::unavailable(m).with_fault(Fault::NoCoordinator);
-        send(&mut s, req).await.map_err(|e| unheard(format!("coordinator {c}: {e}")))?;
-        match tokio::time::timeout(limit, recv(&mut s)).await {
-            Err(_) => Err(unheard(format!("coordinator {c} did not answer within {limit:?}"))),
-            Ok(Err(e)) => Err(unheard(format!("coordinator {c}: {e}"))),
-            Ok(Ok(CoordResponse::Error(e))) => Err(e),
-            Ok(Ok(r)) => Ok(r),
+        let unheard = |m: String| WireError::unavailable(format!("coordinator {m}")).with_fault(Fault::NoCoordinator);
+        match kintsugi_proto::rpc::pooled_exchange(c, req, limit, || self.connect(), |_: &CoordResponse| true).await {
+            Ok(CoordResponse::Error(e)) => Err(e),
+            Ok(r) => Ok(r),
+            Err(kintsugi_proto::rpc::PooledError::Connect(e)) => Err(e),
+            Err(kintsugi_proto::rpc::PooledError::NoAnswer(m)) => Err(unheard(m)),
         }
     }
 
@@ -342,7 +344,7 @@ impl Client {
     /// Makes `name` the concatenation of committed objects `parts` (name, version), which
     /// are gone afterwards; no byte moves (see `CoordRequest::ComposeObject`).
     pub async fn compose(&self, name: &str, parts: Vec<(String, u64)>, terms: CommitTerms) -> Result<VersionRef, Error> {
-        let CommitTerms { attrs, precondition, versioning } = terms;
+        let CommitTerms { attrs, precondition, versioning, .. } = terms;
         let req = CoordRequest::ComposeObject { name: name.into(), parts, attrs, precondition, versioning };
         match self.call(&req, self.io_timeout).await? {
             CoordResponse::Committed { version, versioned: true } => Ok(VersionRef::Id(version)),

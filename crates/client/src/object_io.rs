@@ -8,6 +8,7 @@ use kintsugi_codes::{Code, CodeSpec};
 use kintsugi_node::Shaper;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::frame::{read_body, read_head};
+use kintsugi_proto::secure::Conn;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{
     recv, send, write_frame, Attrs, ChunkLoc, CoordRequest, CoordResponse, Kind, LayoutSpec, NodeRequest, NodeResponse, ObjectLayout,
@@ -15,6 +16,7 @@ use kintsugi_proto::{
 };
 use kintsugi_proto::{Fault, Scarce};
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -69,6 +71,9 @@ pub struct CommitTerms {
     pub precondition: Option<Precondition>,
     /// Whether the version it replaces is kept (see [`Versioning`]).
     pub versioning: Versioning,
+    /// Stored in stripes even when small enough to be kept in the metadata (see
+    /// [`kintsugi_proto::inline`]): a part to be composed, which only stripes can be.
+    pub striped: bool,
 }
 
 impl From<Attrs> for CommitTerms {
@@ -132,9 +137,71 @@ impl Client {
         terms: &mut (dyn FnMut() -> Result<CommitTerms, WireError> + Send),
     ) -> Result<ObjectLayout, Error> {
         let c = code.build().map_err(WireError::from)?;
+        if kind == LayoutSpec::Stripe && size <= kintsugi_proto::INLINE_MAX && !self.inline_refused.load(Ordering::Relaxed) {
+            let data = read_all(reader, size).await?;
+            let terms = terms()?;
+            if !terms.striped {
+                if let Some(layout) = self.put_inline(name, data.clone(), code, terms.clone()).await? {
+                    progress(size);
+                    return Ok(layout);
+                }
+            }
+            let mut terms = Some(terms);
+            let mut rest = &data[..];
+            return self
+                .put_striped(c.as_ref(), name, &mut rest, (size, code, chunk_size, kind), progress, &mut || {
+                    Ok(terms.take().unwrap_or_default())
+                })
+                .await;
+        }
+        self.put_striped(c.as_ref(), name, reader, (size, code, chunk_size, kind), progress, terms).await
+    }
+
+    /// Stores `data` in the metadata (see [`kintsugi_proto::inline`]); None if the
+    /// coordinator keeps no object there (it will not later either: this client stops asking).
+    async fn put_inline(&self, name: &str, data: Vec<u8>, code: CodeSpec, terms: CommitTerms) -> Result<Option<ObjectLayout>, WireError> {
+        let CommitTerms { attrs, precondition, versioning, .. } = terms;
+        let inline = kintsugi_proto::Inline::new(data);
+        let size = inline.data.len() as u64;
+        let req = CoordRequest::PutInline { name: name.into(), data: inline, code, attrs, precondition, versioning };
+        let (version, versioned) = match self.call(&req, self.io_timeout).await? {
+            CoordResponse::Committed { version, versioned } => (version, versioned),
+            CoordResponse::InlineRefused => {
+                self.inline_refused.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            other => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        };
+        let CoordRequest::PutInline { data, attrs, .. } = req else { unreachable!("built above") };
+        Ok(Some(ObjectLayout {
+            name: name.into(),
+            size,
+            code,
+            committed: true,
+            version,
+            stripes: vec![],
+            layout: LayoutSpec::Stripe,
+            extents: vec![],
+            attrs,
+            versioned,
+            delete_marker: false,
+            inline: Some(data),
+        }))
+    }
+
+    /// [`Client::put_with_attrs`] in stripes (or Geo/Contiguous extents), whatever the size.
+    async fn put_striped(
+        &self,
+        c: &dyn Code,
+        name: &str,
+        reader: &mut (dyn AsyncRead + Unpin + Send),
+        (size, code, chunk_size, kind): (u64, CodeSpec, u64, LayoutSpec),
+        progress: Progress<'_>,
+        terms: &mut (dyn FnMut() -> Result<CommitTerms, WireError> + Send),
+    ) -> Result<ObjectLayout, Error> {
         let layout = self.layout(CoordRequest::CreateObject { name: name.into(), size, code, chunk_size, layout: kind }).await?;
         let version = layout.version;
-        let r = self.write_and_commit(c.as_ref(), name, layout, reader, progress, terms).await;
+        let r = self.write_and_commit(c, name, layout, reader, progress, terms).await;
         if r.is_err() {
             // Abandoned now rather than after the upload timeout; if even this fails, the
             // coordinator reclaims it then.
@@ -250,7 +317,7 @@ impl Client {
         crcs: Vec<Vec<u32>>,
         terms: CommitTerms,
     ) -> Result<ObjectLayout, WireError> {
-        let CommitTerms { attrs, precondition, versioning } = terms;
+        let CommitTerms { attrs, precondition, versioning, .. } = terms;
         let req = CoordRequest::CommitObject {
             name: name.into(),
             version: layout.version,
@@ -329,7 +396,7 @@ impl Client {
         slice: u64,
         progress: Progress<'_>,
     ) -> Result<ReadReport, WireError> {
-        if !layout.extents.is_empty() {
+        if !layout.extents.is_empty() || layout.inline.is_some() {
             return self.read_extents(layout, 0, u64::MAX, sink, method, slice, progress).await;
         }
         if !layout.committed {
@@ -477,6 +544,20 @@ fn with_parity(code: &dyn Code, mut shards: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>
     Ok(shards)
 }
 
+/// Exactly `size` bytes from `reader` (a small object's, read whole).
+async fn read_all(reader: &mut (dyn AsyncRead + Unpin + Send), size: u64) -> Result<Vec<u8>, WireError> {
+    let mut data = Vec::with_capacity(size as usize);
+    (&mut *reader)
+        .take(size)
+        .read_to_end(&mut data)
+        .await
+        .map_err(|e| WireError::new(ErrorKind::Input, format!("reading the object: {e}")))?;
+    if data.len() as u64 != size {
+        return Err(WireError::new(ErrorKind::Input, format!("the object ended after {} of its {size} bytes", data.len())));
+    }
+    Ok(data)
+}
+
 /// Splits a stripe's data into k zero-padded chunks and appends the parity.
 pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<Vec<Vec<u8>>, WireError> {
     let shards: Vec<Vec<u8>> = (0..code.k())
@@ -491,12 +572,58 @@ pub fn encode_stripe(code: &dyn Code, data: &[u8], chunk_len: usize) -> Result<V
     with_parity(code, shards)
 }
 
+/// One try at an exchange with a node on one connection.
+enum Attempt {
+    /// The connection was closed under it before any answer: on an idle connection, the
+    /// node had closed it and never served the request, which a new connection may retry.
+    Closed(WireError),
+    Failed(WireError),
+}
+
+/// Runs an idempotent chunk exchange `on` a connection to `loc`'s node: an idle one when
+/// there is one (a connection's setup costs more CPU than a small chunk's transfer), else a
+/// new one; the connection goes back for the next exchange when `on` left it clean (Ok).
+macro_rules! on_pooled_conn {
+    ($loc:expr, $t:expr, |$s:ident| $on:expr) => {{
+        let loc: &ChunkLoc = $loc;
+        let node = loc.node;
+        let a = &loc.addr;
+        let mut done = None;
+        if let Some(mut $s) = kintsugi_proto::rpc::take(a) {
+            match $on.await {
+                Ok(r) => {
+                    kintsugi_proto::rpc::give_back(a, $s);
+                    done = Some(Ok(r));
+                }
+                Err(Attempt::Closed(e)) => tracing::debug!("idle connection to node {node} was closed ({e}); connecting anew"),
+                Err(Attempt::Failed(e)) => done = Some(Err(e)),
+            }
+        }
+        match done {
+            Some(r) => r,
+            None => {
+                let mut $s =
+                    kintsugi_proto::auth::connect(a, $t).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
+                match $on.await {
+                    Ok(r) => {
+                        kintsugi_proto::rpc::give_back(a, $s);
+                        Ok(r)
+                    }
+                    Err(Attempt::Closed(e) | Attempt::Failed(e)) => Err(e),
+                }
+            }
+        }
+    }};
+}
+
 /// Writes one chunk to its node; `sub_chunks` is the code's (a Clay chunk's alpha, 1
 /// otherwise): the node checksums each sub-chunk, so a repair reads only what it needs.
 pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Duration) -> Result<(), WireError> {
+    on_pooled_conn!(loc, t, |s| put_on(&mut s, loc, data, sub_chunks, t))
+}
+
+async fn put_on(s: &mut Conn, loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Duration) -> Result<(), Attempt> {
     let node = loc.node;
-    let a = &loc.addr;
-    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
     let sub_chunks = u32::try_from(sub_chunks).unwrap_or(0);
     let put = NodeRequest::PutChunk {
         chunk: loc.chunk.clone(),
@@ -506,24 +633,29 @@ pub async fn put_chunk(loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t: Durati
         sub_chunks,
     };
     // A node that stops reading (hung) fails the write within `t`, as one that stops answering.
-    let stalled = || WireError::silent(node, format!("node {node}: took no data for {t:?}"));
-    let failed = |e: kintsugi_proto::FrameError| WireError::unreachable(node, format!("node {node}: {e}"));
-    tokio::time::timeout(t, send(&mut s, &put)).await.map_err(|_| stalled())?.map_err(failed)?;
+    let stalled = || Attempt::Failed(WireError::silent(node, format!("node {node}: took no data for {t:?}")));
+    let failed = |e: kintsugi_proto::FrameError| {
+        let closed = kintsugi_proto::rpc::closed(&e);
+        let e = WireError::unreachable(node, format!("node {node}: {e}"));
+        if closed {
+            Attempt::Closed(e)
+        } else {
+            Attempt::Failed(e)
+        }
+    };
+    tokio::time::timeout(t, send(s, &put)).await.map_err(|_| stalled())?.map_err(failed)?;
     for piece in data.chunks(1 << 20) {
-        tokio::time::timeout(t, write_frame(&mut s, Kind::Data, piece)).await.map_err(|_| stalled())?.map_err(failed)?;
+        tokio::time::timeout(t, write_frame(s, Kind::Data, piece)).await.map_err(|_| stalled())?.map_err(failed)?;
     }
-    tokio::time::timeout(t, s.flush())
+    tokio::time::timeout(t, s.flush()).await.map_err(|_| stalled())?.map_err(|e| failed(e.into()))?;
+    match tokio::time::timeout(t, recv(s))
         .await
-        .map_err(|_| stalled())?
-        .map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
-    match tokio::time::timeout(t, recv(&mut s))
-        .await
-        .map_err(|_| WireError::silent(node, format!("node {node}: no answer")))?
+        .map_err(|_| Attempt::Failed(WireError::silent(node, format!("node {node}: no answer"))))?
         .map_err(failed)?
     {
         NodeResponse::Ok => Ok(()),
-        NodeResponse::Error(e) => Err(e.context(format_args!("node {node}"))),
-        other => Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
+        NodeResponse::Error(e) => Err(Attempt::Failed(e.context(format_args!("node {node}")))),
+        other => Err(Attempt::Failed(WireError::internal(format!("node {node}: unexpected answer {other:?}")))),
     }
 }
 
@@ -541,44 +673,64 @@ pub async fn get_chunk_range(loc: &ChunkLoc, offset: u64, len: u64, t: Duration,
 }
 
 async fn fetch_chunk(loc: &ChunkLoc, range: Option<(u64, u64)>, len: u64, t: Duration, shaper: &Shaper) -> Result<Vec<u8>, WireError> {
+    on_pooled_conn!(loc, t, |s| fetch_on(&mut s, loc, range, len, t, shaper))
+}
+
+async fn fetch_on(
+    s: &mut Conn,
+    loc: &ChunkLoc,
+    range: Option<(u64, u64)>,
+    len: u64,
+    t: Duration,
+    shaper: &Shaper,
+) -> Result<Vec<u8>, Attempt> {
     let node = loc.node;
-    let a = &loc.addr;
-    let broken = |e: kintsugi_proto::FrameError| WireError::unreachable(node, format!("node {node}: {e}"));
-    let silent = |what: &str| WireError::silent(node, format!("node {node}: {what}"));
-    let mut s = kintsugi_proto::auth::connect(a, t).await.map_err(|e| WireError::unreachable(node, format!("node {node}: {e}")))?;
-    send(&mut s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(broken)?;
-    match tokio::time::timeout(t, recv(&mut s)).await.map_err(|_| silent("no answer"))?.map_err(broken)? {
+    let broken = |e: kintsugi_proto::FrameError| Attempt::Failed(WireError::unreachable(node, format!("node {node}: {e}")));
+    let silent = |what: &str| Attempt::Failed(WireError::silent(node, format!("node {node}: {what}")));
+    // Closed before the answer began: on an idle connection, the node never saw the request.
+    let unanswered = |e: kintsugi_proto::FrameError| {
+        let closed = kintsugi_proto::rpc::closed(&e);
+        let e = WireError::unreachable(node, format!("node {node}: {e}"));
+        if closed {
+            Attempt::Closed(e)
+        } else {
+            Attempt::Failed(e)
+        }
+    };
+    send(s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(unanswered)?;
+    match tokio::time::timeout(t, recv(s)).await.map_err(|_| silent("no answer"))?.map_err(unanswered)? {
         NodeResponse::Chunk { len: l, .. } if l == len => {}
         NodeResponse::Chunk { len: l, .. } => {
-            return Err(WireError::new(ErrorKind::Corrupt, format!("node {node} holds {l} bytes of {}, expected {len}", loc.chunk))
-                .with_fault(Fault::CorruptChunk { chunk: loc.chunk.clone() }))
+            return Err(Attempt::Failed(
+                WireError::new(ErrorKind::Corrupt, format!("node {node} holds {l} bytes of {}, expected {len}", loc.chunk))
+                    .with_fault(Fault::CorruptChunk { chunk: loc.chunk.clone() }),
+            ))
         }
-        NodeResponse::Error(e) => return Err(e.context(format_args!("node {node}"))),
-        other => return Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
+        NodeResponse::Error(e) => return Err(Attempt::Failed(e.context(format_args!("node {node}")))),
+        other => return Err(Attempt::Failed(WireError::internal(format!("node {node}: unexpected answer {other:?}")))),
     }
     // Bodies go straight into the chunk, each with the next header in one system call
     // (the connection's spill): no zeroing, no copy out of a buffer in between.
     let mut out = Vec::with_capacity(len as usize);
     while (out.len() as u64) < len {
-        let (kind, n) =
-            tokio::time::timeout(t, read_head(&mut s)).await.map_err(|_| silent(&format!("no data for {t:?}")))?.map_err(broken)?;
+        let (kind, n) = tokio::time::timeout(t, read_head(s)).await.map_err(|_| silent(&format!("no data for {t:?}")))?.map_err(broken)?;
         if kind == Kind::Data {
             if out.len() as u64 + n as u64 > len {
-                return Err(WireError::internal(format!("node {node} sent more than the {len} bytes of the chunk")));
+                return Err(Attempt::Failed(WireError::internal(format!("node {node} sent more than the {len} bytes of the chunk"))));
             }
-            tokio::time::timeout(t, read_body(&mut s, n, &mut out)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
+            tokio::time::timeout(t, read_body(s, n, &mut out)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
             shaper.recv(n).await;
         } else {
             let mut c = Vec::new();
-            tokio::time::timeout(t, read_body(&mut s, n, &mut c)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
-            return Err(match kintsugi_proto::frame::decode_control::<NodeResponse>(&c) {
+            tokio::time::timeout(t, read_body(s, n, &mut c)).await.map_err(|_| silent("stalled mid-frame"))?.map_err(broken)?;
+            return Err(Attempt::Failed(match kintsugi_proto::frame::decode_control::<NodeResponse>(&c) {
                 Ok(NodeResponse::Error(e)) => e.context(format_args!("node {node}")),
                 _ => WireError::unreachable(node, format!("node {node} interrupted the chunk")),
-            });
+            }));
         }
     }
     if out.len() as u64 != len {
-        return Err(WireError::internal(format!("node {node} sent {} bytes, expected {len}", out.len())));
+        return Err(Attempt::Failed(WireError::internal(format!("node {node} sent {} bytes, expected {len}", out.len()))));
     }
     Ok(out)
 }

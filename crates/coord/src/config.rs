@@ -116,6 +116,10 @@ pub struct CoordConfig {
     pub meta: String,
     /// The leader lease in etcd: how long after a leader dies a standby takes over.
     pub leader_lease_ms: u64,
+    /// Keep objects of at most `INLINE_MAX` (16 KiB) in the metadata itself, not in stripes
+    /// (see `kintsugi_proto::inline`). Unset: on with redb, off with etcd, whose store is
+    /// meant for megabytes, not for a bulk of small objects.
+    pub inline_objects: Option<bool>,
 }
 
 impl CoordConfig {
@@ -126,6 +130,10 @@ impl CoordConfig {
 
     /// The shape for moving or sealing one chunk (a drain, a seal): the configured method,
     /// ECPipe where it is `auto` (one chunk has no schedule to predict).
+    pub fn keeps_inline(&self) -> bool {
+        self.inline_objects.unwrap_or(self.meta.is_empty() || self.meta == "redb")
+    }
+
     pub fn repair_shape(&self) -> Shape {
         self.repair_method.fixed().unwrap_or(Shape::Ecpipe)
     }
@@ -179,6 +187,7 @@ impl Default for CoordConfig {
             rebalance_bytes_per_s: 50e6,
             meta: String::new(),
             leader_lease_ms: 4_000,
+            inline_objects: None,
         }
     }
 }

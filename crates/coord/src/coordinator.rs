@@ -422,6 +422,16 @@ impl Coordinator {
                 }
                 Ok(CoordResponse::Committed { version: c.version, versioned: c.versioned })
             }
+            CoordRequest::PutInline { .. } if !self.cfg.keeps_inline() => Ok(CoordResponse::InlineRefused),
+            CoordRequest::PutInline { name, data, code, attrs, precondition, versioning } => {
+                let me = self.clone();
+                let n = name.clone();
+                let (c, indexed) = off_runtime(move || me.put_inline(&n, data, code, (attrs, precondition, versioning))).await?;
+                if indexed {
+                    self.publish_acknowledged(&name).await?;
+                }
+                Ok(CoordResponse::Committed { version: c.version, versioned: c.versioned })
+            }
             CoordRequest::AbortUpload { name, version } => {
                 self.abort_upload(&name, version)?;
                 Ok(CoordResponse::Ok)
@@ -573,6 +583,14 @@ impl Coordinator {
     }
 
     pub(crate) fn layout(&self, o: &ObjectRecord) -> Result<ObjectLayout, WireError> {
+        // Read after the record: gone if the version was dropped in between.
+        let inline = match o.inline {
+            None => None,
+            Some(crc32c) => match self.meta.inline(o.version)? {
+                Some(data) => Some(kintsugi_proto::Inline { data, crc32c }),
+                None => return Err(WireError::new(ErrorKind::Replaced, format!("object '{}' was replaced while being looked up", o.name))),
+            },
+        };
         let alive = self.alive();
         let failed = self.failed_nodes()?;
         let mut stripes = Vec::new();
@@ -646,6 +664,7 @@ impl Coordinator {
             attrs: o.attrs.clone(),
             versioned: o.chain.versioned,
             delete_marker: o.chain.delete_marker,
+            inline,
         })
     }
 

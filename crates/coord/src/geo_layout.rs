@@ -197,6 +197,7 @@ impl Coordinator {
                 extents,
                 attrs: Default::default(),
                 chain: Default::default(),
+                inline: None,
             };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);

@@ -43,6 +43,10 @@ pub struct ObjectRecord {
     /// Where it stands among its name's versions (see [`crate::versions`]).
     #[serde(default, skip_serializing_if = "VersionLinks::is_plain")]
     pub chain: VersionLinks,
+    /// Kept in the metadata (see [`kintsugi_proto::inline`]): its bytes' CRC-32C. The bytes
+    /// lie beside the record under its version (listings never read them); it has no stripes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<u32>,
 }
 
 /// A version's place among its name's versions: its kind and its neighbours, by version
@@ -278,6 +282,9 @@ pub trait Txn {
             None => o.name.clone(),
         };
         kintsugi_proto::retention::may_delete(&shown, &o.attrs, now_ms, bypass_governance)?;
+        if o.inline.is_some() {
+            self.put(Change::DeleteInline(o.version))?;
+        }
         for (si, &id) in o.stripes.iter().enumerate() {
             let Some(mut s) = self.stripe(id)? else { continue };
             if s.owners.is_empty() {
@@ -344,6 +351,8 @@ pub struct MetaCounts {
 /// ([`crate::meta_index`]).
 pub trait MetaStore: Send + Sync {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError>;
+    /// The bytes of inline version `version` (see [`ObjectRecord::inline`]).
+    fn inline(&self, version: u64) -> Result<Option<Vec<u8>>, WireError>;
     /// Up to `limit` committed objects in name order, from `from` (included when
     /// `inclusive`).
     fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError>;
@@ -484,6 +493,12 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, 
 #[derive(Clone, Debug)]
 pub enum Change {
     PutObject(ObjectRecord),
+    /// The bytes of inline version `version` (see [`ObjectRecord::inline`]).
+    PutInline {
+        version: u64,
+        data: Vec<u8>,
+    },
+    DeleteInline(u64),
     DeleteObject(String),
     PutUpload(ObjectRecord),
     DeleteUpload(u64),
@@ -495,5 +510,8 @@ pub enum Change {
     DeleteNode(NodeId),
     PutPending(PendingRepair),
     SetCounter(String, u64),
-    DeletePending { stripe: u64, index: usize },
+    DeletePending {
+        stripe: u64,
+        index: usize,
+    },
 }

@@ -4,13 +4,15 @@
 //! (its transactions fail), so two coordinators never both change the metadata.
 //!
 //! The leader is the only writer, and its updates run one at a time (as redb's write
-//! transactions do): what a transaction reads is what the last one left. The small, hot
+//! transactions do): what a transaction reads is what the last one left, whether etcd
+//! has taken it yet or it is still in a batch on its way (`pipeline`). The small, hot
 //! tables (counters, the placement counters every new stripe changes: spread and held
 //! bytes, and the node records every heartbeat reads) are kept in memory, loaded when the
 //! store is opened and changed only after etcd took the transaction that changed them.
 //!
 //! Keys (after the prefix): `o/NAME` objects, `s/ID` stripes, `n/ID` nodes, `p/ID.INDEX`
-//! pending repairs, `u/VERSION` uploads, `g/ID` garbage, `c/NAME` counters, and the indexes
+//! pending repairs, `u/VERSION` uploads, `g/ID` garbage, `c/NAME` counters, `d/VERSION`
+//! the bytes of objects kept inline (when `inline_objects` is on), and the indexes
 //! under `i/` (`nc/NODE/STRIPE/INDEX`, `bad/STRIPE/INDEX`, `open/PG/STRIPE`, `sp/A/B`,
 //! `held/NODE`, `so/STRIPE/NAME`); numbers in fixed-width hex so keys sort as numbers.
 
@@ -41,7 +43,11 @@ pub struct EtcdMeta {
     /// A transaction's outcome is unknown (etcd did not answer; it may still apply it): the
     /// in-memory tables are read again from etcd before the next update.
     stale: std::sync::atomic::AtomicBool,
+    /// Updates' writes on their way to etcd, a batch per transaction (see `pipeline`).
+    pipeline: pipeline::Pipeline,
 }
+
+mod pipeline;
 
 fn hex8(x: u32) -> String {
     format!("{x:08x}")
@@ -99,7 +105,7 @@ impl EtcdMeta {
     pub fn open(etcd: Arc<Etcd>, prefix: &str, fence: Option<Cmp>) -> Result<Self, WireError> {
         let prefix = prefix.as_bytes().to_vec();
         let hot = RwLock::new(load_hot(&etcd, &prefix)?);
-        Ok(EtcdMeta { etcd, prefix, fence, hot, writer: Mutex::new(()), stale: Default::default() })
+        Ok(EtcdMeta { etcd, prefix, fence, hot, writer: Mutex::new(()), stale: Default::default(), pipeline: Default::default() })
     }
 
     fn key(&self, rel: &str) -> Vec<u8> {
@@ -146,6 +152,9 @@ impl EtcdMeta {
 impl MetaStore for EtcdMeta {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
         self.get(&format!("o/{name}"))
+    }
+    fn inline(&self, version: u64) -> Result<Option<Vec<u8>>, WireError> {
+        Ok(self.etcd.get(&self.key(&format!("d/{}", hex16(version))))?.map(|kv| kv.value))
     }
     fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError> {
         let mut start = format!("o/{from}").into_bytes();
@@ -252,19 +261,27 @@ impl MetaStore for EtcdMeta {
 }
 
 impl EtcdMeta {
-    /// One update, waiting for the writer's turn and etcd's answer.
+    /// One update: run in the writer's turn, its writes then wait for their batch to land
+    /// (see `pipeline`) while the next update runs.
     fn update_now(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
-        let _one = self.writer.lock().expect("writer lock");
-        if self.stale.load(std::sync::atomic::Ordering::SeqCst) {
-            *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
-            self.stale.store(false, std::sync::atomic::Ordering::SeqCst);
-        }
-        let mut t = EtcdTxn { meta: self, writes: BTreeMap::new(), read: Default::default() };
-        f(&mut t)?;
-        let writes = std::mem::take(&mut t.writes);
-        if writes.is_empty() {
-            return Ok(());
-        }
+        let batch = {
+            let _one = self.writer.lock().expect("writer lock");
+            if self.stale.load(std::sync::atomic::Ordering::SeqCst) {
+                *self.hot.write().expect("hot lock") = load_hot(&self.etcd, &self.prefix)?;
+                self.stale.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            let began = self.pipeline.epoch();
+            let mut t = EtcdTxn { meta: self, writes: BTreeMap::new(), read: Default::default() };
+            f(&mut t)?;
+            let writes = std::mem::take(&mut t.writes);
+            self.pipeline.add(began, writes)?
+        };
+        self.pipeline.wait(batch, |writes| self.send(writes))
+    }
+
+    /// One batch of updates as one etcd transaction, fenced by the leader key; once etcd took
+    /// it, its changes to the tables kept in memory.
+    fn send(&self, writes: &pipeline::Writes) -> Result<(), WireError> {
         let ops: Vec<Op> = writes
             .iter()
             .map(|(k, v)| match v {
@@ -278,10 +295,10 @@ impl EtcdMeta {
             return Err(crate::meta::MetaError::NotLeader.into());
         }
         let mut hot_tables = self.hot.write().expect("hot lock");
-        for (k, v) in writes.into_iter().filter(|(k, _)| hot(k)) {
+        for (k, v) in writes.iter().filter(|(k, _)| hot(k)) {
             match v {
-                Some(v) => hot_tables.insert(k, v),
-                None => hot_tables.remove(&k),
+                Some(v) => hot_tables.insert(k.clone(), v.clone()),
+                None => hot_tables.remove(k),
             };
         }
         Ok(())
@@ -299,7 +316,8 @@ struct EtcdTxn<'a> {
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// What this update read from etcd: a record read again (a commit reads the stripe, then
     /// `PutStripe` reads it for its old index entries) costs no second round trip. Nobody
-    /// else writes meanwhile (one update at a time, one leader).
+    /// else writes meanwhile (one update at a time, one leader; the batches of earlier
+    /// updates not yet in etcd are read first).
     read: std::cell::RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
@@ -307,6 +325,10 @@ impl EtcdTxn<'_> {
     fn raw(&self, rel: &str) -> Result<Option<Vec<u8>>, WireError> {
         if let Some(w) = self.writes.get(rel.as_bytes()) {
             return Ok(w.clone());
+        }
+        // Written by an update before this one, not yet in etcd.
+        if let Some(w) = self.meta.pipeline.lookup(rel.as_bytes()) {
+            return Ok(w);
         }
         if hot(rel.as_bytes()) {
             return Ok(self.meta.hot.read().expect("hot lock").get(rel.as_bytes()).cloned());
@@ -416,6 +438,8 @@ impl Txn for EtcdTxn<'_> {
                 self.tally("objects", old.is_some(), false)?;
                 self.set(format!("o/{name}"), None);
             }
+            Change::PutInline { version, data } => self.set(format!("d/{}", hex16(version)), Some(data)),
+            Change::DeleteInline(version) => self.set(format!("d/{}", hex16(version)), None),
             Change::PutUpload(o) => {
                 let rel = format!("u/{}", hex16(o.version));
                 self.tally("uploads", self.raw(&rel)?.is_some(), true)?;

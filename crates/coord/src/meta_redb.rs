@@ -7,7 +7,7 @@ use crate::meta::{Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, Pendi
 use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries, BYTES_COUNTER};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
@@ -27,6 +27,8 @@ const OPEN: TableDefinition<(u32, u64), u8> = TableDefinition::new("open_stripes
 const SPREAD: TableDefinition<(u32, u32), u64> = TableDefinition::new("spread");
 const HELD: TableDefinition<u32, u64> = TableDefinition::new("held_bytes");
 const STRIPE_OBJECTS: TableDefinition<(u64, &str), u8> = TableDefinition::new("stripe_objects");
+/// Inline objects' bytes by version (`ObjectRecord::inline`).
+const INLINE: TableDefinition<u64, &[u8]> = TableDefinition::new("inline");
 
 /// The layout of the tables; a file of an older one has its indexes built when opened.
 const FORMAT: u64 = 2;
@@ -41,7 +43,11 @@ pub struct RedbMeta {
     db: Database,
     /// Held by the update under way (see `update`).
     writer: std::sync::Mutex<()>,
+    /// Updates share their fsyncs (see `group_commit`).
+    group: group_commit::GroupCommit,
 }
+
+mod group_commit;
 
 fn e(x: impl std::fmt::Display) -> WireError {
     crate::meta::MetaError::Backend(x.to_string()).into()
@@ -61,7 +67,7 @@ impl RedbMeta {
         }
         let db =
             Database::builder().set_cache_size(CACHE_BYTES).create(path).map_err(|x| e(format!("cannot open {}: {x}", path.display())))?;
-        let meta = RedbMeta { db, writer: Default::default() };
+        let meta = RedbMeta { db, writer: Default::default(), group: Default::default() };
         // Create every table so reads never meet a missing one.
         let mut built = 0;
         let w = meta.db.begin_write().map_err(e)?;
@@ -80,8 +86,28 @@ impl RedbMeta {
     }
 
     fn read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> Result<T, redb::Error>) -> Result<T, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         f(&r).map_err(e)
+    }
+
+    /// A read of durable state only (see `group_commit`).
+    fn begin_read(&self) -> Result<redb::ReadTransaction, WireError> {
+        let (r, seen) = self.group.begin(|| self.db.begin_read().map_err(e))?;
+        if !self.group.settled(seen) {
+            crate::meta::may_wait(|| self.group.wait_durable(seen, || self.sync()))?;
+        }
+        Ok(r)
+    }
+
+    /// A durable commit, which persists every commit before it; returns the last commit it
+    /// covers.
+    fn sync(&self) -> Result<u64, WireError> {
+        let _one = crate::meta::lock_may_wait(&self.writer);
+        let covered = self.group.last();
+        let mut w = self.db.begin_write().map_err(e)?;
+        w.set_durability(Durability::Immediate).map_err(e)?;
+        w.commit().map_err(e)?;
+        Ok(covered)
     }
 }
 
@@ -95,23 +121,28 @@ fn all<'a, K: redb::Key + 'static, T: DeserializeOwned>(
 
 impl MetaStore for RedbMeta {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(OBJECTS).map_err(e)?;
         t.get(name).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
+    fn inline(&self, version: u64) -> Result<Option<Vec<u8>>, WireError> {
+        let r = self.begin_read()?;
+        let t = r.open_table(INLINE).map_err(e)?;
+        Ok(t.get(version).map_err(e)?.map(|v| v.value().to_vec()))
+    }
     fn objects_from(&self, from: &str, inclusive: bool, limit: usize) -> Result<Vec<ObjectRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(OBJECTS).map_err(e)?;
         let start = if inclusive { Bound::Included(from) } else { Bound::Excluded(from) };
         all(t.range::<&str>((start, Bound::Unbounded)).map_err(e)?, limit)
     }
     fn stripe(&self, id: u64) -> Result<Option<StripeRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(STRIPES).map_err(e)?;
         t.get(id).map_err(e)?.map(|v| decode(v.value())).transpose()
     }
     fn stripes_of(&self, ids: &[u64]) -> Result<Vec<StripeRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(STRIPES).map_err(e)?;
         ids.iter()
             .filter_map(|&id| t.get(id).map_err(e).map(|v| v.map(|v| decode(v.value()))).transpose())
@@ -119,27 +150,27 @@ impl MetaStore for RedbMeta {
             .collect()
     }
     fn stripes_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(STRIPES).map_err(e)?;
         all(t.range((Bound::Excluded(after), Bound::Unbounded)).map_err(e)?, limit)
     }
     fn nodes(&self) -> Result<Vec<NodeRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(NODES).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
     fn pending(&self) -> Result<Vec<PendingRepair>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(PENDING).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
     fn uploads(&self) -> Result<Vec<ObjectRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(UPLOADS).map_err(e)?;
         all(t.iter().map_err(e)?, usize::MAX)
     }
     fn garbage_from(&self, after: u64, limit: usize) -> Result<Vec<StripeRecord>, WireError> {
-        let r = self.db.begin_read().map_err(e)?;
+        let r = self.begin_read()?;
         let t = r.open_table(GARBAGE).map_err(e)?;
         all(t.range((Bound::Excluded(after), Bound::Unbounded)).map_err(e)?, limit)
     }
@@ -230,14 +261,20 @@ impl MetaStore for RedbMeta {
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
         // redb has one writer at a time; its turn is taken here first, so waiting for it
         // never holds an async worker.
-        let _one = crate::meta::lock_may_wait(&self.writer);
-        let w = self.db.begin_write().map_err(e)?;
-        {
-            let mut t = RedbTxn::of(&w)?;
-            // On error the transaction is dropped uncommitted: nothing of it is written.
-            f(&mut t)?;
-        }
-        w.commit().map_err(e)
+        let seq = {
+            let _one = self.group.turn(|| crate::meta::lock_may_wait(&self.writer));
+            let _updating = group_commit::Updating::start();
+            let mut w = self.db.begin_write().map_err(e)?;
+            w.set_durability(Durability::None).map_err(e)?;
+            {
+                let mut t = RedbTxn::of(&w)?;
+                // On error the transaction is dropped uncommitted: nothing of it is written.
+                f(&mut t)?;
+            }
+            self.group.committed(|| w.commit().map_err(e))?
+        };
+        // Acknowledged only once durable; the sync is shared with every update meanwhile.
+        crate::meta::may_wait(|| self.group.wait_durable(seq, || self.sync()))
     }
 }
 
@@ -256,6 +293,7 @@ struct RedbTxn<'t> {
     spread: redb::Table<'t, (u32, u32), u64>,
     held: redb::Table<'t, u32, u64>,
     stripe_objects: redb::Table<'t, (u64, &'static str), u8>,
+    inline: redb::Table<'t, u64, &'static [u8]>,
 }
 
 impl<'t> RedbTxn<'t> {
@@ -275,6 +313,7 @@ impl<'t> RedbTxn<'t> {
             spread: w.open_table(SPREAD).map_err(e)?,
             held: w.open_table(HELD).map_err(e)?,
             stripe_objects: w.open_table(STRIPE_OBJECTS).map_err(e)?,
+            inline: w.open_table(INLINE).map_err(e)?,
         })
     }
 
@@ -366,6 +405,8 @@ impl Txn for RedbTxn<'_> {
                 meta_index::reindex_object(self, &name, old.as_ref(), None)?;
                 self.objects.remove(name.as_str()).map(drop)
             }
+            Change::PutInline { version, data } => self.inline.insert(version, data.as_slice()).map(drop),
+            Change::DeleteInline(version) => self.inline.remove(version).map(drop),
             Change::PutUpload(o) => self.uploads.insert(o.version, encode(&o).as_slice()).map(drop),
             Change::DeleteUpload(v) => self.uploads.remove(v).map(drop),
             Change::PutGarbage(s) => self.garbage.insert(s.id, encode(&s).as_slice()).map(drop),

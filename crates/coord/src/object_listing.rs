@@ -112,6 +112,7 @@ mod tests {
                     extents: vec![],
                     attrs: Default::default(),
                     chain: Default::default(),
+                    inline: None,
                 })
             })
             .collect();

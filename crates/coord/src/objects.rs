@@ -218,6 +218,7 @@ impl Coordinator {
                 extents: vec![],
                 attrs: Default::default(),
                 chain: Default::default(),
+                inline: None,
             };
             t.put(Change::PutUpload(o.clone()))?;
             obj = Some(o);
@@ -325,6 +326,65 @@ impl Coordinator {
         Ok((committed, indexed))
     }
 
+    /// Stores `data` as the new version of `name`, kept in the metadata (see
+    /// `CoordRequest::PutInline`), in one transaction on the terms of a commit. Says what was
+    /// committed, and whether the version it replaces was in the per-object index.
+    pub(crate) fn put_inline(
+        &self,
+        name: &str,
+        data: kintsugi_proto::Inline,
+        code: CodeSpec,
+        terms: (Attrs, Option<Precondition>, Versioning),
+    ) -> Result<(Committed, bool), WireError> {
+        let (attrs, precondition, versioning) = terms;
+        let size = data.data.len() as u64;
+        check_name_and_size(name, size)?;
+        check_attrs(&attrs)?;
+        if size > kintsugi_proto::INLINE_MAX {
+            return bad(format!("{size} bytes are more than an object kept in the metadata may hold"));
+        }
+        if !data.intact() {
+            return Err(WireError::new(ErrorKind::Corrupt, format!("the bytes of '{name}' do not match the checksum they came with")));
+        }
+        let c = code.build().map_err(WireError::from)?;
+        // The bytes need no node, but a code wider than the cluster is refused as for any
+        // put: the bucket or caller asking for it is misconfigured whatever the size.
+        let members = self.meta.nodes()?.iter().filter(|n| !n.failed).count();
+        if members < c.n() {
+            return Err(too_few_for(self, &code, c.n(), members));
+        }
+        let mut indexed = false;
+        let mut committed = Committed { version: 0, versioned: false };
+        self.meta.update(&mut |t| {
+            check_precondition(t, name, precondition)?;
+            let version = t.next_id("version")?;
+            let old = t.object(name)?;
+            if versioning != Versioning::Unversioned && old.as_ref().is_some_and(|o| o.shares_stripes()) {
+                let layout = old.as_ref().map(|o| o.layout).unwrap_or_default();
+                return bad(format!("'{name}' has a {layout} layout: its versions cannot be kept"));
+            }
+            indexed = old.is_some_and(|o| o.shares_stripes());
+            committed = Committed { version, versioned: versioning == Versioning::Enabled };
+            t.put(Change::PutInline { version, data: data.data.clone() })?;
+            let o = ObjectRecord {
+                name: name.to_string(),
+                size,
+                code,
+                committed: true,
+                stripes: vec![],
+                version,
+                created_ms: now_ms(),
+                layout: LayoutSpec::Stripe,
+                extents: vec![],
+                attrs: attrs.clone(),
+                chain: Default::default(),
+                inline: Some(data.crc32c),
+            };
+            crate::versions::supersede(t, name, o, versioning, now_ms())
+        })?;
+        Ok((committed, indexed))
+    }
+
     /// Makes `name` the concatenation of the committed objects `parts` (name, version), in
     /// one transaction: their stripes become a new version of `name`, the parts' names go,
     /// and the version `name` had goes to garbage. No byte moves, so completing a multipart
@@ -360,6 +420,9 @@ impl Coordinator {
                 if o.shares_stripes() {
                     return bad(format!("part '{p}' has a {} layout; only Stripe layouts are composed", o.layout));
                 }
+                if o.inline.is_some() {
+                    return bad(format!("part '{p}' is kept in the metadata; only striped parts are composed"));
+                }
                 if *code.get_or_insert(o.code) != o.code {
                     return bad(format!("part '{p}' is coded {}, the first part {}", o.code, code.expect("set")));
                 }
@@ -382,6 +445,7 @@ impl Coordinator {
                 extents: vec![],
                 attrs: attrs.clone(),
                 chain: Default::default(),
+                inline: None,
             };
             crate::versions::supersede(t, name, o, versioning, now_ms())
         })?;

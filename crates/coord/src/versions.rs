@@ -152,6 +152,7 @@ pub(crate) fn marker(t: &mut dyn Txn, name: &str, now_ms: u64) -> Result<ObjectR
         extents: vec![],
         attrs: Default::default(),
         chain: VersionLinks { delete_marker: true, ..Default::default() },
+        inline: None,
     })
 }
 

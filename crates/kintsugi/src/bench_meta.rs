@@ -135,6 +135,7 @@ fn fill(meta: &RedbMeta, want: u64, per_key: u64, code: CodeSpec, nodes: u32, qu
                     extents: vec![],
                     attrs: Default::default(),
                     chain,
+                    inline: None,
                 }))?;
             }
             Ok(())

@@ -647,8 +647,10 @@ async fn small_phase(
                     }
                     ("GET", false) => {
                         let (got, _) = client.get(&format!("lib/{name}"), Shape::Ecpipe, 32 << 10).await.map_err(|e| anyhow!(e))?;
-                        if got.len() != size {
-                            bail!("get {name}: {} bytes", got.len());
+                        // The bytes the library PUT phase wrote under this name.
+                        fill(&mut body, &mut ((c * per + i) as u64 + 1));
+                        if got != body {
+                            bail!("get {name}: {} bytes, not the {size} put", got.len());
                         }
                     }
                     _ => {

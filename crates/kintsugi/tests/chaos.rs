@@ -7,7 +7,9 @@
 //! its node and pass its checksums, no node may hold an orphan, and `status` must say 0
 //! lost. No read during the run may return a mix of versions. Half the names are Geo
 //! objects (Clay chunks in shared stripes and bucket files, remainders in the small-size
-//! bucket), sealed in the background while the faults go on.
+//! bucket), sealed in the background while the faults go on; a fifth of the striped names'
+//! versions are small enough to be kept in the coordinator's metadata, which must survive
+//! its kill as every chunk does.
 //!
 //! Seeded and bounded: `CHAOS_SEED` (default: random, printed), `CHAOS_SECS` (default 20).
 //! Striped names use RS(4,2), LRC(4,2,1) and Clay(4,2,5). Faults stay within what they
@@ -129,10 +131,13 @@ fn chunk_files(dir: &Path) -> BTreeMap<(u64, usize), PathBuf> {
 }
 
 fn content(name: usize, serial: u64, seed: u64, rng: &mut StdRng) -> Vec<u8> {
-    // Sizes from empty to a few stripes of 4 x 32 KiB; bytes unique to (seed, name, serial).
+    // Sizes from empty to a few stripes of 4 x 32 KiB, a fifth small enough to be kept in the
+    // coordinator's metadata (striped names); bytes unique to (seed, name, serial).
+    let small = kintsugi_proto::INLINE_MAX as usize;
     let len = match rng.random_range(0..10) {
         0 => rng.random_range(0..64),
-        1..=6 => rng.random_range(1_000..140_000),
+        1 => rng.random_range(1_000..=small),
+        2..=6 => rng.random_range(small + 1..140_000),
         _ => rng.random_range(140_000..400_000),
     };
     let mut bytes = vec![0u8; len];

@@ -111,6 +111,7 @@ fn the_etcd_store_keeps_what_redb_keeps_and_refuses_a_deposed_leader() {
                 extents: vec![],
                 attrs: Default::default(),
                 chain: Default::default(),
+                inline: None,
             }),
             _ => Change::DeleteObject(format!("o{}/{}", rng.random_range(0..3), rng.random_range(0..4))),
         };

@@ -33,6 +33,9 @@ pub struct ObjectLayout {
     /// A delete marker: the name's latest version says it is deleted (no bytes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete_marker: bool,
+    /// The bytes of an object kept in the metadata (see [`crate::inline`]); it has no stripes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<crate::Inline>,
 }
 
 /// An object's attributes: names to values, set when it is committed.

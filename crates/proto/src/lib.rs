@@ -8,6 +8,7 @@ pub mod crc;
 pub mod frame;
 pub mod graph_faults;
 pub mod handshake;
+pub mod inline;
 pub mod layout;
 pub mod messages;
 pub mod object_index;
@@ -23,5 +24,6 @@ pub mod wire_error;
 pub mod wire_graph;
 
 pub use frame::{read_frame, read_frame_timeout, recv, recv_data, send, write_frame, Frame, FrameError, Kind, MAX_FRAME};
+pub use inline::{Inline, INLINE_MAX};
 pub use messages::*;
 pub use versions::{VersionInfo, VersionRef, Versioning};

@@ -381,6 +381,22 @@ pub enum CoordRequest {
         #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
         versioning: Versioning,
     },
+    /// Stores object `name` of at most [`crate::INLINE_MAX`] bytes in the metadata itself
+    /// (see [`crate::inline`]), committing it at once on the terms a `CommitObject` takes.
+    /// Answered `Committed`, or `InlineRefused` by a coordinator that keeps no object
+    /// inline (the caller puts it in stripes).
+    PutInline {
+        name: String,
+        data: crate::Inline,
+        /// Recorded as the object's code (it has no chunks).
+        code: CodeSpec,
+        #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+        attrs: Attrs,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precondition: Option<Precondition>,
+        #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
+        versioning: Versioning,
+    },
     /// Abandons upload `version` of `name` now (a put that failed half-way): its chunks go
     /// to garbage at once instead of after the upload timeout. Idempotent.
     AbortUpload {
@@ -560,6 +576,9 @@ pub enum CoordResponse {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         version: Option<Box<VersionInfo>>,
     },
+    /// This coordinator keeps no object in its metadata (`inline_objects` off): put it in
+    /// stripes.
+    InlineRefused,
     /// A commit's version: its number and whether its S3 id is its own.
     Committed {
         version: u64,

@@ -205,6 +205,7 @@ impl IndexRecord {
             attrs: Default::default(),
             versioned: false,
             delete_marker: false,
+            inline: None,
         }
     }
 }
@@ -267,6 +268,7 @@ mod tests {
             attrs: Default::default(),
             versioned: false,
             delete_marker: false,
+            inline: None,
         }
     }
 

@@ -8,6 +8,7 @@
 
 use crate::secure::Conn;
 use crate::{recv, send, FrameError, NodeRequest, NodeResponse, WireError};
+use serde::{de::DeserializeOwned, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -32,14 +33,15 @@ static IDLE: Mutex<Option<Idle>> = Mutex::new(None);
 static SWEPT: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// An idle connection to `addr` that has not been idle too long.
-fn take(addr: &str) -> Option<Conn> {
+pub fn take(addr: &str) -> Option<Conn> {
     let mut idle = IDLE.lock().expect("idle connections lock");
     let list = idle.as_mut()?.get_mut(&key(addr))?;
     list.retain(|(_, since)| since.elapsed() < IDLE_FOR);
     list.pop().map(|(s, _)| s)
 }
 
-fn give_back(addr: &str, s: Conn) {
+/// Keeps `s`, left clean by its last exchange, for the next exchange with `addr`.
+pub fn give_back(addr: &str, s: Conn) {
     let mut idle = IDLE.lock().expect("idle connections lock");
     let map = idle.get_or_insert_with(HashMap::new);
     {
@@ -83,31 +85,91 @@ fn reusable(req: &NodeRequest, resp: &NodeResponse) -> bool {
     plain && !matches!(resp, NodeResponse::Error { .. })
 }
 
-enum Failure {
+/// Why an exchange got no answer, said for people.
+pub enum Failure {
     /// The request did not get through, or the connection was closed before its answer
-    /// started: an idle one the node had closed (it never saw the request).
-    Closed(WireError),
-    Other(WireError),
+    /// started: on an idle connection, one the server had closed (it never saw the request).
+    Closed(String),
+    Other(String),
 }
 
-async fn exchange(s: &mut Conn, addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, Failure> {
-    let closed = |e: &FrameError| match e {
+/// Whether `e` says the peer had closed the connection (an idle one: it never saw what was
+/// sent on it after).
+pub fn closed(e: &FrameError) -> bool {
+    match e {
         FrameError::Closed => true,
         FrameError::Io(e) => {
             matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted)
         }
         _ => false,
-    };
+    }
+}
+
+async fn exchange<Req: Serialize, Resp: DeserializeOwned>(
+    s: &mut Conn,
+    addr: &str,
+    req: &Req,
+    answer_within: Duration,
+) -> Result<Resp, Failure> {
     // A request that could not be sent was not served: the caller may try a new connection.
     if let Err(e) = send(s, req).await {
-        return Err(Failure::Closed(WireError::unavailable(format!("{addr}: {e}"))));
+        return Err(Failure::Closed(format!("{addr}: {e}")));
     }
-    match tokio::time::timeout(io_timeout, recv(s)).await {
-        Err(_) => Err(Failure::Other(WireError::unavailable(format!("{addr}: no answer within {io_timeout:?}")))),
-        Ok(Err(e)) if closed(&e) => Err(Failure::Closed(WireError::unavailable(format!("{addr}: {e}")))),
-        Ok(Err(e)) => Err(Failure::Other(WireError::unavailable(format!("{addr}: {e}")))),
+    match tokio::time::timeout(answer_within, recv(s)).await {
+        Err(_) => Err(Failure::Other(format!("{addr}: no answer within {answer_within:?}"))),
+        Ok(Err(e)) if closed(&e) => Err(Failure::Closed(format!("{addr}: {e}"))),
+        Ok(Err(e)) => Err(Failure::Other(format!("{addr}: {e}"))),
         Ok(Ok(r)) => Ok(r),
     }
+}
+
+/// Sends `req` to `addr` and reads its one-frame answer, on an idle connection to it if
+/// there is one (else one from `connect`), which goes back for the next exchange when
+/// `reusable` says the answer leaves it clean. An idle connection found closed is replaced
+/// by a new one once: the server never had the request.
+pub async fn pooled_exchange<Req, Resp, C>(
+    addr: &str,
+    req: &Req,
+    answer_within: Duration,
+    connect: impl FnOnce() -> C,
+    reusable: impl Fn(&Resp) -> bool,
+) -> Result<Resp, PooledError>
+where
+    Req: Serialize,
+    Resp: DeserializeOwned,
+    C: std::future::Future<Output = Result<Conn, WireError>>,
+{
+    if let Some(mut s) = take(addr) {
+        match exchange(&mut s, addr, req, answer_within).await {
+            Ok(r) => {
+                if reusable(&r) {
+                    give_back(addr, s);
+                }
+                return Ok(r);
+            }
+            Err(Failure::Closed(e)) => tracing::debug!("idle connection to {addr} was closed ({e}); connecting anew"),
+            Err(Failure::Other(e)) => return Err(PooledError::NoAnswer(e)),
+        }
+    }
+    let mut s = connect().await.map_err(PooledError::Connect)?;
+    match exchange(&mut s, addr, req, answer_within).await {
+        Ok(r) => {
+            if reusable(&r) {
+                give_back(addr, s);
+            }
+            Ok(r)
+        }
+        Err(Failure::Closed(e) | Failure::Other(e)) => Err(PooledError::NoAnswer(e)),
+    }
+}
+
+/// A pooled exchange that got no answer.
+#[derive(Debug)]
+pub enum PooledError {
+    /// No connection could be made (the connector's own error).
+    Connect(WireError),
+    /// The request went out (or may have) and no answer came: said for people.
+    NoAnswer(String),
 }
 
 /// Sends `req` to the node at `addr` and reads its answer, on an idle connection to it if
@@ -115,29 +177,11 @@ async fn exchange(s: &mut Conn, addr: &str, req: &NodeRequest, io_timeout: Durat
 /// the answer leaves it clean. Every failure to get an answer is `Unavailable`; the caller,
 /// who knows which node it asked, names it as a fault where that matters.
 pub async fn request(addr: &str, req: &NodeRequest, io_timeout: Duration) -> Result<NodeResponse, WireError> {
-    if let Some(mut s) = take(addr) {
-        match exchange(&mut s, addr, req, io_timeout).await {
-            Ok(r) => {
-                if reusable(req, &r) {
-                    give_back(addr, s);
-                }
-                return Ok(r);
-            }
-            // Closed while idle: the node never had the request; a new connection follows.
-            Err(Failure::Closed(e)) => tracing::debug!("idle connection to {addr} was closed ({e}); connecting anew"),
-            Err(Failure::Other(e)) => return Err(e),
-        }
-    }
-    let mut s = crate::auth::connect(addr, io_timeout).await?;
-    match exchange(&mut s, addr, req, io_timeout).await {
-        Ok(r) => {
-            if reusable(req, &r) {
-                give_back(addr, s);
-            }
-            Ok(r)
-        }
-        Err(Failure::Closed(e) | Failure::Other(e)) => Err(e),
-    }
+    let connect = || async { crate::auth::connect(addr, io_timeout).await.map_err(WireError::from) };
+    pooled_exchange(addr, req, io_timeout, connect, |r| reusable(req, r)).await.map_err(|e| match e {
+        PooledError::Connect(e) => e,
+        PooledError::NoAnswer(m) => WireError::unavailable(m),
+    })
 }
 
 /// Idle connections kept to `addr` now (tests).

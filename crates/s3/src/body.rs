@@ -434,6 +434,7 @@ mod tests {
             attrs: Default::default(),
             versioned: false,
             delete_marker: false,
+            inline: None,
         }
     }
 

@@ -157,7 +157,7 @@ impl Worker<'_> {
         attrs.insert("holder".into(), self.me.to_string());
         attrs.insert("until_ms".into(), (now_ms() + self.pace.lease.as_millis() as u64).to_string());
         let precondition = Some(seen.map_or(Precondition::Absent, Precondition::Version));
-        let mut terms = Some(CommitTerms { attrs, precondition, versioning: Versioning::Unversioned });
+        let mut terms = Some(CommitTerms { attrs, precondition, versioning: Versioning::Unversioned, striped: false });
         let mut empty: &[u8] = &[];
         let code = self.g.defaults.code;
         let r = self

@@ -193,7 +193,7 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
     let encryption = g.part_encryption(upload.meta.sse.as_ref(), customer, i.part_number as u32)?;
     let (server_side_encryption, sse_customer_algorithm, sse_customer_key_md5) =
         encryption.as_ref().map(crate::sse::Encryption::answer).unwrap_or_default();
-    let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, encryption, ..Default::default() };
+    let terms = PutTerms { content_md5, checksum, trailers: req.trailing_headers, encryption, part: true, ..Default::default() };
     let w = g.put_stream(&name, body, size, part_settings, terms, false).await?;
     let c = part_checksum(w.checksum.as_ref());
     Ok(S3Response::new(crate::checksums::with_checksum!(
@@ -258,7 +258,7 @@ pub async fn upload_part_copy(g: &Gateway, req: S3Request<UploadPartCopyInput>) 
     let body =
         crate::body::plain_body(g, layout, source_key.as_ref(), &src.sealed_parts(), start, end, true).await.map_err(from_cluster)?;
     let checksum = part_checksum_wanted(&upload, None)?;
-    let terms = PutTerms { checksum, encryption, ..Default::default() };
+    let terms = PutTerms { checksum, encryption, part: true, ..Default::default() };
     let name = names::part(&i.upload_id, i.part_number);
     let w = g.put_stream(&name, StreamingBlob::wrap(body), size, part_settings, terms, true).await?;
     let c = part_checksum(w.checksum.as_ref());
@@ -408,7 +408,7 @@ pub async fn complete(g: &Gateway, req: S3Request<CompleteMultipartUploadInput>)
             "an encrypted upload of this many different part sizes cannot be completed: upload parts of one size (the last may be smaller)"
         ));
     }
-    let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning };
+    let terms = kintsugi_client::CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning, striped: false };
     let version = g.client.compose(&name, chosen, terms).await.map_err(|e| match e.kind() {
         kintsugi_client::ErrorKind::InvalidPart => s3_error!(NoSuchUpload, "the upload changed while being completed: {e}"),
         _ => from_cluster(e),

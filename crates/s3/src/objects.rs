@@ -49,7 +49,7 @@ impl Gateway {
     ) -> S3Result<Written> {
         // Memory is charged as the body arrives (none here when the caller holds it).
         let need = if reserved { 0 } else { put_memory(size, settings)? };
-        let PutTerms { mut meta, content_md5, checksum, trailers, precondition, encryption } = terms;
+        let PutTerms { mut meta, content_md5, checksum, trailers, precondition, encryption, part } = terms;
         let hashed = HashedBody::new(size, checksum.as_ref().map(|c| c.algorithm));
         let mut reader = crate::memory_budget::Charged::new(hashed.reader(body), self.memory.clone(), need);
         let starved = reader.starved.clone();
@@ -96,7 +96,7 @@ impl Gateway {
                 meta.etag = hex::encode(md5::Md5::new().chain_update(k.0).chain_update(meta.etag.as_bytes()).finalize());
             }
             meta.mtime_ms = now_ms();
-            Ok(CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning })
+            Ok(CommitTerms { attrs: meta.to_attrs(), precondition, versioning: settings.versioning, striped: part })
         };
         let r = self
             .client
@@ -134,6 +134,8 @@ pub struct PutTerms {
     pub precondition: Option<Precondition>,
     /// Encrypt its bytes with this.
     pub encryption: Option<crate::sse::Encryption>,
+    /// A multipart upload's part: stored in stripes whatever its size, to be composed.
+    pub part: bool,
 }
 
 /// What a put committed: its ETag, additional checksum and version id (in a bucket with
@@ -192,7 +194,7 @@ pub async fn put(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Resp
     let acl = crate::acl::for_write(&bucket_attrs, i.acl.as_ref().map(|a| a.as_str()), grants!(i))?;
     let meta =
         ObjectMeta { content_type: i.content_type, headers, user: user_metadata(i.metadata)?, tags, lock, acl, ..Default::default() };
-    let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition, encryption };
+    let terms = PutTerms { meta, content_md5, checksum, trailers: req.trailing_headers, precondition, encryption, part: false };
     let w = g.put_stream(&names::object(&i.bucket, &i.key), body, size, settings, terms, false).await?;
     let (c, t) = w.checksum.as_ref().map(Stored::answer).unzip();
     let c = c.unwrap_or_default();

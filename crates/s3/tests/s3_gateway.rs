@@ -47,13 +47,27 @@ impl Store {
         Store::start_paced(dir, nodes, code, min_part, Default::default()).await
     }
 
-    /// A store whose gateway applies lifecycle rules at `lifecycle`'s pace.
+    /// A store whose gateway applies lifecycle rules at `lifecycle`'s pace, and whose
+    /// coordinator stripes even the smallest object, so that every expired version's bytes
+    /// are chunk files seen collected.
     async fn start_paced(dir: &Path, nodes: usize, code: &str, min_part: u64, lifecycle: LifecyclePace) -> Store {
-        Store::start_with(dir, nodes, code, min_part, &|c| c.lifecycle = lifecycle).await
+        Store::start_tuned(dir, nodes, code, min_part, &|c| c.lifecycle = lifecycle, Some(false)).await
     }
 
     /// A store whose gateway's configuration `tune` changes.
     async fn start_with(dir: &Path, nodes: usize, code: &str, min_part: u64, tune: &dyn Fn(&mut S3Config)) -> Store {
+        Store::start_tuned(dir, nodes, code, min_part, tune, None).await
+    }
+
+    /// ... and whose coordinator keeps small objects inline as `inline_objects` says.
+    async fn start_tuned(
+        dir: &Path,
+        nodes: usize,
+        code: &str,
+        min_part: u64,
+        tune: &dyn Fn(&mut S3Config),
+        inline_objects: Option<bool>,
+    ) -> Store {
         if kintsugi_proto::auth::secret().is_none() {
             kintsugi_proto::auth::set_secret(Some(kintsugi_proto::auth::Secret::random()));
         }
@@ -64,6 +78,7 @@ impl Store {
             chunk_size: 1 << 20,
             gc_grace_ms: 0,
             gc_interval_ms: 300,
+            inline_objects,
             ..Default::default()
         })
         .await

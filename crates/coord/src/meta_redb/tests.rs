@@ -27,6 +27,7 @@ fn records_survive_reopen() {
                 extents: vec![],
                 attrs: Default::default(),
                 chain: Default::default(),
+                inline: None,
             }),
             Change::PutStripe(StripeRecord {
                 crcs: vec![Some(1), None, None],
@@ -175,6 +176,7 @@ fn indexes_match_the_records_after_random_changes_and_a_rebuild() {
                     extents: vec![],
                     attrs: Default::default(),
                     chain: Default::default(),
+                    inline: None,
                 })
             }
             _ => Change::DeleteObject(format!("o{}", rng.random_range(0..6))),
@@ -261,4 +263,125 @@ fn an_update_waiting_for_the_writer_leaves_its_worker_to_other_tasks() {
         Ok(())
     })
     .unwrap();
+}
+
+/// The child of `acknowledged_updates_survive_a_kill_9_during_group_commits`: four threads
+/// update counters as fast as they can and print each value once its update returned.
+#[test]
+fn group_commit_child() {
+    let Ok(path) = std::env::var("KINTSUGI_GROUP_COMMIT_CHILD") else { return };
+    let m = std::sync::Arc::new(RedbMeta::open(std::path::Path::new(&path)).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                // Counting on from where the last round's child was killed.
+                let mut from = None;
+                m.update(&mut |x| {
+                    from = x.counter(&format!("k{t}"))?;
+                    Ok(())
+                })
+                .unwrap();
+                for i in from.unwrap_or(0) + 1.. {
+                    m.update(&mut |x| x.put(Change::SetCounter(format!("k{t}"), i))).unwrap();
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{t} {i}").unwrap();
+                    out.flush().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// A non-durable commit lives only in its process's memory (redb reopens at the last
+/// durable one), so a kill -9 tells an update acknowledged before its group's fsync from
+/// one acknowledged after: every value a writer printed is there after the kill, each round.
+#[test]
+fn acknowledged_updates_survive_a_kill_9_during_group_commits() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta.redb");
+    let exe = std::env::current_exe().unwrap();
+    let mut acked = [0u64; 4];
+    for round in 0..3 {
+        let mut child = std::process::Command::new(&exe)
+            .args(["--exact", "meta_redb::tests::group_commit_child", "--nocapture", "--test-threads", "1"])
+            .env("KINTSUGI_GROUP_COMMIT_CHILD", &path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = 0;
+        // Killed at a different depth each round, mid-stream.
+        while seen < 300 + 250 * round {
+            let Some(Ok(line)) = lines.next() else { panic!("the child stopped after {seen} updates") };
+            let Some((t, v)) = line.split_once(' ') else { continue };
+            if let (Ok(t), Ok(v)) = (t.parse::<usize>(), v.parse::<u64>()) {
+                acked[t] = acked[t].max(v);
+                seen += 1;
+            }
+        }
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        child.wait().unwrap();
+        let m = RedbMeta::open(&path).unwrap();
+        for (t, &want) in acked.iter().enumerate() {
+            let mut got = None;
+            m.update(&mut |x| {
+                got = x.counter(&format!("k{t}"))?;
+                Ok(())
+            })
+            .unwrap();
+            assert!(got.unwrap_or(0) >= want, "round {round}: writer {t} was told {want} was stored, the store has {got:?}");
+        }
+    }
+}
+
+/// An inline version's bytes live beside its record and go exactly when the version is
+/// discarded (a delete, an overwrite), not when its record moves (kept under another name).
+#[test]
+fn inline_bytes_go_with_their_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = RedbMeta::open(&dir.path().join("meta.redb")).unwrap();
+    let record = |version: u64| ObjectRecord {
+        name: "k".into(),
+        size: 3,
+        code: "rs:2,1".parse().unwrap(),
+        committed: true,
+        stripes: vec![],
+        version,
+        created_ms: 0,
+        layout: LayoutSpec::Stripe,
+        extents: vec![],
+        attrs: Default::default(),
+        chain: Default::default(),
+        inline: Some(kintsugi_proto::crc::crc32c(b"abc")),
+    };
+    for v in [1, 2] {
+        m.update(&mut |t| {
+            t.put(Change::PutInline { version: v, data: b"abc".to_vec() })?;
+            t.put(Change::PutObject(ObjectRecord { name: format!("k{v}"), ..record(v) }))
+        })
+        .unwrap();
+    }
+    // Moved under another name: the bytes stay.
+    m.update(&mut |t| {
+        t.put(Change::DeleteObject("k1".into()))?;
+        t.put(Change::PutObject(ObjectRecord { name: "moved".into(), ..record(1) }))
+    })
+    .unwrap();
+    assert_eq!(m.inline(1).unwrap().as_deref(), Some(&b"abc"[..]));
+    m.update(&mut |t| {
+        let o = t.object("moved")?.unwrap();
+        t.discard_version(&o, 0, false)?;
+        t.put(Change::DeleteObject("moved".into()))
+    })
+    .unwrap();
+    assert_eq!(m.inline(1).unwrap(), None);
+    assert_eq!(m.inline(2).unwrap().as_deref(), Some(&b"abc"[..]), "another version's bytes stay");
 }
