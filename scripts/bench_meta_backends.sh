@@ -3,11 +3,14 @@
 # machine, same run: COUNT puts of 1 KiB objects (RS(6,3)) by CLIENTS concurrent clients into
 # a fresh loopback cluster (a coordinator and 12 nodes) for each, RUNS times, alternating.
 # Needs the etcd binary (Debian: etcd-server).
-# Usage: scripts/bench_meta_backends.sh [COUNT] [CLIENTS] [RUNS]
+# INLINE (true or false) sets --inline-objects on both coordinators, so that both keep small
+# objects the same way; unset, each backend's default (inline with redb, striped with etcd).
+# Usage: scripts/bench_meta_backends.sh [COUNT] [CLIENTS] [RUNS] [INLINE]
 set -u
 COUNT=${1:-3000}
 CLIENTS=${2:-16}
 RUNS=${3:-3}
+INLINE=${4:+--inline-objects $4}
 K=${KINTSUGI:-target/release/kintsugi}
 command -v etcd >/dev/null || { echo "no etcd binary (apt-get install etcd-server)"; exit 1; }
 E=$(mktemp -d)
@@ -30,7 +33,7 @@ rate() { # $1: extra coordinator flags; prints puts/s over the whole load
     cluster_down"
 }
 for r in $(seq 1 "$RUNS"); do
-  a=$(rate ""); b=$(rate "--meta etcd://127.0.0.1:23790,127.0.0.1:23791,127.0.0.1:23792/run$r")
+  a=$(rate "$INLINE"); b=$(rate "$INLINE --meta etcd://127.0.0.1:23790,127.0.0.1:23791,127.0.0.1:23792/run$r")
   printf 'run %d: redb %.0f puts/s, etcd %.0f puts/s, etcd/redb %.2f\n' "$r" "$a" "$b" "$(echo "$b / $a" | bc -l)"
 done
 kill "${EP[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$E"

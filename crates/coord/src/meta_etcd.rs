@@ -45,9 +45,12 @@ pub struct EtcdMeta {
     stale: std::sync::atomic::AtomicBool,
     /// Updates' writes on their way to etcd, a batch per transaction (see `pipeline`).
     pipeline: pipeline::Pipeline,
+    /// What this leader wrote last (see `recent`).
+    recent: recent::Recent,
 }
 
 mod pipeline;
+mod recent;
 
 fn hex8(x: u32) -> String {
     format!("{x:08x}")
@@ -105,7 +108,16 @@ impl EtcdMeta {
     pub fn open(etcd: Arc<Etcd>, prefix: &str, fence: Option<Cmp>) -> Result<Self, WireError> {
         let prefix = prefix.as_bytes().to_vec();
         let hot = RwLock::new(load_hot(&etcd, &prefix)?);
-        Ok(EtcdMeta { etcd, prefix, fence, hot, writer: Mutex::new(()), stale: Default::default(), pipeline: Default::default() })
+        Ok(EtcdMeta {
+            etcd,
+            prefix,
+            fence,
+            hot,
+            writer: Mutex::new(()),
+            stale: Default::default(),
+            pipeline: Default::default(),
+            recent: Default::default(),
+        })
     }
 
     fn key(&self, rel: &str) -> Vec<u8> {
@@ -290,10 +302,14 @@ impl EtcdMeta {
             })
             .collect();
         let fence: Vec<Cmp> = self.fence.iter().cloned().collect();
-        let (ok, _) = self.etcd.txn(&fence, &ops, &[]).inspect_err(|_| self.stale.store(true, std::sync::atomic::Ordering::SeqCst))?;
+        let (ok, _) = self.etcd.txn(&fence, &ops, &[]).inspect_err(|_| {
+            self.stale.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.recent.clear();
+        })?;
         if !ok {
             return Err(crate::meta::MetaError::NotLeader.into());
         }
+        self.recent.took(writes.iter().filter(|(k, _)| !hot(k)));
         let mut hot_tables = self.hot.write().expect("hot lock");
         for (k, v) in writes.iter().filter(|(k, _)| hot(k)) {
             match v {
@@ -335,6 +351,9 @@ impl EtcdTxn<'_> {
         }
         if let Some(v) = self.read.borrow().get(rel.as_bytes()) {
             return Ok(v.clone());
+        }
+        if let Some(v) = self.meta.recent.get(rel.as_bytes()) {
+            return Ok(v);
         }
         let v = self.meta.etcd.get(&self.meta.key(rel))?.map(|kv| kv.value);
         self.read.borrow_mut().insert(rel.as_bytes().to_vec(), v.clone());
@@ -496,6 +515,17 @@ impl Txn for EtcdTxn<'_> {
     fn next_id(&mut self, counter: &str) -> Result<u64, WireError> {
         let next = self.counter(counter)?.unwrap_or(1);
         self.set(format!("c/{counter}"), Some((next + 1).to_string().into_bytes()));
+        // Ids are never reused: nothing is stored under a fresh one yet, which a put would
+        // otherwise ask etcd (an upload's and a new stripe's record, read to count them).
+        let fresh: &[&str] = match counter {
+            "version" => &["u/", "d/"],
+            "stripe" => &["s/", "g/"],
+            _ => &[],
+        };
+        let mut read = self.read.borrow_mut();
+        for table in fresh {
+            read.insert(format!("{table}{}", hex16(next)).into_bytes(), None);
+        }
         Ok(next)
     }
 }

@@ -120,6 +120,10 @@ pub struct CoordArgs {
     /// stand by: etcd://HOST:PORT,HOST:PORT,...[/PREFIX] [default: redb in --data-dir].
     #[arg(long)]
     pub meta: Option<String>,
+    /// Keep objects of at most 16 KiB in the metadata rather than in stripes (TOML:
+    /// inline_objects) [default: true with redb, false with etcd].
+    #[arg(long)]
+    pub inline_objects: Option<bool>,
     /// Serve Prometheus metrics at http://ADDR/metrics (objects, lost chunks, nodes,
     /// repairs by method and scheduler) and the status page at http://ADDR/ [default: none].
     #[arg(long)]
@@ -334,6 +338,7 @@ pub fn coordinator(a: CoordArgs) -> Result<()> {
     if let Some(v) = a.meta {
         cfg.meta = v;
     }
+    cfg.inline_objects = a.inline_objects.or(cfg.inline_objects);
     cfg.metrics_listen = a.metrics_listen.or(cfg.metrics_listen);
     cfg.insecure |= a.insecure;
     check_coordinator(&cfg)?;
