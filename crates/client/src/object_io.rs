@@ -580,6 +580,20 @@ enum Attempt {
     Failed(WireError),
 }
 
+impl Attempt {
+    /// A connection failure before the answer: on an idle connection, one the node closed
+    /// (it never saw the request), when `e` says the peer closed it.
+    fn unanswered(node: NodeId, e: kintsugi_proto::FrameError) -> Self {
+        let closed = kintsugi_proto::rpc::closed(&e);
+        let e = WireError::unreachable(node, format!("node {node}: {e}"));
+        if closed {
+            Attempt::Closed(e)
+        } else {
+            Attempt::Failed(e)
+        }
+    }
+}
+
 /// Runs an idempotent chunk exchange `on` a connection to `loc`'s node: an idle one when
 /// there is one (a connection's setup costs more CPU than a small chunk's transfer), else a
 /// new one; the connection goes back for the next exchange when `on` left it clean (Ok).
@@ -634,15 +648,7 @@ async fn put_on(s: &mut Conn, loc: &ChunkLoc, data: &[u8], sub_chunks: usize, t:
     };
     // A node that stops reading (hung) fails the write within `t`, as one that stops answering.
     let stalled = || Attempt::Failed(WireError::silent(node, format!("node {node}: took no data for {t:?}")));
-    let failed = |e: kintsugi_proto::FrameError| {
-        let closed = kintsugi_proto::rpc::closed(&e);
-        let e = WireError::unreachable(node, format!("node {node}: {e}"));
-        if closed {
-            Attempt::Closed(e)
-        } else {
-            Attempt::Failed(e)
-        }
-    };
+    let failed = |e: kintsugi_proto::FrameError| Attempt::unanswered(node, e);
     tokio::time::timeout(t, send(s, &put)).await.map_err(|_| stalled())?.map_err(failed)?;
     for piece in data.chunks(1 << 20) {
         tokio::time::timeout(t, write_frame(s, Kind::Data, piece)).await.map_err(|_| stalled())?.map_err(failed)?;
@@ -687,16 +693,7 @@ async fn fetch_on(
     let node = loc.node;
     let broken = |e: kintsugi_proto::FrameError| Attempt::Failed(WireError::unreachable(node, format!("node {node}: {e}")));
     let silent = |what: &str| Attempt::Failed(WireError::silent(node, format!("node {node}: {what}")));
-    // Closed before the answer began: on an idle connection, the node never saw the request.
-    let unanswered = |e: kintsugi_proto::FrameError| {
-        let closed = kintsugi_proto::rpc::closed(&e);
-        let e = WireError::unreachable(node, format!("node {node}: {e}"));
-        if closed {
-            Attempt::Closed(e)
-        } else {
-            Attempt::Failed(e)
-        }
-    };
+    let unanswered = |e: kintsugi_proto::FrameError| Attempt::unanswered(node, e);
     send(s, &NodeRequest::GetChunk { chunk: loc.chunk.clone(), range }).await.map_err(unanswered)?;
     match tokio::time::timeout(t, recv(s)).await.map_err(|_| silent("no answer"))?.map_err(unanswered)? {
         NodeResponse::Chunk { len: l, .. } if l == len => {}

@@ -77,6 +77,24 @@ fn check_precondition(t: &mut dyn Txn, name: &str, precondition: Option<Precondi
     Err(WireError::new(ErrorKind::PreconditionFailed, format!("'{name}' is not as the write requires ({p:?}): {now}")))
 }
 
+/// A committed Stripe-layout version of `name` made now (composed, or kept inline).
+fn committed_stripe(name: &str, size: u64, code: CodeSpec, stripes: Vec<u64>, version: u64, attrs: &Attrs) -> ObjectRecord {
+    ObjectRecord {
+        name: name.to_string(),
+        size,
+        code,
+        committed: true,
+        stripes,
+        version,
+        created_ms: now_ms(),
+        layout: LayoutSpec::Stripe,
+        extents: vec![],
+        attrs: attrs.clone(),
+        chain: Default::default(),
+        inline: None,
+    }
+}
+
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
@@ -366,20 +384,7 @@ impl Coordinator {
             indexed = old.is_some_and(|o| o.shares_stripes());
             committed = Committed { version, versioned: versioning == Versioning::Enabled };
             t.put(Change::PutInline { version, data: data.data.clone() })?;
-            let o = ObjectRecord {
-                name: name.to_string(),
-                size,
-                code,
-                committed: true,
-                stripes: vec![],
-                version,
-                created_ms: now_ms(),
-                layout: LayoutSpec::Stripe,
-                extents: vec![],
-                attrs: attrs.clone(),
-                chain: Default::default(),
-                inline: Some(data.crc32c),
-            };
+            let o = ObjectRecord { inline: Some(data.crc32c), ..committed_stripe(name, size, code, vec![], version, &attrs) };
             crate::versions::supersede(t, name, o, versioning, now_ms())
         })?;
         Ok((committed, indexed))
@@ -433,20 +438,7 @@ impl Coordinator {
             let version = t.next_id("version")?;
             indexed = t.object(name)?.is_some_and(|old| old.shares_stripes());
             committed = Committed { version, versioned: versioning == Versioning::Enabled };
-            let o = ObjectRecord {
-                name: name.to_string(),
-                size,
-                code: code.expect("at least one part"),
-                committed: true,
-                stripes,
-                version,
-                created_ms: now_ms(),
-                layout: LayoutSpec::Stripe,
-                extents: vec![],
-                attrs: attrs.clone(),
-                chain: Default::default(),
-                inline: None,
-            };
+            let o = committed_stripe(name, size, code.expect("at least one part"), stripes, version, &attrs);
             crate::versions::supersede(t, name, o, versioning, now_ms())
         })?;
         Ok((committed, indexed))
