@@ -411,6 +411,15 @@ impl Client {
             other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
         }
     }
+
+    /// Compacts the Geo stripes whose live share is below the coordinator's
+    /// `compact_below` now; answers what the pass did.
+    pub async fn compact(&self) -> Result<kintsugi_proto::CompactionReport, WireError> {
+        match self.call(&CoordRequest::Compact, self.io_timeout * 60).await? {
+            kintsugi_proto::CoordResponse::Compacted(r) => Ok(r),
+            other => Err(WireError::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
 }
 
 #[cfg(test)]

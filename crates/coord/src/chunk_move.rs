@@ -46,25 +46,8 @@ impl Coordinator {
             return bad(format!("chunk {chunk}: node {from} or node {dest} is not up"));
         };
         let sub_chunks = s.code.build().map_err(WireError::from)?.sub_chunks();
-        let equation = RepairEquation { lost: index, sub_chunks, terms: vec![identity_term(index, sub_chunks)], structured: None };
-        let task = RepairTask { equation, helper_nodes: vec![from], destination: dest };
-        let graph = shapes::build(Shape::Cr, &task).map_err(|e| WireError::internal(e.to_string()))?;
-        let a = Assignment {
-            repair: self.repair_id()?,
-            graph,
-            chunk_len: s.chunk_len,
-            slice_len: slice.clamp(1, s.chunk_len.max(1)),
-            term_chunks: vec![chunk.clone()],
-            peers: BTreeMap::from([(from, from_addr.clone()), (dest, dest_addr.clone())]),
-            store: Some(StoreSpec { chunk: chunk.clone(), crc32c: crc, new_parity: false, bucket: s.bucket() }),
-            timeslots: Vec::new(),
-            gate_batch: None,
-            term_offset: None,
-        };
-        let got = self.store_rebuilt(&a).await?;
-        if got != crc {
-            return bad(format!("chunk {chunk} copied to node {dest} has crc {got:08x}, expected {crc:08x}"));
-        }
+        let store = StoreSpec { chunk: chunk.clone(), crc32c: crc, new_parity: false, bucket: s.bucket() };
+        self.copy_chunk((from, from_addr.clone(), chunk.clone()), (dest, dest_addr.clone()), sub_chunks, s.chunk_len, slice, store).await?;
         self.meta.update(&mut |t| {
             let mut now = t
                 .stripe(stripe)?
@@ -88,6 +71,43 @@ impl Coordinator {
             }
             let _ = request(&addr, &NodeRequest::DeleteChunk { chunk }, Duration::from_secs(5)).await;
         });
+        Ok(())
+    }
+
+    /// Copies chunk `source` (`chunk_len` bytes in `sub_chunks`) from node `from` to node
+    /// `dest` as `store` says, streamed by a one-source repair graph and checked against
+    /// `store`'s checksum.
+    pub(crate) async fn copy_chunk(
+        &self,
+        (from, from_addr, source): (NodeId, String, ChunkId),
+        (dest, dest_addr): (NodeId, String),
+        sub_chunks: usize,
+        chunk_len: u64,
+        slice: u64,
+        store: StoreSpec,
+    ) -> Result<(), WireError> {
+        let crc = store.crc32c;
+        let lost = store.chunk.parts().map_or(0, |(_, i)| i);
+        let equation = RepairEquation { lost, sub_chunks, terms: vec![identity_term(lost, sub_chunks)], structured: None };
+        let task = RepairTask { equation, helper_nodes: vec![from], destination: dest };
+        let graph = shapes::build(Shape::Cr, &task).map_err(|e| WireError::internal(e.to_string()))?;
+        let chunk = store.chunk.clone();
+        let a = Assignment {
+            repair: self.repair_id()?,
+            graph,
+            chunk_len,
+            slice_len: slice.clamp(1, chunk_len.max(1)),
+            term_chunks: vec![source],
+            peers: BTreeMap::from([(from, from_addr), (dest, dest_addr)]),
+            store: Some(store),
+            timeslots: Vec::new(),
+            gate_batch: None,
+            term_offset: None,
+        };
+        let got = self.store_rebuilt(&a).await?;
+        if got != crc {
+            return bad(format!("chunk {chunk} copied to node {dest} has crc {got:08x}, expected {crc:08x}"));
+        }
         Ok(())
     }
 }

@@ -59,6 +59,7 @@ impl Coordinator {
             last_auto_repair: self.last_auto.lock().expect("last auto lock").clone(),
             placement_groups: self.cfg.placement_groups,
             index_copies: self.cfg.index_copies,
+            compaction: self.compaction.status(),
         })
     }
 }

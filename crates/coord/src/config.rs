@@ -91,6 +91,13 @@ pub struct CoordConfig {
     pub seal_interval_ms: u64,
     /// Geo layout: stripes sealed at once.
     pub seal_parallel: usize,
+    /// Geo layout: a sealed stripe whose live share (data slots still holding a live
+    /// object's chunk, of k) is below this is compacted: its live chunks are rewritten
+    /// into new stripes with others' and it is released (0: never). Checked every
+    /// `compact_interval_ms`, at most `compact_bytes_per_s` rewritten.
+    pub compact_below: f64,
+    pub compact_interval_ms: u64,
+    pub compact_bytes_per_s: f64,
     /// Repair weight (chunk size in 4 MiB units) a node takes part in at once, as
     /// Geometric Partitioning's recovery queue (512 in the paper); `repair_max_active` and
     /// `--parallel` still bound the chunks in flight cluster-wide.
@@ -128,12 +135,13 @@ impl CoordConfig {
         crate::RepairAsk { method: self.repair_method, scheduler: self.repair_scheduler }
     }
 
-    /// The shape for moving or sealing one chunk (a drain, a seal): the configured method,
-    /// ECPipe where it is `auto` (one chunk has no schedule to predict).
+    /// Objects of at most `INLINE_MAX` are kept in the metadata (`inline_objects`).
     pub fn keeps_inline(&self) -> bool {
         self.inline_objects.unwrap_or(self.meta.is_empty() || self.meta == "redb")
     }
 
+    /// The shape for moving or sealing one chunk (a drain, a seal): the configured method,
+    /// ECPipe where it is `auto` (one chunk has no schedule to predict).
     pub fn repair_shape(&self) -> Shape {
         self.repair_method.fixed().unwrap_or(Shape::Ecpipe)
     }
@@ -178,6 +186,9 @@ impl Default for CoordConfig {
             seal_after_ms: 60_000,
             seal_interval_ms: 1_000,
             seal_parallel: 8,
+            compact_below: 0.5,
+            compact_interval_ms: 60_000,
+            compact_bytes_per_s: 50e6,
             recovery_node_budget: 512,
             index_copies: 3,
             index_sync_ms: 500,

@@ -33,6 +33,8 @@ pub struct Coordinator {
     /// Some Geo stripe may be open (set by Geo puts; cleared by a sealing pass that found
     /// none), so a cluster without Geo objects does not scan its stripes every second.
     pub(crate) maybe_open: std::sync::atomic::AtomicBool,
+    /// One Geo compaction pass at a time, and what compaction has done.
+    pub(crate) compaction: crate::geo_compaction::Compaction,
     /// When this coordinator started: a node not heard from since is down since then.
     pub(crate) started: Instant,
     /// The widest code stored: whether a lost node can be rebuilt.
@@ -213,6 +215,7 @@ async fn serve_cluster(
         repairing: tokio::sync::Mutex::new(()),
         sealing: tokio::sync::Mutex::new(()),
         maybe_open: std::sync::atomic::AtomicBool::new(true),
+        compaction: Default::default(),
         started: Instant::now(),
         inventories: Default::default(),
         space: Default::default(),
@@ -238,6 +241,7 @@ async fn serve_cluster(
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::seal::sealer(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::geo_compaction::compactor(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::object_index::sync(coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::heal_margin::scan(coord.clone(), stop_rx.clone()));
     if coord.cfg.auto_repair {
@@ -412,6 +416,7 @@ impl Coordinator {
                 self.sync_index_now().await;
                 Ok(CoordResponse::Sealed { stripes })
             }
+            CoordRequest::Compact => Ok(CoordResponse::Compacted(self.compact().await?)),
             CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
                 Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))
             }

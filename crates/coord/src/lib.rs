@@ -12,6 +12,7 @@ pub mod etcd_http;
 mod foreground_record;
 pub mod full_node_plan;
 mod full_node_repair;
+mod geo_compaction;
 pub mod geo_layout;
 mod heal_margin;
 mod id_blocks;

@@ -3,7 +3,7 @@
 //! of the repairs this coordinator ran, by method and scheduler.
 
 use crate::coordinator::Coordinator;
-use kintsugi_metrics::encode::{gauge, gauges};
+use kintsugi_metrics::encode::{counters, gauge, gauges};
 use kintsugi_metrics::prometheus_client::collector::Collector;
 use kintsugi_metrics::prometheus_client::encoding::DescriptorEncoder;
 use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
@@ -210,6 +210,31 @@ impl Collector for StatusCollector {
             s.cannot_heal.is_some() as u8 as f64,
         )?;
         gauge(&mut e, "repair_running", "1 while a full-node or automatic repair runs", None, s.repairing as u8 as f64)?;
+        let c = &s.compaction;
+        gauge(&mut e, "compaction_running", "1 while a Geo compaction pass runs", None, c.running as u8 as f64)?;
+        counters(&mut e, "compaction_passes", "Geo compaction passes finished", None, [(Vec::<(&str, &str)>::new(), c.passes)])?;
+        counters(
+            &mut e,
+            "compaction_stripes",
+            "Geo stripes compaction wrote (with live chunks of sparse ones) and released",
+            None,
+            [("written", c.total.written), ("released", c.total.freed), ("failed", c.total.failed)]
+                .map(|(what, v)| ([("what", what)], v as u64)),
+        )?;
+        counters(
+            &mut e,
+            "compaction",
+            "Bytes Geo compaction moved (live chunks rewritten) and freed (chunks of the stripes it released)",
+            Some(&Unit::Bytes),
+            [("moved", c.total.moved_bytes), ("freed", c.total.freed_bytes)].map(|(what, v)| ([("what", what)], v)),
+        )?;
+        gauge(
+            &mut e,
+            "compaction_dead",
+            "Bytes of deleted objects still in sealed Geo stripes, as the last compaction pass found",
+            Some(&Unit::Bytes),
+            c.total.dead_bytes as f64,
+        )?;
         if let Some(p) = coord.repair_counters.progress() {
             gauges(
                 &mut e,

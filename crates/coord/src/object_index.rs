@@ -109,7 +109,7 @@ impl Coordinator {
     }
 
     /// Publishes the records of `names`; a failure leaves a name in the retry set.
-    async fn publish_names(&self, names: BTreeSet<String>) {
+    pub(crate) async fn publish_names(&self, names: BTreeSet<String>) {
         for name in names {
             if let Err(e) = self.publish_index(&name).await {
                 tracing::debug!("index record of '{name}': {e}");

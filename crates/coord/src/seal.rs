@@ -144,49 +144,18 @@ impl Coordinator {
                 nodes[p] = self.spare_node(id, &nodes, s.chunk_len, &BTreeSet::new())?;
             }
         }
-        let data: Vec<usize> = (0..k).collect();
-        let mut set = JoinSet::new();
-        for p in k..n {
-            let mut equation = code.repair_equation(p, &data).map_err(WireError::from)?;
-            equation.terms.retain(|t| !s.is_filler(t.helper));
-            // A staging copy on the parity's own node is not used for it (a helper and the
-            // sink on one node is no graph the shapes draw).
-            let source = |h: usize| -> Result<(NodeId, ChunkId), WireError> {
-                match copies.get(&h) {
-                    None => Ok((nodes[h], ChunkId::new(id, h))),
-                    Some(live) => live.iter().find(|(r, _)| *r != nodes[p]).cloned().ok_or_else(|| {
-                        WireError::bad_request(format!("the only live copy of chunk {} is on parity {p}'s node", ChunkId::new(id, h)))
-                    }),
-                }
-            };
-            let sources: Vec<(NodeId, ChunkId)> = equation.helpers().iter().map(|&h| source(h)).collect::<Result<_, _>>()?;
-            let task = RepairTask { equation, helper_nodes: sources.iter().map(|x| x.0).collect(), destination: nodes[p] };
-            let graph = shapes::build(self.cfg.repair_shape(), &task).map_err(|e| WireError::internal(e.to_string()))?;
-            let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
-            let a = Assignment {
-                repair: self.repair_id()?,
-                graph,
-                chunk_len: s.chunk_len,
-                slice_len: self.cfg.repair_slice.clamp(1, s.chunk_len.max(1)),
-                term_chunks: sources.into_iter().map(|x| x.1).collect(),
-                peers,
-                store: Some(StoreSpec { chunk: ChunkId::new(id, p), crc32c: 0, new_parity: true, bucket: s.bucket() }),
-                timeslots: Vec::new(),
-                gate_batch: None,
-                term_offset: None,
-            };
-            let me = self.clone();
-            set.spawn(async move { (p, me.store_rebuilt(&a).await) });
-        }
-        let mut errors = Vec::new();
-        while let Some(r) = set.join_next().await {
-            match r.map_err(WireError::from)? {
-                (p, Ok(crc)) => crcs[p] = Some(crc),
-                (p, Err(e)) => errors.push(format!("parity {p}: {e}")),
+        // A staging copy on the parity's own node is not used for it (a helper and the sink
+        // on one node is no graph the shapes draw).
+        let source = |h: usize, p: usize| -> Result<(NodeId, ChunkId), WireError> {
+            match copies.get(&h) {
+                None => Ok((nodes[h], ChunkId::new(id, h))),
+                Some(live) => live.iter().find(|(r, _)| *r != nodes[p]).cloned().ok_or_else(|| {
+                    WireError::bad_request(format!("the only live copy of chunk {} is on parity {p}'s node", ChunkId::new(id, h)))
+                }),
             }
-        }
-        if !errors.is_empty() {
-            return bad(errors.join("; "));
+        };
+        for (p, crc) in self.write_parity(&s, &nodes, &source).await? {
+            crcs[p] = Some(crc);
         }
         let mut dropped = Vec::new();
         self.meta.update(&mut |t| {
@@ -226,6 +195,51 @@ impl Coordinator {
             }
         }
         Ok(true)
+    }
+    /// Writes the parity chunks of Geo stripe `s` with its chunks on `nodes`, each computed
+    /// by a repair graph from the data slots (the code's decode-from-k equation; fillers
+    /// drop out), data slot h read for parity p from `source(h, p)`. Returns each parity's
+    /// index and checksum; fails if any parity could not be written.
+    pub(crate) async fn write_parity(
+        self: &Arc<Self>,
+        s: &StripeRecord,
+        nodes: &[NodeId],
+        source: &(dyn Fn(usize, usize) -> Result<(NodeId, ChunkId), WireError> + Sync),
+    ) -> Result<Vec<(usize, u32)>, WireError> {
+        let code = s.code.build().map_err(WireError::from)?;
+        let k = code.k();
+        let data: Vec<usize> = (0..k).collect();
+        let mut set = JoinSet::new();
+        for (p, &destination) in nodes.iter().enumerate().skip(k) {
+            let mut equation = code.repair_equation(p, &data).map_err(WireError::from)?;
+            equation.terms.retain(|t| !s.is_filler(t.helper));
+            let sources: Vec<(NodeId, ChunkId)> = equation.helpers().iter().map(|&h| source(h, p)).collect::<Result<_, _>>()?;
+            let task = RepairTask { equation, helper_nodes: sources.iter().map(|x| x.0).collect(), destination };
+            let graph = shapes::build(self.cfg.repair_shape(), &task).map_err(|e| WireError::internal(e.to_string()))?;
+            let peers = graph.vertices.iter().map(|v| (v.node, self.addr_of(v.node))).collect();
+            let a = Assignment {
+                repair: self.repair_id()?,
+                graph,
+                chunk_len: s.chunk_len,
+                slice_len: self.cfg.repair_slice.clamp(1, s.chunk_len.max(1)),
+                term_chunks: sources.into_iter().map(|x| x.1).collect(),
+                peers,
+                store: Some(StoreSpec { chunk: ChunkId::new(s.id, p), crc32c: 0, new_parity: true, bucket: s.bucket() }),
+                timeslots: Vec::new(),
+                gate_batch: None,
+                term_offset: None,
+            };
+            let me = self.clone();
+            set.spawn(async move { (p, me.store_rebuilt(&a).await) });
+        }
+        let (mut crcs, mut errors) = (Vec::new(), Vec::new());
+        while let Some(r) = set.join_next().await {
+            match r.map_err(WireError::from)? {
+                (p, Ok(crc)) => crcs.push((p, crc)),
+                (p, Err(e)) => errors.push(e.context(format_args!("parity {p}"))),
+            }
+        }
+        WireError::merge(errors).map_or(Ok(crcs), Err)
     }
 }
 

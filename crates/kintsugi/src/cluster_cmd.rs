@@ -491,6 +491,21 @@ pub fn status(t: &Target) -> Result<()> {
                     r.spread * 100.0
                 );
             }
+            let c = &s.compaction;
+            if c.passes > 0 || c.running {
+                println!(
+                    "Geo compaction{}: {} pass(es), {} stripe(s) written with {} chunk(s) ({}), {} stripe(s) released ({}), {} failed; {} dead in sealed stripes",
+                    if c.running { " running" } else { "" },
+                    c.passes,
+                    c.total.written,
+                    c.total.moved,
+                    human_bytes(c.total.moved_bytes),
+                    c.total.freed,
+                    human_bytes(c.total.freed_bytes),
+                    c.total.failed,
+                    human_bytes(c.total.dead_bytes)
+                );
+            }
             // Traffic in MB/s over each node's last period; residual = what repair may use.
             // Space: bytes stored of what the node may use. Emulated disks' rates only when
             // some node has one.
@@ -599,6 +614,31 @@ pub fn rebalance(t: &Target) -> Result<()> {
                 r.seconds,
                 r.failed,
                 r.spread * 100.0
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `kintsugi compact`: one Geo compaction pass now.
+pub fn compact(t: &Target) -> Result<()> {
+    runtime()?.block_on(async {
+        let r = client(t)?.compact().await.map_err(|e| anyhow!(e))?;
+        if t.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "scanned {} sealed Geo stripe(s), {} below the threshold; wrote {} stripe(s) with {} live chunk(s) ({}); \
+                 released {} stripe(s) ({}); {} rewrite(s) failed; {} dead left",
+                r.scanned,
+                r.below,
+                r.written,
+                r.moved,
+                human_bytes(r.moved_bytes),
+                r.freed,
+                human_bytes(r.freed_bytes),
+                r.failed,
+                human_bytes(r.dead_bytes)
             );
         }
         Ok(())

@@ -182,6 +182,13 @@ enum Cmd {
         #[command(flatten)]
         target: cluster_cmd::Target,
     },
+    /// Compact Geo stripes now: stripes whose live share is below the coordinator's
+    /// compact_below have their live chunks rewritten into new stripes and are released
+    /// (the coordinator also does this every compact_interval_ms). Waits until done.
+    Compact {
+        #[command(flatten)]
+        target: cluster_cmd::Target,
+    },
     /// Move chunks from the fullest nodes to the emptiest until every node's fill is within
     /// the coordinator's rebalance_spread of the mean (throttled to rebalance_bytes_per_s);
     /// the coordinator also does this when a node joins. Waits until done.
@@ -267,6 +274,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Repair { target, args } => cluster_cmd::repair(&target, args),
         Cmd::Status { target } => cluster_cmd::status(&target),
         Cmd::Seal { target } => cluster_cmd::seal(&target),
+        Cmd::Compact { target } => cluster_cmd::compact(&target),
         Cmd::Rebalance { target } => cluster_cmd::rebalance(&target),
         Cmd::Load(a) => load::run(a),
     };

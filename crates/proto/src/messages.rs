@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 pub use crate::chunk_id::{BucketSlot, ChunkId};
 pub use crate::layout::{Attrs, ChunkLoc, Extent, LayoutSpec, ObjectInfo, ObjectLayout, StripeLayout, MAX_ATTRS_BYTES};
 pub use crate::status::{
-    AutoChoice, AutoPrediction, ClusterStatus, FsReport, LinkReport, NodeInfo, RebalanceStatus, RepairReport, UnrepairableStripe,
+    AutoChoice, AutoPrediction, ClusterStatus, CompactionReport, CompactionStatus, FsReport, LinkReport, NodeInfo, RebalanceStatus,
+    RepairReport, UnrepairableStripe,
 };
 pub use crate::wire_error::{ErrorKind, Fault, Scarce, Shortfall, WireError};
 pub use crate::wire_graph::{NodeId, WireGraph, WireTerm, WireVertex};
@@ -362,6 +363,9 @@ pub enum CoordRequest {
     },
     /// Seals every open Geo stripe now (computes its parity), whether full or not.
     Seal,
+    /// Compacts the Geo stripes whose live share is below the coordinator's
+    /// `compact_below` now (answered when done).
+    Compact,
     /// Moves chunks from the fullest nodes to the emptiest until their fill is even
     /// (answered when done).
     Rebalance,
@@ -610,6 +614,7 @@ pub enum CoordResponse {
     /// Where a moved upload chunk goes now.
     Moved(ChunkLoc),
     Rebalanced(RebalanceStatus),
+    Compacted(CompactionReport),
     /// Geo stripes sealed.
     Sealed {
         stripes: usize,

@@ -226,6 +226,9 @@ pub struct ClusterStatus {
     pub placement_groups: u32,
     #[serde(default)]
     pub index_copies: usize,
+    /// Geo compaction since the coordinator started.
+    #[serde(default)]
+    pub compaction: CompactionStatus,
 }
 
 impl ClusterStatus {
@@ -265,6 +268,34 @@ pub struct RebalanceStatus {
     /// (fullest - emptiest) / mean fill over the nodes, when last measured.
     pub spread: f64,
     pub seconds: f64,
+}
+
+/// What Geo compaction did: in one pass, or in all passes since the coordinator started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionReport {
+    /// Sealed Geo stripes looked at, and those whose live share was below the threshold.
+    pub scanned: usize,
+    pub below: usize,
+    /// Stripes written with the live chunks of those, the chunks moved and their bytes.
+    pub written: usize,
+    pub moved: usize,
+    pub moved_bytes: u64,
+    /// Stripes released (to the garbage collector) and the bytes of their chunks.
+    pub freed: usize,
+    pub freed_bytes: u64,
+    /// Stripes whose rewrite failed (they stay as they were and are tried again).
+    pub failed: usize,
+    /// Bytes of deleted objects still held in sealed Geo stripes when the pass looked.
+    pub dead_bytes: u64,
+}
+
+/// Geo compaction as `status` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionStatus {
+    pub running: bool,
+    pub passes: u64,
+    /// Everything done since the coordinator started (`dead_bytes`: the last pass's).
+    pub total: CompactionReport,
 }
 
 /// A stripe that can no longer be rebuilt, as `status` lists it.

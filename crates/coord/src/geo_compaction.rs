@@ -1,0 +1,535 @@
+//! Geo compaction: giving back the space of deleted objects.
+//!
+//! A sealed Geo stripe's parity is never updated in place (Geometric Partitioning, section
+//! 4.2, as f4), so a deleted object's chunk stays in its stripe as dead space. A pass finds
+//! the sealed stripes whose live share (data slots still holding a live object's chunk, of
+//! k) is below `compact_below`, and for each placement group, code, size class and member
+//! set packs their live chunks into as few new stripes as it can: at most one chunk of a
+//! home per stripe, since a chunk stays on its home (a copy into a new slot of the home's
+//! bucket, no network) and parity is computed over the new stripe as sealing does. Stripes
+//! no live object uses any more are released whole.
+//!
+//! Each new stripe is written as an *intent*: its record first goes to garbage, due long
+//! after the rewrite can take, so a crash at any point leaves chunks the collector deletes.
+//! One transaction then makes it a live stripe, points each moved object (if it still
+//! exists as it was) at it, and releases every old stripe left without a live object;
+//! their chunks are deleted after `gc_grace_ms` like any replaced version's, so reads
+//! under way finish. The old chunks were never touched, so a failed rewrite loses nothing.
+
+use crate::coordinator::Coordinator;
+use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
+use crate::objects::now_ms;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::{ChunkId, CompactionReport, CompactionStatus, NodeRequest, NodeResponse, StoreSpec, WireError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How long a new stripe's intent stays out of the collector's way: longer than any
+/// rewrite takes (its commit checks the intent has not come due).
+const INTENT_MS: u64 = 30 * 60_000;
+
+/// Stripes read from the metadata at a time while scanning.
+const PAGE: usize = 1024;
+
+/// One pass at a time, and what compaction has done since the coordinator started.
+#[derive(Default)]
+pub(crate) struct Compaction {
+    pass: tokio::sync::Mutex<()>,
+    status: Mutex<CompactionStatus>,
+}
+
+impl Compaction {
+    pub(crate) fn status(&self) -> CompactionStatus {
+        self.status.lock().expect("compaction lock").clone()
+    }
+}
+
+/// A live object's chunk in a stripe being compacted.
+#[derive(Clone, Debug)]
+struct LiveChunk {
+    stripe: u64,
+    index: usize,
+    home: NodeId,
+    name: String,
+    version: u64,
+    crc: u32,
+}
+
+/// Stripes whose live chunks may share new stripes: same placement group, code, chunk
+/// length and member set.
+type GroupKey = (u32, String, u64, Vec<NodeId>);
+
+/// A sealed stripe below the threshold, and its live chunks.
+struct Victim {
+    stripe: StripeRecord,
+    live: Vec<LiveChunk>,
+}
+
+impl Victim {
+    /// Bytes its chunks take on the nodes (fillers take none).
+    fn stored(&self) -> u64 {
+        let chunks = (0..self.stripe.nodes.len()).filter(|&i| !self.stripe.is_filler(i)).count() as u64;
+        chunks * self.stripe.chunk_len
+    }
+}
+
+/// A live chunk and the node it goes to in its new stripe.
+type Placed = (LiveChunk, NodeId);
+
+/// Packs live chunks into the fewest stripes of k data slots, ceil(chunks / k), each slot
+/// on a different one of `members`. A chunk stays on its home where it can (a copy
+/// within the node); only a home with more chunks than there are stripes sends its
+/// excess to members with free slots (a copy over the network).
+fn pack(mut chunks: Vec<LiveChunk>, k: usize, members: &[NodeId]) -> Vec<Vec<Placed>> {
+    let count = chunks.len().div_ceil(k);
+    let mut by_home: BTreeMap<NodeId, Vec<LiveChunk>> = BTreeMap::new();
+    chunks.sort_by_key(|c| std::cmp::Reverse((c.stripe, c.index)));
+    for c in chunks {
+        by_home.entry(c.home).or_default().push(c);
+    }
+    let mut stripes: Vec<Vec<Placed>> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut homes: Vec<(usize, NodeId)> = by_home.iter().filter(|(_, v)| !v.is_empty()).map(|(&h, v)| (v.len(), h)).collect();
+        homes.sort_by_key(|&(n, h)| (std::cmp::Reverse(n), h));
+        stripes.push(homes.iter().take(k).map(|&(_, h)| (by_home.get_mut(&h).and_then(Vec::pop).expect("non-empty"), h)).collect());
+    }
+    // What is left belongs to homes with more chunks than stripes.
+    let mut load: BTreeMap<NodeId, usize> = members.iter().map(|&m| (m, 0)).collect();
+    for (_, node) in stripes.iter().flatten() {
+        *load.entry(*node).or_default() += 1;
+    }
+    for c in by_home.into_values().flatten() {
+        let s = stripes.iter_mut().filter(|s| s.len() < k).min_by_key(|s| s.len()).expect("count * k >= chunks");
+        let node = *members
+            .iter()
+            .filter(|m| !s.iter().any(|(_, n)| n == *m))
+            .min_by_key(|m| (load[m], **m))
+            .expect("a stripe with a free data slot has a free member");
+        *load.entry(node).or_default() += 1;
+        s.push((c, node));
+    }
+    stripes
+}
+
+impl Coordinator {
+    /// One compaction pass over every sealed Geo stripe.
+    pub(crate) async fn compact(self: &Arc<Self>) -> Result<CompactionReport, WireError> {
+        let _one = self.compaction.pass.lock().await;
+        self.compaction.status.lock().expect("compaction lock").running = true;
+        let result = self.compact_pass().await;
+        let mut st = self.compaction.status.lock().expect("compaction lock");
+        st.running = false;
+        if let Ok(r) = &result {
+            st.passes += 1;
+            let t = &mut st.total;
+            t.scanned += r.scanned;
+            t.below += r.below;
+            t.written += r.written;
+            t.moved += r.moved;
+            t.moved_bytes += r.moved_bytes;
+            t.freed += r.freed;
+            t.freed_bytes += r.freed_bytes;
+            t.failed += r.failed;
+            t.dead_bytes = r.dead_bytes;
+        }
+        result
+    }
+
+    async fn compact_pass(self: &Arc<Self>) -> Result<CompactionReport, WireError> {
+        self.abandon_stale_intents()?;
+        let mut report = CompactionReport::default();
+        let below = self.cfg.compact_below;
+        let alive = self.alive();
+        let failed = self.failed_nodes()?;
+        let up = |n: &NodeId| alive.contains_key(n) && !failed.contains(n);
+        let mut groups: BTreeMap<GroupKey, Vec<Victim>> = BTreeMap::new();
+        let mut dead = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.meta.stripes_from(after, PAGE)?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for s in page.into_iter().filter(|s| s.slot.is_some() && !s.open && !s.owners.is_empty()) {
+                report.scanned += 1;
+                let k = s.code.build().map_err(WireError::from)?.k();
+                let names = self.meta.stripe_objects(s.id)?;
+                let data = (0..k).filter(|&i| !s.is_filler(i)).count();
+                if names.is_empty() {
+                    report.dead_bytes += data as u64 * s.chunk_len;
+                    dead.push(s);
+                    continue;
+                }
+                // Small-size bucket stripes are released once empty; their pieces are not
+                // moved (each slot is at most s0, a small share of a group's bytes).
+                if s.small {
+                    continue;
+                }
+                let Some(live) = self.live_chunks(&s, &names)? else { continue };
+                report.dead_bytes += (data - live.len()) as u64 * s.chunk_len;
+                if (live.len() as f64) >= below * k as f64 {
+                    continue;
+                }
+                // Every chunk is read on its node and the new stripe spans the members.
+                if s.bad.iter().any(|&b| b) || !s.nodes.iter().all(&up) {
+                    continue;
+                }
+                report.below += 1;
+                let mut members = s.nodes.clone();
+                members.sort_unstable();
+                groups.entry((s.pg, s.code.to_string(), s.chunk_len, members)).or_default().push(Victim { stripe: s, live });
+            }
+        }
+        for s in dead {
+            self.release_empty(&s, &mut report)?;
+        }
+        for (key, victims) in groups {
+            if let Err(e) = self.compact_group(&key, victims, &mut report).await {
+                tracing::warn!("compacting placement group {} ({} bytes chunks): {e}", key.0, key.2);
+            }
+        }
+        if report.written + report.freed > 0 {
+            tracing::info!(
+                "Geo compaction: {} stripe(s) written with {} live chunk(s) ({} bytes); {} stripe(s) released ({} bytes)",
+                report.written,
+                report.moved,
+                report.moved_bytes,
+                report.freed,
+                report.freed_bytes
+            );
+        }
+        Ok(report)
+    }
+
+    /// Stripe `s`'s chunks that live objects hold; None when an object's record does not
+    /// match the stripe's slots (the stripe is then left alone).
+    fn live_chunks(&self, s: &StripeRecord, names: &[String]) -> Result<Option<Vec<LiveChunk>>, WireError> {
+        let mut live = Vec::new();
+        for name in names {
+            let Some(o) = self.meta.object(name)? else { continue };
+            for e in o.extents.iter().filter(|e| o.stripes.get(e.stripe) == Some(&s.id)) {
+                let (Some(&owner), Some(&Some(crc))) = (s.owners.get(e.index), s.crcs.get(e.index)) else { return Ok(None) };
+                if owner != o.version || e.offset != 0 || e.len != s.chunk_len {
+                    return Ok(None);
+                }
+                live.push(LiveChunk {
+                    stripe: s.id,
+                    index: e.index,
+                    home: s.nodes[e.index],
+                    name: o.name.clone(),
+                    version: o.version,
+                    crc,
+                });
+            }
+        }
+        Ok(Some(live))
+    }
+
+    /// Releases sealed stripe `s`, which no object uses, to the collector.
+    fn release_empty(&self, s: &StripeRecord, report: &mut CompactionReport) -> Result<(), WireError> {
+        let mut released = false;
+        self.meta.update(&mut |t| {
+            released = false;
+            // Sealed stripes gain no objects, so none has come since the scan.
+            if t.stripe(s.id)?.is_some_and(|now| !now.open) {
+                t.discard_stripe(s.id, now_ms())?;
+                released = true;
+            }
+            Ok(())
+        })?;
+        if released {
+            report.freed += 1;
+            report.freed_bytes += Victim { stripe: s.clone(), live: vec![] }.stored();
+            tracing::debug!("released Geo stripe {}: no object uses it any more", s.id);
+        }
+        Ok(())
+    }
+
+    /// Rewrites the live chunks of `victims` (one group) into new stripes, if that stores
+    /// fewer bytes than the victims do.
+    async fn compact_group(self: &Arc<Self>, key: &GroupKey, victims: Vec<Victim>, report: &mut CompactionReport) -> Result<(), WireError> {
+        let code = victims[0].stripe.code;
+        let c = code.build().map_err(WireError::from)?;
+        let (k, m) = (c.k(), c.n() - c.k());
+        let len = key.2;
+        let chunks: Vec<LiveChunk> = victims.iter().flat_map(|v| v.live.clone()).collect();
+        let stripes = pack(chunks.clone(), k, &key.3);
+        let before: u64 = victims.iter().map(Victim::stored).sum();
+        let after = (chunks.len() + m * stripes.len()) as u64 * len;
+        if after >= before {
+            return Ok(());
+        }
+        // Each victim's live chunks not rewritten yet: it is released with its last.
+        let mut left: BTreeMap<u64, Vec<LiveChunk>> = victims.iter().map(|v| (v.stripe.id, v.live.clone())).collect();
+        let stored: BTreeMap<u64, u64> = victims.iter().map(|v| (v.stripe.id, v.stored())).collect();
+        let rate = self.cfg.compact_bytes_per_s;
+        for new in stripes {
+            let started = std::time::Instant::now();
+            match self.rewrite(key, code, &new, &mut left).await {
+                Ok(freed) => {
+                    report.written += 1;
+                    report.moved += new.len();
+                    report.moved_bytes += new.len() as u64 * len;
+                    report.freed += freed.len();
+                    report.freed_bytes += freed.iter().map(|id| stored[id]).sum::<u64>();
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    tracing::warn!("Geo compaction: rewriting {} chunk(s) of {len} bytes: {e}; the old stripes stay", new.len());
+                }
+            }
+            // Throttled by what was written: the moved chunks and the new parity.
+            if rate > 0.0 {
+                let spent = ((new.len() + m) as u64 * len) as f64 / rate;
+                tokio::time::sleep(Duration::from_secs_f64(spent).saturating_sub(started.elapsed())).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Intents no pass is writing (a pass holds the lock, so any is from a coordinator
+    /// that stopped mid-rewrite): due for the collector now, not after `INTENT_MS`.
+    fn abandon_stale_intents(&self) -> Result<(), WireError> {
+        let now = now_ms();
+        let mut after = 0;
+        loop {
+            let page = self.meta.garbage_from(after, PAGE)?;
+            let Some(last) = page.last() else { return Ok(()) };
+            after = last.id;
+            for g in page.into_iter().filter(|g| g.discarded_ms > now) {
+                tracing::info!("Geo compaction: stripe {} was left half-written by an earlier pass; its chunks are collected", g.id);
+                self.abandon_intent(g.id)?;
+            }
+        }
+    }
+
+    /// Makes the intent of stripe `id` due for the collector now.
+    fn abandon_intent(&self, id: u64) -> Result<(), WireError> {
+        self.meta.update(&mut |t| {
+            if let Some(mut g) = t.garbage(id)? {
+                g.discarded_ms = g.discarded_ms.min(now_ms());
+                t.put(Change::PutGarbage(g))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes one new stripe of `chunks` (distinct homes) and moves their objects to it;
+    /// returns the old stripes released. A failure leaves the old stripes as they were
+    /// and the new one's chunks to the collector.
+    async fn rewrite(
+        self: &Arc<Self>,
+        key: &GroupKey,
+        code: kintsugi_codes::CodeSpec,
+        chunks: &[Placed],
+        left: &mut BTreeMap<u64, Vec<LiveChunk>>,
+    ) -> Result<Vec<u64>, WireError> {
+        let s = self.stripe_intent(key, code, chunks)?;
+        let id = s.id;
+        let result = self.write_and_commit(s, chunks, left).await;
+        if result.is_err() {
+            if let Err(e) = self.abandon_intent(id) {
+                tracing::warn!("Geo compaction: stripe {id}'s chunks wait for the next pass to be collected: {e}");
+            }
+        }
+        result
+    }
+
+    /// Records a new stripe for `chunks` as an intent, and returns it: data slots on the
+    /// chunks' homes, parity on the other members with the least used, the rest of the
+    /// data slots fillers (no file anywhere).
+    fn stripe_intent(&self, key: &GroupKey, code: kintsugi_codes::CodeSpec, chunks: &[Placed]) -> Result<StripeRecord, WireError> {
+        let (pg, len, members) = (key.0, key.2, &key.3);
+        let c = code.build().map_err(WireError::from)?;
+        let (k, n) = (c.k(), c.n());
+        let homes: Vec<NodeId> = chunks.iter().map(|c| c.1).collect();
+        let mut others: Vec<NodeId> = members.iter().copied().filter(|x| !homes.contains(x)).collect();
+        others.sort_by_key(|&x| (self.space.node(x).map_or(0, |(used, _)| used), x));
+        let parity: Vec<NodeId> = others.drain(..n - k).collect();
+        let nodes: Vec<NodeId> = homes.iter().copied().chain(others).chain(parity).collect();
+        let mut record = None;
+        self.meta.update(&mut |t| {
+            let id = t.next_id("stripe")?;
+            let slot = t.next_id(&format!("bucket.{pg}.{len}"))? - 1;
+            let mut s = StripeRecord::new(id, code, k as u64 * len, len, nodes.clone());
+            s.pg = pg;
+            s.slot = Some(slot);
+            s.opened_ms = now_ms();
+            s.changed_ms = now_ms();
+            s.owners = vec![0; n];
+            s.replicas = vec![vec![]; n];
+            for (i, (ch, _)) in chunks.iter().enumerate() {
+                s.owners[i] = ch.version;
+                s.crcs[i] = Some(ch.crc);
+            }
+            for i in chunks.len()..k {
+                s.owners[i] = FILLER;
+                s.crcs[i] = Some(zeros_crc(len));
+            }
+            // The intent: deleted by the collector unless committed before it comes due.
+            let mut intent = s.clone();
+            intent.discarded_ms = now_ms() + INTENT_MS;
+            t.put(Change::PutGarbage(intent))?;
+            record = Some(s);
+            Ok(())
+        })?;
+        Ok(record.expect("set by the transaction"))
+    }
+
+    /// Copies `chunks` into new stripe `s` on their homes, computes its parity, and
+    /// commits it; returns the old stripes released.
+    async fn write_and_commit(
+        self: &Arc<Self>,
+        mut s: StripeRecord,
+        chunks: &[Placed],
+        left: &mut BTreeMap<u64, Vec<LiveChunk>>,
+    ) -> Result<Vec<u64>, WireError> {
+        let (id, len) = (s.id, s.chunk_len);
+        let c = s.code.build().map_err(WireError::from)?;
+        let nodes = s.nodes.clone();
+        // Each chunk copied into its new slot, checked against its checksum: within its
+        // home's disk, or streamed to another member.
+        let sub_chunks = c.sub_chunks();
+        let limit = self.io_timeout() + Duration::from_secs_f64(len as f64 / 20e6);
+        let mut copies = JoinSet::new();
+        for (i, (ch, node)) in chunks.iter().enumerate() {
+            let (from, source, node) = (ch.home, ChunkId::new(ch.stripe, ch.index), *node);
+            let store = StoreSpec { chunk: ChunkId::new(id, i), crc32c: ch.crc, new_parity: false, bucket: s.bucket() };
+            let me = self.clone();
+            copies.spawn(async move {
+                if from != node {
+                    let (a, b) = ((from, me.addr_of(from), source), (node, me.addr_of(node)));
+                    return me.copy_chunk(a, b, sub_chunks, len, me.cfg.repair_slice, store).await;
+                }
+                let req = NodeRequest::Assemble {
+                    chunk: store.chunk,
+                    len,
+                    pieces: vec![(source, 0)],
+                    crc32c: store.crc32c,
+                    bucket: store.bucket,
+                    sub_chunks: sub_chunks as u32,
+                };
+                match request(&me.addr_of(node), &req, limit).await {
+                    Ok(NodeResponse::Ok) => Ok(()),
+                    Ok(NodeResponse::Error(e)) => Err(e.context(format_args!("node {node}"))),
+                    Ok(other) => Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
+                    Err(e) => Err(e.context(format_args!("node {node}"))),
+                }
+            });
+        }
+        let mut errors = Vec::new();
+        while let Some(r) = copies.join_next().await {
+            if let Err(e) = r.map_err(WireError::from).and_then(|x| x) {
+                errors.push(e);
+            }
+        }
+        if let Some(e) = WireError::merge(errors) {
+            return Err(e);
+        }
+        let source = |h: usize, _p: usize| Ok((nodes[h], ChunkId::new(id, h)));
+        for (p, crc) in self.write_parity(&s, &nodes, &source).await? {
+            s.crcs[p] = Some(crc);
+        }
+        // Commit: the stripe goes live, objects that are still as they were move to it, and
+        // old stripes left with no live object are released.
+        let (mut moved, mut freed) = (BTreeSet::new(), Vec::new());
+        let here: BTreeSet<(u64, usize)> = chunks.iter().map(|(c, _)| (c.stripe, c.index)).collect();
+        self.meta.update(&mut |t| {
+            moved.clear();
+            freed.clear();
+            let intent = t.garbage(id)?.ok_or_else(|| WireError::internal(format!("stripe {id}'s intent was collected")))?;
+            if intent.discarded_ms <= now_ms() {
+                return Err(WireError::internal(format!("stripe {id}'s intent came due before its rewrite ended")));
+            }
+            for (i, (ch, _)) in chunks.iter().enumerate() {
+                let Some(mut o) = t.object(&ch.name)?.filter(|o| o.version == ch.version) else { continue };
+                let Some(e) = o.extents.iter_mut().find(|e| o.stripes.get(e.stripe) == Some(&ch.stripe) && e.index == ch.index) else {
+                    continue;
+                };
+                e.index = i;
+                let at = e.stripe;
+                o.stripes[at] = id;
+                t.put(Change::PutObject(o))?;
+                moved.insert(ch.name.clone());
+            }
+            t.put(Change::DeleteGarbage(id))?;
+            t.put(Change::PutStripe(s.clone()))?;
+            let touched: BTreeSet<u64> = chunks.iter().map(|(c, _)| c.stripe).collect();
+            for old in touched {
+                let mut still = false;
+                for ch in left.get(&old).into_iter().flatten().filter(|c| !here.contains(&(c.stripe, c.index))) {
+                    still |= t
+                        .object(&ch.name)?
+                        .is_some_and(|o| o.version == ch.version && o.extents.iter().any(|e| o.stripes.get(e.stripe) == Some(&old)));
+                }
+                if !still && t.stripe(old)?.is_some() {
+                    t.discard_stripe(old, now_ms())?;
+                    freed.push(old);
+                }
+            }
+            Ok(())
+        })?;
+        for v in left.values_mut() {
+            v.retain(|c| !here.contains(&(c.stripe, c.index)));
+        }
+        tracing::debug!("Geo compaction: stripe {id} holds {} chunk(s) moved from {:?}; released {freed:?}", chunks.len(), here);
+        // Index records name the old places until published again.
+        self.publish_names(moved).await;
+        Ok(freed)
+    }
+}
+
+/// Compacts every `compact_interval_ms` until the coordinator stops.
+pub(crate) async fn compactor(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
+    if coord.cfg.compact_below <= 0.0 || coord.cfg.compact_interval_ms == 0 {
+        return;
+    }
+    while crate::coordinator::tick(coord.cfg.compact_interval_ms, &mut stop).await {
+        if let Err(e) = coord.compact().await {
+            tracing::warn!("Geo compaction: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(stripe: u64, index: usize, home: NodeId) -> LiveChunk {
+        LiveChunk { stripe, index, home, name: format!("o{stripe}.{index}"), version: stripe * 10 + index as u64, crc: 0 }
+    }
+
+    /// ceil(chunks / k) stripes, never two chunks on one node in a stripe, every chunk
+    /// once, and a chunk off its home only when its home has more chunks than stripes.
+    #[test]
+    fn packing_is_tight_and_moves_only_the_excess() {
+        let members: Vec<NodeId> = (0..6).collect();
+        // 12 chunks over 6 homes, 2 each, k = 4: 3 stripes, nothing leaves its home.
+        let even: Vec<LiveChunk> = (0..12).map(|i| chunk(i / 4, (i % 4) as usize, (i % 6) as NodeId)).collect();
+        // One home with 5 chunks and 3 others: 2 stripes, 3 of the 5 sent elsewhere.
+        let mut skewed: Vec<LiveChunk> = (0..5).map(|i| chunk(100 + i, 0, 5)).collect();
+        skewed.extend((0..3).map(|i| chunk(200, i, i as NodeId)));
+        for (all, stripes, away) in [(even, 3, 0), (skewed, 2, 3)] {
+            let packed = pack(all.clone(), 4, &members);
+            assert_eq!(packed.len(), stripes);
+            let mut seen = BTreeSet::new();
+            let mut moved = 0;
+            for s in &packed {
+                assert!(s.len() <= 4);
+                let nodes: BTreeSet<NodeId> = s.iter().map(|(_, n)| *n).collect();
+                assert_eq!(nodes.len(), s.len(), "two chunks on one node: {s:?}");
+                for (c, n) in s {
+                    assert!(seen.insert((c.stripe, c.index)));
+                    assert!(members.contains(n));
+                    moved += usize::from(c.home != *n);
+                }
+            }
+            assert_eq!(seen.len(), all.len());
+            assert_eq!(moved, away);
+        }
+        assert!(pack(vec![], 4, &members).is_empty());
+    }
+}
