@@ -134,14 +134,14 @@ impl Coordinator {
             t.freed += r.freed;
             t.freed_bytes += r.freed_bytes;
             t.failed += r.failed;
+            t.abandoned += r.abandoned;
             t.dead_bytes = r.dead_bytes;
         }
         result
     }
 
     async fn compact_pass(self: &Arc<Self>) -> Result<CompactionReport, WireError> {
-        self.abandon_stale_intents()?;
-        let mut report = CompactionReport::default();
+        let mut report = CompactionReport { abandoned: self.abandon_stale_intents()?, ..Default::default() };
         let below = self.cfg.compact_below;
         let alive = self.alive();
         let failed = self.failed_nodes()?;
@@ -292,16 +292,18 @@ impl Coordinator {
 
     /// Intents no pass is writing (a pass holds the lock, so any is from a coordinator
     /// that stopped mid-rewrite): due for the collector now, not after `INTENT_MS`.
-    fn abandon_stale_intents(&self) -> Result<(), WireError> {
+    /// Returns how many.
+    fn abandon_stale_intents(&self) -> Result<usize, WireError> {
         let now = now_ms();
-        let mut after = 0;
+        let (mut after, mut abandoned) = (0, 0);
         loop {
             let page = self.meta.garbage_from(after, PAGE)?;
-            let Some(last) = page.last() else { return Ok(()) };
+            let Some(last) = page.last() else { return Ok(abandoned) };
             after = last.id;
             for g in page.into_iter().filter(|g| g.discarded_ms > now) {
                 tracing::info!("Geo compaction: stripe {} was left half-written by an earlier pass; its chunks are collected", g.id);
                 self.abandon_intent(g.id)?;
+                abandoned += 1;
             }
         }
     }
@@ -329,13 +331,22 @@ impl Coordinator {
     ) -> Result<Vec<u64>, WireError> {
         let s = self.stripe_intent(key, code, chunks)?;
         let id = s.id;
+        self.compaction.status.lock().expect("compaction lock").writing = Some(id);
         let result = self.write_and_commit(s, chunks, left).await;
-        if result.is_err() {
-            if let Err(e) = self.abandon_intent(id) {
-                tracing::warn!("Geo compaction: stripe {id}'s chunks wait for the next pass to be collected: {e}");
+        self.compaction.status.lock().expect("compaction lock").writing = None;
+        match result {
+            Ok((freed, moved)) => {
+                // Index records name the old places until published again.
+                self.publish_names(moved).await;
+                Ok(freed)
+            }
+            Err(e) => {
+                if let Err(e) = self.abandon_intent(id) {
+                    tracing::warn!("Geo compaction: stripe {id}'s chunks wait for the next pass to be collected: {e}");
+                }
+                Err(e)
             }
         }
-        result
     }
 
     /// Records a new stripe for `chunks` as an intent, and returns it: data slots on the
@@ -380,13 +391,13 @@ impl Coordinator {
     }
 
     /// Copies `chunks` into new stripe `s` on their homes, computes its parity, and
-    /// commits it; returns the old stripes released.
+    /// commits it; returns the old stripes released and the objects moved.
     async fn write_and_commit(
         self: &Arc<Self>,
         mut s: StripeRecord,
         chunks: &[Placed],
         left: &mut BTreeMap<u64, Vec<LiveChunk>>,
-    ) -> Result<Vec<u64>, WireError> {
+    ) -> Result<(Vec<u64>, BTreeSet<String>), WireError> {
         let (id, len) = (s.id, s.chunk_len);
         let c = s.code.build().map_err(WireError::from)?;
         let nodes = s.nodes.clone();
@@ -476,9 +487,7 @@ impl Coordinator {
             v.retain(|c| !here.contains(&(c.stripe, c.index)));
         }
         tracing::debug!("Geo compaction: stripe {id} holds {} chunk(s) moved from {:?}; released {freed:?}", chunks.len(), here);
-        // Index records name the old places until published again.
-        self.publish_names(moved).await;
-        Ok(freed)
+        Ok((freed, moved))
     }
 }
 

@@ -152,6 +152,7 @@ async fn half_deleted_bucket_comes_back_to_its_live_bytes_with_reads_byte_exact(
     let want = expected(&c, &live).await;
     let after = settles(&c, want).await;
     assert_eq!(after, want, "the nodes hold exactly what the metadata places (no leak)");
+    eprintln!("stored bytes: {} before compaction, {} after, {need} needed by the live objects ({r:?})", before.1, after.1);
     assert!(after.1 as f64 <= 1.1 * need as f64, "{} bytes stored for {need} needed ({} before compaction)", after.1, before.1);
     check(&c, &live).await;
     // A second pass finds nothing to gain.

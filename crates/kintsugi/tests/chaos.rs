@@ -7,7 +7,8 @@
 //! its node and pass its checksums, no node may hold an orphan, and `status` must say 0
 //! lost. No read during the run may return a mix of versions. Half the names are Geo
 //! objects (Clay chunks in shared stripes and bucket files, remainders in the small-size
-//! bucket), sealed in the background while the faults go on; a fifth of the striped names'
+//! bucket), sealed and compacted (overwritten and deleted objects' chunks given back) in the
+//! background while the faults go on; a fifth of the striped names'
 //! versions are small enough to be kept in the coordinator's metadata, which must survive
 //! its kill as every chunk does.
 //!
@@ -61,6 +62,7 @@ impl Cluster {
                  auto_repair_interval_ms = 300\nrepair_slice = 8192\nchunk_size = 32768\nio_timeout_ms = 3000\n\
                  upload_timeout_ms = 4000\ngc_grace_ms = 1000\ngc_interval_ms = 300\norphan_grace_ms = 3000\n\
                  inventory_slack_ms = 2000\nplacement_groups = 2\nseal_after_ms = 1500\nseal_interval_ms = 300\n\
+                 compact_below = 0.9\ncompact_interval_ms = 700\n\
                  secret_file = \"{}\"\n",
                 dir.join("coord").display(),
                 secret_file.display()
@@ -352,6 +354,8 @@ fn chaos_never_loses_or_mixes_acknowledged_data() {
     }
     let acked = h.writes.iter().flatten().filter(|w| w.acked).count();
     let total = h.writes.iter().flatten().count();
+    let compaction = rt.block_on(client(&coord).status()).map(|s| s.compaction);
+    eprintln!("chaos: Geo compaction since the coordinator's restart: {compaction:?}");
     eprintln!(
         "chaos seed {seed}: {acked} of {total} writes acknowledged, {} reads ok, {} failed, {} faults; all checks passed",
         h.reads_ok,

@@ -285,6 +285,10 @@ pub struct CompactionReport {
     pub freed_bytes: u64,
     /// Stripes whose rewrite failed (they stay as they were and are tried again).
     pub failed: usize,
+    /// New stripes an earlier coordinator left half-written (it stopped mid-rewrite),
+    /// handed to the collector.
+    #[serde(default)]
+    pub abandoned: usize,
     /// Bytes of deleted objects still held in sealed Geo stripes when the pass looked.
     pub dead_bytes: u64,
 }
@@ -293,6 +297,10 @@ pub struct CompactionReport {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompactionStatus {
     pub running: bool,
+    /// The new stripe a running pass is writing, if any (written as an intent the
+    /// collector deletes unless the pass commits it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writing: Option<u64>,
     pub passes: u64,
     /// Everything done since the coordinator started (`dead_bytes`: the last pass's).
     pub total: CompactionReport,
