@@ -270,6 +270,14 @@ fn processes_geo_layout() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("multiple of"), "{}", String::from_utf8_lossy(&bad.stderr));
     let bad = cli(&coord, &["put", "x", file.to_str().unwrap(), "--layout", "geo", "--q", "0"]);
     assert_eq!(bad.status.code(), Some(2));
+    // Deleted, its sealed stripes come back with `compact` (a node down or not), as
+    // `status` says.
+    let out = cli(&coord, &["delete", "obj"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = ok_json(&coord, &["compact"]);
+    assert!(r["freed"].as_u64().unwrap() >= 4 && r["freed_bytes"].as_u64().unwrap() >= bytes.len() as u64, "{r}");
+    let s = cli(&coord, &["status"]);
+    assert!(String::from_utf8_lossy(&s.stdout).contains("Geo compaction: 1 pass(es)"), "{}", String::from_utf8_lossy(&s.stdout));
 }
 
 /// `demo --load`: YCSB-A clients run through each method's repair; every row reports their
