@@ -6,11 +6,12 @@
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
-use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, join_all, put_chunk, ObjectSink, Progress, ReadReport};
+use crate::object_io::{encode_stripe, get_chunk, get_chunk_range, put_chunk, ObjectSink, Progress, ReadReport, MAX_MOVES};
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::WireError;
-use kintsugi_proto::{ChunkId, ChunkLoc, CoordRequest, Extent, ObjectLayout};
+use kintsugi_proto::{ChunkId, ChunkLoc, CoordRequest, CoordResponse, Extent, ObjectLayout, StripeLayout};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -37,21 +38,59 @@ pub fn extents_of(layout: &ObjectLayout) -> Vec<Extent> {
     out
 }
 
+/// A Geo put's writes in flight: each answers the extent it moved and the upload's layout
+/// after the move, if it moved.
+type ExtentWrites = JoinSet<Result<Option<(usize, ObjectLayout)>, WireError>>;
+
+/// Waits for `set` and records in `layout` where moved extents are now.
+async fn moved_to(layout: &mut ObjectLayout, mut set: ExtentWrites) -> Result<(), WireError> {
+    let mut first = None;
+    while let Some(r) = set.join_next().await {
+        match r.map_err(WireError::from)? {
+            Ok(Some((ei, now))) => {
+                let e = now.extents[ei];
+                layout.stripes[e.stripe] = now.stripes[e.stripe].clone();
+                layout.extents[ei] = e;
+            }
+            Ok(None) => {}
+            Err(e) => first = first.or(Some(e)),
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Where extent `e` of `stripe` is written: its home and its staging copies (a piece of
+/// a small-size bucket slot is a chunk of its own on each until sealed).
+fn extent_locations(stripe: &StripeLayout, e: &Extent) -> Vec<ChunkLoc> {
+    let mut locs = vec![stripe.chunks[e.index].clone()];
+    locs.extend(stripe.replicas.get(e.index).into_iter().flatten().cloned());
+    if stripe.small {
+        for (copy, loc) in locs.iter_mut().enumerate() {
+            loc.chunk = ChunkId::piece(stripe.id, e.index, e.offset, copy);
+            loc.bucket = None;
+        }
+    }
+    locs
+}
+
 impl Client {
     /// Writes an extent layout's object: the remainder stripe encoded whole, then each chunk
     /// to its home and staging copies at once, the next chunk read meanwhile (memory: two
-    /// chunks, at most 2 x 256 MiB). Returns the checksums to commit, one list per stripe.
+    /// chunks, at most 2 x 256 MiB). A chunk that a node cannot take moves (the coordinator
+    /// picks where) and `layout` is updated. Returns the checksums to commit, one list per
+    /// stripe.
     pub(crate) async fn put_extents(
         &self,
-        layout: &ObjectLayout,
+        layout: &mut ObjectLayout,
         reader: &mut (dyn AsyncRead + Unpin + Send),
         progress: Progress<'_>,
     ) -> Result<Vec<Vec<u32>>, WireError> {
         let mut crcs: Vec<Vec<u32>> = vec![Vec::new(); layout.stripes.len()];
-        let mut writing: Option<JoinSet<Result<(), WireError>>> = None;
+        let mut writing: Option<ExtentWrites> = None;
         let mut done = 0u64;
         let mut seen = vec![false; layout.stripes.len()];
-        for e in &layout.extents {
+        for ei in 0..layout.extents.len() {
+            let e = layout.extents[ei];
             if std::mem::replace(&mut seen[e.stripe], true) {
                 continue;
             }
@@ -66,20 +105,8 @@ impl Client {
                 let mut chunk = vec![0u8; e.len as usize];
                 reader.read_exact(&mut chunk).await.map_err(|x| WireError::new(ErrorKind::Input, format!("reading the object: {x}")))?;
                 crcs[e.stripe] = vec![kintsugi_proto::crc::crc32c(&chunk)];
-                let chunk = Arc::new(chunk);
-                let mut locs = vec![s.chunks[e.index].clone()];
-                locs.extend(s.replicas.get(e.index).into_iter().flatten().cloned());
-                if s.small {
-                    // A piece of a small-size bucket slot: a chunk of its own until sealed.
-                    for (copy, loc) in locs.iter_mut().enumerate() {
-                        loc.chunk = ChunkId::piece(s.id, e.index, e.offset, copy);
-                        loc.bucket = None;
-                    }
-                }
-                for loc in locs {
-                    let c = chunk.clone();
-                    set.spawn(async move { put_chunk(&loc, &c, sub, t).await });
-                }
+                let (me, name, version, s) = (self.clone(), layout.name.clone(), layout.version, s.clone());
+                set.spawn(async move { me.write_geo_extent(&name, version, ei, (s, e), &chunk, sub).await });
                 done += e.len;
             } else {
                 // The remainder: a small stripe of its own, encoded and written whole.
@@ -89,20 +116,79 @@ impl Client {
                 let shards = encode_stripe(c.as_ref(), &data, s.chunk_len as usize)?;
                 crcs[e.stripe] = shards.iter().map(|x| kintsugi_proto::crc::crc32c(x)).collect();
                 for (loc, shard) in s.chunks.iter().cloned().zip(shards) {
-                    set.spawn(async move { put_chunk(&loc, &shard, sub, t).await });
+                    set.spawn(async move { put_chunk(&loc, &shard, sub, t).await.map(|()| None) });
                 }
                 done += s.data_len;
             }
             if let Some(prev) = writing.replace(set) {
-                join_all(prev).await?;
+                moved_to(layout, prev).await?;
             }
             progress(done);
         }
         if let Some(prev) = writing {
-            join_all(prev).await?;
+            moved_to(layout, prev).await?;
         }
         progress(done);
         Ok(crcs)
+    }
+
+    /// Writes chunk `data` of extent `ei` of Geo upload `version` (in `stripe`) to its home
+    /// and staging copies. Where a write fails, the coordinator moves the extent off that
+    /// node and the write goes to the new place; returns the upload's layout after the last
+    /// move, if any. Fails once no member can take it.
+    async fn write_geo_extent(
+        &self,
+        name: &str,
+        version: u64,
+        ei: usize,
+        (mut stripe, mut e): (StripeLayout, Extent),
+        data: &[u8],
+        sub: usize,
+    ) -> Result<Option<(usize, ObjectLayout)>, WireError> {
+        let data = Arc::new(data.to_vec());
+        let mut written: BTreeSet<(ChunkId, NodeId)> = BTreeSet::new();
+        let mut failed: BTreeSet<NodeId> = BTreeSet::new();
+        let mut moved = None;
+        let mut errors = Vec::new();
+        for _ in 0..MAX_MOVES {
+            let mut set = JoinSet::new();
+            for loc in extent_locations(&stripe, &e).into_iter().filter(|l| !written.contains(&(l.chunk.clone(), l.node))) {
+                let (c, t) = (data.clone(), self.io_timeout);
+                set.spawn(async move { (put_chunk(&loc, &c, sub, t).await, loc) });
+            }
+            let mut failed_now = false;
+            while let Some(r) = set.join_next().await {
+                match r.map_err(WireError::from)? {
+                    (Ok(()), loc) => {
+                        written.insert((loc.chunk, loc.node));
+                    }
+                    (Err(err), loc) => {
+                        tracing::warn!("put of '{name}': chunk {} to node {}: {err}; writing it elsewhere", loc.chunk, loc.node);
+                        failed.insert(loc.node);
+                        errors.push(err);
+                        failed_now = true;
+                    }
+                }
+            }
+            if !failed_now {
+                return Ok(moved.map(|l| (ei, l)));
+            }
+            let req = CoordRequest::MoveGeoChunk { name: name.into(), version, extent: ei, avoid: failed.iter().copied().collect() };
+            let l = match self.call(&req, self.io_timeout).await {
+                Ok(CoordResponse::Layout(l)) => l,
+                Ok(other) => return Err(WireError::internal(format!("unexpected answer {other:?}"))),
+                Err(err) => return Err(WireError::merge(errors.into_iter().chain([err]).collect()).expect("one error at least")),
+            };
+            e = l.extents.get(ei).copied().ok_or_else(|| WireError::internal(format!("the moved upload has no extent {ei}")))?;
+            stripe = l
+                .stripes
+                .get(e.stripe)
+                .cloned()
+                .ok_or_else(|| WireError::internal(format!("the moved upload has no stripe {}", e.stripe)))?;
+            moved = Some(l);
+        }
+        let last = errors.pop().unwrap_or_else(|| WireError::unavailable("no node took it"));
+        Err(last.as_kind(ErrorKind::Unavailable).context(format_args!("a chunk of '{name}' could not be written after {MAX_MOVES} moves")))
     }
 
     /// Reads `len` bytes of the object from `offset` (the whole object: 0, u64::MAX) into

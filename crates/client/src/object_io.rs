@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 
 /// Nodes a put's chunk may move to before the put gives up.
-const MAX_MOVES: usize = 8;
+pub(crate) const MAX_MOVES: usize = 8;
 
 /// A stripe's chunk writes under way: each ends with (stripe, index, where it landed).
 type ChunkWrites = JoinSet<Result<(usize, usize, ChunkLoc), WireError>>;
@@ -220,11 +220,11 @@ impl Client {
         progress: Progress<'_>,
         terms: &mut (dyn FnMut() -> Result<CommitTerms, WireError> + Send),
     ) -> Result<ObjectLayout, WireError> {
+        let mut layout = layout;
         if !layout.extents.is_empty() {
-            let crcs = self.put_extents(&layout, reader, progress).await?;
+            let crcs = self.put_extents(&mut layout, reader, progress).await?;
             return self.commit_put(name, layout, crcs, terms()?).await;
         }
-        let mut layout = layout;
         let mut crcs: Vec<Vec<u32>> = Vec::new();
         let mut writing: Option<ChunkWrites> = None;
         let mut done = 0u64;
@@ -503,14 +503,6 @@ impl Client {
         }
         Ok(report)
     }
-}
-
-/// Waits for every write of a set; the first error wins.
-pub(crate) async fn join_all(mut set: JoinSet<Result<(), WireError>>) -> Result<(), WireError> {
-    while let Some(r) = set.join_next().await {
-        r.map_err(WireError::from)??;
-    }
-    Ok(())
 }
 
 /// Reads the next `data_len` bytes of an object into k zero-padded chunks of `chunk_len`

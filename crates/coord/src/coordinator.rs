@@ -416,6 +416,11 @@ impl Coordinator {
                 self.sync_index_now().await;
                 Ok(CoordResponse::Sealed { stripes })
             }
+            CoordRequest::MoveGeoChunk { name, version, extent, avoid } => {
+                let me = self.clone();
+                let avoid = avoid.into_iter().collect();
+                Ok(CoordResponse::Layout(off_runtime(move || me.move_geo_chunk(&name, version, extent, &avoid)).await?))
+            }
             CoordRequest::Compact => Ok(CoordResponse::Compacted(self.compact().await?)),
             CoordRequest::MoveUploadChunk { name, version, stripe, index, avoid } => {
                 Ok(CoordResponse::Moved(self.move_upload_chunk(&name, version, stripe, index, &avoid.into_iter().collect())?))

@@ -50,7 +50,16 @@ pub fn geometry_of(layout: LayoutSpec) -> Option<(u64, u64, u64)> {
 /// A new open stripe of placement group `pg` across `nodes` in bucket slot `slot`: of
 /// the size class `chunk_len`, or of the small-size bucket (`small`, its slots packing pieces).
 #[allow(clippy::too_many_arguments)] // a stripe's facts
-fn open_stripe(id: u64, code: CodeSpec, k: usize, chunk_len: u64, nodes: &[NodeId], pg: u32, slot: u64, small: bool) -> StripeRecord {
+pub(crate) fn open_stripe(
+    id: u64,
+    code: CodeSpec,
+    k: usize,
+    chunk_len: u64,
+    nodes: &[NodeId],
+    pg: u32,
+    slot: u64,
+    small: bool,
+) -> StripeRecord {
     let n = nodes.len();
     StripeRecord {
         id,

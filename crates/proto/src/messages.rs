@@ -361,6 +361,15 @@ pub enum CoordRequest {
         #[serde(default)]
         avoid: Vec<NodeId>,
     },
+    /// Moves extent `extent` of Geo upload `version` off the nodes in `avoid`, whose
+    /// writes failed: its staging copies to other members, or the chunk to a slot of
+    /// another member when its home failed. Answered by `Layout`: the upload's now.
+    MoveGeoChunk {
+        name: String,
+        version: u64,
+        extent: usize,
+        avoid: Vec<NodeId>,
+    },
     /// Seals every open Geo stripe now (computes its parity), whether full or not.
     Seal,
     /// Compacts the Geo stripes whose live share is below the coordinator's
