@@ -422,6 +422,7 @@ impl Coordinator {
                     crc32c: store.crc32c,
                     bucket: store.bucket,
                     sub_chunks: sub_chunks as u32,
+                    ranges: vec![],
                 };
                 match request(&me.addr_of(node), &req, limit).await {
                     Ok(NodeResponse::Ok) => Ok(()),

@@ -11,16 +11,20 @@ use kintsugi_proto::{BucketSlot, ChunkId};
 const COPY: u64 = 1 << 20;
 
 /// Writes `chunk` of `len` bytes in `sub_chunks` (its code's) from `pieces` (piece,
-/// offset), each read verified; the result must have checksum `crc` or nothing is stored.
+/// offset), each read verified, of each piece the bytes `ranges` says (offset, length; all
+/// of it when `ranges` is empty); the result must have checksum `crc` or nothing is stored.
 /// Runs on a blocking thread.
 pub fn assemble(
     store: &ChunkStore,
     chunk: &ChunkId,
     (len, sub_chunks): (u64, u32),
-    pieces: &[(ChunkId, u64)],
+    (pieces, ranges): (&[(ChunkId, u64)], &[(u64, u64)]),
     crc: u32,
     bucket: Option<BucketSlot>,
 ) -> Result<u32, WireError> {
+    if !ranges.is_empty() && ranges.len() != pieces.len() {
+        return Err(WireError::bad_request(format!("{} ranges for {} pieces", ranges.len(), pieces.len())));
+    }
     let block = crate::store::block_for(len, sub_chunks);
     let mut w = store.writer_in(chunk, bucket).map_err(WireError::from)?.with_block(block);
     let zeros = vec![0u8; COPY as usize];
@@ -31,19 +35,23 @@ pub fn assemble(
         }
         Ok(())
     };
-    for (piece, offset) in pieces {
+    for (i, (piece, offset)) in pieces.iter().enumerate() {
         if *offset < w.len() {
             return Err(WireError::internal(format!("piece {piece} at {offset} overlaps the one before (which ends at {})", w.len())));
         }
         let r = store.reader(piece).map_err(WireError::from)?;
-        if offset.checked_add(r.len()).is_none_or(|end| end > len) {
-            return Err(WireError::internal(format!("piece {piece} ({} bytes at {offset}) does not fit a chunk of {len} bytes", r.len())));
+        let (from, take) = ranges.get(i).copied().unwrap_or((0, r.len()));
+        if from.checked_add(take).is_none_or(|end| end > r.len()) {
+            return Err(WireError::bad_request(format!("bytes {from}+{take} of piece {piece} are past its {} bytes", r.len())));
+        }
+        if offset.checked_add(take).is_none_or(|end| end > len) {
+            return Err(WireError::internal(format!("piece {piece} ({take} bytes at {offset}) does not fit a chunk of {len} bytes")));
         }
         pad(&mut w, *offset)?;
         let mut at = 0;
-        while at < r.len() {
-            let n = (r.len() - at).min(COPY);
-            w.write(&r.read(at, n).map_err(WireError::from)?).map_err(WireError::from)?;
+        while at < take {
+            let n = (take - at).min(COPY);
+            w.write(&r.read(from + at, n).map_err(WireError::from)?).map_err(WireError::from)?;
             at += n;
         }
     }
@@ -74,17 +82,31 @@ mod tests {
         let out = ChunkId::new(5, 1);
         let slot = Some(BucketSlot { pg: 2, class: len, slot: 3, small: true });
         let pieces = vec![(pa.clone(), 0), (pb.clone(), 5000)];
-        assert!(assemble(&store, &out, (len, 1), &pieces, crc ^ 1, slot).is_err());
+        assert!(assemble(&store, &out, (len, 1), (&pieces, &[]), crc ^ 1, slot).is_err());
         assert!(store.reader(&out).is_err(), "a wrong checksum stores nothing");
-        assert!(assemble(&store, &out, (len, 1), &[(pa.clone(), 0), (pb.clone(), 2000)], crc, slot)
+        assert!(assemble(&store, &out, (len, 1), (&[(pa.clone(), 0), (pb.clone(), 2000)], &[]), crc, slot)
             .unwrap_err()
             .message()
             .contains("overlaps"));
-        assert!(assemble(&store, &out, (len - 1000, 1), &pieces, crc, slot).unwrap_err().message().contains("does not fit"));
+        assert!(assemble(&store, &out, (len - 1000, 1), (&pieces, &[]), crc, slot).unwrap_err().message().contains("does not fit"));
         let missing = vec![(pa.clone(), 0), (ChunkId::piece(5, 1, 9, 0), 5000)];
-        assert!(assemble(&store, &out, (len, 1), &missing, crc, slot).is_err());
+        assert!(assemble(&store, &out, (len, 1), (&missing, &[]), crc, slot).is_err());
         assert!(store.reader(&out).is_err());
-        assert_eq!(assemble(&store, &out, (len, 1), &pieces, crc, slot).unwrap(), crc);
+        assert_eq!(assemble(&store, &out, (len, 1), (&pieces, &[]), crc, slot).unwrap(), crc);
         assert_eq!(store.reader(&out).unwrap().read(0, len).unwrap(), want);
+        // Ranges of pieces (compaction moving pieces out of a sealed slot): b's middle,
+        // then a's tail, packed from 0.
+        let moved = ChunkId::new(6, 0);
+        let (b_from, b_take, a_from, a_take) = (100_000u64, 300_000u64, 2_000u64, 1_000u64);
+        let mut packed = b[b_from as usize..(b_from + b_take) as usize].to_vec();
+        packed.extend_from_slice(&a[a_from as usize..]);
+        let ranges = [(b_from, b_take), (a_from, a_take)];
+        let crc = kintsugi_proto::crc::crc32c(&packed);
+        let two = [(pb.clone(), 0), (pa.clone(), b_take)];
+        assert!(assemble(&store, &moved, (packed.len() as u64, 1), (&two, &ranges[..1]), crc, None).is_err(), "a range per piece");
+        let past = [(b_from, b_take), (a_from, a_take + 1)];
+        assert!(assemble(&store, &moved, (packed.len() as u64, 1), (&two, &past), crc, None).is_err(), "past the piece's end");
+        assert_eq!(assemble(&store, &moved, (packed.len() as u64, 1), (&two, &ranges), crc, None).unwrap(), crc);
+        assert_eq!(store.reader(&moved).unwrap().read(0, packed.len() as u64).unwrap(), packed);
     }
 }

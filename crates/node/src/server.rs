@@ -428,13 +428,13 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             }
             sock.flush().await.map_err(|e| WireError::unavailable(e.to_string()))?;
         }
-        NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket, sub_chunks } => {
+        NodeRequest::Assemble { chunk, len, pieces, crc32c, bucket, sub_chunks, ranges } => {
             if len > kintsugi_proto::BucketSlot::MAX_CLASS {
                 return Err(WireError::bad_request(format!("a slot of {len} bytes is larger than any bucket's")));
             }
             exec.check_space(len)?;
             let store = exec.store.clone();
-            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, (len, sub_chunks), &pieces, crc32c, bucket))
+            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, (len, sub_chunks), (&pieces, &ranges), crc32c, bucket))
                 .await
                 .map_err(|e| WireError::internal(e.to_string()))??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;

@@ -201,6 +201,10 @@ pub enum NodeRequest {
         /// The stripe's sub-chunks, as for `PutChunk`.
         #[serde(default, skip_serializing_if = "is_zero_u32")]
         sub_chunks: u32,
+        /// For each piece, the bytes of it to take (offset, length), when not all of it:
+        /// pieces of a sealed slot moved by compaction. Empty: every piece whole.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ranges: Vec<(u64, u64)>,
     },
     /// Keeps object `name`'s index record (`None`: deleted, or not indexed any more) for
     /// placement group `pg`, unless the node has one of a later `seq` already. Answered
