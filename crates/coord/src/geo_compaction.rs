@@ -6,8 +6,10 @@
 //! k) is below `compact_below`, and for each placement group, code, size class and member
 //! set packs their live chunks into as few new stripes as it can: at most one chunk of a
 //! home per stripe, since a chunk stays on its home (a copy into a new slot of the home's
-//! bucket, no network) and parity is computed over the new stripe as sealing does. Stripes
-//! no live object uses any more are released whole.
+//! bucket, no network) and parity is computed over the new stripe as sealing does. The
+//! pieces of small-size bucket stripes are packed the same way, several to a slot, each
+//! slot's pieces from one home (a range of an old slot copied into the new one). Stripes no
+//! live object uses any more are released whole.
 //!
 //! Each new stripe is written as an *intent*: its record first goes to garbage, due long
 //! after the rewrite can take, so a crash at any point leaves chunks the collector deletes.
@@ -17,8 +19,9 @@
 //! under way finish. The old chunks were never touched, so a failed rewrite loses nothing.
 
 use crate::coordinator::Coordinator;
-use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
+use crate::meta::{zeros_crc, Change, Piece, StripeRecord, FILLER, PIECES};
 use crate::objects::now_ms;
+use crate::small_bucket::slot_crc;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::{ChunkId, CompactionReport, CompactionStatus, NodeRequest, NodeResponse, StoreSpec, WireError};
@@ -48,20 +51,42 @@ impl Compaction {
     }
 }
 
-/// A live object's chunk in a stripe being compacted.
+/// A live object's chunk, or piece of a small-size bucket slot, in a stripe being
+/// compacted: bytes `offset..offset + len` of data slot `index`.
 #[derive(Clone, Debug)]
 struct LiveChunk {
     stripe: u64,
     index: usize,
+    offset: u64,
+    len: u64,
     home: NodeId,
     name: String,
     version: u64,
     crc: u32,
 }
 
-/// Stripes whose live chunks may share new stripes: same placement group, code, chunk
-/// length and member set.
-type GroupKey = (u32, String, u64, Vec<NodeId>);
+impl LiveChunk {
+    fn at(&self) -> (u64, usize, u64) {
+        (self.stripe, self.index, self.offset)
+    }
+}
+
+/// A data slot of a new stripe: its node, and what it holds, each at its offset there.
+#[derive(Debug)]
+struct NewSlot {
+    node: NodeId,
+    items: Vec<(LiveChunk, u64)>,
+}
+
+impl NewSlot {
+    fn used(&self) -> u64 {
+        self.items.last().map_or(0, |(c, at)| at + c.len)
+    }
+}
+
+/// Stripes whose live chunks may share new stripes: same placement group, code, slot size
+/// (size class), member set, and kind (small-size bucket or not).
+type GroupKey = (u32, String, u64, Vec<NodeId>, bool);
 
 /// A sealed stripe below the threshold, and its live chunks.
 struct Victim {
@@ -84,10 +109,44 @@ type Placed = (LiveChunk, NodeId);
 /// on a different one of `members`. A chunk stays on its home where it can (a copy
 /// within the node); only a home with more chunks than there are stripes sends its
 /// excess to members with free slots (a copy over the network).
-fn pack(mut chunks: Vec<LiveChunk>, k: usize, members: &[NodeId]) -> Vec<Vec<Placed>> {
+fn pack(chunks: Vec<LiveChunk>, k: usize, members: &[NodeId]) -> Vec<Vec<NewSlot>> {
+    place(chunks, k, members).into_iter().map(|s| s.into_iter().map(|(c, node)| NewSlot { node, items: vec![(c, 0)] }).collect()).collect()
+}
+
+/// Packs live pieces into slots of `class` bytes, each slot's pieces from one home (first
+/// fit, largest first), and the slots into stripes of at most k, one slot of a home per
+/// stripe. Pieces never leave their home (a range of a slot is copied within the node).
+fn pack_pieces(mut pieces: Vec<LiveChunk>, k: usize, class: u64) -> Vec<Vec<NewSlot>> {
+    pieces.sort_by_key(|c| (std::cmp::Reverse(c.len), c.at()));
+    let mut slots: BTreeMap<NodeId, Vec<NewSlot>> = BTreeMap::new();
+    for c in pieces {
+        let home = slots.entry(c.home).or_default();
+        let slot = match home.iter_mut().position(|s| s.used() + c.len <= class) {
+            Some(i) => &mut home[i],
+            None => {
+                home.push(NewSlot { node: c.home, items: vec![] });
+                home.last_mut().expect("pushed")
+            }
+        };
+        let at = slot.used();
+        slot.items.push((c, at));
+    }
+    let mut stripes = Vec::new();
+    loop {
+        let mut homes: Vec<(usize, NodeId)> = slots.iter().filter(|(_, v)| !v.is_empty()).map(|(&h, v)| (v.len(), h)).collect();
+        if homes.is_empty() {
+            return stripes;
+        }
+        homes.sort_by_key(|&(n, h)| (std::cmp::Reverse(n), h));
+        stripes.push(homes.iter().take(k).map(|(_, h)| slots.get_mut(h).and_then(Vec::pop).expect("non-empty")).collect());
+    }
+}
+
+/// Where each live chunk goes (see [`pack`]).
+fn place(mut chunks: Vec<LiveChunk>, k: usize, members: &[NodeId]) -> Vec<Vec<Placed>> {
     let count = chunks.len().div_ceil(k);
     let mut by_home: BTreeMap<NodeId, Vec<LiveChunk>> = BTreeMap::new();
-    chunks.sort_by_key(|c| std::cmp::Reverse((c.stripe, c.index)));
+    chunks.sort_by_key(|c| std::cmp::Reverse(c.at()));
     for c in chunks {
         by_home.entry(c.home).or_default().push(c);
     }
@@ -157,20 +216,20 @@ impl Coordinator {
                 report.scanned += 1;
                 let k = s.code.build().map_err(WireError::from)?.k();
                 let names = self.meta.stripe_objects(s.id)?;
-                let data = (0..k).filter(|&i| !s.is_filler(i)).count();
+                // Bytes of objects it holds, live or not, and the size of its slots.
+                let (held, class) = match s.small {
+                    true => (s.pieces.iter().flatten().map(|p| p.len).sum::<u64>(), s.class.max(s.chunk_len)),
+                    false => ((0..k).filter(|&i| !s.is_filler(i)).count() as u64 * s.chunk_len, s.chunk_len),
+                };
                 if names.is_empty() {
-                    report.dead_bytes += data as u64 * s.chunk_len;
+                    report.dead_bytes += held;
                     dead.push(s);
                     continue;
                 }
-                // Small-size bucket stripes are released once empty; their pieces are not
-                // moved (each slot is at most s0, a small share of a group's bytes).
-                if s.small {
-                    continue;
-                }
                 let Some(live) = self.live_chunks(&s, &names)? else { continue };
-                report.dead_bytes += (data - live.len()) as u64 * s.chunk_len;
-                if (live.len() as f64) >= below * k as f64 {
+                let live_bytes: u64 = live.iter().map(|c| c.len).sum();
+                report.dead_bytes += held.saturating_sub(live_bytes);
+                if (live_bytes as f64) >= below * (k as u64 * class) as f64 {
                     continue;
                 }
                 // Every chunk is read on its node and the new stripe spans the members.
@@ -180,7 +239,7 @@ impl Coordinator {
                 report.below += 1;
                 let mut members = s.nodes.clone();
                 members.sort_unstable();
-                groups.entry((s.pg, s.code.to_string(), s.chunk_len, members)).or_default().push(Victim { stripe: s, live });
+                groups.entry((s.pg, s.code.to_string(), class, members, s.small)).or_default().push(Victim { stripe: s, live });
             }
         }
         for s in dead {
@@ -211,13 +270,24 @@ impl Coordinator {
         for name in names {
             let Some(o) = self.meta.object(name)? else { continue };
             for e in o.extents.iter().filter(|e| o.stripes.get(e.stripe) == Some(&s.id)) {
-                let (Some(&owner), Some(&Some(crc))) = (s.owners.get(e.index), s.crcs.get(e.index)) else { return Ok(None) };
-                if owner != o.version || e.offset != 0 || e.len != s.chunk_len {
-                    return Ok(None);
-                }
+                let crc = match s.small {
+                    true => s
+                        .pieces
+                        .get(e.index)
+                        .and_then(|p| p.iter().find(|p| p.version == o.version && p.offset == e.offset && p.len == e.len)?.crc),
+                    false => s
+                        .crcs
+                        .get(e.index)
+                        .copied()
+                        .flatten()
+                        .filter(|_| s.owners.get(e.index) == Some(&o.version) && e.offset == 0 && e.len == s.chunk_len),
+                };
+                let Some(crc) = crc else { return Ok(None) };
                 live.push(LiveChunk {
                     stripe: s.id,
                     index: e.index,
+                    offset: e.offset,
+                    len: e.len,
                     home: s.nodes[e.index],
                     name: o.name.clone(),
                     version: o.version,
@@ -254,11 +324,13 @@ impl Coordinator {
         let code = victims[0].stripe.code;
         let c = code.build().map_err(WireError::from)?;
         let (k, m) = (c.k(), c.n() - c.k());
-        let len = key.2;
         let chunks: Vec<LiveChunk> = victims.iter().flat_map(|v| v.live.clone()).collect();
-        let stripes = pack(chunks.clone(), k, &key.3);
+        let stripes = match key.4 {
+            true => pack_pieces(chunks, k, key.2),
+            false => pack(chunks, k, &key.3),
+        };
         let before: u64 = victims.iter().map(Victim::stored).sum();
-        let after = (chunks.len() + m * stripes.len()) as u64 * len;
+        let after: u64 = stripes.iter().map(|s| (s.len() + m) as u64 * stripe_len(key, s)).sum();
         if after >= before {
             return Ok(());
         }
@@ -268,17 +340,18 @@ impl Coordinator {
         let rate = self.cfg.compact_bytes_per_s;
         for new in stripes {
             let started = std::time::Instant::now();
+            let len = stripe_len(key, &new);
             match self.rewrite(key, code, &new, &mut left).await {
                 Ok(freed) => {
                     report.written += 1;
-                    report.moved += new.len();
-                    report.moved_bytes += new.len() as u64 * len;
+                    report.moved += new.iter().map(|s| s.items.len()).sum::<usize>();
+                    report.moved_bytes += new.iter().flat_map(|s| &s.items).map(|(c, _)| c.len).sum::<u64>();
                     report.freed += freed.len();
                     report.freed_bytes += freed.iter().map(|id| stored[id]).sum::<u64>();
                 }
                 Err(e) => {
                     report.failed += 1;
-                    tracing::warn!("Geo compaction: rewriting {} chunk(s) of {len} bytes: {e}; the old stripes stay", new.len());
+                    tracing::warn!("Geo compaction: rewriting {} slot(s) of {len} bytes: {e}; the old stripes stay", new.len());
                 }
             }
             // Throttled by what was written: the moved chunks and the new parity.
@@ -326,7 +399,7 @@ impl Coordinator {
         self: &Arc<Self>,
         key: &GroupKey,
         code: kintsugi_codes::CodeSpec,
-        chunks: &[Placed],
+        chunks: &[NewSlot],
         left: &mut BTreeMap<u64, Vec<LiveChunk>>,
     ) -> Result<Vec<u64>, WireError> {
         let s = self.stripe_intent(key, code, chunks)?;
@@ -352,11 +425,12 @@ impl Coordinator {
     /// Records a new stripe for `chunks` as an intent, and returns it: data slots on the
     /// chunks' homes, parity on the other members with the least used, the rest of the
     /// data slots fillers (no file anywhere).
-    fn stripe_intent(&self, key: &GroupKey, code: kintsugi_codes::CodeSpec, chunks: &[Placed]) -> Result<StripeRecord, WireError> {
-        let (pg, len, members) = (key.0, key.2, &key.3);
+    fn stripe_intent(&self, key: &GroupKey, code: kintsugi_codes::CodeSpec, chunks: &[NewSlot]) -> Result<StripeRecord, WireError> {
+        let (pg, class, members, small) = (key.0, key.2, &key.3, key.4);
+        let len = stripe_len(key, chunks);
         let c = code.build().map_err(WireError::from)?;
         let (k, n) = (c.k(), c.n());
-        let homes: Vec<NodeId> = chunks.iter().map(|c| c.1).collect();
+        let homes: Vec<NodeId> = chunks.iter().map(|c| c.node).collect();
         let mut others: Vec<NodeId> = members.iter().copied().filter(|x| !homes.contains(x)).collect();
         others.sort_by_key(|&x| (self.space.node(x).map_or(0, |(used, _)| used), x));
         let parity: Vec<NodeId> = others.drain(..n - k).collect();
@@ -364,17 +438,30 @@ impl Coordinator {
         let mut record = None;
         self.meta.update(&mut |t| {
             let id = t.next_id("stripe")?;
-            let slot = t.next_id(&format!("bucket.{pg}.{len}"))? - 1;
+            let counter = if small { format!("bucket.small.{pg}.{class}") } else { format!("bucket.{pg}.{class}") };
+            let slot = t.next_id(&counter)? - 1;
             let mut s = StripeRecord::new(id, code, k as u64 * len, len, nodes.clone());
             s.pg = pg;
+            if small {
+                s.small = true;
+                s.class = class;
+                s.pieces = vec![vec![]; n];
+            }
             s.slot = Some(slot);
             s.opened_ms = now_ms();
             s.changed_ms = now_ms();
             s.owners = vec![0; n];
             s.replicas = vec![vec![]; n];
-            for (i, (ch, _)) in chunks.iter().enumerate() {
-                s.owners[i] = ch.version;
-                s.crcs[i] = Some(ch.crc);
+            for (i, slot) in chunks.iter().enumerate() {
+                if small {
+                    s.pieces[i] =
+                        slot.items.iter().map(|(c, at)| Piece { version: c.version, offset: *at, len: c.len, crc: Some(c.crc) }).collect();
+                    s.owners[i] = PIECES;
+                    s.crcs[i] = Some(slot_crc(&s.pieces[i], len)?);
+                } else {
+                    s.owners[i] = slot.items[0].0.version;
+                    s.crcs[i] = Some(slot.items[0].0.crc);
+                }
             }
             for i in chunks.len()..k {
                 s.owners[i] = FILLER;
@@ -395,7 +482,7 @@ impl Coordinator {
     async fn write_and_commit(
         self: &Arc<Self>,
         mut s: StripeRecord,
-        chunks: &[Placed],
+        chunks: &[NewSlot],
         left: &mut BTreeMap<u64, Vec<LiveChunk>>,
     ) -> Result<(Vec<u64>, BTreeSet<String>), WireError> {
         let (id, len) = (s.id, s.chunk_len);
@@ -403,26 +490,30 @@ impl Coordinator {
         let nodes = s.nodes.clone();
         // Each chunk copied into its new slot, checked against its checksum: within its
         // home's disk, or streamed to another member.
-        let sub_chunks = c.sub_chunks();
+        let sub_chunks = if s.small { 1 } else { c.sub_chunks() };
         let limit = self.io_timeout() + Duration::from_secs_f64(len as f64 / 20e6);
         let mut copies = JoinSet::new();
-        for (i, (ch, node)) in chunks.iter().enumerate() {
-            let (from, source, node) = (ch.home, ChunkId::new(ch.stripe, ch.index), *node);
-            let store = StoreSpec { chunk: ChunkId::new(id, i), crc32c: ch.crc, new_parity: false, bucket: s.bucket() };
+        for (i, slot) in chunks.iter().enumerate() {
+            let (from, node) = (slot.items[0].0.home, slot.node);
+            let crc = s.crcs[i].expect("set with the intent");
+            let store = StoreSpec { chunk: ChunkId::new(id, i), crc32c: crc, new_parity: false, bucket: s.bucket() };
+            let pieces: Vec<(ChunkId, u64)> = slot.items.iter().map(|(c, at)| (ChunkId::new(c.stripe, c.index), *at)).collect();
+            // Pieces are ranges of their old slots; a chunk is all of its.
+            let ranges: Vec<(u64, u64)> = if s.small { slot.items.iter().map(|(c, _)| (c.offset, c.len)).collect() } else { vec![] };
             let me = self.clone();
             copies.spawn(async move {
                 if from != node {
-                    let (a, b) = ((from, me.addr_of(from), source), (node, me.addr_of(node)));
+                    let (a, b) = ((from, me.addr_of(from), pieces[0].0.clone()), (node, me.addr_of(node)));
                     return me.copy_chunk(a, b, sub_chunks, len, me.cfg.repair_slice, store).await;
                 }
                 let req = NodeRequest::Assemble {
                     chunk: store.chunk,
                     len,
-                    pieces: vec![(source, 0)],
+                    pieces,
                     crc32c: store.crc32c,
                     bucket: store.bucket,
                     sub_chunks: sub_chunks as u32,
-                    ranges: vec![],
+                    ranges,
                 };
                 match request(&me.addr_of(node), &req, limit).await {
                     Ok(NodeResponse::Ok) => Ok(()),
@@ -448,7 +539,7 @@ impl Coordinator {
         // Commit: the stripe goes live, objects that are still as they were move to it, and
         // old stripes left with no live object are released.
         let (mut moved, mut freed) = (BTreeSet::new(), Vec::new());
-        let here: BTreeSet<(u64, usize)> = chunks.iter().map(|(c, _)| (c.stripe, c.index)).collect();
+        let here: BTreeSet<(u64, usize, u64)> = chunks.iter().flat_map(|s| &s.items).map(|(c, _)| c.at()).collect();
         self.meta.update(&mut |t| {
             moved.clear();
             freed.clear();
@@ -456,23 +547,27 @@ impl Coordinator {
             if intent.discarded_ms <= now_ms() {
                 return Err(WireError::internal(format!("stripe {id}'s intent came due before its rewrite ended")));
             }
-            for (i, (ch, _)) in chunks.iter().enumerate() {
-                let Some(mut o) = t.object(&ch.name)?.filter(|o| o.version == ch.version) else { continue };
-                let Some(e) = o.extents.iter_mut().find(|e| o.stripes.get(e.stripe) == Some(&ch.stripe) && e.index == ch.index) else {
-                    continue;
-                };
-                e.index = i;
-                let at = e.stripe;
-                o.stripes[at] = id;
-                t.put(Change::PutObject(o))?;
-                moved.insert(ch.name.clone());
+            for (i, slot) in chunks.iter().enumerate() {
+                for (ch, at) in &slot.items {
+                    let Some(mut o) = t.object(&ch.name)?.filter(|o| o.version == ch.version) else { continue };
+                    let was = |e: &kintsugi_proto::Extent| {
+                        o.stripes.get(e.stripe) == Some(&ch.stripe) && e.index == ch.index && e.offset == ch.offset
+                    };
+                    let Some(ei) = o.extents.iter().position(was) else { continue };
+                    let e = &mut o.extents[ei];
+                    (e.index, e.offset) = (i, *at);
+                    let si = e.stripe;
+                    o.stripes[si] = id;
+                    t.put(Change::PutObject(o))?;
+                    moved.insert(ch.name.clone());
+                }
             }
             t.put(Change::DeleteGarbage(id))?;
             t.put(Change::PutStripe(s.clone()))?;
-            let touched: BTreeSet<u64> = chunks.iter().map(|(c, _)| c.stripe).collect();
+            let touched: BTreeSet<u64> = here.iter().map(|c| c.0).collect();
             for old in touched {
                 let mut still = false;
-                for ch in left.get(&old).into_iter().flatten().filter(|c| !here.contains(&(c.stripe, c.index))) {
+                for ch in left.get(&old).into_iter().flatten().filter(|c| !here.contains(&c.at())) {
                     still |= t
                         .object(&ch.name)?
                         .is_some_and(|o| o.version == ch.version && o.extents.iter().any(|e| o.stripes.get(e.stripe) == Some(&old)));
@@ -485,10 +580,19 @@ impl Coordinator {
             Ok(())
         })?;
         for v in left.values_mut() {
-            v.retain(|c| !here.contains(&(c.stripe, c.index)));
+            v.retain(|c| !here.contains(&c.at()));
         }
         tracing::debug!("Geo compaction: stripe {id} holds {} chunk(s) moved from {:?}; released {freed:?}", chunks.len(), here);
         Ok((freed, moved))
+    }
+}
+
+/// The chunk length of a new stripe of `slots`: its size class, or for a small-size bucket
+/// stripe its fullest slot (the rest of each slot is a hole in the bucket file).
+fn stripe_len(key: &GroupKey, slots: &[NewSlot]) -> u64 {
+    match key.4 {
+        true => slots.iter().map(NewSlot::used).max().unwrap_or(0).max(1),
+        false => key.2,
     }
 }
 
@@ -509,7 +613,16 @@ mod tests {
     use super::*;
 
     fn chunk(stripe: u64, index: usize, home: NodeId) -> LiveChunk {
-        LiveChunk { stripe, index, home, name: format!("o{stripe}.{index}"), version: stripe * 10 + index as u64, crc: 0 }
+        LiveChunk {
+            stripe,
+            index,
+            offset: 0,
+            len: 1,
+            home,
+            name: format!("o{stripe}.{index}"),
+            version: stripe * 10 + index as u64,
+            crc: 0,
+        }
     }
 
     /// ceil(chunks / k) stripes, never two chunks on one node in a stripe, every chunk
@@ -523,7 +636,7 @@ mod tests {
         let mut skewed: Vec<LiveChunk> = (0..5).map(|i| chunk(100 + i, 0, 5)).collect();
         skewed.extend((0..3).map(|i| chunk(200, i, i as NodeId)));
         for (all, stripes, away) in [(even, 3, 0), (skewed, 2, 3)] {
-            let packed = pack(all.clone(), 4, &members);
+            let packed = place(all.clone(), 4, &members);
             assert_eq!(packed.len(), stripes);
             let mut seen = BTreeSet::new();
             let mut moved = 0;
@@ -541,5 +654,36 @@ mod tests {
             assert_eq!(moved, away);
         }
         assert!(pack(vec![], 4, &members).is_empty());
+    }
+
+    /// Pieces fill slots of the class from one home each, largest first; no two slots of a
+    /// home in a stripe; every piece once, none past its slot, none overlapping.
+    #[test]
+    fn pieces_pack_into_slots_of_their_homes() {
+        let mut pieces = Vec::new();
+        for (i, len) in [700u64, 300, 300, 200, 900, 100, 100, 500, 50, 60].into_iter().enumerate() {
+            pieces.push(LiveChunk { offset: i as u64 * 10, len, ..chunk(i as u64, 0, (i % 3) as NodeId) });
+        }
+        let stripes = pack_pieces(pieces.clone(), 2, 1000);
+        let mut seen = BTreeSet::new();
+        for s in &stripes {
+            assert!(s.len() <= 2);
+            assert_eq!(s.iter().map(|x| x.node).collect::<BTreeSet<_>>().len(), s.len(), "two slots of a home: {s:?}");
+            for slot in s {
+                assert!(slot.used() <= 1000, "{slot:?}");
+                let mut end = 0;
+                for (c, at) in &slot.items {
+                    assert_eq!(c.home, slot.node);
+                    assert!(*at >= end);
+                    end = at + c.len;
+                    assert!(seen.insert(c.at()));
+                }
+            }
+        }
+        assert_eq!(seen.len(), pieces.len());
+        // Home 0 holds 700, 200, 100, 60: two slots; home 1 300, 900, 500: two; home 2
+        // 300, 100, 50: one. Five slots, at most two a stripe, a home's in different ones.
+        assert_eq!(stripes.iter().map(Vec::len).sum::<usize>(), 5);
+        assert_eq!(stripes.len(), 3);
     }
 }

@@ -131,7 +131,8 @@ impl Coordinator {
                 p
             };
             let ask = |node: NodeId, chunk: ChunkId, copy: usize, bucket| {
-                let req = NodeRequest::Assemble { chunk, len: s.chunk_len, pieces: order(copy), crc32c: crc, bucket, sub_chunks, ranges: vec![] };
+                let req =
+                    NodeRequest::Assemble { chunk, len: s.chunk_len, pieces: order(copy), crc32c: crc, bucket, sub_chunks, ranges: vec![] };
                 let addr = self.addr_of(node);
                 async move {
                     match request(&addr, &req, t).await {

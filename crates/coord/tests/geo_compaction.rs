@@ -1,7 +1,8 @@
 //! Geo compaction on a real coordinator and real nodes on loopback: a Geo bucket with half
 //! of its objects deleted comes back to within 10% of what its live objects need, reads
 //! stay byte-exact while compaction runs, a node killed in the middle loses nothing, and
-//! no chunk is left behind (chunks counted on the nodes against the metadata).
+//! no chunk is left behind (chunks counted on the nodes against the metadata); small
+//! objects' pieces in the small-size bucket are packed into fewer stripes the same way.
 
 mod common;
 
@@ -237,5 +238,33 @@ async fn a_node_killed_mid_compaction_loses_nothing_and_leaks_nothing() {
     }
     assert!(want.1 as f64 <= 1.1 * need as f64, "{} bytes stored for {need} needed; stripes' nodes (0: filler): {seen:?}", want.1);
     check(&c, &live).await;
+    c.stop().await;
+}
+
+/// Small objects are pieces of the small-size bucket's RS stripes: with half deleted, their
+/// live pieces are packed into fewer stripes, and everything reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_objects_pieces_are_packed_into_fewer_stripes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), 0.0).await;
+    // 1 to 14 KiB: each a piece of a 32 KiB slot.
+    let objs: Vec<(String, usize)> = (0..60).map(|i| (format!("small-{i:02}"), 1000 + (i * 2749) % 13_000)).collect();
+    put_all(&c, &objs).await;
+    assert!(c.client.seal().await.unwrap() > 0);
+    let small = c.client.stat(&objs[0].0).await.unwrap();
+    assert!(small.stripes[0].small, "a piece of the small-size bucket");
+    let live = delete_half(&c, &objs).await;
+    let before = stored(&c);
+    let r = c.client.compact().await.unwrap();
+    assert!(r.written > 0 && r.failed == 0, "{r:?}");
+    assert_eq!(r.moved_bytes, live.iter().map(|x| x.2 as u64).sum::<u64>(), "every live piece moved once: {r:?}");
+    let want = expected(&c, &live).await;
+    let after = settles(&c, want).await;
+    assert_eq!(after, want, "the nodes hold exactly what the metadata places (no leak)");
+    eprintln!("small objects: {} bytes stored before compaction, {} after ({r:?})", before.1, after.1);
+    assert!((after.1 as f64) < 0.75 * before.1 as f64, "{} bytes after, {} before", after.1, before.1);
+    check(&c, &live).await;
+    let again = c.client.compact().await.unwrap();
+    assert_eq!(again.written, 0, "{again:?}");
     c.stop().await;
 }

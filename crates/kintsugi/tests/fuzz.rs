@@ -106,6 +106,7 @@ fn seeds() -> Vec<Vec<u8>> {
             crc32c: 9,
             bucket: Some(kintsugi_proto::BucketSlot { pg: 3, class: 4096, slot: 2, small: true }),
             sub_chunks: 256,
+            ranges: vec![(10, 50), (0, 3000)],
         },
     ] {
         push(serde_json::to_value(r).unwrap());

@@ -7,6 +7,10 @@ use crate::store::ChunkStore;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{BucketSlot, ChunkId};
 
+/// The pieces of a slot: each (piece, offset in the slot), and the range of each to take
+/// (offset, length; none: every piece whole).
+pub type Pieces<'a> = (&'a [(ChunkId, u64)], &'a [(u64, u64)]);
+
 /// Bytes copied at a time (memory stays at one of these whatever the pieces' sizes).
 const COPY: u64 = 1 << 20;
 
@@ -18,7 +22,7 @@ pub fn assemble(
     store: &ChunkStore,
     chunk: &ChunkId,
     (len, sub_chunks): (u64, u32),
-    (pieces, ranges): (&[(ChunkId, u64)], &[(u64, u64)]),
+    (pieces, ranges): Pieces<'_>,
     crc: u32,
     bucket: Option<BucketSlot>,
 ) -> Result<u32, WireError> {

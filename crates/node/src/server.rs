@@ -434,9 +434,11 @@ async fn handle(sock: &mut Conn, exec: &Arc<Executor>, req: NodeRequest, stop: &
             }
             exec.check_space(len)?;
             let store = exec.store.clone();
-            tokio::task::spawn_blocking(move || crate::assemble::assemble(&store, &chunk, (len, sub_chunks), (&pieces, &ranges), crc32c, bucket))
-                .await
-                .map_err(|e| WireError::internal(e.to_string()))??;
+            tokio::task::spawn_blocking(move || {
+                crate::assemble::assemble(&store, &chunk, (len, sub_chunks), (&pieces, &ranges), crc32c, bucket)
+            })
+            .await
+            .map_err(|e| WireError::internal(e.to_string()))??;
             send(sock, &NodeResponse::Ok).await.map_err(io)?;
         }
         NodeRequest::IndexPut { pg, name, seq, record } => {
