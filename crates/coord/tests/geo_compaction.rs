@@ -21,11 +21,6 @@ const NODES: usize = 6;
 
 async fn cluster(dir: &Path, rate: f64) -> Cluster {
     let conf = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.join("coord"),
-        dead_after_ms: 800,
-        io_timeout_ms: 3000,
-        auto_repair: false,
         placement_groups: 1,
         // The tests seal and compact when they choose to.
         seal_after_ms: 3_600_000,
@@ -35,7 +30,7 @@ async fn cluster(dir: &Path, rate: f64) -> Cluster {
         compact_bytes_per_s: rate,
         gc_grace_ms: 300,
         gc_interval_ms: 100,
-        ..Default::default()
+        ..common::cfg(dir, "127.0.0.1:0")
     };
     cluster_with(conf, dir, NODES, None).await
 }

@@ -17,16 +17,7 @@ use tokio::io::AsyncWriteExt;
 const NODES: usize = 6;
 
 async fn cluster(dir: &Path) -> Cluster {
-    let conf = CoordConfig {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.join("coord"),
-        dead_after_ms: 800,
-        io_timeout_ms: 3000,
-        auto_repair: false,
-        placement_groups: 1,
-        seal_after_ms: 3_600_000,
-        ..Default::default()
-    };
+    let conf = CoordConfig { placement_groups: 1, seal_after_ms: 3_600_000, ..common::cfg(dir, "127.0.0.1:0") };
     cluster_with(conf, dir, NODES, None).await
 }
 

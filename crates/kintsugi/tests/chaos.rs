@@ -28,14 +28,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::history::{allowed_finals, History, Write};
-use common::procs::{free_port, Proc, BIN};
+use common::procs::{free_port, Proc};
 const NODES: usize = 10;
 const NAMES: usize = 8;
 
@@ -92,13 +91,11 @@ impl Cluster {
     }
 
     fn spawn(&self, args: &[&str], log: &str) -> Proc {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(log)).unwrap();
-        Proc(Command::new(BIN).args(args).stdout(Stdio::null()).stderr(log).spawn().unwrap())
+        common::procs::spawn_logged(&self.dir, args, log)
     }
 
     fn start_coordinator(&mut self) {
-        let cfg = self.dir.join("coord.toml");
-        self.coord = Some(self.spawn(&["coordinator", "--config", cfg.to_str().unwrap()], "coord.log"));
+        self.coord = Some(common::procs::coordinator(&self.dir));
     }
 
     fn start_node(&mut self, i: usize) {
@@ -366,17 +363,7 @@ fn chaos_never_loses_or_mixes_acknowledged_data() {
 }
 
 async fn wait_alive(coord: &str, n: usize) {
-    let c = client(coord);
-    let start = Instant::now();
-    loop {
-        if let Ok(s) = c.status().await {
-            if s.nodes.iter().filter(|n| n.alive).count() == n {
-                return;
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "never saw {n} live nodes");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_alive(&client(coord), n).await
 }
 
 /// Waits until the cluster is whole again, then checks everything; Err says what is wrong.

@@ -11,12 +11,11 @@ use kintsugi_proto::rpc::request;
 use kintsugi_proto::{LayoutSpec, NodeRequest, NodeResponse};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::procs::{free_port, Proc, BIN};
+use common::procs::{free_port, Proc};
 
 const NODES: usize = 6;
 const S0: u64 = 32 << 10;
@@ -64,13 +63,11 @@ impl Cluster {
     }
 
     fn spawn(&self, args: &[&str], log: &str) -> Proc {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(log)).unwrap();
-        Proc(Command::new(BIN).args(args).stdout(Stdio::null()).stderr(log).spawn().unwrap())
+        common::procs::spawn_logged(&self.dir, args, log)
     }
 
     fn start_coordinator(&mut self) {
-        let cfg = self.dir.join("coord.toml");
-        self.coord = Some(self.spawn(&["coordinator", "--config", cfg.to_str().unwrap()], "coord.log"));
+        self.coord = Some(common::procs::coordinator(&self.dir));
     }
 }
 
@@ -80,29 +77,16 @@ fn client(addr: &str) -> Client {
     c
 }
 
+/// Bytes of object `seed` (seeded, so every read is checked against a fresh copy).
 fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    use rand::{RngCore, SeedableRng};
+    let mut bytes = vec![0u8; len];
+    rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
 }
 
 async fn wait_alive(c: &Client) {
-    let start = Instant::now();
-    loop {
-        if let Ok(s) = c.status().await {
-            if s.nodes.iter().filter(|n| n.alive).count() == NODES {
-                return;
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "never saw {NODES} live nodes");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_alive(c, NODES).await
 }
 
 /// Chunks (and bytes) the nodes hold, by their own count.

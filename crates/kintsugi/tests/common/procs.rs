@@ -14,6 +14,18 @@ impl Drop for Proc {
     }
 }
 
+/// A `kintsugi` process with `args`, its log appended to `log` in `dir`.
+pub fn spawn_logged(dir: &std::path::Path, args: &[&str], log: &str) -> Proc {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(log)).unwrap();
+    Proc(std::process::Command::new(BIN).args(args).stdout(std::process::Stdio::null()).stderr(log).spawn().unwrap())
+}
+
+/// Starts `kintsugi coordinator --config DIR/coord.toml`, logging to DIR/coord.log.
+pub fn coordinator(dir: &std::path::Path) -> Proc {
+    let cfg = dir.join("coord.toml");
+    spawn_logged(dir, &["coordinator", "--config", cfg.to_str().unwrap()], "coord.log")
+}
+
 /// A loopback port nobody listens on right now, and that no outgoing connection will take:
 /// below Linux's ephemeral range (32768-60999), where the kernel never picks a client's
 /// source port. (A port from `bind(0)` is ephemeral: while a node process started, a
