@@ -8,7 +8,13 @@ use kintsugi_proto::{ClusterStatus, NodeInfo};
 use std::collections::HashMap;
 
 impl Coordinator {
+    /// What `status` shows, read without waiting for a long update ahead of it to be
+    /// durable (a view, not a decision).
     pub(crate) fn status(&self) -> Result<ClusterStatus, WireError> {
+        crate::meta::peeking(|| self.status_now())
+    }
+
+    fn status_now(&self) -> Result<ClusterStatus, WireError> {
         let alive = self.alive();
         // Chunks per node: the stripes it holds a chunk of, from the placement counters.
         let chunks: HashMap<NodeId, u64> = self.meta.spread()?.into_iter().filter(|((a, b), _)| a == b).map(|((a, _), v)| (a, v)).collect();

@@ -393,7 +393,8 @@ impl Coordinator {
                 // A node joining a cluster that holds data, or returning to it after its
                 // chunks were rebuilt elsewhere, gets its share (a new cluster's nodes join
                 // before there is any).
-                if let Some(why) = self.heartbeat(node, addr, boot, &token)? {
+                // Heard at once even while a long update holds the metadata's writer.
+                if let Some(why) = crate::meta::peeking(|| self.heartbeat(node, addr, boot, &token))? {
                     if self.cfg.rebalance_on_join && self.meta.counts()?.objects > 0 {
                         self.rebalance_soon(why);
                     }

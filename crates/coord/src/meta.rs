@@ -436,6 +436,13 @@ pub(crate) fn may_wait<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Runs `f`, whose metadata reads are to show or to hear (`status`, a heartbeat), not to
+/// act on: with redb they do not wait until what they see is durable, which a long update
+/// can hold back for seconds (etcd's reads never wait).
+pub(crate) fn peeking<T>(f: impl FnOnce() -> T) -> T {
+    crate::meta_redb::group_commit::peeking(f)
+}
+
 /// Takes `lock`: at once when it is free, else waiting as [`may_wait`] does (handing a
 /// worker's tasks to another thread costs a thread switch, so only a wait pays it).
 pub(crate) fn lock_may_wait<T>(lock: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

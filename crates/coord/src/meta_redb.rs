@@ -47,7 +47,7 @@ pub struct RedbMeta {
     group: group_commit::GroupCommit,
 }
 
-mod group_commit;
+pub(crate) mod group_commit;
 
 fn e(x: impl std::fmt::Display) -> WireError {
     crate::meta::MetaError::Backend(x.to_string()).into()
