@@ -106,7 +106,8 @@ impl Client {
                 reader.read_exact(&mut chunk).await.map_err(|x| WireError::new(ErrorKind::Input, format!("reading the object: {x}")))?;
                 crcs[e.stripe] = vec![kintsugi_proto::crc::crc32c(&chunk)];
                 let (me, name, version, s) = (self.clone(), layout.name.clone(), layout.version, s.clone());
-                set.spawn(async move { me.write_geo_extent(&name, version, ei, (s, e), &chunk, sub).await });
+                let chunk = Arc::new(chunk);
+                set.spawn(async move { me.write_geo_extent(&name, version, ei, (s, e), chunk, sub).await });
                 done += e.len;
             } else {
                 // The remainder: a small stripe of its own, encoded and written whole.
@@ -142,10 +143,9 @@ impl Client {
         version: u64,
         ei: usize,
         (mut stripe, mut e): (StripeLayout, Extent),
-        data: &[u8],
+        data: Arc<Vec<u8>>,
         sub: usize,
     ) -> Result<Option<(usize, ObjectLayout)>, WireError> {
-        let data = Arc::new(data.to_vec());
         let mut written: BTreeSet<(ChunkId, NodeId)> = BTreeSet::new();
         let mut failed: BTreeSet<NodeId> = BTreeSet::new();
         let mut moved = None;

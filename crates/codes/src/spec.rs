@@ -33,6 +33,22 @@ impl CodeSpec {
             CodeSpec::Clay { k, m, d } => Arc::new(ClayCode::new(k, m, d)?),
         })
     }
+
+    /// Data chunks of a stripe, without building the code (a Clay build computes its
+    /// coupling matrices: too much to learn k for each of many stripes).
+    pub fn k(&self) -> usize {
+        match *self {
+            CodeSpec::Rs { k, .. } | CodeSpec::Lrc { k, .. } | CodeSpec::Clay { k, .. } => k,
+        }
+    }
+
+    /// Chunks of a stripe, data and parity, without building the code.
+    pub fn n(&self) -> usize {
+        match *self {
+            CodeSpec::Rs { k, m } | CodeSpec::Clay { k, m, .. } => k + m,
+            CodeSpec::Lrc { k, l, m } => k + l + m,
+        }
+    }
 }
 
 impl fmt::Display for CodeSpec {
@@ -88,6 +104,16 @@ impl From<CodeSpec> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// k and n without a build are the built code's.
+    #[test]
+    fn k_and_n_match_the_built_code() {
+        for spec in ["rs:6,3", "rs:10,4", "lrc:12,2,2", "lrc:4,2,1", "clay:4,2,5", "clay:10,4,13"] {
+            let c: CodeSpec = spec.parse().unwrap();
+            let built = c.build().unwrap();
+            assert_eq!((c.k(), c.n()), (built.k(), built.n()), "{spec}");
+        }
+    }
 
     /// Found by the fuzzer (tests/fuzz.rs): a huge k wrapped k + m around and the build
     /// tried to allocate for it.

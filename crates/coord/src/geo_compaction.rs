@@ -23,8 +23,7 @@ use crate::meta::{zeros_crc, Change, Piece, StripeRecord, FILLER, PIECES};
 use crate::objects::now_ms;
 use crate::small_bucket::slot_crc;
 use kintsugi_plan::NodeId;
-use kintsugi_proto::rpc::request;
-use kintsugi_proto::{ChunkId, CompactionReport, CompactionStatus, NodeRequest, NodeResponse, StoreSpec, WireError};
+use kintsugi_proto::{ChunkId, CompactionReport, CompactionStatus, NodeRequest, StoreSpec, WireError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -214,7 +213,7 @@ impl Coordinator {
             after = last.id;
             for s in page.into_iter().filter(|s| s.slot.is_some() && !s.open && !s.owners.is_empty()) {
                 report.scanned += 1;
-                let k = s.code.build().map_err(WireError::from)?.k();
+                let k = s.code.k();
                 let names = self.meta.stripe_objects(s.id)?;
                 // Bytes of objects it holds, live or not, and the size of its slots.
                 let (held, class) = match s.small {
@@ -515,12 +514,7 @@ impl Coordinator {
                     sub_chunks: sub_chunks as u32,
                     ranges,
                 };
-                match request(&me.addr_of(node), &req, limit).await {
-                    Ok(NodeResponse::Ok) => Ok(()),
-                    Ok(NodeResponse::Error(e)) => Err(e.context(format_args!("node {node}"))),
-                    Ok(other) => Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
-                    Err(e) => Err(e.context(format_args!("node {node}"))),
-                }
+                crate::small_bucket::assemble_on(node, me.addr_of(node), req, limit).await
             });
         }
         let mut errors = Vec::new();

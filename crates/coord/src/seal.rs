@@ -44,7 +44,7 @@ impl Coordinator {
         }
         let mut due = Vec::new();
         for s in open {
-            let k = s.code.build().map_err(WireError::from)?.k();
+            let k = s.code.k();
             let full = if s.small { small_bucket::full(&s, k) } else { s.owners[..k].iter().all(|&o| o != 0) };
             let old = now.saturating_sub(s.opened_ms) >= self.cfg.seal_after_ms;
             // A stripe whose every slot was freed (its puts abandoned) waits for new ones.
@@ -82,7 +82,7 @@ impl Coordinator {
         self.meta.update(&mut |t| {
             reserved = None;
             let Some(mut s) = t.stripe(id)?.filter(|s| s.open) else { return Ok(()) };
-            let k = s.code.build().map_err(WireError::from)?.k();
+            let k = s.code.k();
             if writing(&s, k) || s.owners[..k].iter().all(|&o| o == 0 || o == FILLER) {
                 return Ok(());
             }

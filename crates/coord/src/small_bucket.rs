@@ -101,6 +101,16 @@ pub(crate) fn start_sealing(s: &mut StripeRecord, k: usize) {
     s.data_len = k as u64 * s.chunk_len;
 }
 
+/// Sends `req` (an `Assemble`) to `node` at `addr` and waits for it to be stored.
+pub(crate) async fn assemble_on(node: NodeId, addr: String, req: NodeRequest, t: Duration) -> Result<(), WireError> {
+    match request(&addr, &req, t).await {
+        Ok(NodeResponse::Ok) => Ok(()),
+        Ok(NodeResponse::Error(e)) => Err(e.context(format_args!("node {node}"))),
+        Ok(other) => Err(WireError::internal(format!("node {node}: unexpected answer {other:?}"))),
+        Err(e) => Err(e.context(format_args!("node {node}"))),
+    }
+}
+
 /// A put is still writing a piece into the stripe.
 pub(crate) fn writing(s: &StripeRecord) -> bool {
     s.pieces.iter().flatten().any(|p| p.crc.is_none())
@@ -133,15 +143,7 @@ impl Coordinator {
             let ask = |node: NodeId, chunk: ChunkId, copy: usize, bucket| {
                 let req =
                     NodeRequest::Assemble { chunk, len: s.chunk_len, pieces: order(copy), crc32c: crc, bucket, sub_chunks, ranges: vec![] };
-                let addr = self.addr_of(node);
-                async move {
-                    match request(&addr, &req, t).await {
-                        Ok(NodeResponse::Ok) => Ok(()),
-                        Ok(NodeResponse::Error(e)) => Err(e),
-                        Ok(other) => Err(WireError::bad_request(format!("unexpected answer {other:?}"))),
-                        Err(e) => Err(e),
-                    }
-                }
+                assemble_on(node, self.addr_of(node), req, t)
             };
             let home = s.nodes[i];
             if up(&home) {
