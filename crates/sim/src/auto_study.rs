@@ -8,6 +8,7 @@
 //! record when `auto` decides; the repair sees only what comes after.
 
 use crate::auto::{self, Candidate, Decision, History};
+use crate::auto_follow::{self, Round};
 use crate::chameleon_phases::PhaseOptions;
 use crate::engine::SimOptions;
 use crate::error::Result;
@@ -46,9 +47,14 @@ pub enum FgKind {
     Bursty,
     /// A tenth of the nodes (at least 2) at 85% both ways throughout; the rest idle.
     HotNodes,
+    /// Hot spots that move: a tenth of the nodes (at least 2) at 85% both ways, a new set
+    /// drawn after an exponential time of mean 60 s.
+    MovingHot,
 }
 
 pub const KINDS: [FgKind; 5] = [FgKind::None, FgKind::Exp1, FgKind::RandomWalk, FgKind::Bursty, FgKind::HotNodes];
+/// The foreground kinds that change during a repair (issue 72's scenarios).
+pub const CHANGING: [FgKind; 3] = [FgKind::RandomWalk, FgKind::Bursty, FgKind::MovingHot];
 
 impl FgKind {
     pub fn name(self) -> &'static str {
@@ -58,6 +64,7 @@ impl FgKind {
             FgKind::RandomWalk => "random-walk",
             FgKind::Bursty => "bursty",
             FgKind::HotNodes => "hot-nodes",
+            FgKind::MovingHot => "moving-hot",
         }
     }
 }
@@ -120,6 +127,31 @@ pub fn generate(seed: u64) -> Vec<StudyScenario> {
     out
 }
 
+/// Issue 72's scenarios: `count` of them, each of a changing foreground kind, a code of
+/// RS(6,3), RS(10,4), LRC(6,2,2) and Clay(10,4,13), and 1, 3 or all repairs at once per
+/// destination, every combination in turn (36 make one of each); 10 to 60 nodes (at least
+/// a stripe and a destination) and 20 to 500 lost chunks (log-uniform) drawn from `seed`.
+pub fn generate_changing(seed: u64, count: usize) -> Vec<StudyScenario> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let codes: [CodeSpec; 4] = ["rs:6,3", "rs:10,4", "lrc:6,2,2", "clay:10,4,13"].map(|c| c.parse().expect("known code"));
+    let concurrencies = [1, 3, usize::MAX];
+    (0..count)
+        .map(|id| {
+            let code = codes[(id / CHANGING.len()) % codes.len()];
+            let n = code.n();
+            StudyScenario {
+                id,
+                kind: CHANGING[id % CHANGING.len()],
+                code,
+                max_active: concurrencies[(id / (CHANGING.len() * codes.len())) % concurrencies.len()],
+                nodes: rng.random_range((n + 1).max(10)..=60),
+                chunks: (20f64 * 25f64.powf(rng.random::<f64>())).round() as usize,
+                seed: rng.random(),
+            }
+        })
+        .collect()
+}
+
 impl StudyScenario {
     /// The repair, with a placeholder method and scheduler (each candidate sets its own).
     pub fn full_node(&self) -> FullNode {
@@ -162,6 +194,7 @@ impl StudyScenario {
                     FgKind::Bursty => bursts(&mut rng),
                     FgKind::HotNodes if hot.contains(&n) => vec![(0.0, 0.85 * LINK)],
                     FgKind::HotNodes => continue,
+                    FgKind::MovingHot => moving_hot(&mut StdRng::seed_from_u64(self.seed ^ 0x407), self.nodes, n),
                 };
                 whole.push(Foreground { node: n as NodeId, direction, points });
             }
@@ -200,21 +233,72 @@ fn bursts(rng: &mut StdRng) -> Vec<(f64, f64)> {
     points
 }
 
+/// Node `n`'s share of the moving hot spots: every set drawn from the same `rng` state for
+/// every node (so the sets agree), 85% of the link while `n` is in the set.
+fn moving_hot(rng: &mut StdRng, nodes: usize, n: usize) -> Vec<(f64, f64)> {
+    let hot = (nodes / 10).max(2);
+    let mut points = Vec::new();
+    let mut t = 0.0;
+    while t < PERIOD + HORIZON {
+        let mut set: Vec<usize> = (1..nodes).collect();
+        for i in 0..hot {
+            let j = rng.random_range(i..set.len());
+            set.swap(i, j);
+        }
+        let rate = if set[..hot].contains(&n) { 0.85 * LINK } else { 0.0 };
+        if points.last().is_none_or(|p: &(f64, f64)| p.1 != rate) {
+            points.push((t, rate));
+        }
+        t += -60.0 * (1.0 - rng.random::<f64>()).ln();
+    }
+    points
+}
+
+/// How `auto` runs in the study: deciding once at the start, or again at every round
+/// ([`crate::auto_follow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AutoMode {
+    Once,
+    Follow,
+}
+
 /// One scenario's outcome: every fixed candidate's time, and `auto`'s decision and time.
 #[derive(Clone, Debug, Serialize)]
 pub struct StudyRow {
     pub scenario: StudyScenario,
     /// (candidate, repair seconds) in [`auto::candidates`]' order.
     pub fixed: Vec<(String, f64)>,
+    /// auto's first decision (its only one, deciding once).
     pub auto: Decision,
     pub auto_seconds: f64,
+    /// Following: every round's pick; the decisions' wall time together.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+    pub decide_seconds: f64,
     pub best_fixed: String,
     /// auto's time over the best fixed candidate's.
     pub auto_over_best: f64,
 }
 
+impl StudyRow {
+    /// What auto ran: its pick, or following, each round's pick in turn (repeats once).
+    pub fn picks(&self) -> String {
+        if self.rounds.is_empty() {
+            return self.auto.chosen.clone();
+        }
+        let mut out: Vec<&str> = Vec::new();
+        for r in &self.rounds {
+            if out.last() != Some(&r.chosen.as_str()) {
+                out.push(&r.chosen);
+            }
+        }
+        out.join(">")
+    }
+}
+
 /// Runs every candidate, and `auto`, on one scenario.
-pub fn evaluate(sc: &StudyScenario, cands: &[Candidate], opts: &SimOptions, phases: PhaseOptions) -> Result<StudyRow> {
+pub fn evaluate(sc: &StudyScenario, cands: &[Candidate], opts: &SimOptions, phases: PhaseOptions, mode: AutoMode) -> Result<StudyRow> {
     let s = sc.full_node();
     let (net, history) = sc.network();
     let mut fixed = Vec::new();
@@ -222,13 +306,32 @@ pub fn evaluate(sc: &StudyScenario, cands: &[Candidate], opts: &SimOptions, phas
         let r = auto::run_fixed(&auto::with(&s, c), &net, opts, phases)?;
         fixed.push((c.to_string(), r.makespan));
     }
-    let decision = auto::decide(&s, &net, &history, opts, phases, cands)?;
-    // auto runs what it picked as that candidate runs, and the simulator is deterministic:
-    // its time is the pick's fixed run (`sim full-node --scheduler auto` runs it again, and
-    // `tests/sim_cli.rs` checks the two agree).
-    let auto_seconds = fixed.iter().find(|f| f.0 == decision.chosen).map(|f| f.1).expect("the pick is a candidate");
+    let (decision, auto_seconds, rounds, decide_seconds) = match mode {
+        AutoMode::Once => {
+            let d = auto::decide(&s, &net, &history, opts, phases, cands)?;
+            // auto runs what it picked as that candidate runs, and the simulator is
+            // deterministic: its time is the pick's fixed run (`sim full-node --scheduler
+            // auto` runs it again, and `tests/sim_cli.rs` checks the two agree).
+            let t = fixed.iter().find(|f| f.0 == d.chosen).map(|f| f.1).expect("the pick is a candidate");
+            let spent = d.decide_seconds;
+            (d, t, Vec::new(), spent)
+        }
+        AutoMode::Follow => {
+            let f = auto_follow::follow(&s, &net, &history, opts, phases, cands, 0.0)?;
+            (f.first, f.result.makespan, f.rounds, f.decide_seconds)
+        }
+    };
     let (best_fixed, best) = fixed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).cloned().expect("at least one candidate");
-    Ok(StudyRow { scenario: sc.clone(), fixed, auto_over_best: auto_seconds / best, auto: decision, auto_seconds, best_fixed })
+    Ok(StudyRow {
+        scenario: sc.clone(),
+        fixed,
+        auto_over_best: auto_seconds / best,
+        auto: decision,
+        auto_seconds,
+        rounds,
+        decide_seconds,
+        best_fixed,
+    })
 }
 
 #[cfg(test)]
@@ -288,7 +391,7 @@ mod tests {
             StudyScenario { id: 0, kind: FgKind::None, code: "rs:6,3".parse().unwrap(), nodes: 16, chunks: 40, max_active: 1, seed: 4 };
         let opts = SimOptions { model: Model::Fluid, ..Default::default() };
         let cands = auto::candidates(auto::Pick::Auto, auto::Pick::Auto);
-        let row = evaluate(&sc, &cands, &opts, PhaseOptions::default()).unwrap();
+        let row = evaluate(&sc, &cands, &opts, PhaseOptions::default(), AutoMode::Once).unwrap();
         let pick = row.fixed.iter().find(|f| f.0 == row.auto.chosen).unwrap().1;
         assert_eq!(row.auto_seconds, pick);
         let cr = row.fixed.iter().find(|f| f.0 == "cr+random").unwrap().1;
@@ -296,5 +399,55 @@ mod tests {
         // With no foreground the prediction is the run itself.
         assert!((row.auto.predicted_seconds / row.auto_seconds - 1.0).abs() < 1e-9);
         assert!(row.auto_over_best <= 1.0 + 1e-9);
+    }
+
+    /// Issue 72's scenarios: every changing kind and code, in turn, within the bounds.
+    #[test]
+    fn changing_scenarios_cover_kinds_codes_and_concurrencies() {
+        let a = generate_changing(7, 54);
+        assert_eq!(a.len(), 54);
+        for kind in CHANGING {
+            assert_eq!(a.iter().filter(|s| s.kind == kind).count(), 18);
+        }
+        for code in ["rs:6,3", "rs:10,4", "lrc:6,2,2", "clay:10,4,13"] {
+            assert!(a.iter().any(|s| s.code.to_string() == code));
+        }
+        for m in [1, 3, usize::MAX] {
+            assert!(a.iter().any(|s| s.max_active == m));
+        }
+        assert!(a.iter().all(|s| (10..=60).contains(&s.nodes) && s.nodes > s.code.n() && (20..=500).contains(&s.chunks)));
+        // Moving hot spots: a tenth of the nodes hot at any time, and the set moves.
+        let sc = StudyScenario { kind: FgKind::MovingHot, nodes: 30, ..a[0].clone() };
+        let (net, _) = sc.network();
+        let hot_at = |t: f64| net.foreground.iter().filter(|f| f.at(t) > 0.0).map(|f| f.node).collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(hot_at(0.0).len(), 3);
+        assert!((1..200).any(|i| hot_at(i as f64 * 10.0) != hot_at(0.0)), "the hot spots move");
+    }
+
+    /// Following the foreground beats every fixed candidate on the geometric mean over
+    /// changing scenarios (the study's claim, on a dozen of them).
+    #[test]
+    fn following_beats_every_fixed_candidate_on_the_geometric_mean() {
+        let opts = SimOptions { model: Model::Fluid, ..Default::default() };
+        let cands = auto::candidates(auto::Pick::Auto, auto::Pick::Auto);
+        let rows: Vec<StudyRow> = generate_changing(3, 12)
+            .iter()
+            .map(|sc| {
+                evaluate(
+                    &StudyScenario { chunks: sc.chunks.min(150), ..sc.clone() },
+                    &cands,
+                    &opts,
+                    PhaseOptions::default(),
+                    AutoMode::Follow,
+                )
+                .unwrap()
+            })
+            .collect();
+        let geomean = |f: &dyn Fn(&StudyRow) -> f64| (rows.iter().map(|r| f(r).ln()).sum::<f64>() / rows.len() as f64).exp();
+        let auto = geomean(&|r| r.auto_seconds);
+        for (i, c) in cands.iter().enumerate() {
+            let fixed = geomean(&|r| r.fixed[i].1);
+            assert!(auto < fixed, "auto following {auto:.1} s, {c} {fixed:.1} s");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod auto;
+pub mod auto_follow;
 pub mod auto_study;
 pub mod chameleon_phases;
 pub mod engine;
