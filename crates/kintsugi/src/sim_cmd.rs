@@ -10,6 +10,7 @@ use kintsugi_codes::CodeSpec;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::Shape;
 use kintsugi_sim::auto::{self, Decision, History, Pick};
+use kintsugi_sim::auto_follow::{self, Round};
 use kintsugi_sim::chameleon_phases::{self, PhaseOptions, PhaseRecord};
 use kintsugi_sim::network_file::NetworkFile;
 use kintsugi_sim::requests::RequestLoad;
@@ -129,6 +130,15 @@ pub struct FullNodeArgs {
     /// them. 0: auto predicts from the rates at the start, held.
     #[arg(long, default_value_t = 0.0)]
     pub history: f64,
+    /// With auto: decide once, at the start, and run the pick to the end. Without it auto
+    /// follows the foreground: it decides again every round of the repair, and repairs not
+    /// started by then may go to another candidate.
+    #[arg(long)]
+    pub auto_once: bool,
+    /// With auto following: seconds between decisions; 0: a quarter of the first
+    /// prediction, at least 5 s.
+    #[arg(long, default_value_t = 0.0)]
+    pub auto_round: f64,
     /// Extra requestor nodes, holding no data, that receive the rebuilt chunks in turn
     /// (ECPipe's full-node recovery); 0: rebuilt chunks go to storage nodes.
     #[arg(long, default_value_t = 0)]
@@ -242,6 +252,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             }
             let requests = a.requests.load(c.link, a.seed)?;
             let mut decision = None;
+            let mut followed = None;
             if auto {
                 if requests.is_some() || a.straggler_at.is_some() || a.pace_repair {
                     bail!(
@@ -256,17 +267,34 @@ pub fn run(cmd: SimCmd) -> Result<()> {
                 let (net, history) = History::split(&net, a.history);
                 let cands = auto::candidates(c.method, a.scheduler);
                 let opts = SimOptions { model: c.model.unwrap_or(Model::Fluid), event_window: c.event_window, ..Default::default() };
-                let d = auto::decide(&s, &net, &history, &opts, phase_options, &cands)?;
-                if !c.json {
-                    print_decision(&d, s.max_active);
+                if a.auto_once {
+                    let d = auto::decide(&s, &net, &history, &opts, phase_options, &cands)?;
+                    if !c.json {
+                        print_decision(&d, s.max_active);
+                    }
+                    s = auto::with(&s, d.pick);
+                    decision = Some(d);
+                } else {
+                    let f = auto_follow::follow(&s, &net, &history, &opts, phase_options, &cands, a.auto_round)?;
+                    if !c.json {
+                        print_decision(&f.first, s.max_active);
+                        print_rounds(&f);
+                    }
+                    s = auto::with(&s, f.first.pick);
+                    decision = Some(f.first);
+                    followed = Some((f.jobs, f.admission, f.rounds));
                 }
-                s = auto::with(&s, d.pick);
                 custom = Some(net);
-                decision = Some(d);
+            } else if a.auto_once || a.auto_round != 0.0 {
+                bail!("--auto-once and --auto-round are how auto runs; give --method auto or --scheduler auto");
             } else if a.history > 0.0 {
                 bail!("--history is what auto predicts from; give --method auto or --scheduler auto");
             }
-            let (net, jobs, admission) = s.build_on(custom.as_ref())?;
+            let (net, mut jobs, mut admission) = s.build_on(custom.as_ref())?;
+            let mut rounds = None;
+            if let Some((released, how, r)) = followed {
+                (jobs, admission, rounds) = (released, how, Some(r));
+            }
             let opts = SimOptions { admission, model: c.model.unwrap_or(Model::Fluid), event_window: c.event_window, ..Default::default() };
             let failed: Vec<u32> = (0..a.failed as u32).collect();
             let lost = jobs.len();
@@ -283,7 +311,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             }
             // ChameleonEC runs phase by phase, planning each from the monitor's last period;
             // with requests every scheduler plans from what the monitor saw before.
-            let full = FullRun { scenario: &s, phases: phase_options, requests, decision, network: custom };
+            let full = FullRun { scenario: &s, phases: phase_options, requests, decision, rounds, network: custom };
             simulate("full-node", c, s.method, net, jobs, opts, cpu_seconds() - cpu0, None, lost, &failed, Some(full), &extra)
         }
         SimCmd::Balance(a) => crate::sim_planner_checks::balance(a),
@@ -334,9 +362,13 @@ struct SimReport {
     /// interference degree.
     #[serde(skip_serializing_if = "Option::is_none")]
     foreground: Option<ForegroundReport>,
-    /// `--method auto` / `--scheduler auto`: every candidate's predicted time and the pick.
+    /// `--method auto` / `--scheduler auto`: every candidate's predicted time and the pick
+    /// (following, the first round's).
     #[serde(skip_serializing_if = "Option::is_none")]
     auto: Option<Decision>,
+    /// auto following the foreground: each round's pick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto_rounds: Option<Vec<Round>>,
 }
 
 /// A full-node scenario's own settings for [`simulate`].
@@ -346,6 +378,8 @@ struct FullRun<'a> {
     requests: Option<(RequestLoad, f64)>,
     /// What `auto` predicted and chose.
     decision: Option<Decision>,
+    /// auto following the foreground: its rounds (the jobs are their repairs, as released).
+    rounds: Option<Vec<Round>>,
     /// The network file's network (from the repair's start, with `--history`).
     network: Option<Network>,
 }
@@ -410,7 +444,8 @@ fn simulate(
             .expect("static template")
             .progress_chars("=> "),
     );
-    let full_scheduler = full.as_ref().map(|f| f.scenario.scheduler.to_string());
+    let full_scheduler = full.as_ref().map(|f| if f.rounds.is_some() { "auto".to_string() } else { f.scenario.scheduler.to_string() });
+    let auto_rounds = full.as_mut().and_then(|f| f.rounds.take());
     let cpu0 = cpu_seconds();
     let mut phases = None;
     let mut foreground = None;
@@ -423,6 +458,7 @@ fn simulate(
             foreground = Some(run.foreground);
             run.result
         }
+        _ if auto_rounds.is_some() => run_with_progress(&net, &jobs, &opts, &mut |done| pb.set_position(done as u64))?,
         Some(FullRun { scenario: s, phases: p, requests: None, .. }) if s.scheduler.chameleon() => {
             let run = chameleon_phases::run(s, &net, &opts, p, None)?;
             pb.set_position(jobs.len() as u64);
@@ -463,6 +499,7 @@ fn simulate(
         phases,
         foreground,
         auto,
+        auto_rounds,
     };
     if let (Some(path), Some(logs)) = (&csv_path, &r.rates) {
         let rows = utilization::bin(&net, logs, r.makespan, c.bins.max(1));
@@ -528,6 +565,18 @@ fn print_decision(d: &Decision, max_active: usize) {
         d.decide_seconds,
         100.0 * d.decide_seconds / d.predicted_seconds.max(f64::MIN_POSITIVE)
     );
+}
+
+/// Each round of auto following the foreground.
+fn print_rounds(f: &auto_follow::Followed) {
+    println!("auto follows the foreground: decided again every round, repairs not started by then going to the round's pick");
+    for r in &f.rounds {
+        println!(
+            "  at {:>8.1} s  {:<20} {:>5} repair(s) started, {:>5} left; predicted {:.1} s for what was left",
+            r.start, r.chosen, r.chunks, r.left, r.predicted_seconds
+        );
+    }
+    println!("  deciding took {:.2} s over {} round(s)", f.decide_seconds, f.rounds.len());
 }
 
 /// The model that ran, and where its figure is known to part from the reference.

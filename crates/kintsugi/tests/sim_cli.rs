@@ -340,7 +340,8 @@ fn full_node_auto_runs_the_fastest_candidate() {
         assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
-    let auto = with(&["--method", "auto", "--scheduler", "auto", "--history", "30"]);
+    let auto = with(&["--method", "auto", "--scheduler", "auto", "--history", "30", "--auto-once"]);
+    let followed = with(&["--method", "auto", "--scheduler", "auto", "--history", "30"]);
     let d = &auto["auto"];
     let preds = d["predictions"].as_array().unwrap();
     assert_eq!(preds.len(), 7, "{d}");
@@ -361,6 +362,13 @@ fn full_node_auto_runs_the_fastest_candidate() {
         best = best.min(t);
     }
     assert!(took <= best * (1.0 + 1e-9), "auto took {took} s, the best fixed candidate {best} s");
+    // Following, it decides again as the repair runs; with nothing moving, it stays within
+    // 5% of the best fixed candidate too.
+    let rounds = followed["auto_rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty() && followed["scheduler"] == "auto", "{followed}");
+    assert_eq!(rounds.iter().map(|r| r["chunks"].as_u64().unwrap()).sum::<u64>(), 40, "every chunk started once: {followed}");
+    let t = followed["repair_seconds"].as_f64().unwrap();
+    assert!(t <= best * 1.05, "auto following took {t} s, the best fixed candidate {best} s");
 }
 
 #[test]
@@ -369,6 +377,7 @@ fn auto_errors_say_what_is_needed() {
         (vec!["sim", "full-node", "--nodes", "12", "--code", "rs:10,4", "--method", "auto"], "needs 14 nodes per stripe"),
         (vec!["sim", "single", "--method", "auto"], "a single chunk needs a method"),
         (vec!["sim", "full-node", "--history", "30"], "give --method auto or --scheduler auto"),
+        (vec!["sim", "full-node", "--auto-once"], "give --method auto or --scheduler auto"),
         (vec!["sim", "full-node", "--scheduler", "auto", "--history", "30"], "there is none"),
         (vec!["sim", "full-node", "--scheduler", "auto", "--fg-clients", "2"], "predicts from the network's foreground alone"),
         (vec!["sim", "full-node", "--scheduler", "bogus"], "bogus"),
