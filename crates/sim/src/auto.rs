@@ -170,6 +170,8 @@ pub struct Prediction {
     pub seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Wall seconds its plan and prediction took.
+    pub predict_seconds: f64,
 }
 
 /// What `auto` chose and what it cost.
@@ -199,21 +201,41 @@ pub fn decide(
         return Err(SimError::BadScenario("auto has no candidate to choose from".into()));
     }
     let opts = SimOptions { track_utilization: false, ..opts.clone() };
-    let mut predictions = Vec::new();
+    // The candidates are predicted side by side, one per core: each run is independent and
+    // deterministic, so the outcome is the same in any order.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, cands.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Prediction)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&c) = cands.get(i) else { break out };
+                        let t1 = Instant::now();
+                        let (seconds, error) = match predict_one(&with(s, c), net, history, &opts, phases) {
+                            Ok(t) => (Some(t), None),
+                            Err(SimError::BadScenario(m)) => (None, Some(m)),
+                            Err(e) => (None, Some(e.to_string())),
+                        };
+                        out.push((i, Prediction { candidate: c.to_string(), seconds, error, predict_seconds: t1.elapsed().as_secs_f64() }));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a prediction does not panic")).collect()
+    });
+    done.sort_by_key(|d| d.0);
     let mut best: Option<(f64, Candidate)> = None;
-    for &c in cands {
-        let (seconds, failed) = match predict_one(&with(s, c), net, history, &opts, phases) {
-            Ok(t) => (Some(t), None),
-            Err(SimError::BadScenario(m)) => (None, Some(m)),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        if let Some(t) = seconds {
+    for (i, p) in &done {
+        if let Some(t) = p.seconds {
             if best.is_none_or(|(b, _)| t < b) {
-                best = Some((t, c));
+                best = Some((t, cands[*i]));
             }
         }
-        predictions.push(Prediction { candidate: c.to_string(), seconds, error: failed });
     }
+    let predictions: Vec<Prediction> = done.into_iter().map(|d| d.1).collect();
     let Some((predicted_seconds, pick)) = best else {
         // Candidates mostly fail for one reason (too few nodes for the code): say it once.
         let mut why: Vec<String> = Vec::new();
