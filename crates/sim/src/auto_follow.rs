@@ -1,18 +1,19 @@
 //! `auto` that follows the foreground (issue 72): the pick is made again as the repair
 //! runs, since the foreground it was made on does not stay.
 //!
-//! The repair is cut into rounds. At a round's start every candidate is predicted for the
-//! chunks still to repair, as [`auto::decide`] does at the start, on the record the monitor
-//! has by then (its last `history.period` seconds; with no record before the repair, all it
-//! saw since the start). The fastest takes the next batch: as many chunks as it is predicted
-//! to repair in one round, planned by it alone, with the foreground the monitor reads at the
-//! round's start. A ChameleonEC batch keeps only its plan's first phase (the round is its
-//! phase); RepairBoost's timeslots continue the earlier batches' schedule.
+//! The repair runs in rounds. At a round's start every candidate is predicted for the chunks
+//! still to repair, as [`auto::decide`] does at the start, on the record the monitor has by
+//! then (its last `history.period` seconds; with no record before the repair, all it saw
+//! since the start). The pick plans every chunk left, with the foreground the monitor reads
+//! then, and its repairs are released. At the next round, those that have not started yet
+//! go back to be decided on again: nothing of them has run, so what ran stays as it ran.
+//! Repairs held by per-destination admission can go back, and so can ChameleonEC's later
+//! phases (a ChameleonEC round is one of its phases, a round long). Repairs that start at
+//! once cannot (every repair at once, or RepairBoost's timeslots, whose schedule the later
+//! rounds' timeslots continue).
 //!
-//! The next round starts once three quarters of the batch have finished, or one round's
-//! length after this one started, whichever is first: the batch's last repairs run on beside
-//! the next batch, so destinations do not idle at a batch's tail, and a batch that runs
-//! slower than predicted is decided on again early.
+//! A round keeps the last round's candidate unless another is predicted [`SWITCH`] faster:
+//! a forecast is a guess, and a switch to a schedule that starts everything cannot be undone.
 
 use crate::auto::{self, Candidate, Decision, History};
 use crate::chameleon_phases::PhaseOptions;
@@ -34,10 +35,11 @@ pub const ROUNDS: f64 = 4.0;
 /// One round as it ran.
 #[derive(Clone, Debug, Serialize)]
 pub struct Round {
-    /// When it was decided and its batch released, seconds from the repair's start.
+    /// When it was decided and its repairs released, seconds from the repair's start.
     pub start: f64,
     pub chosen: String,
-    /// Chunks in its batch, and still to repair after it.
+    /// Its repairs that started before the next round (the rest went back), and the chunks
+    /// still to repair after it.
     pub chunks: usize,
     pub left: usize,
     /// The pick's predicted time for every chunk still to repair at the round's start.
@@ -50,6 +52,8 @@ pub struct Round {
 #[derive(Clone, Debug)]
 pub struct Followed {
     pub jobs: Vec<Job>,
+    /// The lost chunk (its index in the scenario's) each job rebuilds.
+    pub chunks: Vec<usize>,
     pub admission: Admission,
     pub result: SimResult,
     pub rounds: Vec<Round>,
@@ -96,8 +100,6 @@ pub fn follow(
     while !todo.is_empty() {
         let mut d = auto::decide(&of(&todo), net, &observed(history, net, t), opts, phases, cands)?;
         decide_seconds += d.decide_seconds;
-        // A switch must be predicted to gain more than SWITCH: the forecast is a guess, and
-        // a switch to a schedule that starts everything at once cannot be taken back.
         if let Some(current) = rounds.last().map(|r: &Round| r.chosen.clone()) {
             let now = d.predictions.iter().find(|p| p.candidate == current).and_then(|p| p.seconds);
             if let Some(now) = now.filter(|&now| d.predicted_seconds > (1.0 - SWITCH) * now) {
@@ -180,10 +182,10 @@ pub fn follow(
         todo.splice(0..0, withdrawn);
         t = next;
     }
-    let jobs: Vec<Job> = released.iter().map(|(_, j)| j.clone()).collect();
+    let (chunks, jobs): (Vec<usize>, Vec<Job>) = released.into_iter().unzip();
     let result = engine::run(net, &jobs, &run_opts)?;
     let first = first.ok_or_else(|| SimError::BadScenario("no chunk to repair".into()))?;
-    Ok(Followed { jobs, admission, result, rounds, first, decide_seconds })
+    Ok(Followed { jobs, chunks, admission, result, rounds, first, decide_seconds })
 }
 
 /// What the monitor has recorded by `t` seconds into the repair: the last `h.period`
@@ -257,7 +259,7 @@ mod tests {
     }
 
     /// Every chunk is repaired once, the jobs replay to the same result, the rounds cover
-    /// the repair in order, and each batch is its pick's.
+    /// the repair in order, and repairs that went back are repaired in a later round.
     #[test]
     fn rounds_repair_every_chunk_once_and_replay_alike() {
         let (net, history) = History::split(&walk_net(20, 125e6, 3), 100.0);
@@ -281,6 +283,9 @@ mod tests {
             let cands = auto::candidates(Pick::Auto, Pick::Auto);
             let f = follow(&s, &net, &history, &opts, PhaseOptions::default(), &cands, 0.0).unwrap();
             assert_eq!(f.jobs.len(), 60, "{max_active}");
+            let mut chunks = f.chunks.clone();
+            chunks.sort();
+            assert_eq!(chunks, (0..60).collect::<Vec<_>>(), "every chunk once");
             assert_eq!(f.rounds.iter().map(|r| r.chunks).sum::<usize>(), 60);
             assert!(f.rounds.len() >= 2, "a repair of about a minute is decided again: {:?}", f.rounds);
             assert_eq!(f.rounds.last().unwrap().left, 0);

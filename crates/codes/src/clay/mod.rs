@@ -53,6 +53,9 @@ pub(crate) struct Core {
     pub identity: Vec<usize>,
     /// Layered plans by (U-unknown nodes, C-unknown nodes, planes tag).
     plans: Mutex<HashMap<PlanKey, Arc<LayeredPlan>>>,
+    /// Repair equations by (lost shard, sorted helpers): a planner asks for the same few
+    /// for every stripe, and each one is a decode of unit vectors.
+    pub(crate) equations: Mutex<HashMap<(usize, Vec<usize>), crate::RepairEquation>>,
     /// Fixed window (benchmarks), or 0: chosen from the sub-chunk size.
     window: usize,
     /// The one-pass encoder, when the parities fill whole columns.
@@ -118,7 +121,7 @@ impl ClayCode {
         let identity = (0..geo.alpha).collect();
         let coupling = Coupling::new();
         let fused = Self::fused_encoder(&geo, &mds, &coupling)?;
-        let core = Core { geo, mds, coupling, identity, plans: Mutex::new(HashMap::new()), window: 0, fused };
+        let core = Core { geo, mds, coupling, identity, plans: Mutex::new(HashMap::new()), equations: Mutex::default(), window: 0, fused };
         Ok(ClayCode { core: Arc::new(core) })
     }
 
@@ -134,6 +137,7 @@ impl ClayCode {
             coupling,
             identity: c.identity.clone(),
             plans: Mutex::new(HashMap::new()),
+            equations: Mutex::default(),
             window: window.max(1),
             fused,
         };

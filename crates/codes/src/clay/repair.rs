@@ -171,9 +171,20 @@ pub(super) fn equation(code: &ClayCode, lost: usize, helpers: &[usize]) -> Resul
     if hs.contains(&lost) || hs.len() != helpers.len() {
         return Err(CodeError::InvalidParams(format!("helpers {helpers:?} must be distinct and exclude the lost shard {lost}")));
     }
+    let key = (lost, hs);
+    if let Some(e) = code.core.equations.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(e.clone());
+    }
+    let e = compute(code, lost, &key.1)?;
+    code.core.equations.lock().unwrap_or_else(|p| p.into_inner()).insert(key, e.clone());
+    Ok(e)
+}
+
+/// The equation for `lost` from the distinct, sorted `hs`.
+fn compute(code: &ClayCode, lost: usize, hs: &[usize]) -> Result<RepairEquation> {
     let g = code.geometry();
     let alpha = g.alpha;
-    if let Some(msr) = msr_helpers(code, lost, &hs) {
+    if let Some(msr) = msr_helpers(code, lost, hs) {
         // MSR repair: beta planes from each of d helpers.
         let beta = g.beta();
         let inputs = unit_inputs(msr.len(), beta);
@@ -185,7 +196,7 @@ pub(super) fn equation(code: &ClayCode, lost: usize, helpers: &[usize]) -> Resul
         return Ok(RepairEquation { lost, sub_chunks: alpha, terms, structured: Some(code.spec()) });
     }
     if hs.len() < code.k() {
-        return Err(CodeError::HelpersInsufficient { lost, helpers: hs });
+        return Err(CodeError::HelpersInsufficient { lost, helpers: hs.to_vec() });
     }
     // Too few helpers for an MSR repair: decode from whole chunks of k of them.
     let used = &hs[..code.k()];
