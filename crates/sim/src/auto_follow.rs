@@ -37,6 +37,8 @@ pub const ROUNDS: f64 = 4.0;
 pub struct Round {
     /// When it was decided and its repairs released, seconds from the repair's start.
     pub start: f64,
+    #[serde(skip)]
+    pub pick: Candidate,
     pub chosen: String,
     /// Its repairs that started before the next round (the rest went back), and the chunks
     /// still to repair after it.
@@ -100,11 +102,12 @@ pub fn follow(
     while !todo.is_empty() {
         let mut d = auto::decide(&of(&todo), net, &observed(history, net, t), opts, phases, cands)?;
         decide_seconds += d.decide_seconds;
-        if let Some(current) = rounds.last().map(|r: &Round| r.chosen.clone()) {
-            let now = d.predictions.iter().find(|p| p.candidate == current).and_then(|p| p.seconds);
+        // Predictions are in the candidates' order.
+        if let Some(current) = rounds.last().map(|r: &Round| r.pick) {
+            let now = cands.iter().position(|&c| c == current).and_then(|i| d.predictions.get(i)).and_then(|p| p.seconds);
             if let Some(now) = now.filter(|&now| d.predicted_seconds > (1.0 - SWITCH) * now) {
-                d.pick = *cands.iter().find(|c| c.to_string() == current).expect("a candidate");
-                d.chosen = current;
+                d.pick = current;
+                d.chosen = current.to_string();
                 d.predicted_seconds = now;
             }
         }
@@ -172,6 +175,7 @@ pub fn follow(
         }
         rounds.push(Round {
             start: t,
+            pick: d.pick,
             chosen: d.chosen.clone(),
             chunks: kept - from,
             left: todo.len() + withdrawn.len(),
