@@ -13,6 +13,10 @@ mod common;
 
 use common::procs::{free_port, Proc, BIN};
 
+/// The slow-client test compares latencies with and without its load, so no other test of
+/// this binary runs beside it: it holds this lock to write, every other test to read.
+static QUIET: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn config_check(file: &Path, extra: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN).args(["config", "check"]).arg(file).args(extra).env_remove("KINTSUGI_SECRET_FILE").output().unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -20,6 +24,7 @@ fn config_check(file: &Path, extra: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn config_check_prints_the_effective_configuration_and_refuses_what_a_service_would() {
+    let _shared = QUIET.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let f = |name: &str, text: &str| {
         let p = dir.path().join(name);
@@ -119,6 +124,7 @@ fn http_get(addr: &str, path: &str) -> String {
 
 #[test]
 fn a_coordinator_logs_json_lines_and_serves_its_metrics() {
+    let _shared = QUIET.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (listen, metrics) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
     let mut child = Command::new(BIN)
@@ -174,6 +180,7 @@ fn a_coordinator_logs_json_lines_and_serves_its_metrics() {
 
 #[test]
 fn the_systemd_units_pass_systemd_analyze_verify() {
+    let _shared = QUIET.read().unwrap_or_else(|e| e.into_inner());
     let Ok(v) = Command::new("systemd-analyze").arg("--version").output() else {
         eprintln!("skipping: systemd-analyze is not installed");
         return;
@@ -275,6 +282,7 @@ impl Serve {
 /// made with `kintsugi key` reads and cannot write, and is revoked.
 #[test]
 fn serve_speaks_https_with_a_self_signed_certificate_and_reloads_it_at_sighup() {
+    let _shared = QUIET.read().unwrap_or_else(|e| e.into_inner());
     let tools =
         ["import boto3", "import ssl"].iter().all(|m| Command::new("python3").args(["-c", m]).output().is_ok_and(|o| o.status.success()))
             && Command::new("aws").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -383,6 +391,7 @@ fn wait_for_puts(progress: &Path, more: usize, serve: &Serve) {
 /// `kintsugi status --data-dir` finds the store each time.
 #[test]
 fn serve_restarts_under_load_without_failed_requests_or_lost_objects() {
+    let _shared = QUIET.read().unwrap_or_else(|e| e.into_inner());
     let boto = Command::new("python3").args(["-c", "import boto3"]).output().is_ok_and(|o| o.status.success());
     if !boto {
         assert!(std::env::var_os("CI").is_none(), "CI must have boto3 (.ci/run installs it)");
@@ -507,6 +516,7 @@ fn rss_bytes(pid: u32) -> u64 {
 /// either), and its resident memory stays within twice its body budget of what it held at rest.
 #[test]
 fn a_gateway_under_slow_clients_stays_within_its_memory_budget() {
+    let _alone = QUIET.write().unwrap_or_else(|e| e.into_inner());
     let tools = Command::new("python3").args(["-c", "import boto3"]).output().is_ok_and(|o| o.status.success());
     if !tools {
         assert!(std::env::var_os("CI").is_none(), "CI must have boto3 (.ci/run installs it)");

@@ -842,11 +842,11 @@ def slow_clients(b):
             raise AssertionError("the 10 MiB GET is not whole")
         return put, time.time() - t
 
-    def median3():
-        runs = [timed() for _ in range(3)]
-        return sorted(r[0] for r in runs)[1], sorted(r[1] for r in runs)[1]
+    def median5():
+        runs = [timed() for _ in range(5)]
+        return sorted(r[0] for r in runs)[2], sorted(r[1] for r in runs)[2]
 
-    alone = median3()
+    alone = median5()
     heads = []
     for i in range(200):
         s = socket.create_connection((host, int(port)), timeout=60)
@@ -888,7 +888,7 @@ def slow_clients(b):
     watcher = threading.Thread(target=watching, daemon=True)
     watcher.start()
     time.sleep(0.5)  # for the gateway to take their heads (the checks hold either way)
-    loaded = median3()
+    loaded = median5()
     print(f"slowloris: 6-byte PUT {loaded[0] * 1000:.1f} ms (alone {alone[0] * 1000:.1f}), "
           f"10 MiB GET {loaded[1] * 1000:.1f} ms (alone {alone[1] * 1000:.1f})", flush=True)
     # Twice as long as alone, with 50 ms for a loopback's scheduling noise on a busy machine.

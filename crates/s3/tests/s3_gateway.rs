@@ -14,6 +14,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+/// The slow-client test compares latencies with and without its load, so no other test of
+/// this binary runs beside it: it holds this lock to write, every other test to read.
+static QUIET: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 struct Store {
     coord: CoordHandle,
     nodes: Vec<Option<NodeHandle>>,
@@ -182,6 +186,7 @@ async fn names_under(c: &Client, prefix: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -268,6 +273,7 @@ async fn boto3_and_the_aws_cli_round_trip_list_multipart_and_get_s3_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gets_through_s3_are_degraded_reads_with_one_node_down_in_rs_and_two_in_clay() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -356,6 +362,7 @@ fn failed(report: &serde_json::Value) -> Vec<(String, String)> {
 /// reference) passes in full against the gateway, with S3's own 5 MiB part minimum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_conformance_module_passes_against_the_gateway() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -400,6 +407,7 @@ const MOTO_DEPARTURES: &[(&str, &str)] = &[
 /// everything moto fails is a known departure of moto's from the reference.
 #[test]
 fn the_conformance_module_checked_against_moto() {
+    let _shared = QUIET.blocking_read();
     let Some(moto) = ["moto_server"].into_iter().find(|m| Command::new(m).arg("--help").output().is_ok_and(|o| o.status.success())) else {
         assert!(std::env::var_os("CI").is_none(), "CI must have moto's server (.ci/run installs moto[server])");
         eprintln!("skipped: moto_server is not installed (pip install 'moto[server]')");
@@ -431,6 +439,7 @@ fn the_conformance_module_checked_against_moto() {
 /// and the gateway counts it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_body_that_fails_after_its_head_resets_the_connection() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -489,6 +498,7 @@ async fn a_body_that_fails_after_its_head_resets_the_connection() {
 /// request are never read as that body. Before, a `PUT` after an early 412 arrived as `UT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_before_the_body_closes_the_connection() {
+    let _shared = QUIET.read().await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let s = Store::start(dir.path(), 3, "rs:2,1", kintsugi_s3::multipart::MIN_PART).await;
@@ -524,6 +534,7 @@ async fn an_answer_before_the_body_closes_the_connection() {
 /// `kintsugi`'s ops_cli tests.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
+    let _alone = QUIET.write().await;
     if !clients_installed() {
         return;
     }
@@ -549,6 +560,7 @@ async fn stalled_uploads_and_slow_heads_are_cut_off_and_others_are_served() {
 /// attempt would have, and removes the record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_completion_retried_after_its_object_was_made_succeeds() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -596,6 +608,7 @@ async fn a_completion_retried_after_its_object_was_made_succeeds() {
 /// restarts: a locked version is kept on every path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn object_lock_keeps_versions_on_every_delete_path_and_across_a_restart() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -705,6 +718,7 @@ async fn regateway(s: &mut Store, keys: std::sync::Arc<kintsugi_s3::sse::MasterK
 /// elsewhere and two more go down. Keys: 400 without, 403 with a wrong one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn encrypted_objects_leave_no_plaintext_on_disk_and_survive_corruption_failures_and_repair() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -789,6 +803,7 @@ async fn encrypted_objects_leave_no_plaintext_on_disk_and_survive_corruption_fai
 /// Ownership takes them; a revoked key is refused within a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scoped_keys_do_what_their_grants_allow_and_a_revocation_takes_within_a_second() {
+    let _shared = QUIET.read().await;
     use kintsugi_s3::access_keys::{self, Permission};
     if !clients_installed() {
         return;
@@ -859,6 +874,7 @@ async fn versions_under(c: &Client, prefix: &str) -> (usize, usize) {
 /// the pass over once the lease runs out: every key ends with exactly one delete marker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_expires_what_its_rules_match_and_a_pass_resumes_after_a_restart() {
+    let _shared = QUIET.read().await;
     if !clients_installed() {
         return;
     }
@@ -998,6 +1014,7 @@ fetch("{get}").then(r => r.text()).then(t => {{
 /// name is refused by the browser.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_browser_on_an_allowed_origin_reads_and_writes_across_origins() {
+    let _shared = QUIET.read().await;
     let Some(browser) = browser() else {
         assert!(std::env::var_os("CI").is_none(), "CI must have headless Chromium (.ci/run installs chromium-headless-shell)");
         eprintln!("skipped: no headless Chromium installed");
