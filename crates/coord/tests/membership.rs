@@ -321,7 +321,11 @@ async fn wait_status(c: &Cluster, ok: impl Fn(&kintsugi_proto::ClusterStatus) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_coordinator_never_takes_live_nodes_for_dead() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cluster_with(conf(dir.path()), dir.path(), 9, None).await;
+    // Dead after 3 s of silence, not the other tests' 0.8 s: the creates keep the
+    // coordinator busy for 20 s and more, so a stall still shows, while a machine that CI or
+    // anything else loads (a CI run beside a compile once went 0.8 s without a heartbeat
+    // heard) does not fail it.
+    let c = cluster_with(CoordConfig { dead_after_ms: 3_000, ..conf(dir.path()) }, dir.path(), 9, None).await;
     let code: CodeSpec = "rs:6,3".parse().unwrap();
     let create = move |name: String, size: u64, chunk_size: u64| CoordRequest::CreateObject {
         name,
