@@ -11,7 +11,7 @@ impl Coordinator {
     /// What `status` shows, read without waiting for a long update ahead of it to be
     /// durable (a view, not a decision).
     pub(crate) fn status(&self) -> Result<ClusterStatus, WireError> {
-        crate::meta::peeking(|| self.status_now())
+        crate::metadata::peeking(|| self.status_now())
     }
 
     fn status_now(&self) -> Result<ClusterStatus, WireError> {
@@ -29,7 +29,7 @@ impl Coordinator {
                 let over =
                     |r: f64| (cap > 0 && used as f64 > r * cap as f64) || fs.as_ref().is_some_and(|f| f.used as f64 > r * f.size as f64);
                 let link = self.links.lock().expect("links lock").get(&n.id).cloned();
-                let residual = link.as_ref().and_then(crate::bandwidth::residual_of);
+                let residual = link.as_ref().and_then(crate::membership::bandwidth::residual_of);
                 NodeInfo {
                     alive: alive.contains_key(&n.id) && !n.failed,
                     chunks: chunks.get(&n.id).copied().unwrap_or(0),

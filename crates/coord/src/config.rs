@@ -1,7 +1,7 @@
 //! The coordinator's configuration: every field defaults, and `kintsugi coordinator
 //! --config` reads it from TOML.
 
-use crate::full_node_plan::TimeslotGating;
+use crate::repair::options::TimeslotGating;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{Pick, Shape};
 use serde::{Deserialize, Serialize};
@@ -131,8 +131,8 @@ pub struct CoordConfig {
 
 impl CoordConfig {
     /// What automatic repair (and `remove-node` of a node that is down) asks for.
-    pub fn repair_ask(&self) -> crate::RepairAsk {
-        crate::RepairAsk { method: self.repair_method, scheduler: self.repair_scheduler }
+    pub fn repair_ask(&self) -> crate::repair::options::RepairAsk {
+        crate::repair::options::RepairAsk { method: self.repair_method, scheduler: self.repair_scheduler }
     }
 
     /// Objects of at most `INLINE_MAX` are kept in the metadata (`inline_objects`).

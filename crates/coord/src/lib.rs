@@ -1,53 +1,33 @@
 //! The kintsugi coordinator: metadata, placement, failure detection, repair orchestration.
 //! Clients talk to it through `kintsugi-client`.
+//!
+//! `startup` opens the metadata store and serves; `requests` routes each request to the
+//! part that answers it. The parts, each in its own folder: `metadata` (the store, its
+//! indexes, listings and versions; it knows nothing of the rest), `membership` (nodes,
+//! heartbeats, identity, space, traffic, inventories, draining), `placement` (where chunks
+//! go and how they move), `objects` (puts, commits, deletes, garbage), `object_index`
+//! (Geometric Partitioning's replicated index), `repair` (planning, scheduling, dispatch,
+//! ChameleonEC's phases and stragglers) and `workers` (what runs on its own period).
+//! `Coordinator` holds their state; no file of the crate imports one that imports it back.
 
-mod auto_repair;
-pub mod bandwidth;
-mod chunk_move;
+mod clock;
 mod cluster_status;
 mod config;
 pub mod coordinator;
-mod destination_limit;
-pub mod etcd_http;
-mod foreground_record;
-pub mod full_node_plan;
-mod full_node_repair;
-mod geo_compaction;
-pub mod geo_layout;
-mod heal_margin;
-mod id_blocks;
-mod inventory;
-pub mod leader;
-mod membership;
-pub mod meta;
-pub mod meta_etcd;
-pub mod meta_index;
-mod meta_redb;
+pub mod membership;
+pub mod metadata;
 pub mod metrics;
-mod node_drain;
 pub mod object_index;
-pub mod object_listing;
 mod objects;
-mod phases;
-mod rebalance;
-pub mod recovery_budget;
-mod repair;
-pub mod repair_auto;
-mod repair_batch;
-mod seal;
-mod small_bucket;
-mod space;
+pub mod placement;
+pub mod repair;
+mod requests;
+mod startup;
 pub mod status_page;
-mod straggler;
-mod stripe_health;
-mod stripe_placement;
-mod subprocess;
-mod timeslot_reservation;
-mod upload_moves;
-pub mod version_listing;
-pub mod versions;
+mod workers;
 
-pub use coordinator::{start, CoordConfig, CoordHandle, Coordinator};
-pub use full_node_plan::TimeslotGating;
+pub use config::CoordConfig;
+pub use coordinator::Coordinator;
 pub use objects::{MAX_NAME, MAX_PARTS};
-pub use repair_auto::RepairAsk;
+pub use repair::options::{RepairAsk, TimeslotGating};
+pub use startup::{start, CoordHandle};

@@ -8,9 +8,10 @@
 //! passed (reads already under way finish), retrying nodes that are down until they come
 //! back, and reclaims uploads never committed.
 
+use crate::clock::now_ms;
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, ObjectRecord, StripeRecord, Txn};
-use crate::stripe_placement::StripeSpread;
+use crate::metadata::{Change, ObjectRecord, StripeRecord, Txn};
+use crate::placement::stripes::StripeSpread;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
@@ -93,10 +94,6 @@ fn committed_stripe(name: &str, size: u64, code: CodeSpec, stripes: Vec<u64>, ve
         chain: Default::default(),
         inline: None,
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Too few nodes alive, or with room, for a put's code: unavailable until nodes return or
@@ -339,7 +336,7 @@ impl Coordinator {
             o.attrs = attrs.clone();
             t.put(Change::DeleteUpload(version))?;
             committed = Committed { version: o.version, versioned: versioning == Versioning::Enabled };
-            crate::versions::supersede(t, name, o, versioning, now_ms())
+            crate::metadata::versions::supersede(t, name, o, versioning, now_ms())
         })?;
         Ok((committed, indexed))
     }
@@ -385,7 +382,7 @@ impl Coordinator {
             committed = Committed { version, versioned: versioning == Versioning::Enabled };
             t.put(Change::PutInline { version, data: data.data.clone() })?;
             let o = ObjectRecord { inline: Some(data.crc32c), ..committed_stripe(name, size, code, vec![], version, &attrs) };
-            crate::versions::supersede(t, name, o, versioning, now_ms())
+            crate::metadata::versions::supersede(t, name, o, versioning, now_ms())
         })?;
         Ok((committed, indexed))
     }
@@ -439,7 +436,7 @@ impl Coordinator {
             indexed = t.object(name)?.is_some_and(|old| old.shares_stripes());
             committed = Committed { version, versioned: versioning == Versioning::Enabled };
             let o = committed_stripe(name, size, code.expect("at least one part"), stripes, version, &attrs);
-            crate::versions::supersede(t, name, o, versioning, now_ms())
+            crate::metadata::versions::supersede(t, name, o, versioning, now_ms())
         })?;
         Ok((committed, indexed))
     }
@@ -455,7 +452,7 @@ impl Coordinator {
             };
             // A kept version (S3's tagging by version id).
             if o.version != version {
-                if let Some(k) = t.object(&crate::versions::kept_name(name, version))? {
+                if let Some(k) = t.object(&crate::metadata::versions::kept_name(name, version))? {
                     o = k;
                 }
             }
@@ -480,7 +477,7 @@ impl Coordinator {
     /// index must hear of it: it was a Geo or Contiguous object, or it is gone already (a
     /// retried delete whose tombstone may not have reached the index).
     pub(crate) fn delete(&self, name: &str, precondition: Option<Precondition>) -> Result<(bool, bool), WireError> {
-        if crate::versions::is_kept(name) {
+        if crate::metadata::versions::is_kept(name) {
             return bad("a kept version is deleted by its version id");
         }
         let (mut existed, mut indexed) = (false, true);
@@ -493,7 +490,7 @@ impl Coordinator {
                     existed = !o.chain.delete_marker;
                     indexed = false;
                     let want = if o.chain.versioned { VersionRef::Id(o.version) } else { VersionRef::Null };
-                    crate::versions::delete_version(t, name, want, now_ms(), false)?;
+                    crate::metadata::versions::delete_version(t, name, want, now_ms(), false)?;
                     return Ok(());
                 }
                 existed = true;
@@ -520,9 +517,9 @@ impl Coordinator {
         self.meta.update(&mut |t| {
             check_precondition(t, name, precondition)?;
             let now = now_ms();
-            let mut m = crate::versions::marker(t, name, now)?;
+            let mut m = crate::metadata::versions::marker(t, name, now)?;
             m.chain.versioned = versioning == Versioning::Enabled;
-            crate::versions::supersede(t, name, m.clone(), versioning, now)?;
+            crate::metadata::versions::supersede(t, name, m.clone(), versioning, now)?;
             made = Some(m);
             Ok(())
         })?;
@@ -534,7 +531,7 @@ impl Coordinator {
     pub(crate) fn delete_version(&self, name: &str, want: VersionRef, bypass_governance: bool) -> Result<Option<ObjectRecord>, WireError> {
         let mut gone = None;
         self.meta.update(&mut |t| {
-            gone = crate::versions::delete_version(t, name, want, now_ms(), bypass_governance)?;
+            gone = crate::metadata::versions::delete_version(t, name, want, now_ms(), bypass_governance)?;
             Ok(())
         })?;
         Ok(gone)

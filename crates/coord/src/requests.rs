@@ -1,22 +1,11 @@
 //! Each request a client or node sends, routed to the part of the coordinator that answers it.
 
-use crate::config::CoordConfig;
 use crate::coordinator::{bad, no_object, Coordinator};
-use crate::metadata::{Change, MetaStore, ObjectRecord, RedbMeta};
+use crate::metadata::ObjectRecord;
 use kintsugi_node::wire::{job_to_wire, method_from_wire, pick_method_from_wire, scheduler_from_wire};
-use kintsugi_plan::NodeId;
-use kintsugi_proto::{
-    read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
-    StripeLayout,
-};
-use kintsugi_proto::{ErrorKind, VersionInfo, VersionRef, Versioning, WireError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use kintsugi_proto::{CoordRequest, CoordResponse, ObjectInfo, ObjectLayout};
+use kintsugi_proto::{VersionInfo, VersionRef, Versioning, WireError};
+use std::sync::Arc;
 
 /// Runs metadata work that reads many records on a blocking thread: however long it takes,
 /// the runtime's workers stay free for heartbeats, so a busy coordinator never takes live
@@ -147,7 +136,14 @@ impl Coordinator {
                 let me = self.clone();
                 let limit = if limit == 0 { crate::metadata::listing::MAX_PAGE } else { limit as usize };
                 let page = off_runtime(move || {
-                    crate::metadata::version_listing::list_versions(me.meta.as_ref(), &prefix, &delimiter, &key_marker, version_marker, limit)
+                    crate::metadata::version_listing::list_versions(
+                        me.meta.as_ref(),
+                        &prefix,
+                        &delimiter,
+                        &key_marker,
+                        version_marker,
+                        limit,
+                    )
                 })
                 .await?;
                 Ok(CoordResponse::Versions { versions: page.versions, prefixes: page.prefixes, next: page.next })

@@ -4,15 +4,10 @@
 
 use crate::config::CoordConfig;
 use crate::coordinator::Coordinator;
-use crate::metadata::{Change, MetaStore, ObjectRecord, RedbMeta};
-use kintsugi_node::wire::{job_to_wire, method_from_wire, pick_method_from_wire, scheduler_from_wire};
-use kintsugi_plan::NodeId;
-use kintsugi_proto::{
-    read_frame_timeout, send, ChunkId, ChunkLoc, CoordRequest, CoordResponse, Frame, FrameError, ObjectInfo, ObjectLayout, RepairReport,
-    StripeLayout,
-};
-use kintsugi_proto::{ErrorKind, VersionInfo, VersionRef, Versioning, WireError};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::metadata::{MetaStore, RedbMeta};
+use kintsugi_proto::WireError;
+use kintsugi_proto::{read_frame_timeout, send, CoordRequest, CoordResponse, Frame, FrameError};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -91,8 +86,9 @@ async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<
     let key = format!("{prefix}leader").into_bytes();
     let lead = Arc::new(crate::metadata::leader::campaign(etcd.clone(), key, &cfg.listen, ttl).await?);
     let fence = Some(lead.fence());
-    let meta =
-        tokio::task::spawn_blocking(move || crate::metadata::etcd_store::EtcdMeta::open(etcd, &prefix, fence)).await.map_err(WireError::from)??;
+    let meta = tokio::task::spawn_blocking(move || crate::metadata::etcd_store::EtcdMeta::open(etcd, &prefix, fence))
+        .await
+        .map_err(WireError::from)??;
     Ok((Arc::new(meta), Some(lead)))
 }
 
@@ -100,7 +96,7 @@ async fn open_meta(cfg: &CoordConfig) -> Result<(Arc<dyn MetaStore>, Option<Arc<
 pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, WireError> {
     // The metrics port answers from the start: a standby says so while it waits to lead.
     let slot = crate::metrics::Slot::default();
-    let repair_counters = crate::metrics::RepairCounters::default();
+    let repair_counters = crate::repair::counters::RepairCounters::default();
     let (metrics_addr, metrics) = match &cfg.metrics_listen {
         Some(listen) => {
             let pages = Some(crate::status_page::pages(&slot));
@@ -126,7 +122,7 @@ pub async fn start(cfg: CoordConfig) -> Result<CoordHandle, WireError> {
 async fn serve_cluster(
     cfg: CoordConfig,
     slot: crate::metrics::Slot,
-    repair_counters: crate::metrics::RepairCounters,
+    repair_counters: crate::repair::counters::RepairCounters,
 ) -> Result<CoordHandle, WireError> {
     let (meta, leadership) = open_meta(&cfg).await?;
     let listener =
@@ -162,7 +158,7 @@ async fn serve_cluster(
         last_auto: Mutex::new(None),
         waiting_said: Default::default(),
         sar: Mutex::new(None),
-        destinations: crate::destination_limit::DestinationLimit::new(per_destination),
+        destinations: crate::repair::destination_limit::DestinationLimit::new(per_destination),
         epoch,
         repair_ids: crate::metadata::id_blocks::IdBlocks::new("repair", ID_BLOCK),
         batch_ids: crate::metadata::id_blocks::IdBlocks::new("gate_batch", ID_BLOCK),
@@ -178,12 +174,12 @@ async fn serve_cluster(
     let (stop, stop_rx) = watch::channel(false);
     let task = tokio::spawn(serve(listener, coord.clone(), stop_rx.clone()));
     tokio::spawn(crate::objects::collector(coord.clone(), stop_rx.clone()));
-    tokio::spawn(crate::seal::sealer(coord.clone(), stop_rx.clone()));
-    tokio::spawn(crate::geo_compaction::compactor(coord.clone(), stop_rx.clone()));
-    tokio::spawn(crate::object_index::sync(coord.clone(), stop_rx.clone()));
-    tokio::spawn(crate::heal_margin::scan(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::workers::seal::sealer(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::workers::geo_compaction::pass::compactor(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::object_index::publish::sync(coord.clone(), stop_rx.clone()));
+    tokio::spawn(crate::workers::heal_margin::scan(coord.clone(), stop_rx.clone()));
     if coord.cfg.auto_repair {
-        tokio::spawn(crate::auto_repair::run(coord.clone(), stop_rx));
+        tokio::spawn(crate::workers::auto_repair::run(coord.clone(), stop_rx));
     }
     if !coord.meta.pending()?.is_empty() {
         let c = coord.clone();

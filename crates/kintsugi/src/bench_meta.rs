@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord, VersionLinks};
+use kintsugi_coord::metadata::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord, VersionLinks};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, CoordRequest, CoordResponse, LayoutSpec};
 use serde::Serialize;
@@ -124,7 +124,7 @@ fn fill(meta: &RedbMeta, want: u64, per_key: u64, code: CodeSpec, nodes: u32, qu
                     ..Default::default()
                 };
                 t.put(Change::PutObject(ObjectRecord {
-                    name: if latest { key } else { kintsugi_coord::versions::kept_name(&key, version) },
+                    name: if latest { key } else { kintsugi_coord::metadata::versions::kept_name(&key, version) },
                     size,
                     code,
                     committed: true,

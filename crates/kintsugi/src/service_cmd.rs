@@ -285,7 +285,7 @@ pub fn check_coordinator(cfg: &CoordConfig) -> Result<()> {
         }
     }
     if !(cfg.meta.is_empty() || cfg.meta == "redb") {
-        kintsugi_coord::meta_etcd::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
+        kintsugi_coord::metadata::etcd_store::parse_url(&cfg.meta).map_err(|e| anyhow!("meta: {e}"))?;
     }
     check_endpoints(&cfg.listen, cfg.metrics_listen.as_deref(), cfg.secret_file.as_deref(), cfg.protection.as_deref())
 }

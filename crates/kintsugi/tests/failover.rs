@@ -13,9 +13,9 @@
 
 use kintsugi_client::Client;
 use kintsugi_codes::CodeSpec;
-use kintsugi_coord::etcd_http::{Cmp, Op};
-use kintsugi_coord::meta::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
-use kintsugi_coord::meta_etcd::EtcdMeta;
+use kintsugi_coord::metadata::etcd_http::{Cmp, Op};
+use kintsugi_coord::metadata::etcd_store::EtcdMeta;
+use kintsugi_coord::metadata::{Change, MetaStore, ObjectRecord, RedbMeta, StripeRecord};
 use kintsugi_plan::Shape;
 use kintsugi_proto::retention;
 use kintsugi_proto::LayoutSpec;

@@ -1,7 +1,7 @@
 //! Versioning: PutBucketVersioning and GetBucketVersioning, version ids on reads, and the
 //! S3 answers for delete markers. A bucket's state lives in its record; every write and
 //! delete tells the cluster what to keep ([`Versioning`]), and the cluster keeps the
-//! versions and delete markers (`kintsugi_coord::versions`). A version id is the cluster's
+//! versions and delete markers (`kintsugi_coord::metadata::versions`). A version id is the cluster's
 //! version number in 16 hex digits, or "null" for the version written without versioning.
 
 use crate::errors::{from_cluster, is_missing};

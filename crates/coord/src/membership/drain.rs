@@ -4,7 +4,7 @@
 //! cluster, running, and the error names every such chunk and why.
 
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, PendingRepair};
+use crate::metadata::{Change, PendingRepair};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;

@@ -2,8 +2,15 @@
 //! directory's identity token, which nodes may take chunks, and taking nodes out (`fail`,
 //! `node replace`, `node remove`).
 
+pub mod bandwidth;
+pub(crate) mod drain;
+pub(crate) mod foreground_record;
+pub(crate) mod inventory;
+pub(crate) mod link_history;
+pub(crate) mod space;
+
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, NodeRecord};
+use crate::metadata::{Change, NodeRecord};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;

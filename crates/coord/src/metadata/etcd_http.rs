@@ -8,7 +8,7 @@
 //! call goes to the member that answered last and moves on to the next member when one
 //! fails, so the loss of a member costs one timeout, not an outage.
 
-use crate::meta::MetaError;
+use crate::metadata::records::MetaError;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};

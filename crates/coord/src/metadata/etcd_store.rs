@@ -1,6 +1,6 @@
 //! The metadata in etcd, for a cluster with several coordinators: records and indexes are
 //! keys under one prefix, and every read-modify-write is one etcd transaction, guarded by the
-//! leader key ([`crate::leader`]): a coordinator that lost its leadership can no longer write
+//! leader key ([`crate::metadata::leader`]): a coordinator that lost its leadership can no longer write
 //! (its transactions fail), so two coordinators never both change the metadata.
 //!
 //! The leader is the only writer, and its updates run one at a time (as redb's write
@@ -16,9 +16,11 @@
 //! under `i/` (`nc/NODE/STRIPE/INDEX`, `bad/STRIPE/INDEX`, `open/PG/STRIPE`, `sp/A/B`,
 //! `held/NODE`, `so/STRIPE/NAME`); numbers in fixed-width hex so keys sort as numbers.
 
-use crate::etcd_http::{prefix_end, Cmp, Etcd, Kv, Op};
-use crate::meta::{decode, encode, Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn};
-use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries};
+use crate::metadata::etcd_http::{prefix_end, Cmp, Etcd, Kv, Op};
+use crate::metadata::index::{self, IndexTables, StripeEntries};
+use crate::metadata::records::{
+    decode, encode, Change, MetaCounts, MetaStore, NodeChunk, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn,
+};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -62,7 +64,7 @@ fn hex16(x: u64) -> String {
 
 fn parse_hex(s: &[u8]) -> Result<u64, WireError> {
     u64::from_str_radix(std::str::from_utf8(s).unwrap_or(""), 16)
-        .map_err(|_| crate::meta::MetaError::Corrupt(format!("bad key part {s:?}")).into())
+        .map_err(|_| crate::metadata::records::MetaError::Corrupt(format!("bad key part {s:?}")).into())
 }
 
 fn number(v: &[u8]) -> u64 {
@@ -260,7 +262,7 @@ impl MetaStore for EtcdMeta {
     fn counts(&self) -> Result<MetaCounts, WireError> {
         Ok(MetaCounts {
             objects: self.hot_number("c/count.objects"),
-            bytes: self.hot_number(&format!("c/{}", meta_index::BYTES_COUNTER)),
+            bytes: self.hot_number(&format!("c/{}", index::BYTES_COUNTER)),
             stripes: self.hot_number("c/count.stripes"),
             uploads: self.hot_number("c/count.uploads"),
             garbage: self.hot_number("c/count.garbage"),
@@ -268,7 +270,7 @@ impl MetaStore for EtcdMeta {
         })
     }
     fn update(&self, f: &mut dyn FnMut(&mut dyn Txn) -> Result<(), WireError>) -> Result<(), WireError> {
-        crate::meta::may_wait(|| self.update_now(f))
+        crate::metadata::waiting::may_wait(|| self.update_now(f))
     }
 }
 
@@ -307,7 +309,7 @@ impl EtcdMeta {
             self.recent.clear();
         })?;
         if !ok {
-            return Err(crate::meta::MetaError::NotLeader.into());
+            return Err(crate::metadata::records::MetaError::NotLeader.into());
         }
         self.recent.took(writes.iter().filter(|(k, _)| !hot(k)));
         let mut hot_tables = self.hot.write().expect("hot lock");
@@ -447,13 +449,13 @@ impl Txn for EtcdTxn<'_> {
         match c {
             Change::PutObject(o) => {
                 let old = self.object(&o.name)?;
-                meta_index::reindex_object(self, &o.name, old.as_ref(), Some(&o))?;
+                index::reindex_object(self, &o.name, old.as_ref(), Some(&o))?;
                 self.tally("objects", old.is_some(), true)?;
                 self.set(format!("o/{}", o.name), Some(encode(&o)));
             }
             Change::DeleteObject(name) => {
                 let old = self.object(&name)?;
-                meta_index::reindex_object(self, &name, old.as_ref(), None)?;
+                index::reindex_object(self, &name, old.as_ref(), None)?;
                 self.tally("objects", old.is_some(), false)?;
                 self.set(format!("o/{name}"), None);
             }
@@ -482,14 +484,14 @@ impl Txn for EtcdTxn<'_> {
             Change::PutStripe(s) => {
                 let old = self.stripe(s.id)?;
                 let entries = old.as_ref().map(StripeEntries::of);
-                meta_index::reindex_stripe(self, s.id, entries.as_ref(), Some(&StripeEntries::of(&s)))?;
+                index::reindex_stripe(self, s.id, entries.as_ref(), Some(&StripeEntries::of(&s)))?;
                 self.tally("stripes", old.is_some(), true)?;
                 self.set(format!("s/{}", hex16(s.id)), Some(encode(&s)));
             }
             Change::DeleteStripe(id) => {
                 let old = self.stripe(id)?;
                 let entries = old.as_ref().map(StripeEntries::of);
-                meta_index::reindex_stripe(self, id, entries.as_ref(), None)?;
+                index::reindex_stripe(self, id, entries.as_ref(), None)?;
                 self.tally("stripes", old.is_some(), false)?;
                 self.set(format!("s/{}", hex16(id)), None);
             }

@@ -6,7 +6,7 @@
 //! before any of its ids is used, and a restarted coordinator starts a new block (what was
 //! left of the old one is skipped, as sequence caches in databases skip theirs).
 
-use crate::meta::{Change, MetaStore};
+use crate::metadata::records::{Change, MetaStore};
 use kintsugi_proto::WireError;
 use std::sync::Mutex;
 
@@ -26,7 +26,7 @@ impl IdBlocks {
     /// The next id: from the block in hand, or from a new block recorded first.
     pub(crate) fn next(&self, meta: &dyn MetaStore) -> Result<u64, WireError> {
         // Whoever finds the block empty waits for the store with the lock held.
-        let mut range = crate::meta::lock_may_wait(&self.range);
+        let mut range = crate::metadata::waiting::lock_may_wait(&self.range);
         if range.0 == range.1 {
             let mut start = 0;
             meta.update(&mut |t| {
@@ -45,7 +45,7 @@ impl IdBlocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::RedbMeta;
+    use crate::metadata::redb_store::RedbMeta;
     use std::collections::HashSet;
 
     fn stored(meta: &RedbMeta) -> u64 {

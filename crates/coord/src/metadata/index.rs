@@ -10,10 +10,10 @@
 //!   node holds, for placement and rebalancing;
 //! - which objects have bytes in each stripe, for the index sync and `status`.
 //!
-//! This module only says what a record contributes; a store ([`crate::meta_redb`]) keeps the
+//! This module only says what a record contributes; a store ([`crate::metadata::redb_store`]) keeps the
 //! entries in its own tables.
 
-use crate::meta::{ObjectRecord, StripeRecord};
+use crate::metadata::records::{NodeChunk, ObjectRecord, StripeRecord};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
 use std::collections::BTreeMap;
@@ -23,22 +23,6 @@ const COMMITTED: u64 = 1;
 const BAD: u64 = 2;
 const FILLER: u64 = 4;
 const WHOLE: u64 = 8;
-
-/// One chunk as a node's index keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeChunk {
-    pub stripe: u64,
-    pub index: usize,
-    /// Its checksum is known: the chunk was committed (or sealed).
-    pub committed: bool,
-    pub bad: bool,
-    /// A Geo filler slot: zeros, stored nowhere.
-    pub filler: bool,
-    /// Every chunk of its stripe is committed (no put is still writing it).
-    pub whole: bool,
-    /// When its stripe's chunks last changed place (see [`StripeRecord::changed_ms`]).
-    pub changed_ms: u64,
-}
 
 impl NodeChunk {
     /// The value stored under (node, stripe, index): flags in the low byte, then the time.

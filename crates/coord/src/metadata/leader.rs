@@ -5,7 +5,7 @@
 //! ([`Leadership::fence`]), so a leader cut off from etcd cannot write once another has taken
 //! over, even before it notices and stops.
 
-use crate::etcd_http::{Cmp, Etcd, Op};
+use crate::metadata::etcd_http::{Cmp, Etcd, Op};
 use kintsugi_proto::WireError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

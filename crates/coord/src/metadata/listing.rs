@@ -3,8 +3,8 @@
 //! reads only its own entries (and seeks past each common prefix), never the whole store.
 //! Names whose latest version is a delete marker are not listed, nor kept versions.
 
-use crate::meta::{MetaStore, ObjectRecord};
-use crate::meta_index::after_prefix;
+use crate::metadata::index::after_prefix;
+use crate::metadata::records::{MetaStore, ObjectRecord};
 use kintsugi_proto::WireError;
 
 /// The most entries (objects and common prefixes) a page holds, as S3's max-keys.
@@ -43,9 +43,9 @@ pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &st
             if !o.name.starts_with(prefix) {
                 break 'pages;
             }
-            if crate::versions::is_kept(&o.name) && !prefix.starts_with(crate::versions::KEPT) {
+            if crate::metadata::versions::is_kept(&o.name) && !prefix.starts_with(crate::metadata::versions::KEPT) {
                 // Kept versions are listed by version listings only: past all of them.
-                (from, inclusive) = (crate::versions::PAST_KEPT.to_string(), true);
+                (from, inclusive) = (crate::metadata::versions::PAST_KEPT.to_string(), true);
                 continue 'pages;
             }
             if o.chain.delete_marker {
@@ -90,7 +90,7 @@ pub fn list_page(meta: &dyn MetaStore, prefix: &str, delimiter: &str, after: &st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::{Change, RedbMeta};
+    use crate::metadata::{Change, RedbMeta};
     use kintsugi_proto::LayoutSpec;
 
     fn store(names: &[&str]) -> (tempfile::TempDir, RedbMeta) {

@@ -9,7 +9,6 @@
 //! commit replaces the name's current version in one transaction (the later commit wins, as
 //! in S3). Stripes of replaced, deleted or abandoned versions move to *garbage* until every
 //! node holding one of their chunks has deleted it.
-
 //!
 //! This folder is the metadata service and knows nothing of the coordinator above it: the
 //! records and the store interface here, the two stores (`redb_store`, `etcd_store` with its
@@ -25,13 +24,12 @@ pub mod listing;
 pub mod records;
 pub(crate) mod redb_store;
 pub mod version_listing;
+pub mod version_names;
 pub mod versions;
 pub(crate) mod waiting;
 
-pub use index::NodeChunk;
 pub use records::*;
 pub use redb_store::RedbMeta;
-pub(crate) use waiting::{lock_may_wait, may_wait};
 
 /// Runs `f`, whose metadata reads are to show or to hear (`status`, a heartbeat), not to
 /// act on: with redb they do not wait until what they see is durable, which a long update

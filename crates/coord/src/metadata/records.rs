@@ -1,17 +1,6 @@
-//! Cluster metadata: objects -> stripes -> chunk locations, nodes, and repairs in progress.
-//! [`MetaStore`] is the interface (a distributed store can replace it later); [`RedbMeta`]
-//! keeps it in redb, an embedded crash-safe B-tree (every write is one committed
-//! transaction, so a crash loses nothing that was acknowledged).
-//!
-//! Every read-modify-write runs inside one write transaction ([`MetaStore::update`]), so
-//! concurrent requests never overwrite each other's changes. An object name maps to its
-//! committed version; a put is an *upload* (its own version id, its own stripes) until its
-//! commit replaces the name's current version in one transaction (the later commit wins, as
-//! in S3). Stripes of replaced, deleted or abandoned versions move to *garbage* until every
-//! node holding one of their chunks has deleted it.
+//! The records the metadata service keeps (objects, stripes, nodes, repairs in progress),
+//! the store interface ([`MetaStore`], [`Txn`]) and the records' encoding.
 
-pub use crate::meta_index::NodeChunk;
-pub use crate::meta_redb::RedbMeta;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::WireError;
@@ -40,7 +29,7 @@ pub struct ObjectRecord {
     /// What the writer attached at commit (see [`kintsugi_proto::Attrs`]).
     #[serde(default, skip_serializing_if = "kintsugi_proto::Attrs::is_empty")]
     pub attrs: kintsugi_proto::Attrs,
-    /// Where it stands among its name's versions (see [`crate::versions`]).
+    /// Where it stands among its name's versions (see [`crate::metadata::versions`]).
     #[serde(default, skip_serializing_if = "VersionLinks::is_plain")]
     pub chain: VersionLinks,
     /// Kept in the metadata (see [`kintsugi_proto::inline`]): its bytes' CRC-32C. The bytes
@@ -269,15 +258,14 @@ pub trait Txn {
     /// Drops version `o` of an object: its own stripes go to garbage. Stripes it shares with
     /// other objects (Geo, Contiguous) stay: a slot of an open stripe that was reserved but
     /// never committed is freed for the next put; a committed chunk stays in its stripe as
-    /// dead space (parity is never updated in place; reclaiming it takes a compaction,
-    /// which is not built).
+    /// dead space (parity is never updated in place; `geo_compaction` reclaims it).
     ///
     /// Every path that deletes or replaces a version comes here, so object lock is checked
     /// here: a version under retention or legal hold is refused (`Locked`), GOVERNANCE
     /// retention yielding to `bypass_governance`.
     fn discard_version(&mut self, o: &ObjectRecord, now_ms: u64, bypass_governance: bool) -> Result<(), WireError> {
         // Named as the user knows it: a kept version by its name and number.
-        let shown = match crate::versions::parse_kept(&o.name) {
+        let shown = match crate::metadata::version_names::parse_kept(&o.name) {
             Some((name, v)) => format!("{name}' version '{v}"),
             None => o.name.clone(),
         };
@@ -348,7 +336,7 @@ pub struct MetaCounts {
 
 /// What the coordinator needs from a metadata store. No request path reads every record:
 /// everything a request needs is a record by key, a page of records, or an index entry
-/// ([`crate::meta_index`]).
+/// ([`crate::metadata::index`]).
 pub trait MetaStore: Send + Sync {
     fn object(&self, name: &str) -> Result<Option<ObjectRecord>, WireError>;
     /// The bytes of inline version `version` (see [`ObjectRecord::inline`]).
@@ -424,35 +412,6 @@ pub trait MetaStore: Send + Sync {
     }
 }
 
-/// Runs a metadata call that may wait long: for etcd, or for a lock another update holds
-/// (a put of many stripes holds the store's writer for seconds). On a worker of a
-/// multi-threaded runtime the worker's other tasks move to another thread meanwhile, so
-/// heartbeats are still heard while it waits; elsewhere (a blocking thread, a
-/// single-threaded runtime) `f` just runs.
-pub(crate) fn may_wait<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
-/// Runs `f`, whose metadata reads are to show or to hear (`status`, a heartbeat), not to
-/// act on: with redb they do not wait until what they see is durable, which a long update
-/// can hold back for seconds (etcd's reads never wait).
-pub(crate) fn peeking<T>(f: impl FnOnce() -> T) -> T {
-    crate::meta_redb::group_commit::peeking(f)
-}
-
-/// Takes `lock`: at once when it is free, else waiting as [`may_wait`] does (handing a
-/// worker's tasks to another thread costs a thread switch, so only a wait pays it).
-pub(crate) fn lock_may_wait<T>(lock: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match lock.try_lock() {
-        Ok(g) => g,
-        // Poisoned or held: a panicked holder left nothing half-done that a guard protects.
-        Err(_) => may_wait(|| lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner)),
-    }
-}
-
 /// What can go wrong in the metadata store itself, as opposed to what a transaction's own
 /// logic refuses (which travels as the caller's `WireError`).
 #[derive(Debug, thiserror::Error)]
@@ -521,4 +480,42 @@ pub enum Change {
         stripe: u64,
         index: usize,
     },
+}
+
+/// One chunk as a node's index keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeChunk {
+    pub stripe: u64,
+    pub index: usize,
+    /// Its checksum is known: the chunk was committed (or sealed).
+    pub committed: bool,
+    pub bad: bool,
+    /// A Geo filler slot: zeros, stored nowhere.
+    pub filler: bool,
+    /// Every chunk of its stripe is committed (no put is still writing it).
+    pub whole: bool,
+    /// When its stripe's chunks last changed place (see [`StripeRecord::changed_ms`]).
+    pub changed_ms: u64,
+}
+
+/// The checksum of a data slot assembled from its pieces: each piece's own, zeros between
+/// and after, combined without reading a byte.
+pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, WireError> {
+    let mut sorted: Vec<&Piece> = pieces.iter().collect();
+    sorted.sort_by_key(|p| p.offset);
+    let (mut crc, mut at) = (0u32, 0u64);
+    for p in sorted {
+        let Some(c) = p.crc else { return Err(WireError::bad_request(format!("the piece at {} is not committed", p.offset))) };
+        if p.offset < at {
+            return Err(WireError::bad_request(format!("the piece at {} overlaps the one before", p.offset)));
+        }
+        let gap = p.offset - at;
+        crc = kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(gap), gap);
+        crc = kintsugi_proto::crc::crc32c_combine(crc, c, p.len);
+        at = p.offset + p.len;
+    }
+    if at > len {
+        return Err(WireError::bad_request(format!("pieces end at {at}, past the slot's {len} bytes")));
+    }
+    Ok(kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(len - at), len - at))
 }

@@ -1,10 +1,12 @@
 //! The metadata in one redb file: an embedded, crash-safe B-tree where every write is one
 //! committed transaction, so a crash loses nothing that was acknowledged. The secondary
-//! indexes ([`crate::meta_index`]) are tables of the same file, changed in the same
+//! indexes ([`crate::metadata::index`]) are tables of the same file, changed in the same
 //! transaction as the records they index.
 
-use crate::meta::{Change, MetaCounts, MetaStore, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn};
-use crate::meta_index::{self, IndexTables, NodeChunk, StripeEntries, BYTES_COUNTER};
+use crate::metadata::index::{self, IndexTables, StripeEntries, BYTES_COUNTER};
+use crate::metadata::records::{
+    Change, MetaCounts, MetaStore, NodeChunk, NodeRecord, ObjectRecord, PendingRepair, SpreadCount, StripeRecord, Txn,
+};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -50,10 +52,10 @@ pub struct RedbMeta {
 pub(crate) mod group_commit;
 
 fn e(x: impl std::fmt::Display) -> WireError {
-    crate::meta::MetaError::Backend(x.to_string()).into()
+    crate::metadata::records::MetaError::Backend(x.to_string()).into()
 }
 
-use crate::meta::{decode, encode};
+use crate::metadata::records::{decode, encode};
 
 fn pending_key(stripe: u64, index: usize) -> String {
     format!("{stripe:016}.{index:04}")
@@ -94,7 +96,7 @@ impl RedbMeta {
     fn begin_read(&self) -> Result<redb::ReadTransaction, WireError> {
         let (r, seen) = self.group.begin(|| self.db.begin_read().map_err(e))?;
         if !self.group.settled(seen) {
-            crate::meta::may_wait(|| self.group.wait_durable(seen, || self.sync()))?;
+            crate::metadata::waiting::may_wait(|| self.group.wait_durable(seen, || self.sync()))?;
         }
         Ok(r)
     }
@@ -102,7 +104,7 @@ impl RedbMeta {
     /// A durable commit, which persists every commit before it; returns the last commit it
     /// covers.
     fn sync(&self) -> Result<u64, WireError> {
-        let _one = crate::meta::lock_may_wait(&self.writer);
+        let _one = crate::metadata::waiting::lock_may_wait(&self.writer);
         let covered = self.group.last();
         let mut w = self.db.begin_write().map_err(e)?;
         w.set_durability(Durability::Immediate).map_err(e)?;
@@ -262,7 +264,7 @@ impl MetaStore for RedbMeta {
         // redb has one writer at a time; its turn is taken here first, so waiting for it
         // never holds an async worker.
         let seq = {
-            let _one = self.group.turn(|| crate::meta::lock_may_wait(&self.writer));
+            let _one = self.group.turn(|| crate::metadata::waiting::lock_may_wait(&self.writer));
             let _updating = group_commit::Updating::start();
             let mut w = self.db.begin_write().map_err(e)?;
             w.set_durability(Durability::None).map_err(e)?;
@@ -274,7 +276,7 @@ impl MetaStore for RedbMeta {
             self.group.committed(|| w.commit().map_err(e))?
         };
         // Acknowledged only once durable; the sync is shared with every update meanwhile.
-        crate::meta::may_wait(|| self.group.wait_durable(seq, || self.sync()))
+        crate::metadata::waiting::may_wait(|| self.group.wait_durable(seq, || self.sync()))
     }
 }
 
@@ -329,11 +331,11 @@ impl<'t> RedbTxn<'t> {
         self.counters.remove(BYTES_COUNTER).map_err(e)?;
         let stripes: Vec<StripeRecord> = all(self.stripes.iter().map_err(e)?, usize::MAX)?;
         for s in &stripes {
-            meta_index::reindex_stripe(self, s.id, None, Some(&StripeEntries::of(s)))?;
+            index::reindex_stripe(self, s.id, None, Some(&StripeEntries::of(s)))?;
         }
         let objects: Vec<ObjectRecord> = all(self.objects.iter().map_err(e)?, usize::MAX)?;
         for o in &objects {
-            meta_index::reindex_object(self, &o.name, None, Some(o))?;
+            index::reindex_object(self, &o.name, None, Some(o))?;
         }
         Ok(stripes.len())
     }
@@ -397,12 +399,12 @@ impl Txn for RedbTxn<'_> {
         match c {
             Change::PutObject(o) => {
                 let old = self.object(&o.name)?;
-                meta_index::reindex_object(self, &o.name, old.as_ref(), Some(&o))?;
+                index::reindex_object(self, &o.name, old.as_ref(), Some(&o))?;
                 self.objects.insert(o.name.as_str(), encode(&o).as_slice()).map(drop)
             }
             Change::DeleteObject(name) => {
                 let old = self.object(&name)?;
-                meta_index::reindex_object(self, &name, old.as_ref(), None)?;
+                index::reindex_object(self, &name, old.as_ref(), None)?;
                 self.objects.remove(name.as_str()).map(drop)
             }
             Change::PutInline { version, data } => self.inline.insert(version, data.as_slice()).map(drop),
@@ -413,12 +415,12 @@ impl Txn for RedbTxn<'_> {
             Change::DeleteGarbage(id) => self.garbage.remove(id).map(drop),
             Change::PutStripe(s) => {
                 let old = self.stripe(s.id)?.map(|o| StripeEntries::of(&o));
-                meta_index::reindex_stripe(self, s.id, old.as_ref(), Some(&StripeEntries::of(&s)))?;
+                index::reindex_stripe(self, s.id, old.as_ref(), Some(&StripeEntries::of(&s)))?;
                 self.stripes.insert(s.id, encode(&s).as_slice()).map(drop)
             }
             Change::DeleteStripe(id) => {
                 let old = self.stripe(id)?.map(|o| StripeEntries::of(&o));
-                meta_index::reindex_stripe(self, id, old.as_ref(), None)?;
+                index::reindex_stripe(self, id, old.as_ref(), None)?;
                 self.stripes.remove(id).map(drop)
             }
             Change::PutNode(n) => self.nodes.insert(n.id, encode(&n).as_slice()).map(drop),

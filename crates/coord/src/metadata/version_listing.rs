@@ -1,13 +1,13 @@
 //! Listing versions a page at a time, as S3's ListObjectVersions does: names in order, each
 //! one's versions newest first, under a prefix, rolled up by a delimiter, from a (name,
 //! version) marker. A page merges two range reads in the same order, the latest versions
-//! (under the names) and the kept ones (under kept names, see [`crate::versions`]), and
+//! (under the names) and the kept ones (under kept names, see [`crate::metadata::versions`]), and
 //! reads only its own entries (seeking past each common prefix), never the whole store.
 
-use crate::meta::{MetaStore, ObjectRecord};
-use crate::meta_index::after_prefix;
-use crate::object_listing::MAX_PAGE;
-use crate::versions::{self, kept_prefix, parse_kept, KEPT};
+use crate::metadata::index::after_prefix;
+use crate::metadata::listing::MAX_PAGE;
+use crate::metadata::records::{MetaStore, ObjectRecord};
+use crate::metadata::versions::{self, kept_prefix, parse_kept, KEPT};
 use kintsugi_proto::{VersionInfo, VersionRef, WireError};
 use std::collections::VecDeque;
 

@@ -13,34 +13,10 @@
 //! rebalanced under its kept name) until it is deleted by its id, when its stripes go to
 //! garbage.
 
-use crate::meta::{Change, MetaStore, ObjectRecord, Txn, VersionLinks};
+use crate::metadata::records::{Change, MetaStore, ObjectRecord, Txn, VersionLinks};
 use kintsugi_proto::{LayoutSpec, VersionRef, Versioning, WireError};
 
-/// The first character of every kept name.
-pub const KEPT: char = '\u{7f}';
-
-/// The least string past every kept name: listings of names seek here.
-pub const PAST_KEPT: &str = "\u{80}";
-
-/// The kept name of version `version` of `name`.
-pub fn kept_name(name: &str, version: u64) -> String {
-    format!("{KEPT}{name}\0{:016x}", !version)
-}
-
-/// Where the kept versions of names starting with `prefix` start.
-pub fn kept_prefix(prefix: &str) -> String {
-    format!("{KEPT}{prefix}")
-}
-
-/// The name and version number of a kept name.
-pub fn parse_kept(stored: &str) -> Option<(&str, u64)> {
-    let (name, v) = stored.strip_prefix(KEPT)?.rsplit_once('\0')?;
-    Some((name, !u64::from_str_radix(v, 16).ok()?))
-}
-
-pub fn is_kept(stored: &str) -> bool {
-    stored.starts_with(KEPT)
-}
+pub use crate::metadata::version_names::{is_kept, kept_name, kept_prefix, parse_kept, KEPT, PAST_KEPT};
 
 /// The number of the version `want` names, given the name's latest record: its own, the
 /// kept null version's, or the id's (None: there is no null version).
@@ -86,7 +62,7 @@ pub(crate) fn supersede(t: &mut dyn Txn, name: &str, mut new: ObjectRecord, vers
     let keep = old.chain.versioned || new.chain.versioned;
     if keep {
         if old.shares_stripes() {
-            return crate::coordinator::bad(format!("'{name}' has a {} layout: its versions cannot be kept", old.layout));
+            return Err(WireError::bad_request(format!("'{name}' has a {} layout: its versions cannot be kept", old.layout)));
         }
         let mut k = old.clone();
         k.name = kept_name(name, old.version);
@@ -213,8 +189,8 @@ pub(crate) fn find(meta: &dyn MetaStore, name: &str, want: Option<VersionRef>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::{RedbMeta, StripeRecord};
-    use crate::version_listing::list_versions;
+    use crate::metadata::version_listing::list_versions;
+    use crate::metadata::{RedbMeta, StripeRecord};
     use rand::{Rng, SeedableRng};
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -379,7 +355,7 @@ mod tests {
         assert_eq!(rolled, want);
         // Name listings show the names whose latest is not a marker, never a kept name.
         let listed: Vec<String> =
-            crate::object_listing::list_page(&m, "", "", "", 1000).unwrap().objects.into_iter().map(|o| o.name).collect();
+            crate::metadata::listing::list_page(&m, "", "", "", 1000).unwrap().objects.into_iter().map(|o| o.name).collect();
         let live: Vec<String> = model.iter().filter(|(_, vs)| vs.first().is_some_and(|x| !x.2)).map(|(n, _)| n.clone()).collect();
         assert_eq!(listed, live);
         // Garbage: exactly the stripes of versions gone.

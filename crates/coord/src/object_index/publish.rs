@@ -3,6 +3,16 @@
 //! everything after a restart or a change of the registered nodes (`sync`).
 
 use super::*;
+use crate::coordinator::Coordinator;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::object_index::IndexRecord;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
+use kintsugi_proto::{NodeRequest, NodeResponse};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 impl Coordinator {
     /// Publishes object `name`'s current record (or tombstone) to its index holders;
@@ -24,7 +34,7 @@ impl Coordinator {
         };
         let nodes = self.meta.nodes()?;
         let ids: Vec<NodeId> = nodes.iter().map(|n| n.id).collect();
-        let pg = crate::geo_layout::placement_group(name, self.cfg.placement_groups);
+        let pg = crate::placement::geo_layout::placement_group(name, self.cfg.placement_groups);
         let who = holders(pg, &ids, copies);
         let mut sends = JoinSet::new();
         for h in &who {

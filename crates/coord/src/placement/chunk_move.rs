@@ -4,7 +4,7 @@
 //! rebalancing fills a new one.
 
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::Change;
+use crate::metadata::Change;
 use kintsugi_codes::{HelperTerm, RepairEquation};
 use kintsugi_plan::{shapes, NodeId, RepairTask, Shape};
 use kintsugi_proto::rpc::request;
@@ -56,7 +56,7 @@ impl Coordinator {
                 return bad(format!("chunk {chunk} changed while it moved"));
             }
             now.nodes[index] = dest;
-            now.changed_ms = crate::objects::now_ms();
+            now.changed_ms = crate::clock::now_ms();
             t.put(Change::PutStripe(now))
         })?;
         // Index records naming the old node are published again.

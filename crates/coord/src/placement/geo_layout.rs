@@ -16,10 +16,10 @@
 //! (`object_index`), so clients find its chunks without the coordinator; the coordinator's
 //! metadata store stays the source of truth.
 
+use crate::clock::now_ms;
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{Change, ObjectRecord, StripeRecord, Txn};
-use crate::objects::now_ms;
-use crate::small_bucket;
+use crate::metadata::{Change, ObjectRecord, StripeRecord, Txn};
+use crate::placement::small_bucket;
 use kintsugi_codes::CodeSpec;
 use kintsugi_geo::partition::{partition, DEFAULT_MAX_CHUNK};
 use kintsugi_plan::NodeId;

@@ -6,7 +6,7 @@
 //! (one chunk of a stripe per node); Geo stripes keep their placement group and stay.
 
 use crate::coordinator::Coordinator;
-use crate::meta::StripeRecord;
+use crate::metadata::StripeRecord;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::RebalanceStatus;
 use kintsugi_proto::WireError;

@@ -12,9 +12,10 @@
 //! coordinator derives from the pieces' own; the stripe's parity is then computed as for
 //! any Geo stripe, and the pieces are deleted.
 
+use crate::clock::now_ms;
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{zeros_crc, Piece, StripeRecord, Txn, FILLER, PIECES};
-use crate::objects::now_ms;
+use crate::metadata::slot_crc;
+use crate::metadata::{Piece, StripeRecord, Txn, FILLER, PIECES};
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;
@@ -60,28 +61,6 @@ pub(crate) fn reserve_piece(
     }
     s.changed_ms = now_ms();
     Ok((s, slot, offset))
-}
-
-/// The checksum of a data slot assembled from its pieces: each piece's own, zeros between
-/// and after, combined without reading a byte.
-pub(crate) fn slot_crc(pieces: &[Piece], len: u64) -> Result<u32, WireError> {
-    let mut sorted: Vec<&Piece> = pieces.iter().collect();
-    sorted.sort_by_key(|p| p.offset);
-    let (mut crc, mut at) = (0u32, 0u64);
-    for p in sorted {
-        let Some(c) = p.crc else { return Err(WireError::bad_request(format!("the piece at {} is not committed", p.offset))) };
-        if p.offset < at {
-            return Err(WireError::bad_request(format!("the piece at {} overlaps the one before", p.offset)));
-        }
-        let gap = p.offset - at;
-        crc = kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(gap), gap);
-        crc = kintsugi_proto::crc::crc32c_combine(crc, c, p.len);
-        at = p.offset + p.len;
-    }
-    if at > len {
-        return Err(WireError::bad_request(format!("pieces end at {at}, past the slot's {len} bytes")));
-    }
-    Ok(kintsugi_proto::crc::crc32c_combine(crc, zeros_crc(len - at), len - at))
 }
 
 /// Due for sealing because full: every data slot holds pieces up to 7/8 of it.

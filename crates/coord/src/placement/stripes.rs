@@ -9,8 +9,8 @@
 //! neighbours: on 16 nodes with RS(6,3), some node had to upload 15 chunks where an even
 //! spread needs 10 (see the tests).
 
-use crate::geo_layout::stable_hash;
 use kintsugi_plan::NodeId;
+use kintsugi_proto::placement::stable_hash;
 use std::collections::HashMap;
 
 /// How many stripes each node, and each pair of nodes, holds chunks of.
@@ -35,7 +35,7 @@ impl StripeSpread {
         s
     }
 
-    /// From the store's spread counters ([`crate::meta::MetaStore::spread`]): (a, a) is a's
+    /// From the store's spread counters ([`crate::metadata::MetaStore::spread`]): (a, a) is a's
     /// load, (a, b) the stripes a and b share.
     pub(crate) fn from_counts(counts: impl IntoIterator<Item = ((NodeId, NodeId), u64)>) -> Self {
         let mut s = StripeSpread::default();

@@ -8,11 +8,11 @@
 //! in an open stripe of the placement group (a new one where none has that member's slot
 //! free), as a put would have placed it there.
 
+use crate::clock::now_ms;
 use crate::coordinator::{bad, Coordinator};
-use crate::geo_layout::{open_stripe, remainder_code};
-use crate::meta::{Change, StripeRecord, Txn};
-use crate::objects::now_ms;
-use crate::small_bucket;
+use crate::metadata::{Change, StripeRecord, Txn};
+use crate::placement::geo_layout::{open_stripe, remainder_code};
+use crate::placement::small_bucket;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::WireError;
 use kintsugi_proto::{ChunkId, ChunkLoc, ErrorKind, ObjectLayout};
@@ -102,7 +102,7 @@ impl Coordinator {
         let used = |n: &NodeId| self.space.node(*n).map_or(0, |(used, _)| used);
         // Open stripes a new slot may come from, read outside the transaction and checked
         // again inside it (as a put's placement does).
-        let pg = crate::geo_layout::placement_group(name, self.cfg.placement_groups);
+        let pg = crate::placement::geo_layout::placement_group(name, self.cfg.placement_groups);
         let open: Vec<u64> = self.meta.open_stripes(Some(pg))?.into_iter().map(|s| s.id).collect();
         let mut layout = None;
         self.meta.update(&mut |t| {

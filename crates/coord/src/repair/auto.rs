@@ -11,10 +11,10 @@
 //! (`Network::elastic_foreground`) rather than taking its rate first.
 
 use crate::coordinator::Coordinator;
-use crate::full_node_plan::TimeslotGating;
-use crate::meta::PendingRepair;
+use crate::metadata::PendingRepair;
+use crate::repair::options::{RepairAsk, TimeslotGating};
 use kintsugi_plan::schedule::{LostChunk, Scheduler};
-use kintsugi_plan::{NodeId, Pick, RepairGraph, Shape};
+use kintsugi_plan::{NodeId, RepairGraph, Shape};
 use kintsugi_proto::WireError;
 use kintsugi_proto::{AutoChoice, AutoPrediction};
 use kintsugi_sim::auto::{self, Candidate};
@@ -22,37 +22,8 @@ use kintsugi_sim::chameleon_phases::PhaseOptions;
 use kintsugi_sim::scenario::{FullNode, Given};
 use kintsugi_sim::{Direction, Foreground, Model, Network, SimOptions};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What a repair run asked for: a method and a scheduler, either of them `auto`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RepairAsk {
-    pub method: Pick<Shape>,
-    pub scheduler: Pick<Scheduler>,
-}
-
-impl RepairAsk {
-    pub fn fixed(method: Shape, scheduler: Scheduler) -> Self {
-        RepairAsk { method: Pick::Fixed(method), scheduler: Pick::Fixed(scheduler) }
-    }
-
-    pub fn is_auto(&self) -> bool {
-        self.method.is_auto() || self.scheduler.is_auto()
-    }
-
-    /// The method a chunk gets before `auto` has chosen (what a pending record carries).
-    pub(crate) fn method_or_ecpipe(&self) -> Shape {
-        self.method.fixed().unwrap_or(Shape::Ecpipe)
-    }
-}
-
-impl fmt::Display for RepairAsk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.method, self.scheduler)
-    }
-}
 
 /// How far back the foreground record `auto` replays reaches.
 const HISTORY: Duration = Duration::from_secs(60);
@@ -124,7 +95,7 @@ impl Coordinator {
     fn prediction_input(&self, todo: &[PendingRepair]) -> Result<(FullNode, Network, auto::History), WireError> {
         let failed = self.failed_nodes()?;
         let live: BTreeSet<NodeId> = self.alive().into_keys().filter(|n| !failed.contains(n)).collect();
-        let mut by_code: BTreeMap<String, Vec<(PendingRepair, crate::meta::StripeRecord)>> = BTreeMap::new();
+        let mut by_code: BTreeMap<String, Vec<(PendingRepair, crate::metadata::StripeRecord)>> = BTreeMap::new();
         for p in todo {
             if let Some(s) = self.meta.stripe(p.stripe)? {
                 by_code.entry(s.code.to_string()).or_default().push((p.clone(), s));
@@ -223,6 +194,7 @@ fn gating(g: TimeslotGating) -> Option<fn(&RepairGraph) -> bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kintsugi_plan::Pick;
 
     #[test]
     fn an_ask_prints_and_tells_auto_apart() {

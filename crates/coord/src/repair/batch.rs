@@ -3,12 +3,12 @@
 //! collected into one report, under a ChameleonEC phase's straggler watch when there is one.
 
 use crate::coordinator::Coordinator;
-use crate::full_node_plan::GraphSlots;
-use crate::meta::PendingRepair;
-use crate::recovery_budget::{weight, NodeBudget};
+use crate::metadata::PendingRepair;
+use crate::repair::full_node_plan::GraphSlots;
+use crate::repair::recovery_budget::{weight, NodeBudget};
+use crate::repair::straggler::{PhaseWatch, Verdict};
+use crate::repair::timeslot_reservation::Claim;
 use crate::repair::Ran;
-use crate::straggler::{PhaseWatch, Verdict};
-use crate::timeslot_reservation::Claim;
 use kintsugi_plan::schedule::Choice;
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;

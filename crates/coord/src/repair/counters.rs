@@ -5,9 +5,7 @@
 use crate::clock::now_ms;
 use kintsugi_metrics::prometheus_client::metrics::counter::Counter;
 use kintsugi_metrics::prometheus_client::metrics::family::Family;
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// What SAR does, as `kintsugi_sar_actions_total` labels them.
 pub(crate) const SAR_ACTIONS: [&str; 4] = ["straggler", "retuned", "postponed", "restarted"];
@@ -59,7 +57,7 @@ pub struct RunProgress {
 
 impl RepairCounters {
     /// One ChameleonEC phase's straggler watch ended, having acted so.
-    pub(crate) fn record_sar(&self, c: &crate::straggler::Counts) {
+    pub(crate) fn record_sar(&self, c: &crate::repair::straggler::Counts) {
         for (action, n) in SAR_ACTIONS.into_iter().zip([c.stragglers, c.retuned, c.postponed, c.restarted]) {
             self.sar.get_or_create(&vec![("action", action)]).inc_by(n as u64);
         }
@@ -131,4 +129,15 @@ fn labels_of(method: &str) -> RepairLabels {
         None => (method, "none"),
     };
     vec![("method", m.to_string()), ("scheduler", s.to_string())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reports_method_names_its_method_and_scheduler() {
+        assert_eq!(labels_of("ecpipe (chameleon)"), vec![("method", "ecpipe".into()), ("scheduler", "chameleon".into())]);
+        assert_eq!(labels_of("resumed"), vec![("method", "resumed".into()), ("scheduler", "none".into())]);
+    }
 }

@@ -4,9 +4,9 @@
 //! fastest (`repair_auto`), deciding again before each ChameleonEC phase.
 
 use crate::coordinator::Coordinator;
-use crate::full_node_plan::prioritise;
-use crate::meta::{Change, PendingRepair, StripeRecord};
-use crate::repair_auto::RepairAsk;
+use crate::metadata::{Change, PendingRepair, StripeRecord};
+use crate::repair::full_node_plan::prioritise;
+use crate::repair::options::RepairAsk;
 use kintsugi_plan::schedule::Scheduler;
 use kintsugi_plan::{NodeId, Shape};
 use kintsugi_proto::RepairReport;
@@ -81,7 +81,7 @@ impl Coordinator {
             let r = self.repair_locked(more, ask, slice, parallel, "request").await?;
             report.lost += r.lost;
             report.seconds += r.seconds;
-            crate::repair_batch::absorb(&mut report, r);
+            crate::repair::batch::absorb(&mut report, r);
         }
         let files_after = self.helper_file_reads().await;
         report.helper_file_read = files_after.iter().map(|(n, b)| b.saturating_sub(files_before.get(n).copied().unwrap_or(*b))).sum();
@@ -219,7 +219,7 @@ impl Coordinator {
             };
             total.phases += r.phases;
             total.subprocesses += r.subprocesses;
-            crate::repair_batch::absorb(&mut total, r);
+            crate::repair::batch::absorb(&mut total, r);
         }
         chosen.dedup();
         total.method = format!("auto: {}", chosen.join(", then "));

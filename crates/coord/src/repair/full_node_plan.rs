@@ -3,61 +3,12 @@
 //! choices and RepairBoost timeslots handed to the repairs, and the order they start in.
 
 use crate::coordinator::Coordinator;
-use crate::meta::PendingRepair;
-use crate::subprocess::NodeSpeed;
+use crate::metadata::PendingRepair;
+use crate::repair::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{self, Choice, Cluster, LostChunk, Scheduler};
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::WireError;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-
-/// Which repairs the nodes gate by RepairBoost's timeslots. The timeslots model whole
-/// chunks moved store-and-forward (one per node and slot); a pipelined graph's slot would
-/// wait for a whole chain, which measured slower on the testbed and in the simulator for
-/// CR and ECPipe (REPRODUCTION.md), so by default only store-and-forward graphs (PPR) are
-/// gated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TimeslotGating {
-    /// Every transfer, as the paper and the simulator do.
-    All,
-    #[default]
-    StoreAndForward,
-    /// None: timeslots only order when repairs start.
-    None,
-}
-
-impl TimeslotGating {
-    pub fn gates(self, g: &RepairGraph) -> bool {
-        match self {
-            TimeslotGating::All => true,
-            TimeslotGating::StoreAndForward => !g.pipelined,
-            TimeslotGating::None => false,
-        }
-    }
-}
-
-impl std::str::FromStr for TimeslotGating {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "all" => Ok(TimeslotGating::All),
-            "store-and-forward" => Ok(TimeslotGating::StoreAndForward),
-            "none" => Ok(TimeslotGating::None),
-            _ => Err(format!("'{s}' is not a timeslot gating (all, store-and-forward, none)")),
-        }
-    }
-}
-
-impl std::fmt::Display for TimeslotGating {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TimeslotGating::All => "all",
-            TimeslotGating::StoreAndForward => "store-and-forward",
-            TimeslotGating::None => "none",
-        })
-    }
-}
 
 impl Coordinator {
     /// Helpers and destinations for `todo` from `scheduler`, and the order to start the
@@ -81,7 +32,7 @@ impl Coordinator {
         let failed = self.failed_nodes()?;
         let mut cluster = Cluster::homogeneous(alive.keys().copied().filter(|n| !failed.contains(n)).collect());
         // Every scheduler plans with live bandwidth: each node's residual, and its user load.
-        crate::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));
+        crate::membership::bandwidth::fill(&mut cluster, &self.links.lock().expect("links lock"));
         speed.apply(&mut cluster);
         tracing::debug!(scheduler = %scheduler, "planning with residual bandwidth (up, down) per node: {:?}", cluster.bandwidth);
         // One plan per code and method: a scheduler balances over chunks of one kind.
@@ -224,7 +175,7 @@ mod tests {
     /// A scheduler's slots apply only to the graph it planned.
     #[test]
     fn timeslot_gating_by_graph_kind_and_only_on_the_planned_graph() {
-        use super::TimeslotGating;
+        use crate::repair::options::TimeslotGating;
         let code = "rs:4,2".parse::<kintsugi_codes::CodeSpec>().unwrap().build().unwrap();
         let eq = code.repair_equation(0, &[1, 2, 3, 4]).unwrap();
         let task = RepairTask { equation: eq, helper_nodes: vec![1, 2, 3, 4], destination: 9 };

@@ -4,11 +4,25 @@
 //! restarts). Full-node repair, which plans every lost chunk at once, is
 //! `full_node_repair`.
 
+pub mod auto;
+pub(crate) mod batch;
+pub(crate) mod counters;
+pub(crate) mod destination_limit;
+pub(crate) mod full_node;
+pub mod full_node_plan;
+pub mod options;
+pub(crate) mod phases;
+pub mod recovery_budget;
+pub(crate) mod straggler;
+pub(crate) mod stripe_health;
+pub(crate) mod subprocess;
+pub(crate) mod timeslot_reservation;
+
 use crate::coordinator::{bad, Coordinator};
-use crate::full_node_plan::GraphSlots;
-use crate::meta::{Change, PendingRepair, StripeRecord};
-use crate::straggler::{Running, Verdict};
-use crate::timeslot_reservation::Claim;
+use crate::metadata::{Change, PendingRepair, StripeRecord};
+use crate::repair::full_node_plan::GraphSlots;
+use crate::repair::straggler::{Running, Verdict};
+use crate::repair::timeslot_reservation::Claim;
 use kintsugi_node::wire::job_to_wire;
 use kintsugi_node::Job;
 use kintsugi_plan::schedule::Choice;
@@ -381,7 +395,7 @@ impl Coordinator {
                             old = Some(s.nodes[p.index]);
                             s.nodes[p.index] = dest;
                             s.bad[p.index] = false;
-                            s.changed_ms = crate::objects::now_ms();
+                            s.changed_ms = crate::clock::now_ms();
                             t.put(Change::PutStripe(s))?;
                         } else if let Some(mut g) = t.garbage(p.stripe)? {
                             // Replaced or deleted meanwhile: the rebuilt copy is garbage too.

@@ -6,11 +6,11 @@
 //! whole repair.)
 
 use crate::coordinator::Coordinator;
-use crate::meta::PendingRepair;
-use crate::repair_auto::RepairAsk;
-use crate::repair_batch::Repairs;
-use crate::straggler::{expectations, Key, PhaseWatch};
-use crate::subprocess::NodeSpeed;
+use crate::metadata::PendingRepair;
+use crate::repair::batch::Repairs;
+use crate::repair::options::RepairAsk;
+use crate::repair::straggler::{expectations, Key, PhaseWatch};
+use crate::repair::subprocess::NodeSpeed;
 use kintsugi_plan::schedule::{Choice, Cluster, Scheduler};
 use kintsugi_plan::{shapes, NodeId, RepairGraph, RepairTask};
 use kintsugi_proto::WireError;
@@ -100,12 +100,12 @@ impl Coordinator {
             }
             background.push(left);
             total.phases += 1;
-            crate::repair_batch::absorb(&mut total, r);
+            crate::repair::batch::absorb(&mut total, r);
         }
         for mut set in background {
             let mut r = RepairReport::default();
             self.collect(&mut set, &mut r, None, None).await?;
-            crate::repair_batch::absorb(&mut total, r);
+            crate::repair::batch::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
         Ok((total, handover))

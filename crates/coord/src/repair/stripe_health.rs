@@ -3,7 +3,7 @@
 //! down or failed nodes) and lists (stripes that no longer hold enough to be rebuilt).
 
 use crate::coordinator::Coordinator;
-use crate::meta::StripeRecord;
+use crate::metadata::StripeRecord;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::{ChunkId, UnrepairableStripe};
 use kintsugi_proto::{Scarce, WireError};

@@ -11,7 +11,7 @@
 //! round once it is paired with others.
 
 use crate::coordinator::Coordinator;
-use crate::meta::PendingRepair;
+use crate::metadata::PendingRepair;
 use kintsugi_plan::schedule::{Cluster, Scheduler};
 use kintsugi_plan::{NodeId, RepairGraph};
 use kintsugi_proto::RepairReport;
@@ -117,7 +117,7 @@ impl Coordinator {
             speed.measure(&done);
             tracing::debug!("node rates after sub-process {}: {:?}", total.subprocesses, speed.factor);
             total.subprocesses += 1;
-            crate::repair_batch::absorb(&mut total, r);
+            crate::repair::batch::absorb(&mut total, r);
         }
         total.seconds = started.elapsed().as_secs_f64();
         Ok(total)

@@ -9,9 +9,9 @@
 //! the coordinator go away.
 
 use crate::coordinator::Coordinator;
-use crate::full_node_plan::GraphSlots;
-use crate::meta::PendingRepair;
-use crate::recovery_budget::weight;
+use crate::metadata::PendingRepair;
+use crate::repair::full_node_plan::GraphSlots;
+use crate::repair::recovery_budget::weight;
 use kintsugi_plan::NodeId;
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::{NodeRequest, NodeResponse};

@@ -63,42 +63,11 @@ impl Coordinator {
 /// often automatic repair looks at them.
 const WAITING_SAID_EVERY: Duration = Duration::from_secs(60);
 
-/// When something repeated was last logged: to say it at most once per period.
-#[derive(Default)]
-pub(crate) struct SaidAt(std::sync::Mutex<Option<std::time::Instant>>);
-
-impl SaidAt {
-    /// True (and the time noted) when it has not been said within `every`.
-    fn due(&self, every: Duration) -> bool {
-        let mut at = self.0.lock().expect("said lock");
-        if at.is_some_and(|t| t.elapsed() < every) {
-            return false;
-        }
-        *at = Some(std::time::Instant::now());
-        true
-    }
-}
-
 /// Runs automatic repair until the coordinator stops.
 pub(crate) async fn run(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool>) {
     while crate::coordinator::tick(coord.cfg.auto_repair_interval_ms, &mut stop).await {
         if let Err(e) = coord.auto_repair_once().await {
             tracing::warn!("automatic repair: {e}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_repeated_warning_is_said_once_per_period() {
-        let said = SaidAt::default();
-        // Automatic repair passes every few seconds for a minute: one line.
-        let lines = (0..12).filter(|_| said.due(WAITING_SAID_EVERY)).count();
-        assert_eq!(lines, 1);
-        // Once the period is over, it is said again.
-        assert!(said.due(Duration::ZERO));
     }
 }

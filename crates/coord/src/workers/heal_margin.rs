@@ -5,25 +5,8 @@
 //! the status page and a metric can say so before a node is lost, not after.
 
 use crate::coordinator::Coordinator;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
-
-/// The widest code (chunks per stripe) of the stripes stored.
-#[derive(Default)]
-pub(crate) struct CodeWidths {
-    widest: AtomicUsize,
-}
-
-impl CodeWidths {
-    pub(crate) fn observe(&self, width: usize) {
-        self.widest.fetch_max(width, Ordering::Relaxed);
-    }
-
-    pub(crate) fn widest(&self) -> usize {
-        self.widest.load(Ordering::Relaxed)
-    }
-}
 
 /// Live nodes beyond the widest code: at 0 (or below) a lost node cannot be rebuilt.
 pub(crate) fn spare_nodes(widest: usize, placeable: usize) -> i64 {
@@ -80,6 +63,7 @@ pub(crate) async fn scan(coord: Arc<Coordinator>, mut stop: watch::Receiver<bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workers::code_widths::CodeWidths;
 
     #[test]
     fn a_code_as_wide_as_the_cluster_is_warned_of() {

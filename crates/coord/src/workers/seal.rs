@@ -13,10 +13,10 @@
 //!
 //! A crash anywhere leaves the stripe open with its copies intact: sealing starts again.
 
+use crate::clock::now_ms;
 use crate::coordinator::{bad, Coordinator};
-use crate::meta::{zeros_crc, Change, StripeRecord, FILLER};
-use crate::objects::now_ms;
-use crate::small_bucket;
+use crate::metadata::{zeros_crc, Change, StripeRecord, FILLER};
+use crate::placement::small_bucket;
 use kintsugi_plan::{shapes, NodeId, RepairTask};
 use kintsugi_proto::rpc::request;
 use kintsugi_proto::WireError;

@@ -67,15 +67,18 @@ impl EtcdCluster {
         format!("etcd://{}", self.endpoints())
     }
 
-    pub fn client(&self) -> kintsugi_coord::etcd_http::Etcd {
+    pub fn client(&self) -> kintsugi_coord::metadata::etcd_http::Etcd {
         let e: Vec<String> = self.endpoints().split(',').map(String::from).collect();
-        kintsugi_coord::etcd_http::Etcd::new(&e, Duration::from_secs(2), Duration::from_secs(5)).unwrap()
+        kintsugi_coord::metadata::etcd_http::Etcd::new(&e, Duration::from_secs(2), Duration::from_secs(5)).unwrap()
     }
 
     fn wait_serving(&self, limit: Duration) {
         let start = Instant::now();
         let c = self.client();
-        while c.txn(&[], &[kintsugi_coord::etcd_http::Op::Put { key: b"/probe".to_vec(), value: b"1".to_vec(), lease: 0 }], &[]).is_err() {
+        while c
+            .txn(&[], &[kintsugi_coord::metadata::etcd_http::Op::Put { key: b"/probe".to_vec(), value: b"1".to_vec(), lease: 0 }], &[])
+            .is_err()
+        {
             assert!(start.elapsed() < limit, "etcd did not start serving in {limit:?}; see {}", self.dir.display());
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -2,7 +2,14 @@
 //! expects: missing chunks reported lost, orphans deleted once they have stayed orphans for
 //! `orphan_grace_ms`.
 
-use super::*;
+use crate::coordinator::Coordinator;
+use kintsugi_plan::NodeId;
+use kintsugi_proto::rpc::request;
+use kintsugi_proto::WireError;
+use kintsugi_proto::{ChunkId, NodeRequest};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 impl Coordinator {
     /// One page of node `node`'s inventory; the last page reconciles it.

@@ -1,7 +1,7 @@
 //! The redb store: records survive a reopen, and every index matches a brute-force
 //! recomputation from the records after random changes and after a rebuild.
 use super::*;
-use crate::meta::Piece;
+use crate::metadata::records::Piece;
 use kintsugi_codes::CodeSpec;
 use kintsugi_plan::Shape;
 use kintsugi_proto::LayoutSpec;
@@ -118,7 +118,7 @@ fn brute_force(m: &RedbMeta, nodes: &[NodeId], ids: &[u64]) -> Indexes {
         let Some(last) = page.last() else { break };
         after = last.name.clone();
         for o in page {
-            for s in meta_index::object_stripes(&o) {
+            for s in index::object_stripes(&o) {
                 objects.entry(s).or_default().push(o.name.clone());
             }
         }
@@ -156,7 +156,7 @@ fn indexes_match_the_records_after_random_changes_and_a_rebuild() {
                 s.open = rng.random_bool(0.3);
                 s.pg = rng.random_range(0..3);
                 if rng.random_bool(0.2) {
-                    s.owners = vec![1, crate::meta::FILLER, 0, 0, 0];
+                    s.owners = vec![1, crate::metadata::records::FILLER, 0, 0, 0];
                 }
                 s.changed_ms = round;
                 Change::PutStripe(s)
@@ -309,7 +309,7 @@ fn acknowledged_updates_survive_a_kill_9_during_group_commits() {
     let mut acked = [0u64; 4];
     for round in 0..3 {
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "meta_redb::tests::group_commit_child", "--nocapture", "--test-threads", "1"])
+            .args(["--exact", "metadata::redb_store::tests::group_commit_child", "--nocapture", "--test-threads", "1"])
             .env("KINTSUGI_GROUP_COMMIT_CHILD", &path)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

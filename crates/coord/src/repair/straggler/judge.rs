@@ -40,7 +40,7 @@ impl Coordinator {
             .lock()
             .expect("links lock")
             .iter()
-            .filter_map(|(&n, r)| crate::bandwidth::residual_of(r).map(|res| (n, res)))
+            .filter_map(|(&n, r)| crate::membership::bandwidth::residual_of(r).map(|res| (n, res)))
             .collect();
         let period = w.period.as_secs_f64();
         for (key, r) in running {

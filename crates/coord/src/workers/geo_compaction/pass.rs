@@ -4,6 +4,17 @@
 //! `compact_interval_ms`.
 
 use super::*;
+use crate::clock::now_ms;
+use crate::coordinator::Coordinator;
+use crate::metadata::slot_crc;
+use crate::metadata::{zeros_crc, Change, Piece, StripeRecord, FILLER, PIECES};
+use kintsugi_plan::NodeId;
+use kintsugi_proto::{ChunkId, CompactionReport, NodeRequest, StoreSpec, WireError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 impl Coordinator {
     /// One compaction pass over every sealed Geo stripe.
@@ -346,7 +357,7 @@ impl Coordinator {
                     sub_chunks: sub_chunks as u32,
                     ranges,
                 };
-                crate::small_bucket::assemble_on(node, me.addr_of(node), req, limit).await
+                crate::placement::small_bucket::assemble_on(node, me.addr_of(node), req, limit).await
             });
         }
         let mut errors = Vec::new();
