@@ -33,7 +33,7 @@ pub struct CoordConfig {
     pub auto_repair_interval_ms: u64,
     /// What automatic repair uses: method, scheduler, slice, and chunks rebuilt at once
     /// (like osd_recovery_max_active).
-    /// Either may be `auto`: predicted and chosen per run (`repair_auto`).
+    /// Either may be `auto`: predicted and chosen per run (`repair::auto`).
     pub repair_method: Pick<Shape>,
     pub repair_scheduler: Pick<Scheduler>,
     pub repair_slice: u64,

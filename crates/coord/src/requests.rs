@@ -192,7 +192,7 @@ impl Coordinator {
                 Ok(CoordResponse::Ok)
             }
             CoordRequest::Repair { method, slice, parallel, scheduler, max_active_per_destination } => {
-                // Either may be `auto` (`repair_auto`).
+                // Either may be `auto` (`repair::auto`).
                 let ask = crate::RepairAsk { method: pick_method_from_wire(&method)?, scheduler: scheduler_from_wire(&scheduler)? };
                 let report = self.repair(ask, slice, parallel, max_active_per_destination).await?;
                 self.sync_index_now().await;

@@ -11,9 +11,10 @@
 //! node holding one of their chunks has deleted it.
 //!
 //! This folder is the metadata service and knows nothing of the coordinator above it: the
-//! records and the store interface here, the two stores (`redb_store`, `etcd_store` with its
+//! records and the store interface (`records`), the two stores (`redb_store`, `etcd_store` with its
 //! HTTP client and leader lease), the indexes they keep (`index`), listings (`listing`,
-//! `version_listing`), the versions of a name (`versions`) and id blocks (`id_blocks`).
+//! `version_listing`), the versions of a name (`versions`, `version_names`), id blocks
+//! (`id_blocks`) and how a call waits on a store (`waiting`).
 
 pub mod etcd_http;
 pub mod etcd_store;

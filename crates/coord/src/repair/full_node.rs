@@ -1,7 +1,7 @@
 //! Full-node repair: finding every lost chunk, then rebuilding them all in one run, with a
 //! fixed method and scheduler (planned at once by `full_node_plan`, rebuilt many at a time
-//! by `repair_batch`, or phase by phase for ChameleonEC), or with what `auto` predicts
-//! fastest (`repair_auto`), deciding again before each ChameleonEC phase.
+//! by `batch`, or phase by phase for ChameleonEC), or with what `auto` predicts
+//! fastest (`repair::auto`), deciding again before each ChameleonEC phase.
 
 use crate::coordinator::Coordinator;
 use crate::metadata::{Change, PendingRepair, StripeRecord};

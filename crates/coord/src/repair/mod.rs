@@ -1,8 +1,9 @@
 //! Repair orchestration: the graph for one lost chunk (helpers, destination, method),
 //! dispatching it to the nodes, diagnosing a failed attempt and re-planning around it,
 //! degraded-read plans, and rebuilding one chunk (with a straggler watch's re-tunes and
-//! restarts). Full-node repair, which plans every lost chunk at once, is
-//! `full_node_repair`.
+//! restarts). Full-node repair, which plans every lost chunk at once, is `full_node`;
+//! the rest of this folder is what it runs with (planning, `auto`, ChameleonEC's phases
+//! and stragglers, RepairBoost's sub-processes and timeslots, per-destination limits).
 
 pub mod auto;
 pub(crate) mod batch;
