@@ -55,7 +55,7 @@ impl CoordHandle {
 }
 
 impl CoordHandle {
-    /// Returns, saying why, once this coordinator no longer leads (it has stopped serving);
+    /// Returns, saying why, when this coordinator's leadership ends (it stops serving then);
     /// never with redb.
     pub async fn deposed(&mut self) -> String {
         loop {

@@ -1,7 +1,7 @@
 //! The metadata in etcd, for a cluster with several coordinators: records and indexes are
 //! keys under one prefix, and every read-modify-write is one etcd transaction, guarded by the
-//! leader key ([`crate::metadata::leader`]): a coordinator that lost its leadership can no longer write
-//! (its transactions fail), so two coordinators never both change the metadata.
+//! leader key ([`crate::metadata::leader`]): a transaction from a coordinator that does not
+//! hold the key fails, so two coordinators never both change the metadata.
 //!
 //! The leader is the only writer, and its updates run one at a time (as redb's write
 //! transactions do): what a transaction reads is what the last one left, whether etcd
